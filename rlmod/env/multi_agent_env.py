@@ -1,0 +1,127 @@
+"""MultiAgentEnv: rlmod's dict-based interface for environments with several agents.
+
+MultiAgentEnvRunners step it; `ParallelPettingZooEnv` adapts PettingZoo envs to it and
+`rlmod.env.env_checker.check_multi_agent_env` checks an implementation against it.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import gymnasium as gym
+
+AgentID = Any
+"""The ID of one agent: any hashable value, usually a str or an int."""
+
+MultiAgentDict = dict[AgentID, Any]
+"""A dict keyed by agent ID (plus `ALL_AGENTS` in terminateds and truncateds)."""
+
+ALL_AGENTS = "__all__"
+"""The key in terminateds and truncateds that says whether the whole episode is over."""
+
+
+class MultiAgentEnv(abc.ABC):
+    """MultiAgentEnv: an environment in which several agents act, all data keyed by agent ID.
+
+    It follows the names of RLlib's `MultiAgentEnv`. Subclasses set `possible_agents`,
+    `observation_spaces` and `action_spaces` in `__init__` and implement `reset` and `step`.
+
+    The contract:
+
+    - `reset()` returns `(obs, infos)`; `step(action_dict)` returns
+      `(obs, rewards, terminateds, truncateds, infos)`, each a dict keyed by agent ID.
+    - An agent that has an entry in `obs` acts in the next `step()` (its action goes into
+      `action_dict`), unless `terminateds[aid]` or `truncateds[aid]` is True in the same
+      step: then that obs is the agent's last and the agent has left the episode.
+    - Agents may join mid-episode (they first appear in `obs`) and leave mid-episode.
+    - `terminateds` and `truncateds` always hold the key `"__all__"` (`ALL_AGENTS`); the
+      episode is over when either is True. rlmod's own envs set `truncateds["__all__"]`
+      when an agent was truncated (and not terminated) in the final step, and
+      `terminateds["__all__"]` otherwise.
+    - `agents` lists the agents active now; all IDs come from `possible_agents`.
+
+    Example:
+        >>> from rlmod.testing import MultiAgentCartPole
+        >>> env = MultiAgentCartPole({"num_agents": 2})
+        >>> obs, infos = env.reset(seed=0)
+        >>> sorted(obs), env.get_action_space(0)
+        ([0, 1], Discrete(2))
+        >>> obs, rewards, terminateds, truncateds, infos = env.step({0: 1, 1: 0})
+        >>> rewards, terminateds["__all__"]
+        ({0: 1.0, 1: 1.0}, False)
+    """
+
+    def __init__(self) -> None:
+        """Initializes empty agent lists and space dicts for subclasses to fill."""
+        self.possible_agents: list[AgentID] = []
+        self.agents: list[AgentID] = []
+        self.observation_spaces: dict[AgentID, gym.Space] = {}
+        self.action_spaces: dict[AgentID, gym.Space] = {}
+
+    @abc.abstractmethod
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[MultiAgentDict, MultiAgentDict]:
+        """Starts a new episode.
+
+        Args:
+            seed: Seeds the env's random number generator when given.
+            options: Env-specific reset options.
+
+        Returns:
+            The first observations and infos, keyed by agent ID.
+        """
+
+    @abc.abstractmethod
+    def step(
+        self, action_dict: MultiAgentDict
+    ) -> tuple[MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict]:
+        """Applies one action per acting agent and advances the env by one step.
+
+        Args:
+            action_dict: One action for each agent that received an observation last step.
+
+        Returns:
+            `(obs, rewards, terminateds, truncateds, infos)`; terminateds and truncateds
+            also hold the key `"__all__"`.
+        """
+
+    def get_observation_space(self, agent_id: AgentID) -> gym.Space:
+        """Returns the observation space of one agent."""
+        return self._space(self.observation_spaces, "observation_spaces", agent_id)
+
+    def get_action_space(self, agent_id: AgentID) -> gym.Space:
+        """Returns the action space of one agent."""
+        return self._space(self.action_spaces, "action_spaces", agent_id)
+
+    @property
+    def num_agents(self) -> int:
+        """The number of agents active now."""
+        return len(self.agents)
+
+    @property
+    def max_num_agents(self) -> int:
+        """The number of agents that can ever take part."""
+        return len(self.possible_agents)
+
+    def close(self) -> None:
+        """Releases the env's resources (windows, processes); does nothing by default."""
+
+    def _space(self, spaces: dict[AgentID, gym.Space], name: str, agent_id: AgentID) -> gym.Space:
+        try:
+            return spaces[agent_id]
+        except KeyError:
+            raise KeyError(
+                f"{type(self).__name__}.{name} has no entry for agent {agent_id!r}; it has "
+                f"{_preview(list(spaces))}. Set {name}[{agent_id!r}] in __init__ or use one "
+                f"of possible_agents."
+            ) from None
+
+
+def _preview(ids: list[AgentID], limit: int = 8) -> str:
+    """Returns a short printable list of agent IDs."""
+    if not ids:
+        return "no entries"
+    shown = ", ".join(repr(i) for i in ids[:limit])
+    return f"[{shown}{', ...' if len(ids) > limit else ''}] ({len(ids)} in all)"

@@ -1,0 +1,22 @@
+"""rlmod.testing: tiny solvable envs shared by tests, examples, benchmarks and users.
+
+`MultiAgentCartPole` needs only gymnasium; `TwoTeamGuessingEnv` (a PettingZoo env) is
+imported on first access, so this package imports without pettingzoo installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlmod.testing.envs import MultiAgentCartPole
+
+__all__ = ["MultiAgentCartPole", "TwoTeamGuessingEnv"]
+
+
+def __getattr__(name: str) -> Any:
+    """Imports the PettingZoo test envs lazily, on first access."""
+    if name == "TwoTeamGuessingEnv":
+        from rlmod.testing.pettingzoo_envs import TwoTeamGuessingEnv
+
+        return TwoTeamGuessingEnv
+    raise AttributeError(f"module 'rlmod.testing' has no attribute {name!r}")
