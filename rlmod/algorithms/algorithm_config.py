@@ -1,0 +1,682 @@
+"""AlgorithmConfig: the single source of truth from which every module spec is derived.
+
+Used by users (fluent setters), EnvRunners and Learners (`get_rl_module_spec`,
+`get_multi_rl_module_spec`, `get_config_for_module`) and Algorithm (`build_algo`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import gymnasium as gym
+
+from rlmod.algorithms import settings as s
+from rlmod.algorithms.settings import Setting
+from rlmod.connectors.env_to_module import default_env_to_module
+from rlmod.connectors.learner import LearnerConnector
+from rlmod.connectors.module_to_env import default_module_to_env
+from rlmod.connectors.pipeline import ConnectorPipeline, as_connector_list
+from rlmod.core.columns import DEFAULT_MODULE_ID
+from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
+from rlmod.core.rl_module import RLModuleSpec
+from rlmod.errors import UnknownModuleIDError
+from rlmod.utils.naming import did_you_mean, from_import_path, import_path
+from rlmod.utils.spaces import space_from_dict, space_to_dict
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from rlmod.algorithms.algorithm import Algorithm
+
+logger = logging.getLogger(__name__)
+
+_UNSET: Any = object()
+"""Marks a setter argument the caller did not pass (None is a meaningful value)."""
+
+
+def default_policy_mapping_fn(agent_id: Any, episode: Any = None, **kwargs: Any) -> ModuleID:
+    """Maps every agent to the one module `default_policy`."""
+    return DEFAULT_MODULE_ID
+
+
+def _spec_or_none(v: Any) -> Any:
+    if v is not None and not isinstance(v, RLModuleSpec | MultiRLModuleSpec):
+        raise s.InvalidKind("expected an RLModuleSpec, a MultiRLModuleSpec or None.")
+    return v
+
+
+def _policies(v: Any) -> dict[ModuleID, RLModuleSpec | None] | None:
+    if v is None:
+        return None
+    if isinstance(v, Mapping):
+        for mid, spec in v.items():
+            if spec is not None and not isinstance(spec, RLModuleSpec):
+                raise s.InvalidKind(f"policies[{mid!r}] must be an RLModuleSpec or None.")
+        items = dict(v)
+    elif isinstance(v, set | frozenset | list | tuple):
+        items = dict.fromkeys(v)
+    else:
+        raise s.InvalidKind("expected a set of module IDs or a dict of module ID -> RLModuleSpec.")
+    bad = [m for m in items if not isinstance(m, str)]
+    if bad:
+        raise s.InvalidKind(f"module IDs must be strings, got {bad[0]!r}.")
+    if not items:
+        raise s.Invalid("needs at least one module ID.")
+    return items
+
+
+def _overrides(v: Any) -> dict[ModuleID, dict[str, Any]]:
+    v = s.mapping(v)
+    for mid, over in v.items():
+        if not isinstance(over, Mapping):
+            raise s.InvalidKind(f"the overrides of module {mid!r} must be a dict of settings.")
+    return {mid: dict(over) for mid, over in v.items()}
+
+
+class AlgorithmConfig:
+    """Settings of an algorithm, grouped by the fluent setter that sets them.
+
+    Every setter takes keyword arguments only and returns the config, so calls chain.
+    Values are checked when set (ValueError/TypeError naming the setting), cross-field
+    rules in `validate()`, which `build_algo()` always runs.
+
+    Example:
+        >>> from rlmod.algorithms.ppo import PPOConfig
+        >>> config = (PPOConfig().environment("CartPole-v1")
+        ...           .env_runners(num_envs_per_env_runner=8).training(lr=3e-4))
+        >>> config.total_train_batch_size
+        4000
+    """
+
+    algo_class: ClassVar[type[Algorithm] | None] = None
+
+    # --- environment ---
+    env = Setting(None, section="environment", doc=(
+        "A gymnasium ID, a name registered with rlmod.register_env, or a callable "
+        "(env_config) -> env."))
+    env_config = Setting({}, section="environment", check=s.mapping,
+                         doc="Keyword arguments for the env (gymnasium) or its creator.")
+    observation_space = Setting(None, section="environment", check=s.space_or_none, doc=(
+        "The env's observation space, for components with no env (offline training)."))
+    action_space = Setting(None, section="environment", check=s.space_or_none,
+                           doc="The env's action space, for components with no env.")
+    # --- env_runners ---
+    num_env_runners = Setting(0, section="env_runners", check=s.integer(min=0), doc=(
+        "Remote EnvRunner actors (needs Ray). 0 samples in-process, the fastest on one "
+        "machine."))
+    num_envs_per_env_runner = Setting(1, section="env_runners", check=s.integer(min=1), doc=(
+        "Sub-envs each EnvRunner steps at once in one vector env; more sub-envs amortize "
+        "the forward pass."))
+    rollout_fragment_length = Setting("auto", section="env_runners", check=lambda v: v if v ==
+                                      "auto" else s.integer(min=1)(v), doc=(
+        "Steps per sub-env per sample() call; 'auto' splits the train batch evenly."))
+    env_to_module_connector = Setting(None, section="env_runners", check=s.callable_or_none,
+                                      doc=(
+        "callable(env) -> Connector(s) appended after the default flatten/one-hot pieces "
+        "(env is None for components without one)."))
+    module_to_env_connector = Setting(None, section="env_runners", check=s.callable_or_none,
+                                      doc="callable(env) -> Connector(s) run after sampling.")
+    explore = Setting(True, section="env_runners", check=s.boolean,
+                      doc="Sample actions (True) or take the distribution's mode (False).")
+    env_runner_cls = Setting(None, section="env_runners", check=s.callable_or_none, doc=(
+        "EnvRunner class; None picks the single- or multi-agent one."))
+    # --- learners ---
+    num_learners = Setting(0, section="learners", check=s.integer(min=0), doc=(
+        "Remote Learner actors (needs Ray), trained data-parallel. 0 trains in-process."))
+    num_threads_per_learner = Setting(1, section="learners", check=s.integer(min=1), doc=(
+        "torch intra-op threads of in-process components. Small networks run fastest "
+        "on one thread: more threads cost more in synchronization than they save."))
+    # --- training ---
+    gamma = Setting(0.99, section="training", check=s.number(low=0.0, high=1.0),
+                    doc="Discount factor of future rewards.")
+    lr = Setting(5e-5, section="training", check=s.schedule_or_number(), doc=(
+        "Learning rate, or a piecewise-linear schedule [[env_step, lr], ...]."))
+    train_batch_size = Setting(4000, section="training", check=s.integer(min=1), doc=(
+        "Env steps per training iteration over all Learners; used when "
+        "train_batch_size_per_learner is None."))
+    train_batch_size_per_learner = Setting(None, section="training",
+                                           check=s.optional(s.integer(min=1)), doc=(
+        "Env steps each Learner trains on per iteration; None derives it as "
+        "train_batch_size // max(1, num_learners)."))
+    minibatch_size = Setting(128, section="training", check=s.optional(s.integer(min=1)),
+                             doc="Rows per SGD step; None trains on the whole batch at once.")
+    num_epochs = Setting(1, section="training", check=s.integer(min=1),
+                         doc="Passes over each train batch.")
+    grad_clip = Setting(None, section="training",
+                        check=s.optional(s.number(low=0.0, low_open=True)),
+                        doc="Clip each module's global gradient norm to this value.")
+    learner_connector = Setting(None, section="training", check=s.callable_or_none, doc=(
+        "callable(observation_space, action_space) -> LearnerConnector(s), run before the "
+        "algorithm's own learner pieces (e.g. GAE)."))
+    # --- rl_module ---
+    rl_module_spec = Setting(None, section="rl_module", check=_spec_or_none, doc=(
+        "An RLModuleSpec for the default module, or a MultiRLModuleSpec (several modules, "
+        "learner-only ones included); unset fields come from the algorithm's default."))
+    model_config = Setting({}, section="rl_module", check=lambda v: v if not isinstance(v, dict)
+                           else dict(v), doc=(
+        "Model settings for every module (a sub-spec's own model_config wins)."))
+    algorithm_config_overrides_per_module = Setting({}, section="rl_module", check=_overrides,
+                                                    doc=(
+        "{module_id: {setting: value}}: the config a Learner uses for that module."))
+    # --- multi_agent ---
+    policies = Setting(None, section="multi_agent", check=_policies, doc=(
+        "Module IDs (a set) or {module_id: RLModuleSpec | None}; None means one module."))
+    policy_mapping_fn = Setting(default_policy_mapping_fn, section="multi_agent",
+                                check=lambda v: s.callable_or_none(v) or
+                                default_policy_mapping_fn,
+                                doc="callable(agent_id, episode, **kwargs) -> module ID.")
+    policies_to_train = Setting(None, section="multi_agent", check=s.collection_or_callable,
+                                doc="Module IDs to train, or callable(module_id, batch) -> bool; "
+                                "None trains all.")
+    # --- evaluation ---
+    evaluation_interval = Setting(None, section="evaluation",
+                                  check=s.optional(s.integer(min=1)),
+                                  doc="Evaluate every this many train() calls; None never.")
+    evaluation_duration = Setting(10, section="evaluation", check=s.integer(min=1),
+                                  doc="Episodes or timesteps per evaluation.")
+    evaluation_duration_unit = Setting("episodes", section="evaluation",
+                                       check=s.one_of("episodes", "timesteps"),
+                                       doc="Unit of evaluation_duration.")
+    evaluation_explore = Setting(False, section="evaluation", check=s.boolean,
+                                 doc="Whether evaluation samples actions (default: greedy).")
+    # --- reporting ---
+    metrics_num_episodes_for_smoothing = Setting(100, section="reporting",
+                                                 check=s.integer(min=1), doc=(
+        "Episodes in the window of episode_return_mean and friends."))
+    # --- debugging ---
+    seed = Setting(None, section="debugging", check=s.optional(s.integer(min=0)), doc=(
+        "Seeds torch, numpy and the envs; one seed gives the same run twice."))
+
+    def __init__(self) -> None:
+        self.__dict__["_frozen"] = False
+        self.__dict__["_per_module_configs"] = {}
+        for name, setting in self.settings().items():
+            self.__dict__[name] = copy.copy(setting.default)
+
+    # ------------------------------------------------------------------ settings table
+    @classmethod
+    def settings(cls) -> dict[str, Setting]:
+        """All settings of this config class by name (the class attribute table)."""
+        table = cls.__dict__.get("_settings_table")
+        if table is None:
+            table = {}
+            for klass in reversed(cls.__mro__):
+                for name, value in vars(klass).items():
+                    if isinstance(value, Setting):
+                        table[name] = value
+            cls._settings_table = table
+        return table
+
+    def _set_section(self, section: str, values: dict[str, Any]) -> Self:
+        values = dict(values)
+        values.pop("self", None)
+        values.pop("__class__", None)
+        unknown = values.pop("unknown", {}) or {}
+        valid = [n for n, st in self.settings().items() if st.section == section]
+        for name in unknown:
+            raise TypeError(
+                f".{section}() got an unexpected keyword argument {name!r}."
+                f"{did_you_mean(name, valid)} Valid: {sorted(valid)}."
+            )
+        for name, value in values.items():
+            if value is not _UNSET:
+                setattr(self, name, value)
+        return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in self.settings() and not name.startswith("_"):
+            raise AttributeError(
+                f"{type(self).__name__} has no setting {name!r}."
+                f"{did_you_mean(name, self.settings())}"
+            )
+        super().__setattr__(name, value)
+
+    # ------------------------------------------------------------------ fluent setters
+    def environment(self, env: Any = _UNSET, *, env_config: dict | None = _UNSET,
+                    observation_space: gym.Space | None = _UNSET,
+                    action_space: gym.Space | None = _UNSET, **unknown: Any) -> Self:
+        """Sets the env and its config, or the spaces for env-less training."""
+        return self._set_section("environment", locals())
+
+    def env_runners(self, *, num_env_runners: int = _UNSET, num_envs_per_env_runner: int = _UNSET,
+                    rollout_fragment_length: int | str = _UNSET,
+                    env_to_module_connector: Callable | None = _UNSET,
+                    module_to_env_connector: Callable | None = _UNSET, explore: bool = _UNSET,
+                    env_runner_cls: type | None = _UNSET, **unknown: Any) -> Self:
+        """Sets how EnvRunners sample."""
+        return self._set_section("env_runners", locals())
+
+    def learners(self, *, num_learners: int = _UNSET, num_threads_per_learner: int = _UNSET,
+                 **unknown: Any) -> Self:
+        """Sets how many Learners train."""
+        return self._set_section("learners", locals())
+
+    def training(self, *, gamma: float = _UNSET, lr: float | list = _UNSET,
+                 train_batch_size: int = _UNSET, train_batch_size_per_learner: int | None = _UNSET,
+                 minibatch_size: int | None = _UNSET, num_epochs: int = _UNSET,
+                 grad_clip: float | None = _UNSET, learner_connector: Callable | None = _UNSET,
+                 **unknown: Any) -> Self:
+        """Sets the training settings common to all algorithms (subclasses add theirs)."""
+        return self._set_section("training", locals())
+
+    def rl_module(self, *, rl_module_spec: RLModuleSpec | MultiRLModuleSpec | None = _UNSET,
+                  model_config: dict | Any = _UNSET,
+                  algorithm_config_overrides_per_module: dict | None = _UNSET,
+                  **unknown: Any) -> Self:
+        """Sets the module specs, model config and per-module config overrides."""
+        return self._set_section("rl_module", locals())
+
+    def multi_agent(self, *, policies: Any = _UNSET, policy_mapping_fn: Callable = _UNSET,
+                    policies_to_train: Any = _UNSET, **unknown: Any) -> Self:
+        """Sets what only matters with several agents: modules and the agent mapping."""
+        return self._set_section("multi_agent", locals())
+
+    def evaluation(self, *, evaluation_interval: int | None = _UNSET,
+                   evaluation_duration: int = _UNSET, evaluation_duration_unit: str = _UNSET,
+                   evaluation_explore: bool = _UNSET, **unknown: Any) -> Self:
+        """Sets when and how long to evaluate."""
+        return self._set_section("evaluation", locals())
+
+    def reporting(self, *, metrics_num_episodes_for_smoothing: int = _UNSET,
+                  **unknown: Any) -> Self:
+        """Sets how metrics are smoothed."""
+        return self._set_section("reporting", locals())
+
+    def debugging(self, *, seed: int | None = _UNSET, **unknown: Any) -> Self:
+        """Sets the seed."""
+        return self._set_section("debugging", locals())
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def is_multi_agent(self) -> bool:
+        """True with `.multi_agent(policies=...)` or a MultiAgentEnv class as env."""
+        from rlmod.env.multi_agent_env import MultiAgentEnv
+
+        env_is_ma = isinstance(self.env, type) and issubclass(self.env, MultiAgentEnv)
+        return self.policies is not None or env_is_ma
+
+    @property
+    def train_batch_size_per_learner_effective(self) -> int:
+        """Rule 5: the per-learner batch, derived from train_batch_size when unset."""
+        if self.train_batch_size_per_learner is not None:
+            return self.train_batch_size_per_learner
+        return self.train_batch_size // max(1, self.num_learners)
+
+    @property
+    def total_train_batch_size(self) -> int:
+        """Env steps trained on per iteration, over all Learners."""
+        return self.train_batch_size_per_learner_effective * max(1, self.num_learners)
+
+    def get_rollout_fragment_length(self) -> int:
+        """Steps per sub-env per sample() call ('auto': the train batch split evenly)."""
+        if self.rollout_fragment_length != "auto":
+            return int(self.rollout_fragment_length)
+        per_call = max(1, self.num_env_runners) * self.num_envs_per_env_runner
+        return max(1, -(-self.total_train_batch_size // per_call))
+
+    @property
+    def module_ids(self) -> list[ModuleID]:
+        """All module IDs: `policies` (or the default one) plus extra sub-specs."""
+        ids = list(self.policies or {DEFAULT_MODULE_ID: None})
+        if isinstance(self.rl_module_spec, MultiRLModuleSpec):
+            seen = set(ids)
+            ids += [m for m in self.rl_module_spec.rl_module_specs if m not in seen]
+        return ids
+
+    def is_module_trainable(self, module_id: ModuleID, batch: Any = None) -> bool:
+        """Whether Learners update `module_id` (`policies_to_train`)."""
+        ptt = self.policies_to_train
+        if ptt is None:
+            return True
+        return bool(ptt(module_id, batch)) if callable(ptt) else module_id in ptt
+
+    # ------------------------------------------------------------------ algorithm hooks
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        """The algorithm's default module (class and model config); subclasses override."""
+        raise NotImplementedError(f"{type(self).__name__} has no default RLModule.")
+
+    def get_default_learner_class(self) -> type:
+        raise NotImplementedError(f"{type(self).__name__} has no Learner class.")
+
+    def build_learner_connector(self, observation_space: gym.Space | None = None,
+                                action_space: gym.Space | None = None) -> ConnectorPipeline:
+        """The user's learner connectors; subclasses append their own (GAE for PPO)."""
+        pieces: list[LearnerConnector] = []
+        if self.learner_connector is not None:
+            pieces = as_connector_list(self.learner_connector(observation_space, action_space),
+                                       setting="learner_connector")
+        return ConnectorPipeline(pieces)
+
+    def build_env_to_module_connector(self, env: Any, observation_space: gym.Space,
+                                      action_space: gym.Space) -> ConnectorPipeline:
+        """Default pieces (flatten, one-hot) then the user's, with spaces set."""
+        pieces: list[Any] = list(default_env_to_module(observation_space))
+        if self.env_to_module_connector is not None:
+            pieces += as_connector_list(self.env_to_module_connector(env),
+                                        setting="env_to_module_connector")
+        return ConnectorPipeline(pieces, input_observation_space=observation_space,
+                                 input_action_space=action_space)
+
+    def build_module_to_env_connector(self, env: Any, observation_space: gym.Space,
+                                      action_space: gym.Space) -> ConnectorPipeline:
+        """The user's pieces, then the defaults (sample actions, unsquash/clip)."""
+        pieces: list[Any] = []
+        if self.module_to_env_connector is not None:
+            pieces += as_connector_list(self.module_to_env_connector(env),
+                                        setting="module_to_env_connector")
+        pieces += default_module_to_env(action_space)
+        return ConnectorPipeline(pieces, input_observation_space=observation_space,
+                                 input_action_space=action_space)
+
+    # ------------------------------------------------------------------ specs (rule 2)
+    def _module_spaces_from_env_spaces(self, obs_space: gym.Space,
+                                       act_space: gym.Space) -> tuple[gym.Space, gym.Space]:
+        pipeline = self.build_env_to_module_connector(None, obs_space, act_space)
+        assert pipeline.observation_space is not None and pipeline.action_space is not None
+        return pipeline.observation_space, pipeline.action_space
+
+    def _single_agent_env_spaces(self, env: Any) -> tuple[gym.Space, gym.Space] | None:
+        if env is None:
+            return None
+        obs = getattr(env, "single_observation_space", None) or env.observation_space
+        act = getattr(env, "single_action_space", None) or env.action_space
+        return obs, act
+
+    def get_rl_module_spec(self, env: Any = None, spaces: Mapping[str, tuple] | None = None,
+                           inference_only: bool | None = None) -> RLModuleSpec:
+        """The complete spec of the default module (single-module case, rule 2).
+
+        Spaces come from `spaces[DEFAULT_MODULE_ID]`, else `env` (through the env-to-module
+        connectors), else the user's spec, else `.environment(observation_space=...,
+        action_space=...)` (through the connectors). `inference_only=None` keeps the spec's.
+        """
+        user = self.rl_module_spec
+        if isinstance(user, MultiRLModuleSpec):
+            acting = {m: sp for m, sp in user.rl_module_specs.items() if not sp.learner_only}
+            if DEFAULT_MODULE_ID in acting:
+                user = acting[DEFAULT_MODULE_ID]
+            elif len(acting) == 1:
+                user = next(iter(acting.values()))
+            else:
+                raise ValueError(
+                    "get_rl_module_spec() is the single-module case, but rl_module_spec holds "
+                    f"modules {sorted(acting)} besides the learner-only ones; use "
+                    "get_multi_rl_module_spec() or name one module 'default_policy'."
+                )
+        spec = self.get_default_rl_module_spec()
+        if user is not None:
+            spec = spec.update(user)
+        obs, act = self._resolve_spaces(DEFAULT_MODULE_ID, spec, env=env, spaces=spaces,
+                                        env_spaces=self._single_agent_env_spaces(env))
+        model_config = {**_plain(self.model_config), **_plain(spec.model_config)}
+        return RLModuleSpec(
+            module_class=spec.module_class, observation_space=obs, action_space=act,
+            inference_only=spec.inference_only if inference_only is None else inference_only,
+            learner_only=spec.learner_only, model_config=model_config)
+
+    def get_multi_rl_module_spec(self, *, env: Any = None,
+                                 spaces: Mapping[str, tuple] | None = None,
+                                 inference_only: bool = False) -> MultiRLModuleSpec:
+        """One complete sub-spec per module (rule 2); learner-only ones dropped if
+        `inference_only`.
+
+        Each module's spaces come from `spaces[module_id]`, else from the env's agents
+        mapped to it (through the env-to-module connectors), else from its own sub-spec;
+        in the single-agent case a module without any of these sees what the default
+        module sees.
+        """
+        user = self.rl_module_spec
+        sub_specs = dict(user.rl_module_specs) if isinstance(user, MultiRLModuleSpec) else {}
+        base = self.get_default_rl_module_spec()
+        if isinstance(user, RLModuleSpec):
+            base = base.update(user)
+        for mid, pspec in (self.policies or {}).items():
+            if pspec is not None:
+                sub_specs[mid] = sub_specs[mid].update(pspec) if mid in sub_specs else pspec
+        agent_spaces = self._spaces_by_module_from_env(env) if self.is_multi_agent else {}
+        single_env_spaces = None if self.is_multi_agent else self._single_agent_env_spaces(env)
+        global_mc = _plain(self.model_config)
+        base_mc = {**global_mc, **_plain(base.model_config)}
+        specs: dict[ModuleID, RLModuleSpec] = {}
+        default_spaces: tuple | None = None
+        for mid in self.module_ids:
+            own = sub_specs.get(mid)
+            if own is not None and inference_only and own.learner_only:
+                continue
+            spec = base if own is None else base.update(own)
+            env_spaces = agent_spaces.get(mid) if self.is_multi_agent else single_env_spaces
+            try:
+                obs, act = self._resolve_spaces(mid, spec, env=env, spaces=spaces,
+                                                env_spaces=env_spaces, module_spaces=True)
+            except ValueError:
+                if default_spaces is None or self.is_multi_agent:
+                    raise
+                obs, act = default_spaces  # single-agent: extra modules see what the env shows
+            if mid == DEFAULT_MODULE_ID:
+                default_spaces = (obs, act)
+            mc = base_mc if own is None or not own.model_config else {
+                **base_mc, **_plain(own.model_config)}
+            specs[mid] = RLModuleSpec(
+                module_class=spec.module_class, observation_space=obs, action_space=act,
+                inference_only=inference_only or spec.inference_only,
+                learner_only=spec.learner_only, model_config=mc)
+        return MultiRLModuleSpec(rl_module_specs=specs)
+
+    def _resolve_spaces(self, module_id: ModuleID, spec: RLModuleSpec, *, env: Any,
+                        spaces: Mapping[str, tuple] | None, env_spaces: tuple | None,
+                        module_spaces: bool = False) -> tuple[gym.Space, gym.Space]:
+        if spaces is not None and module_id in spaces:
+            return spaces[module_id]
+        if env_spaces is not None:
+            return (env_spaces if module_spaces and self.is_multi_agent
+                    else self._module_spaces_from_env_spaces(*env_spaces))
+        if spec.observation_space is not None and spec.action_space is not None:
+            return spec.observation_space, spec.action_space
+        if self.observation_space is not None and self.action_space is not None:
+            return self._module_spaces_from_env_spaces(self.observation_space, self.action_space)
+        raise ValueError(
+            f"Cannot infer the observation and action spaces of module {module_id!r}: no "
+            "spaces=..., no env, none on its RLModuleSpec and none in the config. Pass "
+            "get_*_spec(spaces=env_runner_group.get_spaces()) or env=..., set "
+            "RLModuleSpec(observation_space=..., action_space=...), or call "
+            "config.environment(observation_space=..., action_space=...)."
+        )
+
+    def _spaces_by_module_from_env(self, env: Any) -> dict[ModuleID, tuple]:
+        """Module spaces by reverse-mapping the env's agents through policy_mapping_fn."""
+        if env is None:
+            return {}
+        found: dict[ModuleID, tuple[Any, gym.Space, gym.Space]] = {}
+        converted: dict[tuple[int, int], tuple[gym.Space, gym.Space]] = {}
+        known = set(self.module_ids)
+        for agent_id in env.possible_agents:
+            mid = self.policy_mapping_fn(agent_id, None)
+            if mid not in known:
+                raise UnknownModuleIDError(
+                    f"policy_mapping_fn mapped agent {agent_id!r} to module {mid!r}, which is "
+                    f"not among the modules {sorted(known)[:10]}.{did_you_mean(str(mid), known)} "
+                    "Add it to config.multi_agent(policies=...) or fix the mapping."
+                )
+            obs, act = env.get_observation_space(agent_id), env.get_action_space(agent_id)
+            if mid in found:
+                other, o_obs, o_act = found[mid]
+                if o_obs != obs or o_act != act:
+                    raise ValueError(
+                        f"Agents {other!r} and {agent_id!r} are both mapped to module {mid!r} "
+                        f"but see different spaces: {other!r} has ({o_obs}, {o_act}), "
+                        f"{agent_id!r} has ({obs}, {act}). Map them to different modules."
+                    )
+                continue
+            found[mid] = (agent_id, obs, act)
+            key = (id(obs), id(act))
+            if key not in converted:
+                converted[key] = self._module_spaces_from_env_spaces(obs, act)
+        return {mid: converted[(id(o), id(a))] for mid, (_, o, a) in found.items()}
+
+    # ------------------------------------------------------------------ per-module (rule 4)
+    def get_config_for_module(self, module_id: ModuleID) -> AlgorithmConfig:
+        """The config a Learner uses for `module_id` (rule 4).
+
+        Without overrides that is this very config object; with overrides a frozen copy,
+        made once and cached, so thousands of modules cost nothing extra.
+        """
+        overrides = self.algorithm_config_overrides_per_module.get(module_id)
+        if not overrides:
+            return self
+        cache = self.__dict__["_per_module_configs"]
+        cfg = cache.get(module_id)
+        if cfg is None:
+            cfg = object.__new__(type(self))
+            cfg.__dict__.update(self.__dict__)
+            cfg.__dict__["_frozen"] = False
+            cfg.__dict__["_per_module_configs"] = {}
+            for name, value in overrides.items():
+                if name not in self.settings():
+                    raise ValueError(self._unknown_override_message(module_id, name))
+                setattr(cfg, name, value)
+            cfg.__dict__["algorithm_config_overrides_per_module"] = {}
+            cfg.__dict__["_frozen"] = True
+            cache[module_id] = cfg
+        return cfg
+
+    def _unknown_override_message(self, module_id: ModuleID, name: str) -> str:
+        return (
+            f"algorithm_config_overrides_per_module[{module_id!r}] names {name!r}, which is "
+            f"not a setting of {type(self).__name__}.{did_you_mean(name, self.settings())}"
+        )
+
+    # ------------------------------------------------------------------ validate / build
+    def validate(self) -> None:
+        """Checks the rules that span several settings; raises ValueError naming them."""
+        per_learner = self.train_batch_size_per_learner_effective
+        if per_learner < 1:
+            raise ValueError(
+                f"train_batch_size ({self.train_batch_size}) // num_learners "
+                f"({self.num_learners}) is 0; raise train_batch_size or set "
+                "train_batch_size_per_learner."
+            )
+        if self.minibatch_size is not None and self.minibatch_size > per_learner:
+            raise ValueError(
+                f"minibatch_size ({self.minibatch_size}) is larger than "
+                f"train_batch_size_per_learner ({per_learner}); lower minibatch_size or "
+                "raise the batch."
+            )
+        for mid, overrides in self.algorithm_config_overrides_per_module.items():
+            for name in overrides:
+                if name not in self.settings():
+                    raise ValueError(self._unknown_override_message(mid, name))
+                self.settings()[name].validate(overrides[name])
+        ptt = self.policies_to_train
+        if ptt is not None and not callable(ptt):
+            unknown = sorted(set(ptt) - set(self.module_ids))
+            if unknown:
+                raise UnknownModuleIDError(
+                    f"policies_to_train names {unknown[0]!r}, which is not a module: modules "
+                    f"are {sorted(self.module_ids)[:10]}."
+                    f"{did_you_mean(unknown[0], self.module_ids)}"
+                )
+        if self.evaluation_duration_unit == "timesteps" and self.evaluation_interval:
+            pass  # any positive duration works in timesteps
+
+    def build_algo(self) -> Algorithm:
+        """Validates this config and builds its Algorithm (on a frozen copy)."""
+        if self.algo_class is None:
+            raise TypeError(f"{type(self).__name__} has no algo_class to build.")
+        return self.algo_class(config=self)
+
+    def freeze(self) -> None:
+        """Makes every setting read-only (a built Algorithm's config cannot change)."""
+        self.__dict__["_frozen"] = True
+
+    @property
+    def is_frozen(self) -> bool:
+        return bool(self.__dict__["_frozen"])
+
+    def copy(self, *, copy_frozen: bool = False) -> Self:
+        """A deep copy; unfrozen unless `copy_frozen`."""
+        new = object.__new__(type(self))
+        state = {k: v for k, v in self.__dict__.items() if k != "_per_module_configs"}
+        new.__dict__.update(copy.deepcopy(state))
+        new.__dict__["_per_module_configs"] = {}
+        new.__dict__["_frozen"] = self.is_frozen and copy_frozen
+        return new
+
+    # ------------------------------------------------------------------ JSON
+    def to_dict(self) -> dict[str, Any]:
+        """All settings as JSON-able values (classes and functions by import path)."""
+        return {name: _encode(getattr(self, name), name) for name in self.settings()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Inverse of `to_dict`; unknown keys are an error."""
+        config = cls()
+        for name, value in data.items():
+            if name not in cls.settings():
+                raise ValueError(
+                    f"{cls.__name__}.from_dict: unknown setting {name!r}."
+                    f"{did_you_mean(name, cls.settings())}"
+                )
+            setattr(config, name, _decode(value, name))
+        return config
+
+    def __repr__(self) -> str:
+        changed = {n: getattr(self, n) for n, st in self.settings().items()
+                   if getattr(self, n) != st.default}
+        return f"{type(self).__name__}({changed})"
+
+
+def _plain(model_config: Any) -> dict[str, Any]:
+    if model_config is None:
+        return {}
+    if isinstance(model_config, Mapping):
+        return dict(model_config)
+    import dataclasses
+
+    return dataclasses.asdict(model_config)
+
+
+def _encode(value: Any, setting: str) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, gym.Space):
+        return {"__space__": space_to_dict(value)}
+    if isinstance(value, RLModuleSpec):
+        return {"__rl_module_spec__": value.to_dict()}
+    if isinstance(value, MultiRLModuleSpec):
+        return {"__multi_rl_module_spec__": value.to_dict()}
+    if isinstance(value, set | frozenset):
+        return {"__set__": sorted(_encode(v, setting) for v in value)}
+    if isinstance(value, Mapping):
+        return {str(k): _encode(v, f"{setting}[{k!r}]") for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encode(v, setting) for v in value]
+    if callable(value):
+        return {"__import__": import_path(value, setting=setting)}
+    import dataclasses
+
+    if dataclasses.is_dataclass(value):
+        return _encode(dataclasses.asdict(value), setting)
+    raise ValueError(f"{setting}={value!r} cannot be stored as JSON.")
+
+
+def _decode(value: Any, setting: str) -> Any:
+    if isinstance(value, list):
+        return [_decode(v, setting) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        (key, inner), = value.items()
+        if key == "__space__":
+            return space_from_dict(inner)
+        if key == "__rl_module_spec__":
+            return RLModuleSpec.from_dict(inner)
+        if key == "__multi_rl_module_spec__":
+            return MultiRLModuleSpec.from_dict(inner)
+        if key == "__set__":
+            return set(inner)
+        if key == "__import__":
+            return from_import_path(inner, setting=setting)
+    return {k: _decode(v, f"{setting}[{k!r}]") for k, v in value.items()}

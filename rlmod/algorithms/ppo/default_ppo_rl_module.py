@@ -1,0 +1,81 @@
+"""DefaultPPORLModule: PPO's actor-critic MLP, with no value function when inference-only.
+
+Built from specs by EnvRunners (inference-only: encoder and policy head) and Learners
+(plus the value encoder and head).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlmod.core.columns import Columns
+from rlmod.core.distributions import dist_inputs_dim
+from rlmod.core.models import DefaultModelConfig, mlp
+from rlmod.core.rl_module import RLModule, TensorDict
+
+
+class DefaultPPORLModule(RLModule):
+    """Policy MLP (`encoder` + `pi`) and, on Learners only, a value MLP (`vf_encoder` + `vf`).
+
+    Discrete, MultiDiscrete and Box actions; for Box, a free log-std parameter (or a network
+    output with `free_log_std=False`). `compute_values` is the value function GAE uses.
+    """
+
+    training_only_submodules = ("vf_encoder", "vf")
+
+    def setup(self) -> None:
+        cfg = DefaultModelConfig.from_any(self.model_config)
+        self.config = cfg
+        if not isinstance(self.observation_space, gym.spaces.Box):
+            raise TypeError(
+                f"DefaultPPORLModule needs Box observations, got {self.observation_space}; the "
+                "default env-to-module connectors flatten and one-hot other spaces."
+            )
+        in_dim = int(np.prod(self.observation_space.shape))
+        enc_dim = cfg.fcnet_hiddens[-1] if cfg.fcnet_hiddens else in_dim
+        out_dim = dist_inputs_dim(self.action_space)
+        self._free_log_std = isinstance(self.action_space, gym.spaces.Box) and cfg.free_log_std
+        pi_out = out_dim // 2 if self._free_log_std else out_dim
+        act = cfg.fcnet_activation
+        self.encoder = mlp(in_dim, cfg.fcnet_hiddens, activation_name=act)
+        self.pi = mlp(enc_dim, cfg.head_fcnet_hiddens, activation_name=cfg.head_fcnet_activation,
+                      out_dim=pi_out, out_gain=0.01)
+        if self._free_log_std:
+            self.log_std = nn.Parameter(torch.full((pi_out,), float(cfg.log_std_init)))
+        if self.inference_only:
+            return  # EnvRunners: no value function at all
+        if not cfg.vf_share_layers:
+            self.vf_encoder = mlp(in_dim, cfg.fcnet_hiddens, activation_name=act)
+        self.vf = mlp(enc_dim, cfg.head_fcnet_hiddens, activation_name=cfg.head_fcnet_activation,
+                      out_dim=1, out_gain=1.0)
+
+    def _dist_inputs(self, embeddings: torch.Tensor) -> torch.Tensor:
+        out = self.pi(embeddings)
+        if self._free_log_std:
+            out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
+        return out
+
+    def _forward(self, batch: TensorDict) -> TensorDict:
+        obs = batch[Columns.OBS].flatten(1)
+        return {Columns.ACTION_DIST_INPUTS: self._dist_inputs(self.encoder(obs))}
+
+    def forward_train(self, batch: TensorDict) -> TensorDict:
+        obs = batch[Columns.OBS].flatten(1)
+        embeddings = self.encoder(obs)
+        return {
+            Columns.ACTION_DIST_INPUTS: self._dist_inputs(embeddings),
+            Columns.VF_PREDS: self.compute_values(batch, embeddings=embeddings),
+        }
+
+    def compute_values(self, batch: TensorDict,
+                       embeddings: torch.Tensor | None = None) -> torch.Tensor:
+        """V(obs), `[B]`."""
+        obs = batch[Columns.OBS].flatten(1)
+        if self.config.vf_share_layers:
+            features = self.encoder(obs) if embeddings is None else embeddings
+        else:
+            features = self.vf_encoder(obs)
+        return self.vf(features).squeeze(-1)

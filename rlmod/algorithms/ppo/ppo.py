@@ -1,0 +1,106 @@
+"""PPOConfig and PPO: the PPO settings and its training step.
+
+`PPOConfig().environment(...).build_algo()` returns a PPO; PPOLearner holds the loss.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+
+from rlmod.algorithms import settings as s
+from rlmod.algorithms.algorithm import Algorithm
+from rlmod.algorithms.algorithm_config import _UNSET, AlgorithmConfig
+from rlmod.algorithms.settings import Setting
+from rlmod.connectors.learner import GeneralAdvantageEstimation
+from rlmod.connectors.pipeline import ConnectorPipeline
+from rlmod.core.rl_module import RLModuleSpec
+
+if TYPE_CHECKING:
+    from typing import Self
+
+
+class PPOConfig(AlgorithmConfig):
+    """PPO's settings; defaults follow Stable-Baselines3's well-tested PPO defaults.
+
+    Example:
+        >>> from rlmod.algorithms.ppo import PPOConfig
+        >>> config = PPOConfig().environment("CartPole-v1").training(lambda_=0.9, clip_param=0.1)
+        >>> config.clip_param
+        0.1
+    """
+
+    lambda_ = Setting(0.95, section="training", check=s.number(low=0.0, high=1.0),
+                      doc="GAE lambda: bias (0) vs variance (1) of the advantage estimate.")
+    clip_param = Setting(0.2, section="training", check=s.number(low=0.0, low_open=True),
+                         doc="PPO's clip range epsilon of the probability ratio.")
+    vf_clip_param = Setting(10.0, section="training", check=s.number(low=0.0, low_open=True),
+                            doc="Clamp of the squared value error (in reward units squared).")
+    vf_loss_coeff = Setting(0.5, section="training", check=s.number(low=0.0),
+                            doc="Weight of the value loss in the total loss.")
+    entropy_coeff = Setting(0.0, section="training", check=s.number(low=0.0),
+                            doc="Weight of the entropy bonus.")
+    kl_coeff = Setting(0.2, section="training", check=s.number(low=0.0),
+                       doc="Initial weight of the KL penalty (with use_kl_loss).")
+    kl_target = Setting(0.01, section="training", check=s.number(low=0.0, low_open=True),
+                        doc="KL per update the adaptive coefficient aims for.")
+    use_kl_loss = Setting(False, section="training", check=s.boolean,
+                          doc="Add the adaptive KL penalty to the clipped objective.")
+    normalize_advantages = Setting(True, section="training", check=s.boolean,
+                                   doc="Standardize advantages per train batch.")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lr = 3e-4
+        self.num_epochs = 10
+        self.minibatch_size = 128
+        self.grad_clip = 0.5
+
+    def training(self, *, lambda_: float = _UNSET, clip_param: float = _UNSET,  # type: ignore[override]
+                 vf_clip_param: float = _UNSET, vf_loss_coeff: float = _UNSET,
+                 entropy_coeff: float = _UNSET, kl_coeff: float = _UNSET,
+                 kl_target: float = _UNSET, use_kl_loss: bool = _UNSET,
+                 normalize_advantages: bool = _UNSET, **common: Any) -> Self:
+        """PPO's settings, plus all of `AlgorithmConfig.training`."""
+        values = dict(locals())
+        values.pop("common")
+        self._set_section("training", values)
+        return super().training(**common)
+
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        from rlmod.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
+
+        return RLModuleSpec(module_class=DefaultPPORLModule)
+
+    def get_default_learner_class(self) -> type:
+        from rlmod.algorithms.ppo.ppo_learner import PPOLearner
+
+        return PPOLearner
+
+    def build_learner_connector(self, observation_space: gym.Space | None = None,
+                                action_space: gym.Space | None = None) -> ConnectorPipeline:
+        pipeline = super().build_learner_connector(observation_space, action_space)
+        pipeline.connectors.append(GeneralAdvantageEstimation(
+            normalize_advantages=self.normalize_advantages, config=self))
+        return pipeline
+
+
+class PPO(Algorithm):
+    """Proximal Policy Optimization: sample, GAE + clipped-surrogate update, sync weights."""
+
+    config: PPOConfig
+
+    def training_step(self) -> dict[str, Any]:
+        episodes = self._timed("sample_time_s", self.env_runner_group.sample)
+        sampled = sum(len(b[m]["obs"]) for b in episodes for m in b)
+        timesteps = {"num_env_steps_sampled_lifetime": self.metrics.num_env_steps_lifetime
+                     + sampled}
+        results = self._timed("learn_time_s", self.learner_group.update, episodes,
+                              timesteps=timesteps)
+        self._timed("sync_weights_time_s", self.env_runner_group.sync_weights,
+                    from_learner_group=self.learner_group)
+        return results
+
+
+PPOConfig.algo_class = PPO

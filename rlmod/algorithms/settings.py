@@ -1,0 +1,157 @@
+"""Setting: one validated, documented field of an AlgorithmConfig, plus value checks.
+
+Used by AlgorithmConfig and its subclasses; a value is checked when it is set, so a bad
+value fails at the line that sets it, with the setting's name in the message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection
+from typing import Any
+
+import gymnasium as gym
+
+Check = Callable[[Any], Any]
+
+
+class Invalid(ValueError):
+    """Raised by a check with what a valid value looks like; Setting adds name and value."""
+
+
+class InvalidKind(TypeError):
+    """Like Invalid, for a value of the wrong kind (becomes a TypeError)."""
+
+
+class Setting:
+    """A config field: its section (the setter that sets it), default, check and doc.
+
+    Reading returns the instance's value; writing checks it, refuses on a frozen config,
+    and drops the config's cached per-module copies.
+    """
+
+    def __init__(self, default: Any, *, section: str, check: Check | None = None,
+                 doc: str = "") -> None:
+        self.default = default
+        self.section = section
+        self.check = check
+        self.doc = doc
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return obj.__dict__[self.name]
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        if obj.__dict__.get("_frozen", False):
+            raise AttributeError(
+                f"Cannot set {self.name}: this config is frozen (it belongs to a built "
+                "Algorithm or is a per-module copy). Change a config.copy() instead."
+            )
+        obj.__dict__[self.name] = self.validate(value)
+        obj.__dict__["_per_module_configs"] = {}
+
+    def validate(self, value: Any) -> Any:
+        if self.check is None:
+            return value
+        try:
+            return self.check(value)
+        except InvalidKind as e:
+            raise TypeError(f"{self.name}={value!r} is of the wrong kind: {e}") from None
+        except Invalid as e:
+            raise ValueError(f"{self.name}={value!r} is invalid: {e}") from None
+
+
+def integer(*, min: int = 0) -> Check:  # noqa: A002 - reads like the math
+    def check(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise InvalidKind(f"expected an int >= {min}.")
+        if v < min:
+            raise Invalid(f"must be an int >= {min}.")
+        return v
+    return check
+
+
+def number(*, low: float = -math.inf, high: float = math.inf, low_open: bool = False,
+           high_open: bool = False) -> Check:
+    lb, rb = "(" if low_open else "[", ")" if high_open else "]"
+    expect = f"a number in {lb}{low}, {high}{rb}"
+
+    def check(v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise InvalidKind(f"expected {expect}.")
+        v = float(v)
+        ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
+        if not ok or math.isnan(v):
+            raise Invalid(f"must be {expect}.")
+        return v
+    return check
+
+
+def optional(inner: Check) -> Check:
+    def check(v: Any) -> Any:
+        return None if v is None else inner(v)
+    return check
+
+
+def boolean(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise InvalidKind("expected True or False.")
+    return v
+
+
+def one_of(*choices: Any) -> Check:
+    def check(v: Any) -> Any:
+        if v not in choices:
+            raise Invalid(f"must be one of {list(choices)}.")
+        return v
+    return check
+
+
+def callable_or_none(v: Any) -> Any:
+    if v is not None and not callable(v):
+        raise InvalidKind("expected a callable (function or class) or None.")
+    return v
+
+
+def space_or_none(v: Any) -> Any:
+    if v is not None and not isinstance(v, gym.Space):
+        raise InvalidKind("expected a gymnasium.spaces.Space or None.")
+    return v
+
+
+def mapping(v: Any) -> dict:
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise InvalidKind("expected a dict.")
+    return dict(v)
+
+
+def schedule_or_number(*, low: float = 0.0) -> Check:
+    """A float > low, or a piecewise-linear schedule [[timestep, value], ...]."""
+    as_number = number(low=low, low_open=True)
+
+    def check(v: Any) -> Any:
+        if isinstance(v, list | tuple):
+            points = [list(p) for p in v]
+            if not points or any(len(p) != 2 for p in points):
+                raise Invalid("a schedule must be a non-empty list of [timestep, value] pairs.")
+            steps = [p[0] for p in points]
+            if steps[0] != 0 or steps != sorted(steps):
+                raise Invalid("a schedule's timesteps must start at 0 and increase.")
+            return [[int(t), as_number(x)] for t, x in points]
+        return as_number(v)
+    return check
+
+
+def collection_or_callable(v: Any) -> Any:
+    if v is None or callable(v):
+        return v
+    if isinstance(v, Collection) and not isinstance(v, str):
+        return set(v)
+    raise InvalidKind("expected a collection of module IDs, a callable(module_id, batch), or None.")

@@ -1,0 +1,28 @@
+"""Connector pipelines: env-to-module, module-to-env and learner."""
+
+from rlmod.connectors.env_to_module import (
+    EnvToModule,
+    FlattenObservations,
+    FrameStacking,
+    MeanStdFilter,
+    OneHotObservations,
+)
+from rlmod.connectors.learner import GeneralAdvantageEstimation, LearnerConnector, compute_gae
+from rlmod.connectors.module_to_env import GetActions, ModuleToEnv, UnsquashAndClipActions
+from rlmod.connectors.pipeline import Connector, ConnectorPipeline
+
+__all__ = [
+    "Connector",
+    "ConnectorPipeline",
+    "EnvToModule",
+    "FlattenObservations",
+    "FrameStacking",
+    "GeneralAdvantageEstimation",
+    "GetActions",
+    "LearnerConnector",
+    "MeanStdFilter",
+    "ModuleToEnv",
+    "OneHotObservations",
+    "UnsquashAndClipActions",
+    "compute_gae",
+]

@@ -1,0 +1,191 @@
+"""Env-to-module connectors: turn batched raw observations into what a module sees.
+
+Run by EnvRunners on all sub-envs at once, before every forward pass:
+`obs = pipeline(obs, episode_starts=mask)`, with `mask[i]` True where sub-env i's
+observation is the first of an episode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlmod.connectors.pipeline import Connector
+from rlmod.utils.spaces import flat_box, flatten_batch
+
+
+class EnvToModule(Connector):
+    """Base of env-to-module connectors: `(obs [N, ...], *, episode_starts [N]) -> obs`."""
+
+    def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+class FlattenObservations(EnvToModule):
+    """Flattens Dict/Tuple/Box observations into one float32 vector per row."""
+
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
+        return flat_box(input_observation_space)
+
+    def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
+        assert self.input_observation_space is not None
+        return flatten_batch(self.input_observation_space, obs)
+
+
+class OneHotObservations(FlattenObservations):
+    """One-hot encodes Discrete / MultiDiscrete observations (e.g. FrozenLake's cell index)."""
+
+
+def default_env_to_module(observation_space: gym.Space) -> list[EnvToModule]:
+    """The connectors every EnvRunner starts with for `observation_space`."""
+    if isinstance(observation_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+        return [OneHotObservations()]
+    if isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple):
+        return [FlattenObservations()]
+    if isinstance(observation_space, gym.spaces.Box) and (
+        observation_space.dtype != np.float32 or len(observation_space.shape) != 1
+    ):
+        return [FlattenObservations()] if len(observation_space.shape) <= 1 else [_ToFloat32()]
+    return []
+
+
+class _ToFloat32(EnvToModule):
+    """Casts image-like Box observations to float32, keeping their shape (for CNNs)."""
+
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
+        assert isinstance(input_observation_space, gym.spaces.Box)
+        return gym.spaces.Box(
+            input_observation_space.low.astype(np.float32),
+            input_observation_space.high.astype(np.float32),
+            dtype=np.float32,
+        )
+
+    def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
+        return np.asarray(obs, dtype=np.float32)
+
+
+class _RunningStat:
+    """Count, mean and sum of squared deviations (Chan et al.'s parallel Welford)."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.n = 0.0
+        self.mean = np.zeros(shape, np.float64)
+        self.m2 = np.zeros(shape, np.float64)
+
+    def push_batch(self, x: np.ndarray) -> None:
+        self.merge(float(x.shape[0]), x.mean(0), ((x - x.mean(0)) ** 2).sum(0))
+
+    def merge(self, n: float, mean: np.ndarray, m2: np.ndarray) -> None:
+        if n == 0:
+            return
+        total = self.n + n
+        delta = mean - self.mean
+        self.mean = self.mean + delta * (n / total)
+        self.m2 = self.m2 + m2 + delta**2 * (self.n * n / total)
+        self.n = total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "mean": self.mean.copy(), "m2": self.m2.copy()}
+
+
+class MeanStdFilter(EnvToModule):
+    """Normalizes observations by a running mean and standard deviation, then clips.
+
+    Each EnvRunner keeps the statistics synced last (`base`) and what it has seen since
+    (`delta`); `EnvRunnerGroup.sync_connector_states` merges all deltas into one base, so
+    every EnvRunner normalizes alike. The state is part of checkpoints.
+    """
+
+    def __init__(self, *, clip: float = 10.0, update: bool = True) -> None:
+        self.clip = clip
+        self.update = update
+        self._base: _RunningStat | None = None
+        self._delta: _RunningStat | None = None
+
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
+        if not isinstance(input_observation_space, gym.spaces.Box):
+            raise TypeError(
+                f"MeanStdFilter needs Box observations, got {input_observation_space}; put "
+                "it after FlattenObservations."
+            )
+        shape = input_observation_space.shape
+        self._base, self._delta = _RunningStat(shape), _RunningStat(shape)
+        return gym.spaces.Box(-self.clip, self.clip, shape=shape, dtype=np.float32)
+
+    def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
+        assert self._base is not None and self._delta is not None
+        x = np.asarray(obs, dtype=np.float64)
+        if self.update:
+            self._delta.push_batch(x)
+        stat = _RunningStat(x.shape[1:])
+        stat.merge(self._base.n, self._base.mean, self._base.m2)
+        stat.merge(self._delta.n, self._delta.mean, self._delta.m2)
+        std = np.sqrt(stat.m2 / max(stat.n, 1.0)) + 1e-8
+        return np.clip((x - stat.mean) / std, -self.clip, self.clip).astype(np.float32)
+
+    def get_state(self) -> dict[str, Any]:
+        assert self._base is not None and self._delta is not None
+        return {"base": self._base.to_dict(), "delta": self._delta.to_dict()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        assert self._base is not None and self._delta is not None
+        for name in ("base", "delta"):
+            if name in state:
+                stat = _RunningStat(self._base.mean.shape)
+                s = state[name]
+                stat.merge(float(s["n"]), np.asarray(s["mean"]), np.asarray(s["m2"]))
+                setattr(self, f"_{name}", stat)
+
+    @staticmethod
+    def merge_states(base: dict[str, Any], deltas: list[dict[str, Any]]) -> dict[str, Any]:
+        """The new base after adding each EnvRunner's delta to the shared base."""
+        stat = _RunningStat(np.asarray(base["mean"]).shape)
+        for s in [base, *deltas]:
+            stat.merge(float(s["n"]), np.asarray(s["mean"]), np.asarray(s["m2"]))
+        return stat.to_dict()
+
+
+class FrameStacking(EnvToModule):
+    """Concatenates the last `num_frames` flat observations of each sub-env.
+
+    At an episode start the stack is filled with the first observation, so no frame of
+    the previous episode leaks into the new one.
+    """
+
+    def __init__(self, *, num_frames: int = 4) -> None:
+        if num_frames < 1:
+            raise ValueError(f"FrameStacking(num_frames={num_frames}) must be at least 1.")
+        self.num_frames = num_frames
+        self._stack: np.ndarray | None = None  # [N, num_frames, D]
+
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
+        if not (isinstance(input_observation_space, gym.spaces.Box)
+                and len(input_observation_space.shape) == 1):
+            raise TypeError(
+                f"FrameStacking needs flat Box observations, got {input_observation_space}."
+            )
+        low = np.tile(input_observation_space.low, self.num_frames)
+        high = np.tile(input_observation_space.high, self.num_frames)
+        return gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
+
+    def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
+        x = np.asarray(obs, dtype=np.float32)
+        if self._stack is None or self._stack.shape[0] != x.shape[0]:
+            self._stack = np.repeat(x[:, None], self.num_frames, axis=1)
+        else:
+            self._stack = np.roll(self._stack, -1, axis=1)
+            self._stack[:, -1] = x
+            starts = np.asarray(episode_starts, dtype=bool)
+            if starts.any():  # a new episode: fill its stack with the first frame
+                self._stack[starts] = x[starts, None]
+        return self._stack.reshape(x.shape[0], -1).copy()

@@ -1,0 +1,114 @@
+"""Learner connectors: turn the episodes a Learner receives into train batches.
+
+Run by Learners once per `update()`, before the epochs:
+`batch = pipeline(batch, rl_module=multi_rl_module)` where `batch` maps module IDs to
+column dicts of tensors. GAE is here as a plain function plus the connector that calls it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlmod.connectors.pipeline import Connector
+from rlmod.core.columns import Columns
+from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
+
+Batch = dict[ModuleID, dict[str, torch.Tensor]]
+
+
+class LearnerConnector(Connector):
+    """Base: `(batch: {module_id: {column: tensor}}, *, rl_module) -> batch`."""
+
+    def __call__(  # type: ignore[override]
+        self, batch: Batch, *, rl_module: MultiRLModule, **kwargs: Any
+    ) -> Batch:
+        raise NotImplementedError
+
+
+def compute_gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    next_values: np.ndarray,
+    terminateds: np.ndarray,
+    seq_ends: np.ndarray,
+    *,
+    gamma: float,
+    lambda_: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Generalized advantage estimation (Schulman et al. 2016, eq. 16) over flat sequences.
+
+    All inputs are `[B]`, rows of one sequence contiguous and in time order.
+    `next_values[t]` is V(s_{t+1}); it is dropped where the episode terminated (no future
+    reward after a terminal state) but kept where it was truncated by a time limit or the
+    sequence was cut by the fragment end, since the episode would have gone on.
+
+    Returns:
+        (advantages, value_targets), each `[B]` float32; value_targets = advantages + values.
+    """
+    deltas = rewards + gamma * next_values * (1.0 - terminateds) - values
+    # A_t = delta_t + gamma * lambda * A_{t+1}, restarting at each sequence end.
+    carry = (gamma * lambda_) * (1.0 - seq_ends)
+    adv = np.empty(len(deltas), dtype=np.float64)
+    last = 0.0
+    d_list, c_list = deltas.tolist(), carry.tolist()
+    for t in range(len(d_list) - 1, -1, -1):
+        last = d_list[t] + c_list[t] * last
+        adv[t] = last
+    return adv.astype(np.float32), (adv + values).astype(np.float32)
+
+
+class GeneralAdvantageEstimation(LearnerConnector):
+    """Adds `vf_preds`, `advantages` (normalized if asked) and `value_targets` per module.
+
+    Modules are evaluated with their value function (`compute_values`) on `obs` and
+    `new_obs`; modules without one (e.g. learner-only curiosity models) are skipped.
+    With `config`, each module's `gamma` and `lambda_` come from
+    `config.get_config_for_module(module_id)` (per-module overrides apply).
+    """
+
+    def __init__(
+        self, *, gamma: float = 0.99, lambda_: float = 0.95, normalize_advantages: bool = True,
+        config: Any = None,
+    ) -> None:
+        self.gamma = gamma
+        self.lambda_ = lambda_
+        self.normalize_advantages = normalize_advantages
+        self.config = config
+
+    def _coefficients(self, module_id: ModuleID) -> tuple[float, float]:
+        if self.config is None:
+            return self.gamma, self.lambda_
+        cfg = self.config.get_config_for_module(module_id)
+        return cfg.gamma, cfg.lambda_
+
+    def __call__(  # type: ignore[override]
+        self, batch: Batch, *, rl_module: MultiRLModule, **kwargs: Any
+    ) -> Batch:
+        for mid, cols in batch.items():
+            module = rl_module[mid]
+            if not hasattr(module, "compute_values") or Columns.REWARDS not in cols:
+                continue
+            obs, next_obs = cols[Columns.OBS], cols[Columns.NEXT_OBS]
+            n = obs.shape[0]
+            with torch.no_grad():
+                v = module.compute_values({Columns.OBS: torch.cat([obs, next_obs])})
+            values, next_values = v[:n].numpy(), v[n:].numpy()
+            gamma, lambda_ = self._coefficients(mid)
+            adv, targets = compute_gae(
+                cols[Columns.REWARDS].numpy().astype(np.float64),
+                values.astype(np.float64),
+                next_values.astype(np.float64),
+                cols[Columns.TERMINATEDS].numpy().astype(np.float64),
+                cols[Columns.SEQ_ENDS].numpy().astype(np.float64),
+                gamma=gamma,
+                lambda_=lambda_,
+            )
+            if self.normalize_advantages and n > 1:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            cols[Columns.VF_PREDS] = torch.from_numpy(values)
+            cols[Columns.ADVANTAGES] = torch.from_numpy(adv)
+            cols[Columns.VALUE_TARGETS] = torch.from_numpy(targets)
+        return batch

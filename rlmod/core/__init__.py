@@ -1,0 +1,22 @@
+"""Modules and their specs, distributions, Learner and LearnerGroup."""
+
+from rlmod.core.columns import ALL_MODULES, DEFAULT_MODULE_ID, Columns
+from rlmod.core.learner import Learner
+from rlmod.core.learner_group import LearnerGroup
+from rlmod.core.models import DefaultModelConfig
+from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
+from rlmod.core.rl_module import RLModule, RLModuleSpec
+
+__all__ = [
+    "ALL_MODULES",
+    "DEFAULT_MODULE_ID",
+    "Columns",
+    "DefaultModelConfig",
+    "Learner",
+    "LearnerGroup",
+    "ModuleID",
+    "MultiRLModule",
+    "MultiRLModuleSpec",
+    "RLModule",
+    "RLModuleSpec",
+]

@@ -1,0 +1,144 @@
+"""Action distributions that modules parameterize and EnvRunners sample from.
+
+Used by RLModules (`RLModule.action_dist`), the module-to-env connectors and losses.
+Written on plain tensor ops: torch.distributions' argument validation costs more than the
+forward pass of a small policy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import torch
+
+
+class Distribution:
+    """An action distribution over a batch: `[B, ...]` parameters, `[B, ...]` actions."""
+
+    def sample(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def deterministic_sample(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def entropy(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def kl(self, other: Distribution) -> torch.Tensor:
+        """KL(self || other), per row."""
+        raise NotImplementedError
+
+
+class Categorical(Distribution):
+    """Categorical over `n` actions from logits `[B, n]`."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        self.logits = logits - logits.logsumexp(dim=-1, keepdim=True)  # normalized log-probs
+
+    def sample(self) -> torch.Tensor:
+        # Gumbel-max: one uniform draw per logit, no normalization pass.
+        u = torch.rand_like(self.logits).clamp_(1e-10, 1.0)
+        return torch.argmax(self.logits - torch.log(-torch.log(u)), dim=-1)
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return torch.argmax(self.logits, dim=-1)
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        return self.logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+    def entropy(self) -> torch.Tensor:
+        return -(self.logits.exp() * self.logits).sum(-1)
+
+    def kl(self, other: Distribution) -> torch.Tensor:
+        assert isinstance(other, Categorical)
+        return (self.logits.exp() * (self.logits - other.logits)).sum(-1)
+
+
+class MultiCategorical(Distribution):
+    """Independent categoricals for a MultiDiscrete space; logits `[B, sum(nvec)]`."""
+
+    def __init__(self, logits: torch.Tensor, nvec: list[int]) -> None:
+        self.cats = [Categorical(x) for x in torch.split(logits, nvec, dim=-1)]
+
+    def sample(self) -> torch.Tensor:
+        return torch.stack([c.sample() for c in self.cats], dim=-1)
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return torch.stack([c.deterministic_sample() for c in self.cats], dim=-1)
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        return sum(c.logp(actions[..., i]) for i, c in enumerate(self.cats))  # type: ignore[return-value]
+
+    def entropy(self) -> torch.Tensor:
+        return sum(c.entropy() for c in self.cats)  # type: ignore[return-value]
+
+    def kl(self, other: Distribution) -> torch.Tensor:
+        assert isinstance(other, MultiCategorical)
+        return sum(c.kl(o) for c, o in zip(self.cats, other.cats))  # type: ignore[return-value]
+
+
+class DiagGaussian(Distribution):
+    """Diagonal Gaussian from `[B, 2 * D]` inputs: means, then log standard deviations."""
+
+    def __init__(self, inputs: torch.Tensor) -> None:
+        self.mean, self.log_std = torch.chunk(inputs, 2, dim=-1)
+        self.std = self.log_std.exp()
+
+    def sample(self) -> torch.Tensor:
+        return self.mean + self.std * torch.randn_like(self.mean)
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mean
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        z = (actions - self.mean) / self.std
+        return (-0.5 * z.pow(2) - self.log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        return (self.log_std + 0.5 * (1.0 + math.log(2 * math.pi))).sum(-1)
+
+    def kl(self, other: Distribution) -> torch.Tensor:
+        assert isinstance(other, DiagGaussian)
+        var_ratio = (self.std / other.std).pow(2)
+        t1 = ((self.mean - other.mean) / other.std).pow(2)
+        return 0.5 * (var_ratio + t1 - 1.0 - var_ratio.log()).sum(-1)
+
+
+def dist_inputs_dim(action_space: gym.Space) -> int:
+    """Width of the action-distribution inputs a module must output for `action_space`."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return int(action_space.n)
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        return int(action_space.nvec.sum())
+    if isinstance(action_space, gym.spaces.Box):
+        return 2 * int(math.prod(action_space.shape))
+    raise TypeError(
+        f"Action space {action_space} is not supported; use Discrete, MultiDiscrete or Box."
+    )
+
+
+def make_action_dist(action_space: gym.Space, inputs: torch.Tensor) -> Distribution:
+    """The distribution over `action_space` parameterized by `inputs`."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return Categorical(inputs)
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        return MultiCategorical(inputs, [int(n) for n in action_space.nvec.reshape(-1)])
+    if isinstance(action_space, gym.spaces.Box):
+        return DiagGaussian(inputs)
+    raise TypeError(
+        f"Action space {action_space} is not supported; use Discrete, MultiDiscrete or Box."
+    )
+
+
+__all__ = [
+    "Categorical",
+    "DiagGaussian",
+    "Distribution",
+    "MultiCategorical",
+    "dist_inputs_dim",
+    "make_action_dist",
+]

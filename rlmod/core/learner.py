@@ -1,0 +1,203 @@
+"""Learner: owns the full (training) modules and their optimizers, and updates them.
+
+Built by LearnerGroup from `config.get_multi_rl_module_spec(spaces=...)`; a Learner never
+makes an env. Algorithms subclass it and write their math in `compute_loss_for_module`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlmod.core.columns import ALL_MODULES
+from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
+from rlmod.utils.schedules import scheduled_value
+
+NumpyBatch = Mapping[ModuleID, Mapping[str, np.ndarray]]
+TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
+
+
+class Learner:
+    """Turns episodes into train batches (learner connector) and runs SGD on them.
+
+    One Adam optimizer per trainable module, with that module's config
+    (`config.get_config_for_module`) for its learning rate, schedule and gradient clip.
+    Modules not in `policies_to_train` are never stepped. A module that brings its own
+    loss (`compute_self_supervised_loss`, e.g. a curiosity model) is trained with it.
+    """
+
+    def __init__(self, *, config: Any, module_spec: MultiRLModuleSpec) -> None:
+        self.config = config
+        self.module_spec = module_spec
+        self.module: MultiRLModule | None = None
+        self._optimizers: dict[ModuleID, torch.optim.Optimizer] = {}
+        self._logged: dict[ModuleID, dict[str, list[torch.Tensor]]] = {}
+        self._rng = np.random.default_rng(config.seed)
+
+    # ------------------------------------------------------------------ build
+    def build(self) -> None:
+        """Builds the modules, the optimizers and the learner connector pipeline."""
+        self.module = self.module_spec.build()
+        self.module.train()
+        for mid, sub in self.module.items():
+            params = [p for p in sub.parameters() if p.requires_grad]
+            if params and self.config.is_module_trainable(mid):
+                cfg = self.config.get_config_for_module(mid)
+                self._optimizers[mid] = torch.optim.Adam(params, lr=scheduled_value(cfg.lr, 0))
+        default = next(iter(self.module_spec.rl_module_specs.values()), None)
+        self._learner_connector = self.config.build_learner_connector(
+            getattr(default, "observation_space", None), getattr(default, "action_space", None)
+        )
+
+    # ------------------------------------------------------------------ the algorithm's math
+    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any,
+                                batch: dict[str, torch.Tensor],
+                                fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The scalar loss of one module on one minibatch; log diagnostics with `log`."""
+        raise NotImplementedError(f"{type(self).__name__} must implement compute_loss_for_module.")
+
+    def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
+        """Hook after all epochs of an update (e.g. PPO's adaptive KL coefficient)."""
+
+    def log(self, module_id: ModuleID, **values: torch.Tensor | float) -> None:
+        """Records diagnostics; `update()` returns their mean over minibatches."""
+        bucket = self._logged.setdefault(module_id, defaultdict(list))
+        for key, value in values.items():
+            bucket[key].append(value.detach() if isinstance(value, torch.Tensor)
+                               else torch.tensor(float(value)))
+
+    # ------------------------------------------------------------------ update
+    def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
+               timesteps: Mapping[str, int] | None = None) -> dict[str, dict[str, float]]:
+        """Runs `num_epochs` passes of minibatch SGD over the given episodes.
+
+        Args:
+            batches: What EnvRunners' `sample()` returned (one dict or a list of them).
+            timesteps: Counters such as `num_env_steps_sampled_lifetime` for schedules.
+
+        Returns:
+            Mean diagnostics per module ID, plus `__all_modules__` totals.
+        """
+        assert self.module is not None, "call build() first"
+        timesteps = dict(timesteps or {})
+        now = int(timesteps.get("num_env_steps_sampled_lifetime", 0))
+        batch = self._learner_connector(self._to_tensors(batches), rl_module=self.module)
+        trainable = [m for m in batch if m in self._optimizers
+                     and self.config.is_module_trainable(m, batch)]
+        configs = {m: self.config.get_config_for_module(m) for m in trainable}
+        for mid in trainable:
+            for group in self._optimizers[mid].param_groups:
+                group["lr"] = scheduled_value(configs[mid].lr, now)
+        self._logged = {}
+        num_rows = {m: next(iter(batch[m].values())).shape[0] for m in trainable}
+        for _ in range(self.config.num_epochs):
+            for mb in self._minibatches({m: batch[m] for m in trainable}, num_rows):
+                self._sgd_step(mb, configs)
+        self.after_gradient_based_update(timesteps=timesteps)
+        results = {mid: {k: float(torch.stack(v).float().mean()) for k, v in logged.items()}
+                   for mid, logged in self._logged.items()}
+        for mid in trainable:
+            results.setdefault(mid, {})["curr_lr"] = self._optimizers[mid].param_groups[0]["lr"]
+            results[mid]["num_module_steps_trained"] = num_rows[mid] * self.config.num_epochs
+        results[ALL_MODULES] = {
+            "num_module_steps_trained": sum(num_rows.values()) * self.config.num_epochs,
+            "num_trainable_parameters": sum(
+                p.numel() for m in trainable for p in self.module[m].parameters()),
+        }
+        return results
+
+    def _sgd_step(self, mb: TensorBatch, configs: Mapping[ModuleID, Any]) -> None:
+        assert self.module is not None
+        total: torch.Tensor | float = 0.0
+        for mid, cols in mb.items():
+            module = self.module[mid]
+            fwd_out = module.forward_train(cols)
+            own_loss = getattr(module, "compute_self_supervised_loss", None)
+            if own_loss is not None:
+                loss = own_loss(learner=self, module_id=mid, config=configs[mid], batch=cols,
+                                fwd_out=fwd_out)
+            else:
+                loss = self.compute_loss_for_module(module_id=mid, config=configs[mid],
+                                                    batch=cols, fwd_out=fwd_out)
+            total = total + loss
+        for mid in mb:
+            self._optimizers[mid].zero_grad(set_to_none=True)
+        assert isinstance(total, torch.Tensor)
+        total.backward()
+        for mid in mb:
+            clip = configs[mid].grad_clip
+            if clip is not None:
+                params = [p for g in self._optimizers[mid].param_groups for p in g["params"]]
+                norm = torch.nn.utils.clip_grad_norm_(params, clip)
+                self.log(mid, gradients_global_norm=norm)
+            self._optimizers[mid].step()
+
+    def _minibatches(self, batch: TensorBatch, num_rows: Mapping[ModuleID, int]):
+        """Shuffled minibatches of `minibatch_size` rows per module; modules with fewer
+        rows than others cycle through theirs again (as RLlib's cyclic iterator does)."""
+        size = self.config.minibatch_size
+        longest = max(num_rows.values(), default=0)
+        if size is None or size >= longest:
+            yield batch
+            return
+        num_steps = math.ceil(longest / size)
+        order = {m: np.resize(self._rng.permutation(n), num_steps * min(size, n))
+                 for m, n in num_rows.items() if n > 0}
+        for i in range(num_steps):
+            mb: TensorBatch = {}
+            for mid, idx in order.items():
+                k = min(size, num_rows[mid])
+                rows = torch.from_numpy(idx[i * k:(i + 1) * k])
+                mb[mid] = {c: v[rows] for c, v in batch[mid].items()}
+            yield mb
+
+    def _to_tensors(self, batches: NumpyBatch | Sequence[NumpyBatch]) -> TensorBatch:
+        """Concatenates per module and wraps as tensors (zero-copy where possible)."""
+        assert self.module is not None
+        seq = [batches] if isinstance(batches, Mapping) else list(batches)
+        out: TensorBatch = {}
+        for mid in {m for b in seq for m in b}:
+            if mid not in self.module:
+                continue
+            parts = [b[mid] for b in seq if mid in b]
+            out[mid] = {
+                col: torch.from_numpy(np.ascontiguousarray(
+                    parts[0][col] if len(parts) == 1
+                    else np.concatenate([p[col] for p in parts])))
+                for col in parts[0]
+            }
+        return out
+
+    # ------------------------------------------------------------------ weights and state
+    def get_weights(self, module_ids: Sequence[ModuleID] | None = None, *,
+                    inference_only: bool = True) -> dict[ModuleID, dict[str, np.ndarray]]:
+        """Numpy weights by module ID (only what inference-only twins hold, by default).
+
+        Learner-only modules are never included unless named explicitly.
+        """
+        assert self.module is not None
+        if module_ids is None:
+            module_ids = [m for m, sub in self.module.items() if not sub.learner_only]
+        state = self.module.get_state(list(module_ids), inference_only=inference_only)
+        return {m: {k: v.detach().cpu().numpy() for k, v in s.items()} for m, s in state.items()}
+
+    def get_state(self) -> dict[str, Any]:
+        """Module weights and optimizer states (tensors and plain values only)."""
+        assert self.module is not None
+        return {
+            "rl_module": self.module.get_state(),
+            "optimizer": {m: opt.state_dict() for m, opt in self._optimizers.items()},
+        }
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        assert self.module is not None
+        if "rl_module" in state:
+            self.module.set_state(state["rl_module"])
+        for mid, opt_state in state.get("optimizer", {}).items():
+            if mid in self._optimizers:
+                self._optimizers[mid].load_state_dict(opt_state)

@@ -1,0 +1,55 @@
+"""LearnerGroup: the Learner(s) an Algorithm trains with, local or (same class) remote.
+
+Built by Algorithm with the learner module spec; EnvRunnerGroup pulls weights from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlmod.core.learner import Learner, NumpyBatch
+from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
+
+
+class LearnerGroup:
+    """One local Learner (`num_learners=0`); remote data-parallel Learners come with Ray."""
+
+    def __init__(self, *, config: Any, module_spec: MultiRLModuleSpec) -> None:
+        self.config = config
+        learner_cls: type[Learner] = config.get_default_learner_class()
+        if config.num_learners > 0:
+            from rlmod.utils.ray_utils import require_ray
+
+            require_ray()
+            raise NotImplementedError(
+                "num_learners > 0 (remote data-parallel Learners) is not built yet; use "
+                "num_learners=0, which trains in-process."
+            )
+        self._learner = learner_cls(config=config, module_spec=module_spec)
+        self._learner.build()
+
+    @property
+    def is_local(self) -> bool:
+        return True
+
+    @property
+    def learner(self) -> Learner:
+        """The local Learner."""
+        return self._learner
+
+    def update(self, batches: Sequence[NumpyBatch], *,
+               timesteps: Mapping[str, int] | None = None) -> dict[str, dict[str, float]]:
+        return self._learner.update(batches, timesteps=timesteps)
+
+    def get_weights(self, module_ids: Sequence[ModuleID] | None = None, *,
+                    inference_only: bool = True) -> dict[ModuleID, dict[str, np.ndarray]]:
+        return self._learner.get_weights(module_ids, inference_only=inference_only)
+
+    def get_state(self) -> dict[str, Any]:
+        return self._learner.get_state()
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        self._learner.set_state(state)

@@ -1,0 +1,126 @@
+"""Default models: the model config users know from RLlib, and the MLP builder.
+
+Used by default RLModules (PPO's, BC's, the ICM) to turn `model_config` into layers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from rlmod.utils.naming import did_you_mean
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "tanh": nn.Tanh,
+    "relu": nn.ReLU,
+    "elu": nn.ELU,
+    "silu": nn.SiLU,
+    "swish": nn.SiLU,
+    "linear": nn.Identity,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DefaultModelConfig:
+    """Settings of the default MLP models (RLlib's `DefaultModelConfig` names).
+
+    Attributes:
+        fcnet_hiddens: Widths of the hidden layers of the encoder. Two layers of 64 solve
+            the classic-control tasks fastest on a CPU.
+        fcnet_activation: Activation between hidden layers: tanh, relu, elu, silu, linear.
+        vf_share_layers: Whether the value head shares the policy's encoder. Separate
+            encoders (False) keep the value loss from disturbing the policy's features.
+        head_fcnet_hiddens: Extra hidden layers of the policy and value heads.
+        head_fcnet_activation: Activation of the head layers.
+        free_log_std: For Box actions, whether the log standard deviation is a free
+            parameter independent of the observation (True) or a network output.
+        log_std_init: Initial log standard deviation for Box actions.
+    """
+
+    fcnet_hiddens: tuple[int, ...] = (64, 64)
+    fcnet_activation: str = "tanh"
+    vf_share_layers: bool = False
+    head_fcnet_hiddens: tuple[int, ...] = ()
+    head_fcnet_activation: str = "tanh"
+    free_log_std: bool = True
+    log_std_init: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("fcnet_activation", "head_fcnet_activation"):
+            value = getattr(self, name)
+            if value not in _ACTIVATIONS:
+                raise ValueError(
+                    f"model_config[{name!r}]={value!r} is not a known activation; use one of "
+                    f"{sorted(_ACTIVATIONS)}."
+                )
+        for name in ("fcnet_hiddens", "head_fcnet_hiddens"):
+            value = getattr(self, name)
+            if not all(isinstance(w, int | np.integer) and w > 0 for w in value):
+                raise ValueError(
+                    f"model_config[{name!r}]={list(value)!r} must be a list of positive ints."
+                )
+            object.__setattr__(self, name, tuple(int(w) for w in value))
+
+    @classmethod
+    def from_any(
+        cls, config: DefaultModelConfig | Mapping[str, Any] | None, **extra_valid: Any
+    ) -> DefaultModelConfig:
+        """Builds the config from a dict (unknown keys are an error) or passes one through.
+
+        Keys in `extra_valid` are accepted and ignored: they belong to another model in the
+        same `model_config` (for example the ICM's `feature_dim`).
+        """
+        if config is None:
+            return cls()
+        if isinstance(config, cls):
+            return config
+        if not isinstance(config, Mapping):
+            raise TypeError(
+                f"model_config must be a dict or a DefaultModelConfig, got {type(config).__name__}."
+            )
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = [k for k in config if k not in names and k not in extra_valid]
+        if unknown:
+            raise ValueError(
+                f"model_config has unknown key {unknown[0]!r}.{did_you_mean(unknown[0], names)}"
+                f" Valid keys: {sorted(names)}."
+            )
+        return cls(**{k: v for k, v in config.items() if k in names})
+
+
+def activation(name: str) -> nn.Module:
+    """A fresh activation layer by name."""
+    return _ACTIVATIONS[name]()
+
+
+def mlp(
+    in_dim: int,
+    hiddens: Sequence[int],
+    *,
+    activation_name: str,
+    out_dim: int | None = None,
+    out_gain: float = 1.0,
+) -> nn.Sequential:
+    """An MLP with orthogonal init (gain sqrt(2) hidden, `out_gain` output), as in PPO practice.
+
+    Orthogonal init with a small output gain (0.01 for policy logits) is what CleanRL and
+    Stable-Baselines3 use; it makes the initial policy near-uniform.
+    """
+    layers: list[nn.Module] = []
+    last = in_dim
+    for width in hiddens:
+        layer = nn.Linear(last, width)
+        nn.init.orthogonal_(layer.weight, gain=float(np.sqrt(2)))
+        nn.init.zeros_(layer.bias)
+        layers += [layer, activation(activation_name)]
+        last = width
+    if out_dim is not None:
+        layer = nn.Linear(last, out_dim)
+        nn.init.orthogonal_(layer.weight, gain=out_gain)
+        nn.init.zeros_(layer.bias)
+        layers.append(layer)
+    return nn.Sequential(*layers)

@@ -1,0 +1,226 @@
+"""RLModule and RLModuleSpec: a neural network of the RL loop, and the recipe to build it.
+
+Specs come from `AlgorithmConfig.get_rl_module_spec`; EnvRunners build them with
+`inference_only=True`, Learners with `inference_only=False`; learner-only specs are built on
+Learners alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlmod.core.distributions import Distribution, make_action_dist
+from rlmod.utils.naming import from_import_path, import_path
+from rlmod.utils.spaces import space_from_dict, space_to_dict
+
+TensorDict = dict[str, torch.Tensor]
+
+
+class RLModule(nn.Module):
+    """A policy (or any model) that maps a batch of columns to a dict of outputs.
+
+    Subclasses build their layers in `setup()` from the spaces and `model_config`, and
+    implement `_forward`, which the three public forwards fall back to. Submodules named in
+    `training_only_submodules` are not built when `inference_only` is True, and are left out
+    of `get_state(inference_only=True)`.
+
+    Example:
+        >>> import gymnasium as gym, torch
+        >>> from rlmod.core import RLModule, RLModuleSpec
+        >>> class Linear(RLModule):
+        ...     def setup(self):
+        ...         self.pi = torch.nn.Linear(4, 2)
+        ...     def _forward(self, batch):
+        ...         return {"action_dist_inputs": self.pi(batch["obs"])}
+        >>> spec = RLModuleSpec(module_class=Linear,
+        ...     observation_space=gym.spaces.Box(-1, 1, (4,)), action_space=gym.spaces.Discrete(2))
+        >>> spec.build().forward_inference({"obs": torch.zeros(3, 4)})["action_dist_inputs"].shape
+        torch.Size([3, 2])
+    """
+
+    training_only_submodules: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        *,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        inference_only: bool = False,
+        learner_only: bool = False,
+        model_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.inference_only = inference_only
+        self.learner_only = learner_only
+        self.model_config: dict[str, Any] = dict(model_config or {})
+        self.setup()
+
+    def setup(self) -> None:
+        """Builds the layers. Skip `training_only_submodules` when `self.inference_only`."""
+
+    def _forward(self, batch: TensorDict) -> TensorDict:
+        raise NotImplementedError(f"{type(self).__name__} must implement _forward().")
+
+    def forward_inference(self, batch: TensorDict) -> TensorDict:
+        """Outputs for acting greedily (evaluation, production)."""
+        return self._forward(batch)
+
+    def forward_exploration(self, batch: TensorDict) -> TensorDict:
+        """Outputs for acting while collecting training data."""
+        return self._forward(batch)
+
+    def forward_train(self, batch: TensorDict) -> TensorDict:
+        """Outputs the loss needs (on Learners only)."""
+        return self._forward(batch)
+
+    def action_dist(self, dist_inputs: torch.Tensor) -> Distribution:
+        """The action distribution that `dist_inputs` (from a forward pass) parameterize."""
+        return make_action_dist(self.action_space, dist_inputs)
+
+    def get_state(self, *, inference_only: bool = False) -> TensorDict:
+        """The module's tensors by name; only what an inference-only twin holds if asked."""
+        state = self.state_dict()
+        if inference_only and self.training_only_submodules:
+            prefixes = tuple(f"{name}." for name in self.training_only_submodules)
+            state = {k: v for k, v in state.items() if not k.startswith(prefixes)}
+        return dict(state)
+
+    def set_state(self, state: Mapping[str, torch.Tensor | np.ndarray]) -> None:
+        """Loads tensors by name. Extra training-only tensors are ignored by an
+        inference-only module; any other missing or unexpected name is an error."""
+        own = self.state_dict()
+        if self.inference_only and self.training_only_submodules:
+            prefixes = tuple(f"{name}." for name in self.training_only_submodules)
+            state = {k: v for k, v in state.items() if not k.startswith(prefixes)}
+        missing = own.keys() - state.keys()
+        unexpected = state.keys() - own.keys()
+        if missing or unexpected:
+            raise ValueError(
+                f"State does not fit {type(self).__name__}: missing {sorted(missing)[:5]}, "
+                f"unexpected {sorted(unexpected)[:5]}. Was it saved from a module built with "
+                "other spaces or model_config?"
+            )
+        with torch.no_grad():
+            for name, tensor in own.items():
+                tensor.copy_(torch.as_tensor(state[name]))
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+@dataclasses.dataclass
+class RLModuleSpec:
+    """How to build one RLModule: class, spaces, flags and model config.
+
+    Attributes:
+        module_class: The RLModule subclass. None means "the algorithm's default".
+        observation_space: What the module sees (after the env-to-module connectors).
+        action_space: The module's action space.
+        inference_only: Set by the library: build only what acting needs (EnvRunners).
+        learner_only: Set by users: build this module on Learners only, never on
+            EnvRunners (for example a curiosity model that only yields a training signal).
+        model_config: Settings of the module's layers (a dict or a DefaultModelConfig).
+    """
+
+    module_class: type[RLModule] | None = None
+    observation_space: gym.Space | None = None
+    action_space: gym.Space | None = None
+    inference_only: bool = False
+    learner_only: bool = False
+    model_config: Mapping[str, Any] | Any | None = None
+
+    def __post_init__(self) -> None:
+        if self.inference_only and self.learner_only:
+            raise ValueError(
+                "RLModuleSpec got inference_only=True and learner_only=True; a learner-only "
+                "module is never built on EnvRunners, so it never needs an inference-only "
+                "version. Set at most one of the two."
+            )
+        if self.module_class is not None and not (
+            isinstance(self.module_class, type) and issubclass(self.module_class, RLModule)
+        ):
+            raise TypeError(
+                f"RLModuleSpec(module_class={self.module_class!r}) must be a subclass of "
+                "rlmod.core.RLModule."
+            )
+
+    def build(self) -> RLModule:
+        """Instantiates the module; all of class and spaces must be known by now."""
+        for name in ("module_class", "observation_space", "action_space"):
+            if getattr(self, name) is None:
+                raise ValueError(
+                    f"RLModuleSpec.build() needs {name}, which is None. Get complete specs "
+                    "from config.get_rl_module_spec(env=... or spaces=...), or set it on the spec."
+                )
+        assert self.module_class is not None
+        model_config = self.model_config
+        if dataclasses.is_dataclass(model_config) and not isinstance(model_config, type):
+            model_config = dataclasses.asdict(model_config)
+        return self.module_class(
+            observation_space=self.observation_space,
+            action_space=self.action_space,
+            inference_only=self.inference_only,
+            learner_only=self.learner_only,
+            model_config=model_config,
+        )
+
+    def update(self, other: RLModuleSpec) -> RLModuleSpec:
+        """A copy of self with every field that `other` sets (not None) taken from `other`.
+
+        The two flags are always taken from `other`; model configs are merged, `other` wins.
+        """
+        merged = dict(_as_dict(self.model_config))
+        merged.update(_as_dict(other.model_config))
+        return RLModuleSpec(
+            module_class=other.module_class or self.module_class,
+            observation_space=other.observation_space or self.observation_space,
+            action_space=other.action_space or self.action_space,
+            inference_only=other.inference_only,
+            learner_only=other.learner_only,
+            model_config=merged or None,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able form (spaces included); the class is stored as an import path."""
+        return {
+            "module_class": None
+            if self.module_class is None
+            else import_path(self.module_class, setting="RLModuleSpec.module_class"),
+            "observation_space": space_to_dict(self.observation_space),
+            "action_space": space_to_dict(self.action_space),
+            "inference_only": self.inference_only,
+            "learner_only": self.learner_only,
+            "model_config": _as_dict(self.model_config) or None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RLModuleSpec:
+        module_class = data.get("module_class")
+        return cls(
+            module_class=None
+            if module_class is None
+            else from_import_path(module_class, setting="RLModuleSpec.module_class"),
+            observation_space=space_from_dict(data.get("observation_space")),
+            action_space=space_from_dict(data.get("action_space")),
+            inference_only=bool(data.get("inference_only", False)),
+            learner_only=bool(data.get("learner_only", False)),
+            model_config=data.get("model_config"),
+        )
+
+
+def _as_dict(model_config: Any) -> dict[str, Any]:
+    if model_config is None:
+        return {}
+    if dataclasses.is_dataclass(model_config) and not isinstance(model_config, type):
+        return {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(model_config).items()}
+    return dict(model_config)

@@ -1,0 +1,17 @@
+"""EnvRunners, their group, multi-agent envs and env creation."""
+
+from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner
+from rlmod.env.env_runner_group import EnvRunnerGroup
+from rlmod.env.multi_agent_env import MultiAgentEnv
+from rlmod.env.registry import make_env, register_env
+from rlmod.env.single_agent_env_runner import SingleAgentEnvRunner
+
+__all__ = [
+    "ENV_SPACES_KEY",
+    "EnvRunner",
+    "EnvRunnerGroup",
+    "MultiAgentEnv",
+    "SingleAgentEnvRunner",
+    "make_env",
+    "register_env",
+]

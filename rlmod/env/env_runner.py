@@ -1,0 +1,69 @@
+"""EnvRunner: the sampling worker's interface, shared by single- and multi-agent runners.
+
+EnvRunners own their envs and inference-only modules; they are built by EnvRunnerGroup,
+in-process or (same class) as Ray actors. Everything they take and return is numpy
+arrays and plain containers, so it crosses a process boundary cheaply.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlmod.core.multi_rl_module import ModuleID
+
+ENV_SPACES_KEY = "__env__"
+"""Key of the raw env's (observation_space, action_space) in `get_spaces()`."""
+
+Batch = dict[str, np.ndarray]
+SampleResult = dict[ModuleID, Batch]
+"""What `sample()` returns: the episodes it collected, as flat column arrays per module.
+
+Rows of one (sub-env, agent) sequence are contiguous and in time order; `eps_id` tells
+the episodes apart and `seq_ends` marks the last row of each sequence.
+"""
+
+
+class EnvRunner(abc.ABC):
+    """Samples episodes with an inference-only module; no loss, no optimizer."""
+
+    def __init__(self, *, config: Any, worker_index: int = 0) -> None:
+        self.config = config
+        self.worker_index = worker_index
+
+    @abc.abstractmethod
+    def sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None,
+               explore: bool | None = None) -> SampleResult:
+        """Steps the envs for `num_timesteps` env steps or `num_episodes` whole episodes
+        (default: one rollout fragment per sub-env)."""
+
+    @abc.abstractmethod
+    def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        """`"__env__"` -> the env's spaces; each module ID -> the spaces that module sees
+        (after the env-to-module connectors)."""
+
+    @abc.abstractmethod
+    def get_metrics(self) -> dict[str, Any]:
+        """Episode returns/lengths and step counts since the last call (then reset)."""
+
+    @abc.abstractmethod
+    def get_state(self) -> dict[str, Any]:
+        """`rl_module` (inference-only weights by module ID), connector states, counters."""
+
+    @abc.abstractmethod
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restores any subset of what `get_state` returned."""
+
+    @property
+    def module_ids(self) -> list[ModuleID]:
+        """The modules this EnvRunner holds (never learner-only ones)."""
+        return list(self.get_spaces().keys() - {ENV_SPACES_KEY})
+
+    def ping(self) -> str:
+        return "pong"
+
+    def stop(self) -> None:
+        """Closes the envs."""

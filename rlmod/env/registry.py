@@ -1,0 +1,80 @@
+"""Env creation: rlmod's name registry and the one function that turns `config.env` into envs.
+
+Used by EnvRunners (single- and multi-agent) and by the config when it infers spaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+
+from rlmod.utils.naming import did_you_mean
+
+_REGISTRY: dict[str, Callable[[dict], Any]] = {}
+
+
+def register_env(name: str, env_creator: Callable[[dict], Any]) -> None:
+    """Registers `env_creator(env_config) -> env` under `name` for `config.environment(name)`.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from rlmod import register_env
+        >>> register_env("my_cartpole", lambda cfg: gym.make("CartPole-v1", **cfg))
+    """
+    if not isinstance(name, str) or not callable(env_creator):
+        raise TypeError("register_env(name: str, env_creator: callable(env_config) -> env).")
+    _REGISTRY[name] = env_creator
+
+
+def is_gym_id(env: Any) -> bool:
+    return isinstance(env, str) and env not in _REGISTRY and env in gym.registry
+
+
+def make_env(env: Any, env_config: dict | None = None) -> Any:
+    """One env instance from a registered name, a gymnasium ID or a callable."""
+    env_config = dict(env_config or {})
+    if env is None:
+        raise ValueError(
+            "No env is set: call config.environment(env=...) with a gymnasium ID, a name "
+            "registered with rlmod.register_env, or a callable(env_config) -> env."
+        )
+    if isinstance(env, str):
+        if env in _REGISTRY:
+            return _REGISTRY[env](env_config)
+        if env in gym.registry:
+            return gym.make(env, **env_config)
+        raise ValueError(
+            f"env={env!r} is neither registered with rlmod.register_env nor a gymnasium ID."
+            f"{did_you_mean(env, [*_REGISTRY, *gym.registry])}"
+        )
+    if callable(env):
+        return env(env_config)
+    raise TypeError(
+        f"env={env!r} must be a gymnasium ID, a registered name or a callable(env_config)."
+    )
+
+
+def make_vector_env(
+    env: Any, env_config: dict | None, num_envs: int
+) -> gym.vector.VectorEnv:
+    """A gymnasium vector env of `num_envs` sub-envs in next-step autoreset mode.
+
+    A gymnasium ID with a native vectorized implementation (CartPole's `vector_entry_point`)
+    uses it: it steps all sub-envs in one numpy call. Anything else is wrapped in a
+    SyncVectorEnv.
+    """
+    env_config = dict(env_config or {})
+    if is_gym_id(env) and gym.registry[env].vector_entry_point is not None:
+        return gym.make_vec(env, num_envs, vectorization_mode="vector_entry_point", **env_config)
+    probe = make_env(env, env_config)
+    if not isinstance(probe, gym.Env):
+        raise TypeError(
+            f"env={env!r} made a {type(probe).__name__}, not a gymnasium.Env. For multi-agent "
+            "envs call config.multi_agent(policies=..., policy_mapping_fn=...)."
+        )
+    fns = [lambda: probe] + [lambda: make_env(env, env_config)] * (num_envs - 1)
+    # NEXT_STEP autoreset: after a done step, the next step() resets that sub-env and
+    # ignores its action; EnvRunners drop that reset step's row.
+    return gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)

@@ -1,0 +1,21 @@
+"""The exceptions a user of rlmod can cause, one class per kind of mistake.
+
+Every layer may raise these; this file imports nothing from rlmod.
+"""
+
+from __future__ import annotations
+
+
+class UnknownModuleIDError(KeyError):
+    """A module ID that no spec, module or mapping function knows."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class EnvError(RuntimeError):
+    """An environment raised, or emitted data that does not match its spaces."""
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint directory is missing, corrupt, or of an unknown format version."""

@@ -1,0 +1,1 @@
+"""Shared helpers: spaces, schedules, metrics, seeding, loggers."""

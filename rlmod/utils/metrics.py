@@ -1,0 +1,73 @@
+"""Episode metrics: smoothing windows over the last N episodes, per module and per agent.
+
+Used by Algorithm to turn EnvRunners' `get_metrics()` into `result["env_runners"]`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+
+def _mean(xs: Iterable[float]) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+class EpisodeMetrics:
+    """Keeps the last `window` episode returns and lengths (overall, per module, per agent)."""
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.returns: deque[float] = deque(maxlen=window)
+        self.lens: deque[int] = deque(maxlen=window)
+        self.module_returns: dict[Any, deque[float]] = {}
+        self.agent_returns: dict[Any, deque[float]] = {}
+        self.num_episodes_lifetime = 0
+        self.num_env_steps_lifetime = 0
+        self.num_agent_steps_lifetime = 0
+
+    def add(self, runner_metrics: Iterable[dict[str, Any]]) -> dict[str, Any]:
+        """Adds EnvRunners' metrics; returns `result["env_runners"]` for this iteration."""
+        num_episodes = num_env_steps = num_agent_steps = 0
+        for m in runner_metrics:
+            self.returns.extend(m["episode_returns"])
+            self.lens.extend(m["episode_lens"])
+            num_episodes += len(m["episode_returns"])
+            num_env_steps += m["num_env_steps"]
+            num_agent_steps += m.get("num_agent_steps", m["num_env_steps"])
+            for key, target in (("module_episode_returns", self.module_returns),
+                                ("agent_episode_returns", self.agent_returns)):
+                for k, values in m.get(key, {}).items():
+                    target.setdefault(k, deque(maxlen=self.window)).extend(values)
+        self.num_episodes_lifetime += num_episodes
+        self.num_env_steps_lifetime += num_env_steps
+        self.num_agent_steps_lifetime += num_agent_steps
+        return {
+            "episode_return_mean": _mean(self.returns),
+            "episode_return_max": max(self.returns, default=math.nan),
+            "episode_return_min": min(self.returns, default=math.nan),
+            "episode_len_mean": _mean(self.lens),
+            "num_episodes": num_episodes,
+            "num_episodes_lifetime": self.num_episodes_lifetime,
+            "num_env_steps_sampled": num_env_steps,
+            "num_env_steps_sampled_lifetime": self.num_env_steps_lifetime,
+            "num_agent_steps_sampled": num_agent_steps,
+            "num_agent_steps_sampled_lifetime": self.num_agent_steps_lifetime,
+            "module_episode_returns_mean": {k: _mean(v) for k, v in self.module_returns.items()},
+            "agent_episode_returns_mean": {k: _mean(v) for k, v in self.agent_returns.items()},
+        }
+
+    def get_state(self) -> dict[str, Any]:
+        return {"returns": list(self.returns), "lens": list(self.lens),
+                "num_episodes_lifetime": self.num_episodes_lifetime,
+                "num_env_steps_lifetime": self.num_env_steps_lifetime,
+                "num_agent_steps_lifetime": self.num_agent_steps_lifetime}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.returns.extend(state.get("returns", []))
+        self.lens.extend(state.get("lens", []))
+        for k in ("num_episodes_lifetime", "num_env_steps_lifetime", "num_agent_steps_lifetime"):
+            setattr(self, k, int(state.get(k, 0)))
