@@ -16,6 +16,7 @@ import torch
 
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
+from rlmod.core.optim import Adam, clip_grad_norm_
 from rlmod.utils.schedules import scheduled_value
 
 NumpyBatch = Mapping[ModuleID, Mapping[str, np.ndarray]]
@@ -35,7 +36,7 @@ class Learner:
         self.config = config
         self.module_spec = module_spec
         self.module: MultiRLModule | None = None
-        self._optimizers: dict[ModuleID, torch.optim.Optimizer] = {}
+        self._optimizers: dict[ModuleID, Adam] = {}
         self._logged: dict[ModuleID, dict[str, list[torch.Tensor]]] = {}
         self._rng = np.random.default_rng(config.seed)
 
@@ -48,7 +49,7 @@ class Learner:
             params = [p for p in sub.parameters() if p.requires_grad]
             if params and self.config.is_module_trainable(mid):
                 cfg = self.config.get_config_for_module(mid)
-                self._optimizers[mid] = torch.optim.Adam(params, lr=scheduled_value(cfg.lr, 0))
+                self._optimizers[mid] = Adam(params, lr=scheduled_value(cfg.lr, 0))
         default = next(iter(self.module_spec.rl_module_specs.values()), None)
         self._learner_connector = self.config.build_learner_connector(
             getattr(default, "observation_space", None), getattr(default, "action_space", None)
@@ -132,8 +133,8 @@ class Learner:
         for mid in mb:
             clip = configs[mid].grad_clip
             if clip is not None:
-                params = [p for g in self._optimizers[mid].param_groups for p in g["params"]]
-                norm = torch.nn.utils.clip_grad_norm_(params, clip)
+                params = self._optimizers[mid].params
+                norm = clip_grad_norm_(params, clip)
                 self.log(mid, gradients_global_norm=norm)
             self._optimizers[mid].step()
 

@@ -1,0 +1,92 @@
+"""Adam, written on torch's foreach kernels: the optimizer every Learner uses per module.
+
+Why not torch.optim.Adam: its constructor imports torch._dynamo, which costs over a
+second at start-up, and its state dict nests Python objects. This one keeps plain tensors
+(safetensors-ready) and steps all of a module's parameters in a few fused kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+
+class Adam:
+    """Adam (Kingma & Ba 2015, Algorithm 1) with bias correction.
+
+    `param_groups[0]["lr"]` is read at every step, so schedules set it there, as with
+    torch.optim optimizers.
+    """
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], *, lr: float,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        self.params = list(params)
+        self.param_groups: list[dict[str, Any]] = [{"lr": lr, "params": self.params}]
+        self.betas = betas
+        self.eps = eps
+        self.step_count = 0
+        self.exp_avg = [torch.zeros_like(p) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        with_grad = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if not with_grad:
+            return
+        params = [self.params[i] for i in with_grad]
+        grads = [self.params[i].grad for i in with_grad]
+        m = [self.exp_avg[i] for i in with_grad]
+        v = [self.exp_avg_sq[i] for i in with_grad]
+        b1, b2 = self.betas
+        self.step_count += 1
+        lr = self.param_groups[0]["lr"]
+        torch._foreach_lerp_(m, grads, 1.0 - b1)  # m = b1 m + (1 - b1) g
+        torch._foreach_mul_(v, b2)
+        torch._foreach_addcmul_(v, grads, grads, value=1.0 - b2)  # v = b2 v + (1 - b2) g^2
+        bc1 = 1.0 - b1**self.step_count
+        bc2 = 1.0 - b2**self.step_count
+        denom = torch._foreach_sqrt(v)
+        torch._foreach_div_(denom, math.sqrt(bc2))
+        torch._foreach_add_(denom, self.eps)
+        torch._foreach_addcdiv_(params, m, denom, value=-lr / bc1)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain tensors and numbers only."""
+        return {
+            "step": self.step_count,
+            "lr": self.param_groups[0]["lr"],
+            "exp_avg": [t.clone() for t in self.exp_avg],
+            "exp_avg_sq": [t.clone() for t in self.exp_avg_sq],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if len(state["exp_avg"]) != len(self.params):
+            raise ValueError(
+                f"Optimizer state has {len(state['exp_avg'])} tensors for "
+                f"{len(self.params)} parameters; it was saved for another module."
+            )
+        self.step_count = int(state["step"])
+        self.param_groups[0]["lr"] = float(state["lr"])
+        with torch.no_grad():
+            for dst, src in zip(self.exp_avg + self.exp_avg_sq,
+                                list(state["exp_avg"]) + list(state["exp_avg_sq"])):
+                dst.copy_(torch.as_tensor(src))
+
+
+def clip_grad_norm_(params: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+    """Scales gradients so their global L2 norm is at most `max_norm`; returns the norm
+    before clipping (torch.nn.utils.clip_grad_norm_ without its dynamo import)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+    torch._foreach_mul_(grads, scale)
+    return norm
