@@ -37,12 +37,12 @@ class Categorical(Distribution):
     """Categorical over `n` actions from logits `[B, n]`."""
 
     def __init__(self, logits: torch.Tensor) -> None:
-        self.logits = logits - logits.logsumexp(dim=-1, keepdim=True)  # normalized log-probs
+        self.logits = torch.log_softmax(logits, dim=-1)  # normalized log-probs
 
     def sample(self) -> torch.Tensor:
-        # Gumbel-max: one uniform draw per logit, no normalization pass.
-        u = torch.rand_like(self.logits).clamp_(1e-10, 1.0)
-        return torch.argmax(self.logits - torch.log(-torch.log(u)), dim=-1)
+        # Gumbel-max: -log(E) with E ~ Exp(1) is Gumbel noise; the argmax is a sample.
+        noise = torch.empty_like(self.logits).exponential_().log_()
+        return torch.argmax(self.logits - noise, dim=-1)
 
     def deterministic_sample(self) -> torch.Tensor:
         return torch.argmax(self.logits, dim=-1)

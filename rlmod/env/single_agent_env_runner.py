@@ -22,6 +22,9 @@ from rlmod.utils.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
 
+_STEP_COLUMNS = (Columns.OBS, Columns.ACTIONS, Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS,
+                 Columns.REWARDS, Columns.TERMINATEDS, Columns.TRUNCATEDS)
+
 
 class SingleAgentEnvRunner(EnvRunner):
     """Steps all sub-envs at once: one forward pass per step for the whole vector env.
@@ -93,87 +96,122 @@ class SingleAgentEnvRunner(EnvRunner):
             self._reset()
         if num_timesteps is None and num_episodes is None:
             num_timesteps = self.config.get_rollout_fragment_length() * self.num_envs
-        forward = self.module.forward_exploration if explore else self.module.forward_inference
-        cols: dict[str, list[np.ndarray]] = {k: [] for k in (
-            Columns.OBS, Columns.ACTIONS, Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS,
-            Columns.REWARDS, Columns.TERMINATEDS, Columns.TRUNCATEDS, Columns.EPS_ID, "valid")}
-        first_done_eps = len(self._done_returns)
-        done_eps_ids: list[np.ndarray] = []
-        steps = 0
+        cols: dict[str, list[np.ndarray]] = {k: [] for k in _STEP_COLUMNS}
+        prev_done_at_start = self._prev_done
         with torch.inference_mode():
-            while (steps < num_timesteps if num_episodes is None
-                   else len(self._done_returns) - first_done_eps < num_episodes):
-                obs = self._obs
-                assert obs is not None
-                out = forward({Columns.OBS: torch.from_numpy(obs)})
-                data = self._module_to_env(out, rl_module=self.module, explore=explore)
-                try:
-                    raw, rew, term, trunc, _ = self.env.step(data[ENV_ACTIONS])
-                except Exception as e:
-                    raise EnvError(
-                        f"env={self.config.env!r} raised in step(): {e!r}. The episodes "
-                        "finished before this step are kept in the EnvRunner's metrics."
-                    ) from e
-                # NEXT_STEP autoreset: a sub-env done at the previous step was reset by this
-                # step, which ignored its action; that row is no transition (valid=False).
-                valid = ~self._prev_done
-                rew = np.where(valid, rew, 0.0)
-                cols[Columns.OBS].append(obs)
-                cols[Columns.ACTIONS].append(data[Columns.ACTIONS].numpy())
-                cols[Columns.ACTION_LOGP].append(data[Columns.ACTION_LOGP].numpy())
-                cols[Columns.ACTION_DIST_INPUTS].append(out[Columns.ACTION_DIST_INPUTS].numpy())
-                cols[Columns.REWARDS].append(rew)
-                cols[Columns.TERMINATEDS].append(term)
-                cols[Columns.TRUNCATEDS].append(trunc)
-                cols[Columns.EPS_ID].append(self._eps_id.copy())
-                cols["valid"].append(valid)
-                steps += int(valid.sum())
-                self._ep_return += rew
-                self._ep_len += valid
-                done = (term | trunc) & valid
-                if done.any():
-                    idx = np.flatnonzero(done)
-                    self._done_returns += self._ep_return[idx].tolist()
-                    self._done_lens += self._ep_len[idx].tolist()
-                    done_eps_ids.append(self._eps_id[idx].copy())
-                    self._ep_return[idx] = 0.0
-                    self._ep_len[idx] = 0
-                started = ~valid  # these sub-envs show their first observation now
-                if started.any():
-                    idx = np.flatnonzero(started)
-                    self._eps_id[idx] = np.arange(self._next_eps_id, self._next_eps_id + len(idx))
-                    self._next_eps_id += len(idx)
-                self._prev_done = term | trunc
-                self._obs = self._env_to_module(raw, episode_starts=started)
-        self._num_env_steps += steps
-        self.num_env_steps_sampled_lifetime += steps
-        batch = self._to_batch(cols)
+            if num_episodes is None:
+                assert num_timesteps is not None
+                steps = 0
+                while steps < num_timesteps:  # reset rows do not count: top up if short
+                    for _ in range(-(-(num_timesteps - steps) // self.num_envs)):
+                        self._step(cols, explore)
+                    steps = len(cols[Columns.REWARDS]) * self.num_envs - int(
+                        prev_done_at_start.sum() + sum(np.count_nonzero(t | u) for t, u in zip(
+                            cols[Columns.TERMINATEDS][:-1], cols[Columns.TRUNCATEDS][:-1])))
+            else:
+                num_done = 0
+                while num_done < num_episodes:
+                    num_done += self._step(cols, explore)
+        batch, done_eps_ids = self._to_batch(cols, prev_done_at_start)
         if num_episodes is not None:  # keep the completed episodes only
-            keep = np.isin(batch[Columns.EPS_ID], np.concatenate(done_eps_ids))
-            batch = {k: v[keep] for k, v in batch.items()}
+            batch = {k: v[np.isin(batch[Columns.EPS_ID], done_eps_ids)] for k, v in batch.items()}
         return {DEFAULT_MODULE_ID: batch}
 
-    def _to_batch(self, cols: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
-        """Stacks `[T, N]` step arrays into flat, env-major rows without the reset rows."""
+    def _step(self, cols: dict[str, list[np.ndarray]], explore: bool) -> int:
+        """One step of all sub-envs (the hot loop: no per-env Python); returns #episodes done."""
+        obs = self._obs
+        assert obs is not None
+        forward = self.module.forward_exploration if explore else self.module.forward_inference
+        out = forward({Columns.OBS: torch.from_numpy(obs)})
+        data = self._module_to_env(out, rl_module=self.module, explore=explore)
+        try:
+            raw, rew, term, trunc, _ = self.env.step(data[ENV_ACTIONS])
+        except Exception as e:
+            raise EnvError(
+                f"env={self.config.env!r} raised in step(): {e!r}. Episodes finished in "
+                "earlier sample() calls are kept in the EnvRunner's metrics."
+            ) from e
+        cols[Columns.OBS].append(obs)
+        cols[Columns.ACTIONS].append(data[Columns.ACTIONS].numpy())
+        cols[Columns.ACTION_LOGP].append(data[Columns.ACTION_LOGP].numpy())
+        cols[Columns.ACTION_DIST_INPUTS].append(out[Columns.ACTION_DIST_INPUTS].numpy())
+        cols[Columns.REWARDS].append(rew)
+        cols[Columns.TERMINATEDS].append(term)
+        cols[Columns.TRUNCATEDS].append(trunc)
+        # NEXT_STEP autoreset: a sub-env done at the previous step is reset by this step
+        # (its action ignored, reward 0, flags False); its observation now starts an episode.
+        started = self._prev_done
+        self._prev_done = term | trunc
+        self._obs = self._env_to_module(raw, episode_starts=started)
+        return int(np.count_nonzero(self._prev_done))
+
+    def _to_batch(self, cols: dict[str, list[np.ndarray]], prev_done_at_start: np.ndarray
+                  ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Stacks `[T, N]` step arrays into flat, env-major rows without the reset rows,
+        and does the episode bookkeeping for all steps at once."""
         assert self._obs is not None
-        valid = np.stack(cols.pop("valid")).T  # [N, T]
+        term = np.stack(cols[Columns.TERMINATEDS])  # [T, N]
+        trunc = np.stack(cols[Columns.TRUNCATEDS])
+        done = term | trunc
+        started = np.concatenate([prev_done_at_start[None], done[:-1]])  # reset rows
+        valid = ~started
+        rewards = np.where(valid, np.stack(cols[Columns.REWARDS]), 0.0)
+        eps_id = self._assign_episode_ids(started)
+        done_eps_ids = eps_id[done]
+        self._record_episodes(rewards, valid, done)
         obs_all = np.stack([*cols[Columns.OBS], self._obs])  # [T + 1, N, ...]
-        # new_obs[t] is what the env returned for row t; at episode ends it is the final
-        # observation (NEXT_STEP mode returns it, the reset comes one step later).
-        stacked = {k: np.stack(v) for k, v in cols.items() if k != Columns.OBS}
-        stacked[Columns.OBS] = obs_all[:-1]
-        stacked[Columns.NEXT_OBS] = obs_all[1:]
-        batch = {k: np.swapaxes(v, 0, 1)[valid] for k, v in stacked.items()}
-        batch[Columns.REWARDS] = batch[Columns.REWARDS].astype(np.float32)
+        stacked = {
+            Columns.OBS: obs_all[:-1],
+            # new_obs[t] is what the env returned for row t; at an episode end that is the
+            # final observation (NEXT_STEP mode returns it; the reset comes one step later).
+            Columns.NEXT_OBS: obs_all[1:],
+            Columns.ACTIONS: np.stack(cols[Columns.ACTIONS]),
+            Columns.ACTION_LOGP: np.stack(cols[Columns.ACTION_LOGP]),
+            Columns.ACTION_DIST_INPUTS: np.stack(cols[Columns.ACTION_DIST_INPUTS]),
+            Columns.REWARDS: rewards.astype(np.float32),
+            Columns.TERMINATEDS: term,
+            Columns.TRUNCATEDS: trunc,
+            Columns.EPS_ID: eps_id,
+        }
+        valid_nt = valid.T  # [N, T]: env-major, so each sub-env's rows are contiguous
+        batch = {k: np.swapaxes(v, 0, 1)[valid_nt] for k, v in stacked.items()}
         # A sequence ends where its episode ends or where this fragment stops.
-        t = valid.shape[1]
-        last = np.zeros_like(valid)
-        has_any = valid.any(axis=1)
-        last[np.flatnonzero(has_any), t - 1 - np.argmax(valid[has_any, ::-1], axis=1)] = True
-        batch[Columns.SEQ_ENDS] = (
-            last[valid] | batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS]
-        )
-        return batch
+        t = valid_nt.shape[1]
+        last = np.zeros_like(valid_nt)
+        has_any = valid_nt.any(axis=1)
+        last[np.flatnonzero(has_any), t - 1 - np.argmax(valid_nt[has_any, ::-1], axis=1)] = True
+        batch[Columns.SEQ_ENDS] = last[valid_nt] | batch[Columns.TERMINATEDS] | batch[
+            Columns.TRUNCATEDS]
+        steps = int(valid.sum())
+        self._num_env_steps += steps
+        self.num_env_steps_sampled_lifetime += steps
+        return batch, done_eps_ids
+
+    def _assign_episode_ids(self, started: np.ndarray) -> np.ndarray:
+        """`[T, N]` episode IDs: each reset row starts a new, globally unique ID."""
+        k = np.cumsum(started, axis=0)  # new episodes so far, per sub-env
+        num_new = k[-1]
+        first_new = self._next_eps_id + np.concatenate([[0], np.cumsum(num_new)[:-1]])
+        eps_id = np.where(k == 0, self._eps_id[None], first_new[None] + k - 1)
+        self._eps_id = eps_id[-1].copy()
+        self._next_eps_id += int(num_new.sum())
+        return eps_id
+
+    def _record_episodes(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray) -> None:
+        """Appends the return and length of every episode that ended, in time order."""
+        cum_r = np.cumsum(rewards, axis=0)
+        cum_n = np.cumsum(valid, axis=0)
+        ended: list[tuple[int, float, int]] = []
+        for n in range(done.shape[1]):
+            base_r, base_n = -self._ep_return[n], -self._ep_len[n]
+            for t in np.flatnonzero(done[:, n]).tolist():
+                ended.append((t, float(cum_r[t, n] - base_r), int(cum_n[t, n] - base_n)))
+                base_r, base_n = cum_r[t, n], cum_n[t, n]
+            self._ep_return[n] = cum_r[-1, n] - base_r
+            self._ep_len[n] = cum_n[-1, n] - base_n
+        ended.sort(key=lambda e: e[0])
+        self._done_returns += [r for _, r, _ in ended]
+        self._done_lens += [n for _, _, n in ended]
 
     # ------------------------------------------------------------------ metrics and state
     def get_metrics(self) -> dict[str, Any]:

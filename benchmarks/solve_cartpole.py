@@ -1,0 +1,113 @@
+"""Time to solve CartPole-v1 from process start: rlmod PPO vs Stable-Baselines3 PPO.
+
+Solved: mean return >= 475 over the last 100 episodes. Each run is a fresh Python process
+(imports included) timed by this parent; runs alternate between libraries so load hits
+both alike. SB3 uses its tuned rl-baselines3-zoo CartPole-v1 hyperparameters; rlmod uses
+`rlmod.tuned.TUNED["CartPole-v1"]` (what `rlmod train` uses).
+
+    python benchmarks/solve_cartpole.py [--seeds 0 1 2] [--max-steps 500000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+from _common import header, table
+
+RLMOD = r"""
+import json, sys, time
+from rlmod.algorithms.ppo import PPOConfig
+from rlmod.tuned import TUNED
+seed, max_steps = int(sys.argv[1]), int(sys.argv[2])
+config = PPOConfig().environment("CartPole-v1").debugging(seed=seed)
+for k, v in TUNED["CartPole-v1"].items():
+    setattr(config, k, v)
+algo = config.build_algo()
+while True:
+    r = algo.train()
+    ret, steps = r["env_runners"]["episode_return_mean"], r["num_env_steps_sampled_lifetime"]
+    window = min(100, r["num_episodes_lifetime"])
+    if (window == 100 and ret >= 475) or steps >= max_steps:
+        break
+print(json.dumps({"steps": steps, "return": ret, "solved": bool(ret >= 475 and window == 100)}))
+"""
+
+SB3 = r"""
+import json, sys
+import numpy as np
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+seed, max_steps = int(sys.argv[1]), int(sys.argv[2])
+
+def lin(v):
+    return lambda progress: progress * v
+
+class Solved(BaseCallback):
+    def _on_step(self):
+        buf = self.model.ep_info_buffer  # the last 100 episodes
+        return not (len(buf) == 100 and np.mean([e["r"] for e in buf]) >= 475)
+
+env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
+# rl-baselines3-zoo hyperparams/ppo.yml, CartPole-v1
+model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
+            n_epochs=20, ent_coef=0.0, learning_rate=lin(0.001), clip_range=lin(0.2),
+            seed=seed, verbose=0, device="cpu")
+model.learn(total_timesteps=max_steps, callback=Solved())
+buf = model.ep_info_buffer
+ret = float(np.mean([e["r"] for e in buf]))
+print(json.dumps({"steps": int(model.num_timesteps), "return": ret,
+                  "solved": bool(len(buf) == 100 and ret >= 475)}))
+"""
+
+
+def run(code: str, seed: int, max_steps: int) -> dict:
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code, str(seed), str(max_steps)],
+                         capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["wall_s"] = wall
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--max-steps", type=int, default=500_000)
+    parser.add_argument("--skip-sb3", action="store_true")
+    args = parser.parse_args()
+    header("Time to solve CartPole-v1 (mean return >= 475 over 100 episodes), from process start")
+    libs = {"rlmod": RLMOD} if args.skip_sb3 else {"rlmod": RLMOD, "stable-baselines3": SB3}
+    results: dict[str, list[dict]] = {name: [] for name in libs}
+    rows = []
+    for seed in args.seeds:
+        for name, code in libs.items():
+            r = run(code, seed, args.max_steps)
+            results[name].append(r)
+            rows.append({"library": name, "seed": seed, "solved": r["solved"],
+                         "env steps": f"{r['steps']:,}", "wall s": f"{r['wall_s']:.1f}",
+                         "return": f"{r['return']:.1f}"})
+    table(rows, ["library", "seed", "solved", "env steps", "wall s", "return"])
+    medians = {n: statistics.median(r["wall_s"] for r in rs) for n, rs in results.items()}
+    for name, med in medians.items():
+        print(f"median wall s, {name}: {med:.1f}")
+    if "stable-baselines3" in medians:
+        print(f"ratio rlmod / SB3 (median wall): {medians['rlmod'] / medians['stable-baselines3']:.2f}")
+    try:
+        import ray  # noqa: F401
+
+        print("RLlib: installed but not run by this script")
+    except ImportError:
+        print("RLlib: not installed here (no side-by-side RLlib number)")
+
+
+if __name__ == "__main__":
+    main()
