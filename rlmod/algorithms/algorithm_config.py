@@ -7,6 +7,7 @@ Used by users (fluent setters), EnvRunners and Learners (`get_rl_module_spec`,
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -16,9 +17,8 @@ import gymnasium as gym
 from rlmod.algorithms import settings as s
 from rlmod.algorithms.settings import Setting
 from rlmod.connectors.env_to_module import default_env_to_module
-from rlmod.connectors.learner import LearnerConnector
 from rlmod.connectors.module_to_env import default_module_to_env
-from rlmod.connectors.pipeline import ConnectorPipeline, as_connector_list
+from rlmod.connectors.pipeline import Connector, ConnectorPipeline, as_connector_list
 from rlmod.core.columns import DEFAULT_MODULE_ID
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
@@ -200,14 +200,14 @@ class AlgorithmConfig:
     @classmethod
     def settings(cls) -> dict[str, Setting]:
         """All settings of this config class by name (the class attribute table)."""
-        table = cls.__dict__.get("_settings_table")
+        table: dict[str, Setting] | None = cls.__dict__.get("_settings_table")
         if table is None:
             table = {}
             for klass in reversed(cls.__mro__):
                 for name, value in vars(klass).items():
                     if isinstance(value, Setting):
                         table[name] = value
-            cls._settings_table = table
+            type.__setattr__(cls, "_settings_table", table)
         return table
 
     def _set_section(self, section: str, values: dict[str, Any]) -> Self:
@@ -344,7 +344,7 @@ class AlgorithmConfig:
     def build_learner_connector(self, observation_space: gym.Space | None = None,
                                 action_space: gym.Space | None = None) -> ConnectorPipeline:
         """The user's learner connectors; subclasses append their own (GAE for PPO)."""
-        pieces: list[LearnerConnector] = []
+        pieces: list[Connector] = []
         if self.learner_connector is not None:
             pieces = as_connector_list(self.learner_connector(observation_space, action_space),
                                        setting="learner_connector")
@@ -633,8 +633,6 @@ def _plain(model_config: Any) -> dict[str, Any]:
         return {}
     if isinstance(model_config, Mapping):
         return dict(model_config)
-    import dataclasses
-
     return dataclasses.asdict(model_config)
 
 
@@ -655,9 +653,7 @@ def _encode(value: Any, setting: str) -> Any:
         return [_encode(v, setting) for v in value]
     if callable(value):
         return {"__import__": import_path(value, setting=setting)}
-    import dataclasses
-
-    if dataclasses.is_dataclass(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _encode(dataclasses.asdict(value), setting)
     raise ValueError(f"{setting}={value!r} cannot be stored as JSON.")
 

@@ -22,7 +22,7 @@ Batch = dict[ModuleID, dict[str, torch.Tensor]]
 class LearnerConnector(Connector):
     """Base: `(batch: {module_id: {column: tensor}}, *, rl_module) -> batch`."""
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self, batch: Batch, *, rl_module: MultiRLModule, **kwargs: Any
     ) -> Batch:
         raise NotImplementedError
@@ -84,17 +84,17 @@ class GeneralAdvantageEstimation(LearnerConnector):
         cfg = self.config.get_config_for_module(module_id)
         return cfg.gamma, cfg.lambda_
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self, batch: Batch, *, rl_module: MultiRLModule, **kwargs: Any
     ) -> Batch:
         for mid, cols in batch.items():
-            module = rl_module[mid]
-            if not hasattr(module, "compute_values") or Columns.REWARDS not in cols:
+            compute_values = getattr(rl_module[mid], "compute_values", None)
+            if compute_values is None or Columns.REWARDS not in cols:
                 continue
             obs, next_obs = cols[Columns.OBS], cols[Columns.NEXT_OBS]
             n = obs.shape[0]
             with torch.no_grad():
-                v = module.compute_values({Columns.OBS: torch.cat([obs, next_obs])})
+                v = compute_values({Columns.OBS: torch.cat([obs, next_obs])})
             values, next_values = v[:n].numpy(), v[n:].numpy()
             gamma, lambda_ = self._coefficients(mid)
             adv, targets = compute_gae(

@@ -23,7 +23,7 @@ ENV_ACTIONS = "env_actions"
 class ModuleToEnv(Connector):
     """Base: `(data: dict, *, rl_module, explore) -> data`."""
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self, data: dict[str, Any], *, rl_module: RLModule, explore: bool, **kwargs: Any
     ) -> dict[str, Any]:
         raise NotImplementedError
@@ -32,7 +32,7 @@ class ModuleToEnv(Connector):
 class GetActions(ModuleToEnv):
     """Samples (explore) or takes the mode of the module's action distribution."""
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self, data: dict[str, Any], *, rl_module: RLModule, explore: bool, **kwargs: Any
     ) -> dict[str, Any]:
         if Columns.ACTIONS not in data:
@@ -51,7 +51,7 @@ class UnsquashAndClipActions(ModuleToEnv):
     the loss needs), the env gets the clipped, rescaled one.
     """
 
-    def __call__(  # type: ignore[override]
+    def __call__(
         self, data: dict[str, Any], *, rl_module: RLModule, explore: bool, **kwargs: Any
     ) -> dict[str, Any]:
         space = self.input_action_space

@@ -14,7 +14,8 @@ import gymnasium as gym
 
 
 class Connector:
-    """One step of a pipeline; subclasses of the three families define `__call__`.
+    """One step of a pipeline; the three families (env-to-module, module-to-env, learner)
+    each define their own `__call__`.
 
     `set_input_spaces` is called once by the pipeline; afterwards `observation_space` and
     `action_space` are this connector's output spaces.
@@ -44,9 +45,6 @@ class Connector:
     ) -> gym.Space:
         """The action space this connector outputs (default: unchanged)."""
         return input_action_space
-
-    def __call__(self, data: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
 
     def get_state(self) -> dict[str, Any]:
         """Plain arrays and JSON-able values that `set_state` restores (default: none)."""
@@ -87,7 +85,7 @@ class ConnectorPipeline(Connector):
 
     def __call__(self, data: Any, **kwargs: Any) -> Any:
         for c in self.connectors:
-            data = c(data, **kwargs)
+            data = c(data, **kwargs)  # type: ignore[operator]
         return data
 
     def get_state(self) -> dict[str, Any]:

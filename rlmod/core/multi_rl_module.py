@@ -50,7 +50,7 @@ class MultiRLModule(nn.Module):
             ) from None
 
     def __contains__(self, module_id: object) -> bool:
-        return module_id in self._rl_modules
+        return isinstance(module_id, str) and module_id in self._rl_modules
 
     def __len__(self) -> int:
         return len(self._rl_modules)

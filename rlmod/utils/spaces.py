@@ -106,7 +106,7 @@ def flatten_batch(space: gym.Space, obs: Any) -> np.ndarray:
             [flatten_batch(s, obs[k]) for k, s in space.spaces.items()], axis=-1
         )
     if isinstance(space, gym.spaces.Tuple):
-        return np.concatenate([flatten_batch(s, o) for s, o in zip(space.spaces, obs)], axis=-1)
+        return np.concatenate([flatten_batch(s, o) for s, o in zip(space.spaces, obs, strict=True)], axis=-1)
     raise TypeError(f"Cannot flatten observations of space type {type(space).__name__}.")
 
 
