@@ -110,8 +110,8 @@ class AlgorithmConfig:
     num_envs_per_env_runner = Setting(1, section="env_runners", check=s.integer(min=1), doc=(
         "Sub-envs each EnvRunner steps at once in one vector env; more sub-envs amortize "
         "the forward pass."))
-    rollout_fragment_length = Setting("auto", section="env_runners", check=lambda v: v if v ==
-                                      "auto" else s.integer(min=1)(v), doc=(
+    rollout_fragment_length = Setting("auto", section="env_runners",
+                                      check=s.auto_or_integer(min=1), doc=(
         "Steps per sub-env per sample() call; 'auto' splits the train batch evenly."))
     env_to_module_connector = Setting(None, section="env_runners", check=s.callable_or_none,
                                       doc=(

@@ -76,6 +76,22 @@ def integer(*, min: int = 0) -> Check:  # noqa: A002 - reads like the math
     return check
 
 
+def auto_or_integer(*, min: int = 1) -> Check:  # noqa: A002 - reads like the math
+    """'auto' (the library derives the value) or an int >= min."""
+    as_int = integer(min=min)
+
+    def check(v: Any) -> Any:
+        if isinstance(v, str) and v == "auto":
+            return v
+        try:
+            return as_int(v)
+        except InvalidKind:
+            raise InvalidKind(f"expected 'auto' or an int >= {min}.") from None
+        except Invalid:
+            raise Invalid(f"must be 'auto' or an int >= {min}.") from None
+    return check
+
+
 def number(*, low: float = -math.inf, high: float = math.inf, low_open: bool = False,
            high_open: bool = False) -> Check:
     lb, rb = "(" if low_open else "[", ")" if high_open else "]"
@@ -133,8 +149,12 @@ def mapping(v: Any) -> dict:
 
 
 def schedule_or_number(*, low: float = 0.0) -> Check:
-    """A float > low, or a piecewise-linear schedule [[timestep, value], ...]."""
+    """A float > low, or a piecewise-linear schedule [[timestep, value], ...] of values >= low.
+
+    A schedule may reach `low` (a learning rate decayed linearly to 0); a constant may not.
+    """
     as_number = number(low=low, low_open=True)
+    as_point = number(low=low)
 
     def check(v: Any) -> Any:
         if isinstance(v, list | tuple):
@@ -144,7 +164,7 @@ def schedule_or_number(*, low: float = 0.0) -> Check:
             steps = [p[0] for p in points]
             if steps[0] != 0 or steps != sorted(steps):
                 raise Invalid("a schedule's timesteps must start at 0 and increase.")
-            return [[int(t), as_number(x)] for t, x in points]
+            return [[int(t), as_point(x)] for t, x in points]
         return as_number(v)
     return check
 

@@ -143,6 +143,8 @@ class Learner:
         rows than others cycle through theirs again (as RLlib's cyclic iterator does)."""
         size = self.config.minibatch_size
         longest = max(num_rows.values(), default=0)
+        if longest == 0:
+            return  # no trainable module (policies_to_train) has rows: nothing to step
         if size is None or size >= longest:
             yield batch
             return

@@ -23,7 +23,7 @@ class LearnerGroup:
         if config.num_learners > 0:
             from rlmod.utils.ray_utils import require_ray
 
-            require_ray()
+            require_ray(f"num_learners={config.num_learners}")
             raise NotImplementedError(
                 "num_learners > 0 (remote data-parallel Learners) is not built yet; use "
                 "num_learners=0, which trains in-process."

@@ -8,15 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 
-def require_ray() -> Any:
-    """Imports ray, or explains how to install it."""
+def require_ray(setting: str = "num_env_runners > 0 or num_learners > 0") -> Any:
+    """Imports ray, or explains how to install it; `setting` names what asked for Ray."""
     try:
         import ray
     except ImportError as e:
         raise ImportError(
-            "num_env_runners > 0 and num_learners > 0 run components as Ray actors, but ray "
-            "is not installed. Install it with `pip install 'rlmod[ray]'`, or set "
-            "num_env_runners=0 / num_learners=0 to run in-process (fastest on one machine)."
+            f"{setting} runs components as Ray actors, but ray is not installed. Install it "
+            "with `pip install 'rlmod[ray]'`, or set num_env_runners=0 and num_learners=0 to "
+            "run in-process (fastest on one machine)."
         ) from e
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
@@ -25,7 +25,7 @@ def require_ray() -> Any:
 
 def make_remote_env_runners(runner_cls: type, config: Any) -> list[Any]:
     """`config.num_env_runners` actors of `runner_cls`, worker indices 1..N."""
-    ray = require_ray()
+    ray = require_ray(f"num_env_runners={config.num_env_runners}")
     actor_cls = ray.remote(num_cpus=1)(runner_cls)
     return [actor_cls.remote(config=config, worker_index=i + 1)
             for i in range(config.num_env_runners)]

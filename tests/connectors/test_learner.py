@@ -1,0 +1,132 @@
+"""Tests of the learner connectors (rlmod/connectors/learner.py): GAE by hand.
+
+gamma = 0.9, lambda = 0.8, so gamma * lambda = 0.72. One 4-step sequence, rewards
+r = [1, 0, 2, 1], values V(s_t) = [0.5, 0.4, 0.3, 0.2], next values
+V(s_{t+1}) = [0.4, 0.3, 0.2, 0.9] (0.9 is V of the last row's next observation):
+
+    delta_t = r_t + 0.9 * V(s_{t+1}) * (1 - terminated_t) - V(s_t)
+    A_t     = delta_t + 0.72 * A_{t+1}   (A after a sequence end is 0)
+
+    t   delta                          A (terminated at t=3)        A (truncated / cut at t=3)
+    0   1 + 0.36 - 0.5  =  0.86        0.86 + 0.72 * 1.63832        0.86 + 0.72 * 2.058224
+                                          = 2.0395904                  = 2.34192128
+    1   0 + 0.27 - 0.4  = -0.13        -0.13 + 0.72 * 2.456         -0.13 + 0.72 * 3.0392
+                                          = 1.63832                    = 2.058224
+    2   2 + 0.18 - 0.3  =  1.88        1.88 + 0.72 * 0.8 = 2.456    1.88 + 0.72 * 1.61 = 3.0392
+    3   terminated: 1 - 0.2 = 0.8      0.8                          1.61
+        truncated:  1 + 0.81 - 0.2 = 1.61
+
+value_targets = A + V. A second sequence right after it (cut by the fragment end),
+r = [1, 1], V = [0.1, 0.2], V' = [0.2, 0.5]: deltas 1.08 and 1.25, A = [1.98, 1.25].
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlmod.connectors.learner import GeneralAdvantageEstimation, compute_gae
+from rlmod.core import Columns, MultiRLModule, RLModule
+
+GAMMA, LAMBDA = 0.9, 0.8
+REWARDS = [1.0, 0.0, 2.0, 1.0]
+VALUES = [0.5, 0.4, 0.3, 0.2]
+NEXT_VALUES = [0.4, 0.3, 0.2, 0.9]
+ADV_TERMINATED = [2.0395904, 1.63832, 2.456, 0.8]
+ADV_BOOTSTRAPPED = [2.34192128, 2.058224, 3.0392, 1.61]
+SECOND = {"rewards": [1.0, 1.0], "values": [0.1, 0.2], "next_values": [0.2, 0.5]}
+ADV_SECOND = [1.98, 1.25]
+
+
+def gae(rewards, values, next_values, terminateds, seq_ends):
+    return compute_gae(np.array(rewards), np.array(values), np.array(next_values),
+                       np.array(terminateds, float), np.array(seq_ends, float),
+                       gamma=GAMMA, lambda_=LAMBDA)
+
+
+def test_gae_terminated_does_not_bootstrap():
+    adv, targets = gae(REWARDS, VALUES, NEXT_VALUES, [0, 0, 0, 1], [0, 0, 0, 1])
+    np.testing.assert_allclose(adv, ADV_TERMINATED, rtol=1e-6)
+    np.testing.assert_allclose(targets, np.add(ADV_TERMINATED, VALUES), rtol=1e-6)
+    assert adv.dtype == targets.dtype == np.float32
+
+
+def test_gae_truncated_bootstraps_the_next_value():
+    """A time limit (truncated, not terminated): the episode would have gone on."""
+    adv, targets = gae(REWARDS, VALUES, NEXT_VALUES, [0, 0, 0, 0], [0, 0, 0, 1])
+    np.testing.assert_allclose(adv, ADV_BOOTSTRAPPED, rtol=1e-6)
+    np.testing.assert_allclose(targets, np.add(ADV_BOOTSTRAPPED, VALUES), rtol=1e-6)
+
+
+def test_gae_does_not_leak_across_sequence_ends():
+    """Terminated sequence, then a sequence cut by the fragment end."""
+    adv, _ = gae(REWARDS + SECOND["rewards"], VALUES + SECOND["values"],
+                 NEXT_VALUES + SECOND["next_values"], [0, 0, 0, 1, 0, 0], [0, 0, 0, 1, 0, 1])
+    np.testing.assert_allclose(adv, ADV_TERMINATED + ADV_SECOND, rtol=1e-6)
+
+
+def test_gae_does_not_leak_across_a_seq_end_without_done():
+    """A fragment-cut sequence (seq_end, not terminated) directly before another one:
+    only seq_ends stops the recursion, and the cut sequence bootstraps."""
+    adv, _ = gae(REWARDS + SECOND["rewards"], VALUES + SECOND["values"],
+                 NEXT_VALUES + SECOND["next_values"], [0] * 6, [0, 0, 0, 1, 0, 1])
+    np.testing.assert_allclose(adv, ADV_BOOTSTRAPPED + ADV_SECOND, rtol=1e-6)
+
+
+def test_gae_with_lambda_one_is_the_discounted_return_minus_value():
+    rewards = np.array([1.0, 2.0, 3.0])
+    adv, targets = compute_gae(rewards, np.zeros(3), np.zeros(3), np.array([0, 0, 1.0]),
+                               np.array([0, 0, 1.0]), gamma=0.5, lambda_=1.0)
+    np.testing.assert_allclose(targets, [1 + 0.5 * 2 + 0.25 * 3, 2 + 0.5 * 3, 3.0])
+
+
+class _TableValues(RLModule):
+    """V(obs) = obs[:, 0]: the test writes the values into the observations."""
+
+    def compute_values(self, batch, embeddings=None):
+        return batch[Columns.OBS][:, 0]
+
+
+@pytest.mark.parametrize("terminated, truncated, expected", [
+    (True, False, ADV_TERMINATED),
+    (False, True, ADV_BOOTSTRAPPED),
+    (False, False, ADV_BOOTSTRAPPED),
+], ids=["terminated", "truncated", "fragment-cut"])
+def test_gae_connector_bootstraps_on_truncation_not_termination(terminated, truncated, expected):
+    module = _TableValues(observation_space=gym.spaces.Box(-10, 10, (1,)),
+                          action_space=gym.spaces.Discrete(2))
+    cols = {
+        Columns.OBS: torch.tensor(VALUES).unsqueeze(-1),
+        Columns.NEXT_OBS: torch.tensor(NEXT_VALUES).unsqueeze(-1),
+        Columns.REWARDS: torch.tensor(REWARDS),
+        Columns.TERMINATEDS: torch.tensor([False, False, False, terminated]),
+        Columns.TRUNCATEDS: torch.tensor([False, False, False, truncated]),
+        Columns.SEQ_ENDS: torch.tensor([False, False, False, True]),
+    }
+    connector = GeneralAdvantageEstimation(gamma=GAMMA, lambda_=LAMBDA,
+                                           normalize_advantages=False)
+    out = connector({"p": cols}, rl_module=MultiRLModule({"p": module}))["p"]
+    np.testing.assert_allclose(out[Columns.ADVANTAGES].numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(out[Columns.VALUE_TARGETS].numpy(), np.add(expected, VALUES),
+                               rtol=1e-6)
+    np.testing.assert_allclose(out[Columns.VF_PREDS].numpy(), VALUES, rtol=1e-6)
+
+
+def test_gae_connector_normalizes_advantages_and_skips_modules_without_values():
+    space = gym.spaces.Box(-10, 10, (1,))
+    cols = {Columns.OBS: torch.tensor(VALUES).unsqueeze(-1),
+            Columns.NEXT_OBS: torch.tensor(NEXT_VALUES).unsqueeze(-1),
+            Columns.REWARDS: torch.tensor(REWARDS),
+            Columns.TERMINATEDS: torch.tensor([False, False, False, True]),
+            Columns.SEQ_ENDS: torch.tensor([False, False, False, True])}
+    plain = RLModule(observation_space=space, action_space=gym.spaces.Discrete(2))
+    multi = MultiRLModule({"p": _TableValues(observation_space=space,
+                                             action_space=gym.spaces.Discrete(2)),
+                           "no_vf": plain})
+    out = GeneralAdvantageEstimation(gamma=GAMMA, lambda_=LAMBDA)(
+        {"p": dict(cols), "no_vf": dict(cols)}, rl_module=multi)
+    adv = out["p"][Columns.ADVANTAGES].numpy()
+    assert abs(adv.mean()) < 1e-6 and adv.std() == pytest.approx(1.0, rel=1e-4)
+    assert Columns.ADVANTAGES not in out["no_vf"]

@@ -1,0 +1,112 @@
+"""Tests of the action distributions (rlmod/core/distributions.py) against torch.distributions."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch import distributions as td
+
+from rlmod.core.distributions import (
+    Categorical,
+    DiagGaussian,
+    MultiCategorical,
+    dist_inputs_dim,
+    make_action_dist,
+)
+
+B = 64
+NVEC = [3, 2, 5]
+
+
+@pytest.fixture
+def gen() -> torch.Generator:
+    return torch.Generator().manual_seed(0)
+
+
+def test_categorical_matches_torch(gen):
+    logits_p, logits_q = torch.randn(B, 6, generator=gen) * 3, torch.randn(B, 6, generator=gen)
+    actions = torch.randint(0, 6, (B,), generator=gen)
+    ours, ref = Categorical(logits_p), td.Categorical(logits=logits_p)
+    torch.testing.assert_close(ours.logp(actions), ref.log_prob(actions))
+    torch.testing.assert_close(ours.entropy(), ref.entropy())
+    torch.testing.assert_close(ours.kl(Categorical(logits_q)),
+                               td.kl_divergence(ref, td.Categorical(logits=logits_q)))
+    assert torch.equal(ours.deterministic_sample(), logits_p.argmax(-1))
+
+
+def test_categorical_samples_follow_the_probabilities():
+    torch.manual_seed(0)
+    probs = torch.tensor([0.1, 0.2, 0.7])
+    samples = Categorical(probs.log().expand(20_000, 3)).sample()
+    freq = torch.bincount(samples, minlength=3).float() / 20_000
+    torch.testing.assert_close(freq, probs, atol=0.015, rtol=0.0)
+
+
+def test_multi_categorical_matches_a_product_of_torch_categoricals(gen):
+    logits_p = torch.randn(B, sum(NVEC), generator=gen) * 2
+    logits_q = torch.randn(B, sum(NVEC), generator=gen)
+    actions = torch.stack([torch.randint(0, n, (B,), generator=gen) for n in NVEC], dim=-1)
+    refs_p = [td.Categorical(logits=x) for x in logits_p.split(NVEC, dim=-1)]
+    refs_q = [td.Categorical(logits=x) for x in logits_q.split(NVEC, dim=-1)]
+    ours = MultiCategorical(logits_p, NVEC)
+    torch.testing.assert_close(ours.logp(actions),
+                               sum(r.log_prob(actions[:, i]) for i, r in enumerate(refs_p)))
+    torch.testing.assert_close(ours.entropy(), sum(r.entropy() for r in refs_p))
+    kls = [td.kl_divergence(p, q) for p, q in zip(refs_p, refs_q, strict=True)]
+    torch.testing.assert_close(ours.kl(MultiCategorical(logits_q, NVEC)), sum(kls))
+    sample = ours.sample()
+    assert sample.shape == (B, len(NVEC))
+    assert all((sample[:, i] < n).all() for i, n in enumerate(NVEC))
+
+
+def test_diag_gaussian_matches_torch(gen):
+    d = 3
+    def gaussian_inputs():  # means, then log standard deviations
+        return torch.cat([torch.randn(B, d, generator=gen),
+                          0.5 * torch.randn(B, d, generator=gen)], dim=-1)
+
+    inputs_p, inputs_q = gaussian_inputs(), gaussian_inputs()
+    actions = torch.randn(B, d, generator=gen) * 2
+
+    def ref(inputs):
+        mean, log_std = inputs.chunk(2, dim=-1)
+        return td.Independent(td.Normal(mean, log_std.exp()), 1)
+
+    ours = DiagGaussian(inputs_p)
+    torch.testing.assert_close(ours.logp(actions), ref(inputs_p).log_prob(actions))
+    torch.testing.assert_close(ours.entropy(), ref(inputs_p).entropy())
+    torch.testing.assert_close(ours.kl(DiagGaussian(inputs_q)),
+                               td.kl_divergence(ref(inputs_p), ref(inputs_q)))
+    assert torch.equal(ours.deterministic_sample(), inputs_p[:, :d])
+
+
+def test_kl_of_a_distribution_with_itself_is_zero(gen):
+    for dist in (Categorical(torch.randn(B, 4, generator=gen)),
+                 MultiCategorical(torch.randn(B, sum(NVEC), generator=gen), NVEC),
+                 DiagGaussian(torch.randn(B, 4, generator=gen))):
+        torch.testing.assert_close(dist.kl(dist), torch.zeros(B), atol=1e-6, rtol=0.0)
+
+
+@pytest.mark.parametrize("space, dim, cls", [
+    (gym.spaces.Discrete(4), 4, Categorical),
+    (gym.spaces.MultiDiscrete(NVEC), 10, MultiCategorical),
+    (gym.spaces.Box(-1, 1, (2, 3)), 12, DiagGaussian),
+])
+def test_dist_inputs_dim_and_make_action_dist(space, dim, cls):
+    assert dist_inputs_dim(space) == dim
+    assert isinstance(make_action_dist(space, torch.zeros(2, dim)), cls)
+
+
+def test_unsupported_action_space_is_a_type_error():
+    with pytest.raises(TypeError, match="is not supported; use Discrete, MultiDiscrete or Box"):
+        dist_inputs_dim(gym.spaces.MultiBinary(3))
+    with pytest.raises(TypeError, match="is not supported; use Discrete, MultiDiscrete or Box"):
+        make_action_dist(gym.spaces.MultiBinary(3), torch.zeros(1, 3))
+
+
+def test_logp_of_box_actions_is_per_row(gen):
+    inputs = torch.randn(5, 4, generator=gen)
+    assert DiagGaussian(inputs).logp(torch.zeros(5, 2)).shape == (5,)
+    assert np.isfinite(DiagGaussian(inputs).entropy().numpy()).all()
