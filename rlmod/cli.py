@@ -1,0 +1,341 @@
+"""The `rlmod` command: train an algorithm on an env from the shell, logging to a run dir.
+
+Entry point `rlmod = "rlmod.cli:main"`; builds an AlgorithmConfig (defaults, then
+`rlmod.tuned`, then `--config`), runs `algo.train()` until a stop criterion, and logs
+through `rlmod.utils.loggers`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rlmod.tuned import TUNED
+from rlmod.utils.naming import did_you_mean, from_import_path
+
+ALGORITHMS: dict[str, str] = {"PPO": "rlmod.algorithms.ppo:PPOConfig"}
+"""Algorithm name -> import path of its config class (imported only when used)."""
+
+TUNED_BY_ALGORITHM: dict[str, dict[str, dict[str, Any]]] = {"PPO": TUNED}
+"""Algorithm name -> {env ID -> tuned settings}; the settings of one algorithm do not
+carry over to another."""
+
+EXIT_OK, EXIT_NOT_SOLVED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class CLIError(Exception):
+    """A mistake on the command line: printed as one `error:` line, exit code 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs `rlmod ARGS...`; returns the exit code (argparse exits itself on --help and on
+    malformed arguments)."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="rlmod: %(levelname)s: %(name)s: %(message)s",
+    )
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.run(args))
+    except CLIError as e:
+        message = " ".join(str(e).split())  # one line, whatever the library wrote
+        print(f"rlmod {args.command}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from rlmod import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="rlmod",
+        description="rlmod: reinforcement learning where one config describes "
+        "every module as a spec. EnvRunners sample, Learners train.",
+    )
+    parser.add_argument("--version", action="version", version=f"rlmod {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="Log at INFO level.")
+    parser.set_defaults(command=None)
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    tuned = ", ".join(
+        f"{algo}: {', '.join(sorted(table))}" for algo, table in TUNED_BY_ALGORITHM.items()
+    )
+    train = commands.add_parser(
+        "train",
+        help="Train an algorithm on an env until a stop criterion.",
+        description="Train an algorithm on an env and log each iteration to a run dir "
+        "(progress.csv, result.jsonl, params.json, TensorBoard events). Settings: the "
+        "algorithm's defaults, then the tuned settings of the env if there are any, then "
+        "--config, then --env and --seed.",
+        epilog=f"Algorithms: {', '.join(ALGORITHMS)}. Tuned envs ({tuned}). Example: rlmod "
+        "train --algo PPO --env CartPole-v1 --stop-reward 475 --config '{\"lr\": 3e-4}'",
+    )
+    train.set_defaults(command="train", run=_train)
+    train.add_argument("--algo", default="PPO", help="Algorithm name (default: PPO).")
+    train.add_argument(
+        "--env",
+        help="A gymnasium ID or a name registered with "
+        'rlmod.register_env (or set "env" in --config).',
+    )
+    train.add_argument(
+        "--config",
+        metavar="JSON_OR_PATH",
+        help="Settings as a JSON object "
+        "or a path to a .json file, with flat setting names as "
+        "AlgorithmConfig.to_dict() writes them, e.g. '{\"lr\": 3e-4}'.",
+    )
+    train.add_argument(
+        "--no-tuned",
+        action="store_true",
+        help="Start from the algorithm's defaults even for a tuned env.",
+    )
+    train.add_argument("--seed", type=int, help="Seed of torch, numpy and the envs.")
+    train.add_argument(
+        "--stop-reward",
+        type=float,
+        metavar="R",
+        help="Stop once episode_return_mean (over the last 100 episodes) is >= R.",
+    )
+    train.add_argument(
+        "--stop-timesteps", type=int, metavar="N", help="Stop once N env steps were sampled."
+    )
+    train.add_argument(
+        "--stop-iters", type=int, metavar="N", help="Stop after N training iterations."
+    )
+    train.add_argument(
+        "--stop-seconds",
+        type=float,
+        metavar="S",
+        help="Stop once S seconds of wall time have passed.",
+    )
+    train.add_argument(
+        "--as-test",
+        action="store_true",
+        help="Exit with code 1 if --stop-reward was not reached (for CI).",
+    )
+    train.add_argument(
+        "--run-dir",
+        type=Path,
+        metavar="DIR",
+        help="Where the logs go (default: runs/<algo>-<env>-<date>-<time>).",
+    )
+    train.add_argument(
+        "--no-tensorboard", action="store_true", help="Do not write TensorBoard event files."
+    )
+    return parser
+
+
+# ---------------------------------------------------------------------- building the config
+def _config_class(name: str) -> tuple[str, type]:
+    """The registered algorithm name (case-insensitive match) and its config class."""
+    by_lower = {n.lower(): n for n in ALGORITHMS}
+    canonical = by_lower.get(name.lower())
+    if canonical is None:
+        raise CLIError(
+            f"unknown algorithm {name!r}.{did_you_mean(name, ALGORITHMS)} "
+            f"Valid: {', '.join(ALGORITHMS)}."
+        )
+    return canonical, from_import_path(ALGORITHMS[canonical], setting="--algo")
+
+
+def _load_settings(text: str | None) -> dict[str, Any]:
+    """--config as a dict: a JSON object given inline, or the path of a JSON file."""
+    if text is None:
+        return {}
+    source = "--config"
+    if not text.lstrip().startswith("{"):
+        path = Path(text)
+        if not path.is_file():
+            raise CLIError(
+                f"--config {text!r} is neither a JSON object (it does not start "
+                "with '{') nor an existing file."
+            )
+        source, text = f"--config {str(path)!r}", path.read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CLIError(f"{source} is not valid JSON: {e}.") from None
+    if not isinstance(data, dict):
+        raise CLIError(f"{source} must be a JSON object of settings, got {type(data).__name__}.")
+    return data
+
+
+def _apply(config: Any, settings: Mapping[str, Any], *, source: str) -> None:
+    """Sets each of `settings` on `config`, decoded as `AlgorithmConfig.from_dict` does."""
+    for name, value in settings.items():
+        try:
+            if name.startswith("_"):  # AlgorithmConfig lets private names through
+                raise AttributeError(f"{type(config).__name__} has no setting {name!r}.")
+            if name in config.settings():  # decode {"__import__": ...} and friends
+                value = getattr(type(config).from_dict({name: value}), name)
+            setattr(config, name, value)  # unknown names: the config's own error
+        except (AttributeError, ValueError, TypeError) as e:
+            raise CLIError(f"{source}: {e}") from None
+
+
+def build_config(
+    *,
+    algo: str,
+    env: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    tuned: bool = True,
+) -> tuple[Any, dict[str, Any]]:
+    """The config `rlmod train` runs, and the tuned settings it applied.
+
+    Order: the algorithm's defaults, the env's tuned settings, `settings`, then `env` and
+    `seed` when given. Raises CLIError with a one-line message on any bad setting.
+    """
+    algo_name, config_cls = _config_class(algo)
+    settings = dict(settings or {})
+    env_id = env if env is not None else settings.get("env")
+    if env_id is None:
+        raise CLIError('no env: pass --env (e.g. --env CartPole-v1) or set "env" in --config.')
+    config = config_cls()
+    applied: dict[str, Any] = {}
+    if tuned and isinstance(env_id, str):
+        applied = dict(TUNED_BY_ALGORITHM.get(algo_name, {}).get(env_id, {}))
+        _apply(config, applied, source=f"rlmod.tuned.TUNED[{env_id!r}]")
+    _apply(config, settings, source="--config")
+    if env is not None:
+        _apply(config, {"env": env}, source="--env")
+    if seed is not None:
+        _apply(config, {"seed": seed}, source="--seed")
+    try:
+        config.validate()
+    except (ValueError, TypeError, KeyError) as e:
+        raise CLIError(str(e)) from None
+    return config, applied
+
+
+# ---------------------------------------------------------------------- training
+def _default_run_dir(algo: str, env: Any) -> Path:
+    name = env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name))
+    return Path("runs") / f"{algo}-{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _reward_reached(args: argparse.Namespace, result: Mapping[str, Any]) -> bool:
+    """Whether --stop-reward was given and episode_return_mean reached it (NaN: no episode
+    has ended yet)."""
+    ret = result.get("env_runners", {}).get("episode_return_mean", math.nan)
+    return args.stop_reward is not None and not math.isnan(ret) and ret >= args.stop_reward
+
+
+def _stop_reason(args: argparse.Namespace, result: Mapping[str, Any], wall_s: float) -> str:
+    """Why to stop after this result, or '' to go on."""
+    if _reward_reached(args, result):
+        return f"episode_return_mean reached --stop-reward {args.stop_reward:g}"
+    if args.stop_timesteps is not None and (
+        result["num_env_steps_sampled_lifetime"] >= args.stop_timesteps
+    ):
+        return f"--stop-timesteps {args.stop_timesteps} env steps sampled"
+    if args.stop_iters is not None and result["training_iteration"] >= args.stop_iters:
+        return f"--stop-iters {args.stop_iters} iterations done"
+    if args.stop_seconds is not None and wall_s >= args.stop_seconds:
+        return f"--stop-seconds {args.stop_seconds:g} s passed"
+    return ""
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rlmod.utils.loggers import ProgressBar, RunLogger
+
+    if args.as_test and args.stop_reward is None:
+        raise CLIError("--as-test needs --stop-reward (the return the run must reach).")
+    start = time.perf_counter()
+    config, tuned = build_config(
+        algo=args.algo,
+        env=args.env,
+        settings=_load_settings(args.config),
+        seed=args.seed,
+        tuned=not args.no_tuned,
+    )
+    algo_name = _config_class(args.algo)[0]
+    env_name = config.env if isinstance(config.env, str) else repr(config.env)
+    run_dir = args.run_dir or _default_run_dir(algo_name, config.env)
+    try:
+        algo = config.build_algo()
+    except (ValueError, TypeError, KeyError) as e:  # unknown env, spaces, module IDs
+        raise CLIError(str(e)) from None
+    if not any(
+        v is not None
+        for v in (args.stop_reward, args.stop_timesteps, args.stop_iters, args.stop_seconds)
+    ):
+        print("No stop criterion given: training until Ctrl-C.", file=sys.stderr)
+    print(
+        f"Training {algo_name} on {env_name}"
+        f"{' with tuned settings ' + json.dumps(tuned) if tuned else ''}; logs in {run_dir}",
+        file=sys.stderr,
+    )
+    result: dict[str, Any] = {}
+    reason = ""
+    bar = ProgressBar(total_env_steps=args.stop_timesteps)
+    try:
+        with RunLogger(run_dir, config=algo.config, tensorboard=not args.no_tensorboard) as run:
+            while not reason:
+                result = algo.train()
+                run.log(result)
+                bar.update(result)
+                reason = _stop_reason(args, result, time.perf_counter() - start)
+    except KeyboardInterrupt:
+        reason = "interrupted (Ctrl-C)"
+    finally:
+        bar.close()
+        algo.stop()
+    wall_s = time.perf_counter() - start
+    window = min(config.metrics_num_episodes_for_smoothing, result.get("num_episodes_lifetime", 0))
+    reached = _print_summary(
+        args,
+        f"{algo_name} on {env_name}",
+        result,
+        reason=reason,
+        wall_s=wall_s,
+        run_dir=run_dir,
+        window=window,
+    )
+    if reason.startswith("interrupted"):
+        return EXIT_INTERRUPTED
+    return EXIT_NOT_SOLVED if args.as_test and not reached else EXIT_OK
+
+
+def _print_summary(
+    args: argparse.Namespace,
+    what: str,
+    result: Mapping[str, Any],
+    *,
+    reason: str,
+    wall_s: float,
+    run_dir: Path,
+    window: int,
+) -> bool:
+    """Prints what the run did; returns whether --stop-reward was reached."""
+    ret = result.get("env_runners", {}).get("episode_return_mean", math.nan)
+    reached = _reward_reached(args, result)
+    lines = [
+        f"Done: {what}, stopped because {reason or 'no result'}.",
+        f"  iterations           {result.get('training_iteration', 0)}",
+        f"  env steps            {result.get('num_env_steps_sampled_lifetime', 0):,}",
+        f"  episode_return_mean  {ret:.2f} (mean of the last {window} episodes)",
+        f"  wall time            {wall_s:.1f} s",
+    ]
+    if args.stop_reward is not None:
+        label = f"stop reward {args.stop_reward:g}"
+        lines.append(f"  {label:<21}{'reached' if reached else 'NOT reached'}")
+    tb = "" if args.no_tensorboard else f"; tensorboard --logdir {run_dir}"
+    lines.append(f"  logs                 {run_dir}/ (progress.csv, result.jsonl, params.json{tb})")
+    print("\n".join(lines))
+    return reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

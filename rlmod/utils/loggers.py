@@ -1,0 +1,331 @@
+"""Result loggers: each iteration's result dict to CSV, JSONL and TensorBoard, and a progress bar.
+
+Used by `rlmod train` (and anyone with a loop over `algo.train()`); they read result dicts
+only, never the Algorithm. TensorBoard and rich are optional and imported lazily.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import numbers
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_CSV = "progress.csv"
+RESULT_JSONL = "result.jsonl"
+PARAMS_JSON = "params.json"
+
+
+def flatten_result(result: Mapping[str, Any], *, sep: str = "/") -> dict[str, Any]:
+    """Nested dicts to one level: `{"env_runners": {"x": 1}}` -> `{"env_runners/x": 1}`.
+
+    Example:
+        >>> flatten_result({"a": {"b": 1, "c": {"d": 2.0}}, "e": "x"})
+        {'a/b': 1, 'a/c/d': 2.0, 'e': 'x'}
+    """
+    flat: dict[str, Any] = {}
+    for key, value in result.items():
+        if isinstance(value, Mapping):
+            for sub, v in flatten_result(value, sep=sep).items():
+                flat[f"{key}{sep}{sub}"] = v
+        else:
+            flat[str(key)] = value
+    return flat
+
+
+def _as_number(value: Any) -> float | int | None:
+    """The value as a Python int/float if it is a real number (numpy and 0-d tensors too)."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def to_jsonable(value: Any) -> Any:
+    """A copy of `value` that `json.dumps(..., allow_nan=False)` accepts: NaN and inf become
+    None, numpy values plain ones, anything else unknown its repr.
+
+    Example:
+        >>> to_jsonable({"r": float("nan"), "n": [1, 2.5], 3: (True, None)})
+        {'r': None, 'n': [1, 2.5], '3': [True, None]}
+    """
+    if value is None or isinstance(value, bool | str):
+        return value
+    number = _as_number(value)
+    if number is not None:
+        return None if isinstance(number, float) and not math.isfinite(number) else number
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_jsonable(v) for v in value]
+    if hasattr(value, "tolist"):  # numpy arrays, tensors
+        return to_jsonable(value.tolist())
+    return repr(value)
+
+
+class CSVLogger:
+    """Writes the numeric entries of each flattened result as one row of `progress.csv`.
+
+    The header comes from the first row. A key that first appears later (an evaluation
+    result, a new module) extends the header: the file is rewritten once with the new
+    column, earlier rows leaving it empty.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._fields: list[str] = []
+        self._file: IO[str] | None = None
+        self._writer: csv.DictWriter | None = None
+
+    def log(self, result: Mapping[str, Any]) -> None:
+        row = {}
+        for key, value in flatten_result(result).items():
+            number = _as_number(value)
+            if number is not None:
+                row[key] = number
+        known = set(self._fields)
+        new = [k for k in row if k not in known]
+        if self._writer is None or new:
+            self._reopen(self._fields + new)
+        assert self._writer is not None and self._file is not None
+        self._writer.writerow(row)
+        self._file.flush()
+
+    def _reopen(self, fields: list[str]) -> None:
+        old_rows: list[dict[str, str]] = []
+        if self._file is not None:  # extending the header: keep what was written
+            self._file.close()
+            with self.path.open(newline="") as f:
+                old_rows = list(csv.DictReader(f))
+        self._fields = fields
+        self._file = self.path.open("w", newline="")
+        self._writer = csv.DictWriter(self._file, fieldnames=fields, restval="")
+        self._writer.writeheader()
+        self._writer.writerows(old_rows)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class JsonlLogger:
+    """Writes each whole result as one JSON line of `result.jsonl` (NaN as null)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._file: IO[str] | None = self.path.open("w")
+
+    def log(self, result: Mapping[str, Any]) -> None:
+        assert self._file is not None, "JsonlLogger.log() after close()"
+        self._file.write(json.dumps(to_jsonable(result), allow_nan=False) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class TensorBoardLogger:
+    """Writes every numeric entry of each result as a TensorBoard scalar.
+
+    The x-axis is `num_env_steps_sampled_lifetime`, so runs with different batch sizes
+    compare. Without the `tensorboard` package it warns once and writes nothing.
+    """
+
+    def __init__(self, log_dir: str | Path) -> None:
+        self.log_dir = Path(log_dir)
+        self._writer: Any = None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            logger.warning(
+                "tensorboard is not installed, so no TensorBoard logs are written to %s "
+                "(progress.csv and result.jsonl still are); pip install 'rlmod[logging]'.",
+                self.log_dir,
+            )
+            return
+        self._writer = SummaryWriter(log_dir=str(self.log_dir))
+
+    @property
+    def enabled(self) -> bool:
+        return self._writer is not None
+
+    def log(self, result: Mapping[str, Any]) -> None:
+        if self._writer is None:
+            return
+        step = int(
+            result.get("num_env_steps_sampled_lifetime", result.get("training_iteration", 0))
+        )
+        for key, value in flatten_result(result).items():
+            number = _as_number(value)
+            if number is not None and math.isfinite(number):  # NaN: no episode ended yet
+                self._writer.add_scalar(key, number, global_step=step)
+        self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def config_to_jsonable(config: Any) -> dict[str, Any]:
+    """`config.to_dict()`; if a setting cannot be stored as JSON (a lambda, a local class),
+    the others still are, that one as its repr, and a warning names it."""
+    try:
+        return config.to_dict()
+    except ValueError:
+        pass
+    out: dict[str, Any] = {}
+    skipped: list[str] = []
+    for name in config.settings():
+        probe = type(config)()  # fresh defaults are JSON-able; test this one setting alone
+        try:
+            setattr(probe, name, getattr(config, name))
+            out[name] = probe.to_dict()[name]
+        except (ValueError, TypeError):
+            out[name] = {"__repr__": repr(getattr(config, name))}
+            skipped.append(name)
+    logger.warning(
+        "The settings %s cannot be stored as JSON (a lambda or local function/class?), so "
+        "params.json holds only their repr and cannot rebuild this config; define them at "
+        "module level to fix this.",
+        skipped,
+    )
+    return out
+
+
+def write_params(run_dir: str | Path, config: Any) -> Path:
+    """Writes `config` as `params.json` in `run_dir`; returns the file's path."""
+    path = Path(run_dir) / PARAMS_JSON
+    path.write_text(
+        json.dumps(
+            to_jsonable(config_to_jsonable(config)), indent=2, sort_keys=True, allow_nan=False
+        )
+        + "\n"
+    )
+    return path
+
+
+class RunLogger:
+    """All of a run's logs in one directory: params.json, progress.csv, result.jsonl and
+    TensorBoard event files.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as d, RunLogger(d, tensorboard=False) as run:
+        ...     run.log({"training_iteration": 1, "env_runners": {"episode_return_mean": 9.5}})
+        ...     print(open(f"{d}/progress.csv").read().splitlines())
+        ['training_iteration,env_runners/episode_return_mean', '1,9.5']
+    """
+
+    def __init__(
+        self, run_dir: str | Path, *, config: Any = None, tensorboard: bool = True
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if config is not None:
+            write_params(self.run_dir, config)
+        self._loggers: list[Any] = [
+            CSVLogger(self.run_dir / PROGRESS_CSV),
+            JsonlLogger(self.run_dir / RESULT_JSONL),
+        ]
+        if tensorboard:
+            tb = TensorBoardLogger(self.run_dir)
+            if tb.enabled:
+                self._loggers.append(tb)
+
+    def log(self, result: Mapping[str, Any]) -> None:
+        for one in self._loggers:
+            one.log(result)
+
+    def close(self) -> None:
+        for one in self._loggers:
+            one.close()
+
+    def __enter__(self) -> RunLogger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ProgressBar:
+    """Shows iteration, env steps, episode_return_mean and env steps/s after each result.
+
+    On a terminal with `rich` installed it is one live bar (with a total when
+    `total_env_steps` is given); otherwise one plain line per iteration goes to `stream`.
+    """
+
+    def __init__(
+        self,
+        *,
+        total_env_steps: int | None = None,
+        stream: IO[str] | None = None,
+        use_rich: bool | None = None,
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.total_env_steps = total_env_steps
+        self._last_time = time.perf_counter()
+        self._last_steps = 0
+        self._progress: Any = None
+        if use_rich is None:
+            use_rich = bool(getattr(self.stream, "isatty", lambda: False)())
+        if use_rich:
+            self._start_rich()
+
+    def _start_rich(self) -> None:
+        try:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        except ImportError:
+            return  # the plain lines it is
+        columns: list[Any] = [TextColumn("iter {task.fields[iteration]:>4}")]
+        if self.total_env_steps is not None:
+            columns.append(BarColumn())
+        columns += [
+            TextColumn("{task.completed:>9,.0f} env steps"),
+            TextColumn("return {task.fields[ret]:>8}"),
+            TextColumn("{task.fields[speed]:>7,.0f} steps/s"),
+            TimeElapsedColumn(),
+        ]
+        self._progress = Progress(*columns, console=Console(file=self.stream))
+        self._task = self._progress.add_task(
+            "train", total=self.total_env_steps, iteration=0, ret="nan", speed=0.0
+        )
+        self._progress.start()
+
+    def update(self, result: Mapping[str, Any]) -> None:
+        now = time.perf_counter()
+        steps = int(result.get("num_env_steps_sampled_lifetime", 0))
+        speed = (steps - self._last_steps) / max(now - self._last_time, 1e-9)
+        self._last_time, self._last_steps = now, steps
+        ret = result.get("env_runners", {}).get("episode_return_mean", math.nan)
+        ret_text = f"{ret:.2f}" if isinstance(ret, numbers.Real) else str(ret)
+        iteration = result.get("training_iteration", 0)
+        if self._progress is not None:
+            self._progress.update(
+                self._task, completed=steps, iteration=iteration, ret=ret_text, speed=speed
+            )
+            return
+        total = f"/{self.total_env_steps:,}" if self.total_env_steps is not None else ""
+        self.stream.write(
+            f"iter {iteration:>4}  env steps {steps:>9,}{total}  "
+            f"episode_return_mean {ret_text:>8}  {speed:>7,.0f} env steps/s\n"
+        )
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None

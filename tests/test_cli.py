@@ -1,0 +1,153 @@
+"""Tests of the `rlmod` command (rlmod/cli.py) and the run-dir logs it writes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlmod.cli import main
+from rlmod.tuned import TUNED
+from rlmod.utils.loggers import RunLogger
+
+
+def _run(command: str, *args: str | Path) -> int:
+    """The exit code of `rlmod COMMAND ARGS...` run in-process (argparse exits itself on
+    --help and on malformed arguments)."""
+    try:
+        return main([*shlex.split(command), *map(str, args)])
+    except SystemExit as e:
+        return int(e.code or 0)
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_help_through_the_entry_point() -> None:
+    script = Path(sys.executable).with_name("rlmod")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "rlmod.cli"]
+    out = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "train" in out.stdout
+
+
+def test_train_help_lists_algorithms_and_tuned_envs(capsys: pytest.CaptureFixture) -> None:
+    assert _run("train --help") == 0
+    out = capsys.readouterr().out
+    assert "--stop-reward" in out and "--config" in out
+    assert "PPO" in out and "CartPole-v1" in out
+
+
+def test_train_writes_all_logs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run_dir = tmp_path / "run"
+    command = "train --algo PPO --env CartPole-v1 --stop-timesteps 2000 --seed 0"
+    assert _run(command, "--run-dir", run_dir) == 0
+    rows = _read_csv(run_dir / "progress.csv")
+    assert len(rows) == 1  # the tuned batch is 2048 steps: one iteration reaches 2000
+    assert int(rows[0]["num_env_steps_sampled_lifetime"]) >= 2000
+    assert float(rows[0]["env_runners/episode_return_mean"]) > 0
+    assert "learners/default_policy/vf_loss" in rows[0]
+    lines = (run_dir / "result.jsonl").read_text().splitlines()
+    assert [json.loads(line)["training_iteration"] for line in lines] == [1]
+    params = json.loads((run_dir / "params.json").read_text())
+    assert params["env"] == "CartPole-v1" and params["seed"] == 0
+    assert params["lr"] == TUNED["CartPole-v1"]["lr"]  # the tuned settings were applied
+    assert list(run_dir.glob("events.out.tfevents.*")), "no TensorBoard event file"
+    out = capsys.readouterr().out
+    assert "iterations           1" in out and str(run_dir) in out
+
+
+def test_config_file_goes_on_top_of_tuned_settings(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    given = {"lr": 3e-4, "train_batch_size": 256, "minibatch_size": 64}
+    settings.write_text(json.dumps({**given, "model_config": {"fcnet_hiddens": [32]}}))
+    run_dir = tmp_path / "run"
+    command = "train --env CartPole-v1 --stop-iters 2 --no-tensorboard"
+    assert _run(command, "--config", settings, "--run-dir", run_dir) == 0
+    params = json.loads((run_dir / "params.json").read_text())
+    assert params["lr"] == 3e-4 and params["train_batch_size"] == 256
+    assert params["num_epochs"] == TUNED["CartPole-v1"]["num_epochs"]
+    assert params["model_config"] == {"fcnet_hiddens": [32]}
+    assert len(_read_csv(run_dir / "progress.csv")) == 2
+    assert not list(run_dir.glob("events.out.tfevents.*"))
+
+
+def test_no_tuned_starts_from_the_defaults(tmp_path: Path) -> None:
+    from rlmod.algorithms.ppo import PPOConfig
+
+    run_dir = tmp_path / "run"
+    command = "train --env CartPole-v1 --no-tuned --stop-iters 1 --no-tensorboard"
+    assert _run(command, "--config", '{"train_batch_size": 256}', "--run-dir", run_dir) == 0
+    assert json.loads((run_dir / "params.json").read_text())["lr"] == PPOConfig().lr
+
+
+@pytest.mark.parametrize(
+    ("config", "phrases"),
+    [
+        ('{"lrr": 0.001}', ["no setting 'lrr'", "Did you mean 'lr'?"]),
+        ('{"lr": -1}', ["lr=-1 is invalid"]),
+        ('{"minibatch_size": 4096}', ["minibatch_size (4096) is larger than"]),
+        ('{"lr": 1e-3', ["not valid JSON"]),
+        ("no/such/file.json", ["neither a JSON object", "nor an existing file"]),
+    ],
+)
+def test_bad_config_is_one_error_line_and_exit_2(
+    config: str, phrases: list[str], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    command = "train --env CartPole-v1 --stop-iters 1"
+    code = _run(command, "--config", config, "--run-dir", tmp_path / "run")
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("rlmod train: error: ") and err.count("\n") == 1, err
+    for phrase in phrases:
+        assert phrase in err
+    assert not (tmp_path / "run").exists()  # nothing trained, nothing written
+
+
+def test_unknown_algo_and_env_exit_2(capsys: pytest.CaptureFixture) -> None:
+    assert _run("train --algo NoSuchAlgo --env CartPole-v1") == 2
+    assert "unknown algorithm 'NoSuchAlgo'" in capsys.readouterr().err
+    assert _run("train --env CartPol-v1 --stop-iters 1") == 2
+    assert "Did you mean 'CartPole-v1'?" in capsys.readouterr().err
+
+
+def test_as_test_exits_1_when_the_stop_reward_is_not_reached(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    command = "train --env CartPole-v1 --stop-reward 1000 --stop-iters 1 --no-tensorboard"
+    assert _run(command, "--run-dir", tmp_path / "run") == 0  # only reported
+    assert "stop reward 1000" in (out := capsys.readouterr().out) and "NOT reached" in out
+    assert _run(command, "--as-test", "--run-dir", tmp_path / "run") == 1
+    assert _run("train --env CartPole-v1 --as-test") == 2  # --as-test needs --stop-reward
+
+
+def test_run_logger_extends_the_csv_header_and_writes_nan_as_null(tmp_path: Path) -> None:
+    first = {"training_iteration": 1, "env_runners": {"episode_return_mean": math.nan}}
+    evaluation = {"env_runners": {"episode_return_mean": 5.0}}
+    with RunLogger(tmp_path, tensorboard=False) as run:
+        run.log({**first, "note": "text is not a number"})
+        run.log({**first, "training_iteration": 2, "evaluation": evaluation})
+    rows = _read_csv(tmp_path / "progress.csv")
+    assert list(rows[0]) == [
+        "training_iteration",
+        "env_runners/episode_return_mean",
+        "evaluation/env_runners/episode_return_mean",
+    ]
+    assert [r["evaluation/env_runners/episode_return_mean"] for r in rows] == ["", "5.0"]
+    line = json.loads((tmp_path / "result.jsonl").read_text().splitlines()[0])
+    assert line["env_runners"]["episode_return_mean"] is None
+
+
+@pytest.mark.slow
+def test_ppo_solves_cartpole_from_the_cli(tmp_path: Path) -> None:
+    """`make train`'s command, with --as-test: mean return >= 475 over 100 episodes."""
+    command = "train --algo PPO --env CartPole-v1 --stop-reward 475 --stop-timesteps 500000"
+    assert _run(command, "--seed", "0", "--as-test", "--run-dir", tmp_path / "run") == 0
