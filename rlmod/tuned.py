@@ -24,11 +24,11 @@ TUNED: dict[str, dict[str, Any]] = {
         "lambda_": 0.8,
     },
     # Reaches a mean return >= -300 over the last 100 episodes in about 60-100k env steps
-    # and 5-7 s (seeds 0-4), and about -190 by 200k steps. Pendulum's returns reach -1600,
-    # so the default value-loss clamp (vf_clip_param=10, in squared reward units) zeroes
-    # the value gradient for most rows and learning takes 2.5x as long; 1e4 effectively
-    # turns the clamp off. With a constant lr the mean swings between -200 and -400 after
-    # 100k steps; decaying it to 1e-4 over 200k steps keeps it near -200.
+    # and 5-7 s (seeds 0-4), and about -190 by 200k steps. With a constant lr the mean
+    # swings between -200 and -400 after 100k steps; decaying it to 1e-4 over 200k steps
+    # keeps it near -200. (A value-loss clamp such as RLlib's vf_clip_param=10 would zero
+    # the critic's gradient on most rows here, since returns reach -1600; PPOConfig clamps
+    # nothing by default.)
     "Pendulum-v1": {
         "num_envs_per_env_runner": 16,
         "train_batch_size": 2048,
@@ -37,7 +37,6 @@ TUNED: dict[str, dict[str, Any]] = {
         "lr": [[0, 1e-3], [200_000, 1e-4]],
         "gamma": 0.9,
         "lambda_": 0.95,
-        "vf_clip_param": 1e4,
     },
 }
 """Env ID -> PPO settings that solve it quickly on one machine (measured, see comments)."""

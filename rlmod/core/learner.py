@@ -6,7 +6,6 @@ makes an env. Algorithms subclass it and write their math in `compute_loss_for_m
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -139,8 +138,10 @@ class Learner:
             self._optimizers[mid].step()
 
     def _minibatches(self, batch: TensorBatch, num_rows: Mapping[ModuleID, int]):
-        """Shuffled minibatches of `minibatch_size` rows per module; modules with fewer
-        rows than others cycle through theirs again (as RLlib's cyclic iterator does)."""
+        """Shuffled minibatches of `minibatch_size` rows per module, round(rows / size) of
+        them per epoch (the few rows past a multiple of the size wait for the next epoch's
+        shuffle); modules with fewer rows cycle through theirs again, as RLlib's cyclic
+        iterator does."""
         size = self.config.minibatch_size
         longest = max(num_rows.values(), default=0)
         if longest == 0:
@@ -148,7 +149,7 @@ class Learner:
         if size is None or size >= longest:
             yield batch
             return
-        num_steps = math.ceil(longest / size)
+        num_steps = max(1, round(longest / size))
         order = {m: np.resize(self._rng.permutation(n), num_steps * min(size, n))
                  for m, n in num_rows.items() if n > 0}
         for i in range(num_steps):

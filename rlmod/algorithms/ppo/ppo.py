@@ -35,8 +35,11 @@ class PPOConfig(AlgorithmConfig):
                       doc="GAE lambda: bias (0) vs variance (1) of the advantage estimate.")
     clip_param = Setting(0.2, section="training", check=s.number(low=0.0, low_open=True),
                          doc="PPO's clip range epsilon of the probability ratio.")
-    vf_clip_param = Setting(10.0, section="training", check=s.number(low=0.0, low_open=True),
-                            doc="Clamp of the squared value error (in reward units squared).")
+    vf_clip_param = Setting(None, section="training",
+                            check=s.optional(s.number(low=0.0, low_open=True)), doc=(
+        "Clamp of the squared value error, in squared reward units (RLlib's value clipping). "
+        "None (default) clamps nothing: a clamp of 10 zeroes the value gradient wherever "
+        "|error| > 3.2, which stalls the critic on tasks with large returns (Pendulum)."))
     vf_loss_coeff = Setting(0.5, section="training", check=s.number(low=0.0),
                             doc="Weight of the value loss in the total loss.")
     entropy_coeff = Setting(0.0, section="training", check=s.number(low=0.0),

@@ -41,7 +41,10 @@ class PPOLearner(Learner):
         entropy = dist.entropy().mean()
         vf_preds = fwd_out[Columns.VF_PREDS]
         vf_targets = batch[Columns.VALUE_TARGETS]
-        vf_loss = (vf_preds - vf_targets).pow(2).clamp(0.0, config.vf_clip_param).mean()
+        vf_loss = (vf_preds - vf_targets).pow(2)
+        if config.vf_clip_param is not None:
+            vf_loss = vf_loss.clamp(0.0, config.vf_clip_param)
+        vf_loss = vf_loss.mean()
         policy_loss = -surrogate.mean()
         total = policy_loss + config.vf_loss_coeff * vf_loss - config.entropy_coeff * entropy
         if config.use_kl_loss:
@@ -51,7 +54,9 @@ class PPOLearner(Learner):
             clip_fraction = ((ratio - 1.0).abs() > config.clip_param).float().mean()
         self.log(module_id, total_loss=total, policy_loss=policy_loss, vf_loss=vf_loss,
                  entropy=entropy, mean_kl_loss=mean_kl, vf_explained_var=explained_var,
-                 clip_fraction=clip_fraction, curr_kl_coeff=self.curr_kl_coeffs[module_id])
+                 clip_fraction=clip_fraction)
+        if config.use_kl_loss:
+            self.log(module_id, curr_kl_coeff=self.curr_kl_coeffs[module_id])
         return total
 
     def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
