@@ -198,20 +198,30 @@ class SingleAgentEnvRunner(EnvRunner):
         return eps_id
 
     def _record_episodes(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray) -> None:
-        """Appends the return and length of every episode that ended, in time order."""
-        cum_r = np.cumsum(rewards, axis=0)
+        """Appends the return and length of every episode that ended, in time order, and
+        carries the unfinished ones over to the next call (all vectorized over `[T, N]`)."""
+        cum_r = np.cumsum(rewards, axis=0)  # [T, N]
         cum_n = np.cumsum(valid, axis=0)
-        ended: list[tuple[int, float, int]] = []
-        for n in range(done.shape[1]):
-            base_r, base_n = -self._ep_return[n], -self._ep_len[n]
-            for t in np.flatnonzero(done[:, n]).tolist():
-                ended.append((t, float(cum_r[t, n] - base_r), int(cum_n[t, n] - base_n)))
-                base_r, base_n = cum_r[t, n], cum_n[t, n]
-            self._ep_return[n] = cum_r[-1, n] - base_r
-            self._ep_len[n] = cum_n[-1, n] - base_n
-        ended.sort(key=lambda e: e[0])
-        self._done_returns += [r for _, r, _ in ended]
-        self._done_lens += [n for _, _, n in ended]
+        env_idx, t_idx = np.nonzero(done.T)  # ended episodes, sorted by sub-env, then time
+        end_r, end_n = cum_r[t_idx, env_idx], cum_n[t_idx, env_idx]
+        # Each episode's sums start after the previous end in its sub-env; the first one in
+        # a sub-env also includes what an earlier sample() call carried over.
+        first = np.ones(len(env_idx), dtype=bool)
+        first[1:] = env_idx[1:] != env_idx[:-1]
+        start_r = np.concatenate([[0.0], end_r[:-1]])
+        start_n = np.concatenate([[0], end_n[:-1]])
+        start_r[first] = -self._ep_return[env_idx[first]]
+        start_n[first] = -self._ep_len[env_idx[first]]
+        order = np.argsort(t_idx, kind="stable")
+        self._done_returns += (end_r - start_r)[order].tolist()
+        self._done_lens += (end_n - start_n)[order].astype(np.int64).tolist()
+        last = np.ones(len(env_idx), dtype=bool)
+        last[:-1] = env_idx[:-1] != env_idx[1:]
+        base_r, base_n = -self._ep_return, -self._ep_len
+        base_r[env_idx[last]] = end_r[last]
+        base_n[env_idx[last]] = end_n[last]
+        self._ep_return = cum_r[-1] - base_r
+        self._ep_len = cum_n[-1] - base_n
 
     # ------------------------------------------------------------------ metrics and state
     def get_metrics(self) -> dict[str, Any]:
