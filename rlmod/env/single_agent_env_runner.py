@@ -17,13 +17,12 @@ from rlmod.connectors.module_to_env import ENV_ACTIONS
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
 from rlmod.env.registry import make_vector_env
+from rlmod.env.step_buffer import StepBuffer
 from rlmod.errors import EnvError
 from rlmod.utils.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
 
-_STEP_COLUMNS = (Columns.OBS, Columns.ACTIONS, Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS,
-                 Columns.REWARDS, Columns.TERMINATEDS, Columns.TRUNCATEDS)
 
 
 class SingleAgentEnvRunner(EnvRunner):
@@ -96,7 +95,8 @@ class SingleAgentEnvRunner(EnvRunner):
             self._reset()
         if num_timesteps is None and num_episodes is None:
             num_timesteps = self.config.get_rollout_fragment_length() * self.num_envs
-        cols: dict[str, list[np.ndarray]] = {k: [] for k in _STEP_COLUMNS}
+        per_env = -(-(num_timesteps or self.num_envs) // self.num_envs)
+        cols = StepBuffer(per_env + per_env // 8 + 2)  # slack for topping up after resets
         prev_done_at_start = self._prev_done
         with torch.inference_mode():
             if num_episodes is None:
@@ -105,9 +105,9 @@ class SingleAgentEnvRunner(EnvRunner):
                 while steps < num_timesteps:  # reset rows do not count: top up if short
                     for _ in range(-(-(num_timesteps - steps) // self.num_envs)):
                         self._step(cols, explore)
-                    steps = len(cols[Columns.REWARDS]) * self.num_envs - int(
-                        prev_done_at_start.sum() + sum(np.count_nonzero(t | u) for t, u in zip(
-                            cols[Columns.TERMINATEDS][:-1], cols[Columns.TRUNCATEDS][:-1])))
+                    done = cols[Columns.TERMINATEDS][:-1] | cols[Columns.TRUNCATEDS][:-1]
+                    steps = cols.t * self.num_envs - int(
+                        prev_done_at_start.sum() + np.count_nonzero(done))
             else:
                 num_done = 0
                 while num_done < num_episodes:
@@ -117,7 +117,7 @@ class SingleAgentEnvRunner(EnvRunner):
             batch = {k: v[np.isin(batch[Columns.EPS_ID], done_eps_ids)] for k, v in batch.items()}
         return {DEFAULT_MODULE_ID: batch}
 
-    def _step(self, cols: dict[str, list[np.ndarray]], explore: bool) -> int:
+    def _step(self, cols: StepBuffer, explore: bool) -> int:
         """One step of all sub-envs (the hot loop: no per-env Python); returns #episodes done."""
         obs = self._obs
         assert obs is not None
@@ -131,13 +131,15 @@ class SingleAgentEnvRunner(EnvRunner):
                 f"env={self.config.env!r} raised in step(): {e!r}. Episodes finished in "
                 "earlier sample() calls are kept in the EnvRunner's metrics."
             ) from e
-        cols[Columns.OBS].append(obs)
-        cols[Columns.ACTIONS].append(data[Columns.ACTIONS].numpy())
-        cols[Columns.ACTION_LOGP].append(data[Columns.ACTION_LOGP].numpy())
-        cols[Columns.ACTION_DIST_INPUTS].append(out[Columns.ACTION_DIST_INPUTS].numpy())
-        cols[Columns.REWARDS].append(rew)
-        cols[Columns.TERMINATEDS].append(term)
-        cols[Columns.TRUNCATEDS].append(trunc)
+        cols.add(**{
+            Columns.OBS: obs,
+            Columns.ACTIONS: data[Columns.ACTIONS].numpy(),
+            Columns.ACTION_LOGP: data[Columns.ACTION_LOGP].numpy(),
+            Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS].numpy(),
+            Columns.REWARDS: rew,
+            Columns.TERMINATEDS: term,
+            Columns.TRUNCATEDS: trunc,
+        })
         # NEXT_STEP autoreset: a sub-env done at the previous step is reset by this step
         # (its action ignored, reward 0, flags False); its observation now starts an episode.
         started = self._prev_done
@@ -145,43 +147,44 @@ class SingleAgentEnvRunner(EnvRunner):
         self._obs = self._env_to_module(raw, episode_starts=started)
         return int(np.count_nonzero(self._prev_done))
 
-    def _to_batch(self, cols: dict[str, list[np.ndarray]], prev_done_at_start: np.ndarray
+    def _to_batch(self, cols: StepBuffer, prev_done_at_start: np.ndarray
                   ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Stacks `[T, N]` step arrays into flat, env-major rows without the reset rows,
         and does the episode bookkeeping for all steps at once."""
         assert self._obs is not None
-        term = np.stack(cols[Columns.TERMINATEDS])  # [T, N]
-        trunc = np.stack(cols[Columns.TRUNCATEDS])
+        term = cols[Columns.TERMINATEDS]  # [T, N]
+        trunc = cols[Columns.TRUNCATEDS]
         done = term | trunc
         started = np.concatenate([prev_done_at_start[None], done[:-1]])  # reset rows
         valid = ~started
-        rewards = np.where(valid, np.stack(cols[Columns.REWARDS]), 0.0)
+        rewards = np.where(valid, cols[Columns.REWARDS], 0.0)
         eps_id = self._assign_episode_ids(started)
         done_eps_ids = eps_id[done]
         self._record_episodes(rewards, valid, done)
-        obs_all = np.stack([*cols[Columns.OBS], self._obs])  # [T + 1, N, ...]
+        t, n = valid.shape
+        obs_all = cols.with_next(Columns.OBS, self._obs)  # [T + 1, N, ...]
         stacked = {
             Columns.OBS: obs_all[:-1],
             # new_obs[t] is what the env returned for row t; at an episode end that is the
             # final observation (NEXT_STEP mode returns it; the reset comes one step later).
             Columns.NEXT_OBS: obs_all[1:],
-            Columns.ACTIONS: np.stack(cols[Columns.ACTIONS]),
-            Columns.ACTION_LOGP: np.stack(cols[Columns.ACTION_LOGP]),
-            Columns.ACTION_DIST_INPUTS: np.stack(cols[Columns.ACTION_DIST_INPUTS]),
+            Columns.ACTIONS: cols[Columns.ACTIONS],
+            Columns.ACTION_LOGP: cols[Columns.ACTION_LOGP],
+            Columns.ACTION_DIST_INPUTS: cols[Columns.ACTION_DIST_INPUTS],
             Columns.REWARDS: rewards.astype(np.float32),
             Columns.TERMINATEDS: term,
             Columns.TRUNCATEDS: trunc,
             Columns.EPS_ID: eps_id,
         }
-        valid_nt = valid.T  # [N, T]: env-major, so each sub-env's rows are contiguous
-        batch = {k: np.swapaxes(v, 0, 1)[valid_nt] for k, v in stacked.items()}
+        # Env-major row order, so each sub-env's rows are contiguous: one gather per column
+        # from the time-major arrays (flat index t * N + n), reset rows left out.
+        env_i, time_i = np.nonzero(valid.T)
+        rows = time_i * n + env_i
+        batch = {k: v.reshape(t * n, *v.shape[2:])[rows] for k, v in stacked.items()}
         # A sequence ends where its episode ends or where this fragment stops.
-        t = valid_nt.shape[1]
-        last = np.zeros_like(valid_nt)
-        has_any = valid_nt.any(axis=1)
-        last[np.flatnonzero(has_any), t - 1 - np.argmax(valid_nt[has_any, ::-1], axis=1)] = True
-        batch[Columns.SEQ_ENDS] = last[valid_nt] | batch[Columns.TERMINATEDS] | batch[
-            Columns.TRUNCATEDS]
+        seq_end = np.ones(len(rows), dtype=bool)
+        seq_end[:-1] = env_i[1:] != env_i[:-1]
+        batch[Columns.SEQ_ENDS] = seq_end | batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS]
         steps = int(valid.sum())
         self._num_env_steps += steps
         self.num_env_steps_sampled_lifetime += steps
