@@ -58,12 +58,17 @@ class DefaultPPORLModule(RLModule):
             out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
         return out
 
+    @staticmethod
+    def _flat_obs(batch: TensorDict) -> torch.Tensor:
+        obs = batch[Columns.OBS]
+        return obs if obs.dim() == 2 else obs.flatten(1)
+
     def _forward(self, batch: TensorDict) -> TensorDict:
-        obs = batch[Columns.OBS].flatten(1)
+        obs = self._flat_obs(batch)
         return {Columns.ACTION_DIST_INPUTS: self._dist_inputs(self.encoder(obs))}
 
     def forward_train(self, batch: TensorDict) -> TensorDict:
-        obs = batch[Columns.OBS].flatten(1)
+        obs = self._flat_obs(batch)
         embeddings = self.encoder(obs)
         return {
             Columns.ACTION_DIST_INPUTS: self._dist_inputs(embeddings),
@@ -73,7 +78,7 @@ class DefaultPPORLModule(RLModule):
     def compute_values(self, batch: TensorDict,
                        embeddings: torch.Tensor | None = None) -> torch.Tensor:
         """V(obs), `[B]`."""
-        obs = batch[Columns.OBS].flatten(1)
+        obs = self._flat_obs(batch)
         if self.config.vf_share_layers:
             features = self.encoder(obs) if embeddings is None else embeddings
         else:
