@@ -1,5 +1,6 @@
 """Connector pipelines: env-to-module, module-to-env and learner."""
 
+from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
 from rlmod.connectors.env_to_module import (
     EnvToModule,
     FlattenObservations,
@@ -19,6 +20,7 @@ __all__ = [
     "FrameStacking",
     "GeneralAdvantageEstimation",
     "GetActions",
+    "IntrinsicCuriosityModelConnector",
     "LearnerConnector",
     "MeanStdFilter",
     "ModuleToEnv",

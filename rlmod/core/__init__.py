@@ -1,6 +1,7 @@
 """Modules and their specs, distributions, Learner and LearnerGroup."""
 
 from rlmod.core.columns import ALL_MODULES, DEFAULT_MODULE_ID, Columns
+from rlmod.core.curiosity import IntrinsicCuriosityModel, RandomNetworkDistillation
 from rlmod.core.learner import Learner
 from rlmod.core.learner_group import LearnerGroup
 from rlmod.core.models import DefaultModelConfig
@@ -12,6 +13,7 @@ __all__ = [
     "DEFAULT_MODULE_ID",
     "Columns",
     "DefaultModelConfig",
+    "IntrinsicCuriosityModel",
     "Learner",
     "LearnerGroup",
     "ModuleID",
@@ -19,4 +21,5 @@ __all__ = [
     "MultiRLModuleSpec",
     "RLModule",
     "RLModuleSpec",
+    "RandomNetworkDistillation",
 ]

@@ -1,0 +1,245 @@
+"""Curiosity modules: learner-only RLModules that turn transitions into intrinsic rewards.
+
+Built on Learners only (their specs have `learner_only=True`); the learner connector
+`rlmod.connectors.curiosity.IntrinsicCuriosityModelConnector` calls their
+`compute_intrinsic_rewards` and the Learner trains them with `compute_self_supervised_loss`.
+
+Settings live in each module's `model_config` (RLlib's names):
+
+| key                      | default | meaning                                                 |
+|--------------------------|---------|---------------------------------------------------------|
+| feature_dim              | 64      | size of the ICM's feature vector phi(s)                 |
+| feature_net_hiddens      | [64]    | hidden widths of the feature net phi                    |
+| feature_net_activation   | relu    | activation of the feature net                           |
+| inverse_net_hiddens      | [64]    | hidden widths of the inverse model g(phi(s), phi(s'))   |
+| inverse_net_activation   | relu    | activation of the inverse model                         |
+| forward_net_hiddens      | [64]    | hidden widths of the forward model f(phi(s), a)         |
+| forward_net_activation   | relu    | activation of the forward model                         |
+| forward_loss_weight      | 0.2     | beta: loss = beta * L_forward + (1 - beta) * L_inverse  |
+| intrinsic_reward_coeff   | 0.05    | eta: what the connector adds, eta * r_int, to rewards   |
+
+The defaults are sized for low-dimensional observations (one-hot grid cells, classic
+control); RLlib's example uses feature_dim 288 and hidden layers of 256.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from rlmod.core.columns import Columns
+from rlmod.core.models import _ACTIVATIONS, DefaultModelConfig, mlp
+from rlmod.core.rl_module import RLModule, TensorDict
+from rlmod.utils.naming import did_you_mean
+
+ICM_MODULE_ID = "icm"
+"""The module ID the ICM connector looks for by default."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CuriosityModelConfig:
+    """The `model_config` of the curiosity modules (see the module docstring's table).
+
+    Attributes:
+        feature_dim: Size of the feature vector phi(s) (ICM) or of the embedding (RND).
+        feature_net_hiddens: Hidden widths of phi (ICM) or of the RND networks.
+        feature_net_activation: Activation of phi / the RND networks.
+        inverse_net_hiddens: Hidden widths of the ICM's inverse model.
+        inverse_net_activation: Activation of the inverse model.
+        forward_net_hiddens: Hidden widths of the ICM's forward model.
+        forward_net_activation: Activation of the forward model.
+        forward_loss_weight: beta of Pathak et al. (eq. 7); 0.2 as in the paper.
+        intrinsic_reward_coeff: eta, the scale of the intrinsic reward the connector adds
+            to the env's reward (a connector argument, when given, wins).
+    """
+
+    feature_dim: int = 64
+    feature_net_hiddens: tuple[int, ...] = (64,)
+    feature_net_activation: str = "relu"
+    inverse_net_hiddens: tuple[int, ...] = (64,)
+    inverse_net_activation: str = "relu"
+    forward_net_hiddens: tuple[int, ...] = (64,)
+    forward_net_activation: str = "relu"
+    forward_loss_weight: float = 0.2
+    intrinsic_reward_coeff: float = 0.05
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name.endswith("_hiddens"):
+                if not all(isinstance(w, int | np.integer) and w > 0 for w in value):
+                    raise ValueError(
+                        f"model_config[{f.name!r}]={list(value)!r} must be a list of positive "
+                        "ints."
+                    )
+                object.__setattr__(self, f.name, tuple(int(w) for w in value))
+            elif f.name.endswith("_activation") and value not in _ACTIVATIONS:
+                raise ValueError(
+                    f"model_config[{f.name!r}]={value!r} is not a known activation; use one "
+                    f"of {sorted(_ACTIVATIONS)}."
+                )
+        if not 0.0 <= self.forward_loss_weight <= 1.0:
+            raise ValueError(
+                f"model_config['forward_loss_weight']={self.forward_loss_weight} must be in "
+                "[0, 1]: it weighs the forward loss against the inverse loss."
+            )
+        if self.feature_dim < 1:
+            raise ValueError(f"model_config['feature_dim']={self.feature_dim} must be >= 1.")
+
+    @classmethod
+    def from_any(cls, config: Mapping[str, Any] | None) -> CuriosityModelConfig:
+        """From a module's `model_config`. Keys of `DefaultModelConfig` are ignored (the
+        global `model_config` reaches every module); any other unknown key is an error."""
+        config = dict(config or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        shared = {f.name for f in dataclasses.fields(DefaultModelConfig)}
+        unknown = [k for k in config if k not in names and k not in shared]
+        if unknown:
+            raise ValueError(
+                f"Curiosity model_config has unknown key {unknown[0]!r}."
+                f"{did_you_mean(unknown[0], names)} Valid keys: {sorted(names)}."
+            )
+        return cls(**{k: v for k, v in config.items() if k in names})
+
+
+def _flat_dim(space: gym.Space, what: str) -> int:
+    if not isinstance(space, gym.spaces.Box):
+        raise TypeError(
+            f"Curiosity modules need Box {what} (the default env-to-module connectors one-hot "
+            f"and flatten other observation spaces), got {space}."
+        )
+    return int(np.prod(space.shape))
+
+
+class IntrinsicCuriosityModel(RLModule):
+    """ICM (Pathak et al. 2017, "Curiosity-driven Exploration by Self-supervised Prediction").
+
+    A feature net phi, an inverse model g(phi(s_t), phi(s_t+1)) -> a_t and a forward model
+    f(phi(s_t), a_t) -> phi(s_t+1) (a_t one-hot for Discrete actions, the action vector for
+    Box ones). The intrinsic reward (eq. 6) is the forward model's error
+    `r_int = 1/2 * ||f(phi(s_t), a_t) - phi(s_t+1)||^2`, the squared L2 norm summed over the
+    feature dims (not averaged, as in the paper and its reference code). The loss (eq. 7) is
+    `beta * L_forward + (1 - beta) * L_inverse` with L_forward the batch mean of r_int and
+    L_inverse the cross-entropy of the taken action (Discrete) or the mean squared error of
+    the predicted action (Box). Gradients of both losses reach phi, as in the reference code.
+
+    It only yields a training signal, so its spec is learner-only and it has no policy.
+
+    Example:
+        >>> import gymnasium as gym, torch
+        >>> from rlmod.core import RLModuleSpec
+        >>> from rlmod.core.curiosity import IntrinsicCuriosityModel
+        >>> icm = RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True,
+        ...     observation_space=gym.spaces.Box(0, 1, (16,)),
+        ...     action_space=gym.spaces.Discrete(4)).build()
+        >>> batch = {"obs": torch.eye(16)[:3], "new_obs": torch.eye(16)[1:4],
+        ...          "actions": torch.tensor([2, 2, 1])}
+        >>> icm.compute_intrinsic_rewards(batch).shape
+        torch.Size([3])
+    """
+
+    def setup(self) -> None:
+        cfg = CuriosityModelConfig.from_any(self.model_config)
+        self.config = cfg
+        obs_dim = _flat_dim(self.observation_space, "observations")
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            self._discrete, act_dim = True, int(space.n)
+        elif isinstance(space, gym.spaces.Box):
+            self._discrete, act_dim = False, _flat_dim(space, "actions")
+        else:
+            raise TypeError(
+                f"IntrinsicCuriosityModel supports Discrete and Box actions, got {space}."
+            )
+        self._act_dim = act_dim
+        self.feature_net = mlp(obs_dim, cfg.feature_net_hiddens,
+                               activation_name=cfg.feature_net_activation, out_dim=cfg.feature_dim)
+        self.inverse_net = mlp(2 * cfg.feature_dim, cfg.inverse_net_hiddens,
+                               activation_name=cfg.inverse_net_activation, out_dim=act_dim)
+        self.forward_net = mlp(cfg.feature_dim + act_dim, cfg.forward_net_hiddens,
+                               activation_name=cfg.forward_net_activation,
+                               out_dim=cfg.feature_dim)
+
+    def _action_input(self, actions: torch.Tensor) -> torch.Tensor:
+        if self._discrete:
+            return F.one_hot(actions.long(), self._act_dim).float()  # [B, A]
+        return actions.float().flatten(1)  # [B, A]
+
+    def _forward(self, batch: TensorDict) -> TensorDict:
+        obs = batch[Columns.OBS].flatten(1).float()
+        next_obs = batch[Columns.NEXT_OBS].flatten(1).float()
+        phis = self.feature_net(torch.cat([obs, next_obs]))  # one pass for both, [2B, F]
+        phi, next_phi = phis.chunk(2)
+        predicted_next_phi = self.forward_net(
+            torch.cat([phi, self._action_input(batch[Columns.ACTIONS])], dim=-1))
+        forward_error = 0.5 * (predicted_next_phi - next_phi).pow(2).sum(-1)  # [B]
+        return {
+            Columns.INTRINSIC_REWARDS: forward_error,
+            "inverse_outputs": self.inverse_net(torch.cat([phi, next_phi], dim=-1)),  # [B, A]
+        }
+
+    def compute_intrinsic_rewards(self, batch: TensorDict) -> torch.Tensor:
+        """r_int per row, `[B]` (eq. 6 without eta): 1/2 ||f(phi(s), a) - phi(s')||^2."""
+        return self._forward(batch)[Columns.INTRINSIC_REWARDS]
+
+    def compute_self_supervised_loss(self, *, learner: Any, module_id: str, config: Any,
+                                     batch: TensorDict, fwd_out: TensorDict) -> torch.Tensor:
+        """beta * L_forward + (1 - beta) * L_inverse (eq. 7); beta = forward_loss_weight."""
+        beta = self.config.forward_loss_weight
+        forward_loss = fwd_out[Columns.INTRINSIC_REWARDS].mean()
+        predicted = fwd_out["inverse_outputs"]
+        actions = batch[Columns.ACTIONS]
+        if self._discrete:
+            inverse_loss = F.cross_entropy(predicted, actions.long())
+        else:
+            inverse_loss = F.mse_loss(predicted, actions.float().flatten(1))
+        loss = beta * forward_loss + (1.0 - beta) * inverse_loss
+        learner.log(module_id, total_loss=loss, forward_loss=forward_loss,
+                    inverse_loss=inverse_loss)
+        return loss
+
+
+class RandomNetworkDistillation(RLModule):
+    """RND (Burda et al. 2018, "Exploration by Random Network Distillation").
+
+    A fixed, randomly initialized target net and a predictor net trained to match it on
+    the next observations; the intrinsic reward is the predictor's error
+    `||predictor(s_t+1) - target(s_t+1)||^2` (summed over the embedding dims), large on
+    rarely seen states. The loss is its batch mean. Uses `feature_dim`,
+    `feature_net_hiddens` and `feature_net_activation` of `model_config`; observation and
+    reward normalization of the paper are left out (one-hot and classic-control
+    observations are already on a unit scale).
+    """
+
+    def setup(self) -> None:
+        cfg = CuriosityModelConfig.from_any(self.model_config)
+        self.config = cfg
+        obs_dim = _flat_dim(self.observation_space, "observations")
+        act = cfg.feature_net_activation
+        self.target_net = mlp(obs_dim, cfg.feature_net_hiddens, activation_name=act,
+                              out_dim=cfg.feature_dim)
+        self.target_net.requires_grad_(False)  # fixed: never trained
+        self.predictor_net = mlp(obs_dim, cfg.feature_net_hiddens, activation_name=act,
+                                 out_dim=cfg.feature_dim)
+
+    def _forward(self, batch: TensorDict) -> TensorDict:
+        next_obs = batch[Columns.NEXT_OBS].flatten(1).float()
+        error = (self.predictor_net(next_obs) - self.target_net(next_obs)).pow(2).sum(-1)
+        return {Columns.INTRINSIC_REWARDS: error}  # [B]
+
+    def compute_intrinsic_rewards(self, batch: TensorDict) -> torch.Tensor:
+        """r_int per row, `[B]`: ||predictor(s') - target(s')||^2."""
+        return self._forward(batch)[Columns.INTRINSIC_REWARDS]
+
+    def compute_self_supervised_loss(self, *, learner: Any, module_id: str, config: Any,
+                                     batch: TensorDict, fwd_out: TensorDict) -> torch.Tensor:
+        """The predictor's mean squared distillation error."""
+        loss = fwd_out[Columns.INTRINSIC_REWARDS].mean()
+        learner.log(module_id, total_loss=loss)
+        return loss
