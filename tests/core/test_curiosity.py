@@ -205,7 +205,7 @@ def _fit(module, batch, steps: int = 150) -> tuple[float, float]:
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return losses[0], losses[-1]
 
 
