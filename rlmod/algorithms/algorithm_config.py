@@ -487,23 +487,33 @@ class AlgorithmConfig:
 
     def _spaces_by_module_from_env(self, env: Any) -> dict[ModuleID, tuple]:
         """Module spaces by reverse-mapping the env's agents through policy_mapping_fn."""
+        found = self.env_spaces_by_module(env)
+        converted: dict[tuple[int, int], tuple[gym.Space, gym.Space]] = {}
+        for _, obs, act in found.values():
+            key = (id(obs), id(act))
+            if key not in converted:
+                converted[key] = self._module_spaces_from_env_spaces(obs, act)
+        return {mid: converted[(id(o), id(a))] for mid, (_, o, a) in found.items()}
+
+    def env_spaces_by_module(self, env: Any) -> dict[ModuleID, tuple[Any, gym.Space, gym.Space]]:
+        """{module_id: (first agent mapped to it, its raw obs space, its raw action space)}.
+
+        Reverse-maps `env.possible_agents` through `policy_mapping_fn(agent_id, None)`;
+        raises if an agent maps to an unknown or a learner-only module, or if two agents
+        with different spaces map to one module.
+        """
         if env is None:
             return {}
         found: dict[ModuleID, tuple[Any, gym.Space, gym.Space]] = {}
-        converted: dict[tuple[int, int], tuple[gym.Space, gym.Space]] = {}
-        known = set(self.module_ids)
+        known = set(self.module_ids) - self.learner_only_module_ids
         for agent_id in env.possible_agents:
             mid = self.policy_mapping_fn(agent_id, None)
             if mid not in known:
-                raise UnknownModuleIDError(
-                    f"policy_mapping_fn mapped agent {agent_id!r} to module {mid!r}, which is "
-                    f"not among the modules {sorted(known)[:10]}.{did_you_mean(str(mid), known)} "
-                    "Add it to config.multi_agent(policies=...) or fix the mapping."
-                )
+                raise UnknownModuleIDError(self.mapping_error_message(agent_id, mid))
             obs, act = env.get_observation_space(agent_id), env.get_action_space(agent_id)
             if mid in found:
                 other, o_obs, o_act = found[mid]
-                if o_obs != obs or o_act != act:
+                if (o_obs is not obs and o_obs != obs) or (o_act is not act and o_act != act):
                     raise ValueError(
                         f"Agents {other!r} and {agent_id!r} are both mapped to module {mid!r} "
                         f"but see different spaces: {other!r} has ({o_obs}, {o_act}), "
@@ -511,10 +521,32 @@ class AlgorithmConfig:
                     )
                 continue
             found[mid] = (agent_id, obs, act)
-            key = (id(obs), id(act))
-            if key not in converted:
-                converted[key] = self._module_spaces_from_env_spaces(obs, act)
-        return {mid: converted[(id(o), id(a))] for mid, (_, o, a) in found.items()}
+        return found
+
+    def mapping_error_message(self, agent_id: Any, module_id: Any) -> str:
+        """What is wrong when policy_mapping_fn maps `agent_id` to `module_id`."""
+        acting = [m for m in self.module_ids if m not in self.learner_only_module_ids]
+        if module_id in self.learner_only_module_ids:
+            return (
+                f"policy_mapping_fn mapped agent {agent_id!r} to module {module_id!r}, which is "
+                "learner-only (RLModuleSpec(learner_only=True)): it is built on Learners only "
+                f"and cannot act. Map agents to one of the acting modules {acting[:10]}."
+            )
+        return (
+            f"policy_mapping_fn mapped agent {agent_id!r} to module {module_id!r}, which is not "
+            f"among the modules {acting[:10]}.{did_you_mean(str(module_id), acting)} "
+            "Add it to config.multi_agent(policies=...) or fix the mapping."
+        )
+
+    @property
+    def learner_only_module_ids(self) -> set[ModuleID]:
+        """Modules whose spec says `learner_only=True` (in rl_module_spec or policies)."""
+        user = self.rl_module_spec
+        specs = dict(user.rl_module_specs) if isinstance(user, MultiRLModuleSpec) else {}
+        for mid, pspec in (self.policies or {}).items():
+            if pspec is not None:
+                specs[mid] = pspec  # RLModuleSpec.update takes the flags from this one
+        return {mid for mid, spec in specs.items() if spec.learner_only}
 
     # ------------------------------------------------------------------ per-module (rule 4)
     def get_config_for_module(self, module_id: ModuleID) -> AlgorithmConfig:

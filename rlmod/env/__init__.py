@@ -3,6 +3,7 @@
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner
 from rlmod.env.env_runner_group import EnvRunnerGroup
 from rlmod.env.multi_agent_env import MultiAgentEnv
+from rlmod.env.multi_agent_env_runner import EpisodeInfo, MultiAgentEnvRunner
 from rlmod.env.registry import make_env, register_env
 from rlmod.env.single_agent_env_runner import SingleAgentEnvRunner
 
@@ -10,7 +11,9 @@ __all__ = [
     "ENV_SPACES_KEY",
     "EnvRunner",
     "EnvRunnerGroup",
+    "EpisodeInfo",
     "MultiAgentEnv",
+    "MultiAgentEnvRunner",
     "SingleAgentEnvRunner",
     "make_env",
     "register_env",

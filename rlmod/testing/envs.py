@@ -98,7 +98,7 @@ class MultiAgentCartPole(MultiAgentEnv):
         self._active = np.arange(self._n)
         self._num_steps = 0
         self.agents = list(self.possible_agents)
-        return dict(zip(self.agents, self._state.T.astype(np.float32))), {}
+        return dict(zip(self.agents, self._state.T.astype(np.float32, order="C"), strict=True)), {}
 
     def step(
         self, action_dict: MultiAgentDict
@@ -146,7 +146,8 @@ class MultiAgentCartPole(MultiAgentEnv):
         self._num_steps += 1
         truncated = self._num_steps >= self.max_episode_steps  # CartPole-v1's time limit
 
-        obs = dict(zip(ids, new_state.T.astype(np.float32)))
+        # C order: each agent's obs is a contiguous row, which consumers stack fast.
+        obs = dict(zip(ids, new_state.T.astype(np.float32, order="C"), strict=True))
         rewards = dict.fromkeys(ids, 1.0)
         terminateds: MultiAgentDict = dict(zip(ids, terminated.tolist()))
         truncateds: MultiAgentDict = dict.fromkeys(ids, truncated)

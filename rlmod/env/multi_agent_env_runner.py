@@ -1,0 +1,755 @@
+"""MultiAgentEnvRunner: samples several MultiAgentEnvs at once with an inference-only MultiRLModule.
+
+Built by EnvRunnerGroup when `config.is_multi_agent`; its modules come from
+`config.get_multi_rl_module_spec(env=..., spaces=self.get_spaces(), inference_only=True)`,
+so learner-only modules are never built here.
+
+How a step runs (all envs together): each agent that received an observation acts in the
+next step; all acting agents of all envs mapped to one module go through ONE forward pass
+of that module. Per-(env, agent) bookkeeping lives in flat numpy arrays indexed by a
+"slot" `env_index * len(possible_agents) + agent_index`, so Python touches each agent only
+to read and build the env's dicts.
+
+A row of the batch is one action of one agent: `obs` is what the agent acted on, `rewards`
+everything the agent received until it next observed (rewards between its acting steps
+add up), `new_obs` that next observation (the final one at its episode's end), and the
+flags are the agent's own (`"__all__"` applies to agents without a flag of their own).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import operator
+from itertools import compress
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlmod.connectors.module_to_env import ENV_ACTIONS
+from rlmod.core.columns import Columns
+from rlmod.core.multi_rl_module import ModuleID
+from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
+from rlmod.env.multi_agent_env import ALL_AGENTS, AgentID, MultiAgentEnv
+from rlmod.env.registry import make_env
+from rlmod.errors import EnvError, UnknownModuleIDError
+from rlmod.utils.seeding import derive_seed
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeInfo:
+    """What `policy_mapping_fn(agent_id, episode)` receives as `episode`.
+
+    The mapping function is called once per agent per episode, when the agent first
+    appears; EnvRunners cache its answer for the rest of the episode. (When the config
+    infers module spaces from an env, it calls the function with `episode=None`.)
+
+    Attributes:
+        id_: The env episode's ID, unique within one EnvRunner.
+        env_index: Which of the EnvRunner's envs plays the episode.
+        worker_index: The EnvRunner's index (0: the local one).
+    """
+
+    id_: int
+    env_index: int
+    worker_index: int
+
+
+class _ModuleBuffer:
+    """One module's rows of the current `sample()` call and the observations they index.
+
+    `obs` holds module-space observations (what the module acted on, plus final
+    observations); rows refer to them by index (`obs_idx`), closings by `new_obs_idx`.
+    """
+
+    def __init__(self) -> None:
+        self.obs: list[np.ndarray] = []
+        self.num_obs = 0
+        self.rows: dict[str, list[np.ndarray]] = {k: [] for k in _ROW_KEYS}
+        self.num_rows = 0
+
+    def add_obs(self, obs: np.ndarray) -> int:
+        base = self.num_obs
+        self.obs.append(obs)
+        self.num_obs += len(obs)
+        return base
+
+    def add_rows(self, **cols: np.ndarray) -> np.ndarray:
+        k = len(cols["slot"])
+        for key, value in cols.items():
+            self.rows[key].append(value)
+        ids = np.arange(self.num_rows, self.num_rows + k)
+        self.num_rows += k
+        return ids
+
+    def concat_rows(self) -> dict[str, np.ndarray]:
+        return {k: np.concatenate(v) for k, v in self.rows.items()}
+
+
+_ROW_KEYS = ("obs_idx", Columns.ACTIONS, Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS,
+             "slot", Columns.EPS_ID)
+
+
+class MultiAgentEnvRunner(EnvRunner):
+    """Steps `num_envs_per_env_runner` MultiAgentEnvs; one forward pass per module per step.
+
+    `get_spaces()["__env__"]` is the first possible agent's (observation, action) space
+    pair: cheap with thousands of agents, and every agent's pair in the common case of
+    alike agents; the per-module entries are what modules are built with.
+
+    Env-to-module connectors run per module on the stacked observations of that module's
+    agents (all envs); the row set changes as agents come and go, so connectors that keep
+    per-row state (FrameStacking) do not fit here, stateless ones and MeanStdFilter do.
+
+    Example:
+        >>> from rlmod.algorithms.ppo import PPOConfig
+        >>> from rlmod.env import MultiAgentEnvRunner
+        >>> from rlmod.testing import MultiAgentCartPole
+        >>> config = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 4})
+        ...           .multi_agent(policies={"p0", "p1"},
+        ...                        policy_mapping_fn=lambda aid, episode: f"p{aid % 2}"))
+        >>> runner = MultiAgentEnvRunner(config=config)
+        >>> batch = runner.sample(num_timesteps=50)
+        >>> sorted(batch), batch["p0"]["obs"].shape[1]
+        (['p0', 'p1'], 4)
+    """
+
+    def __init__(self, *, config: Any, worker_index: int = 0) -> None:
+        super().__init__(config=config, worker_index=worker_index)
+        self.num_envs = config.num_envs_per_env_runner
+        self.envs: list[MultiAgentEnv] = [self._make_env() for _ in range(self.num_envs)]
+        self.env0 = self.envs[0]
+        self._agents: list[AgentID] = list(self.env0.possible_agents)
+        if not self._agents:
+            raise EnvError(f"env={config.env!r} has no possible_agents; set them in __init__.")
+        self._agent_index = {a: i for i, a in enumerate(self._agents)}
+        # Raw spaces per module, from the env's agents (episode=None); checks the mapping.
+        found = config.env_spaces_by_module(self.env0)
+        self._first_agent = {mid: agent for mid, (agent, _, _) in found.items()}
+        self._raw_spaces = {mid: (obs, act) for mid, (_, obs, act) in found.items()}
+        self._env_to_module = {mid: config.build_env_to_module_connector(self.env0, obs, act)
+                               for mid, (obs, act) in self._raw_spaces.items()}
+        spec = config.get_multi_rl_module_spec(env=self.env0, spaces=self.get_spaces(),
+                                               inference_only=True)
+        self.module = spec.build()
+        self.module.eval()
+        self._module_ids: list[ModuleID] = self.module.keys()
+        self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
+        self._module_to_env = {}
+        for mid, sub in self.module.items():
+            raw_act = self._raw_spaces.get(mid, (None, sub.action_space))[1]
+            self._module_to_env[mid] = config.build_module_to_env_connector(
+                self.env0, sub.observation_space, raw_act)
+        # Per env: each agent's space group (agents sharing one (obs, act) space object
+        # pair), so spaces are checked once per (module, group), not per agent.
+        self._space_groups, self._num_space_groups = [], []
+        for env in self.envs:
+            ids: dict[tuple[int, int], int] = {}
+            groups = [ids.setdefault((id(env.get_observation_space(a)),
+                                      id(env.get_action_space(a))), len(ids))
+                      for a in self._agents]
+            self._space_groups.append(np.asarray(groups, np.int64))
+            self._num_space_groups.append(len(ids))
+        self._checked_pairs = [np.zeros(0, np.int64) for _ in self.envs]
+
+        # Per (env, agent) slot: flat arrays, see the module docstring.
+        num_slots = self.num_envs * len(self._agents)
+        self._mod_of = np.zeros(num_slots, np.int64)  # module index, valid in its episode
+        self._slot_ep = np.full(num_slots, -1, np.int64)  # env episode the mapping is for
+        self._eps_of = np.zeros(num_slots, np.int64)  # agent-episode ID (the eps_id column)
+        self._open_row = np.full(num_slots, -1, np.int64)  # row awaiting its outcome, or -1
+        self._pend_rew = np.zeros(num_slots)  # reward since the agent last acted
+        self._ret = np.zeros(num_slots)  # agent's return in its current episode
+        self._observed = np.zeros(num_slots, bool)  # agent has observed in this episode
+        self._next_eps_id = 0
+        self._next_episode_id = 0
+        # Per env.
+        self._episode: list[EpisodeInfo | None] = [None] * self.num_envs
+        self._ep_len = [0] * self.num_envs
+        self._act_keys: list[tuple] = [()] * self.num_envs  # agents acting next, env's order
+        self._act_slots: list[np.ndarray] = [np.zeros(0, np.int64)] * self.num_envs
+        self._act_off = [0] * self.num_envs  # their offset in the step's acting order
+        self._seeds = [derive_seed(config.seed, worker_index, e) for e in range(self.num_envs)]
+        # Per sample() call.
+        self._buffers = [_ModuleBuffer() for _ in self._module_ids]
+        self._closes: list[tuple[np.ndarray, ...]] = []  # (mod, row, new_obs_idx, rew, te, tr)
+        self._acting: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None
+        self._shared_space: gym.Space | None | bool = False  # False: not computed yet
+        self._acting = None  # per module: (m, obs, obs_idx, slots, acting order position)
+        self._begin_step()
+        # Metrics since the last get_metrics().
+        self._done_returns: list[float] = []
+        self._done_lens: list[int] = []
+        self._module_returns: dict[ModuleID, list[float]] = {}
+        self._agent_returns: dict[AgentID, list[float]] = {}
+        self._done_eps: list[np.ndarray] = []
+        self._num_env_steps = 0
+        self._num_agent_steps = 0
+        self.num_env_steps_sampled_lifetime = 0
+        self.num_agent_steps_sampled_lifetime = 0
+
+    def _make_env(self) -> MultiAgentEnv:
+        env = make_env(self.config.env, self.config.env_config)
+        if not isinstance(env, MultiAgentEnv):
+            raise TypeError(
+                f"env={self.config.env!r} made a {type(env).__name__}, not an rlmod "
+                "MultiAgentEnv. Wrap PettingZoo parallel envs in "
+                "rlmod.env.pettingzoo_env.ParallelPettingZooEnv; a single-agent gymnasium "
+                "env needs no .multi_agent() setup."
+            )
+        return env
+
+    # ------------------------------------------------------------------ spaces
+    def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        first = self._agents[0]
+        spaces = {ENV_SPACES_KEY: (self.env0.get_observation_space(first),
+                                   self.env0.get_action_space(first))}
+        for mid, pipeline in self._env_to_module.items():
+            spaces[mid] = (pipeline.observation_space, pipeline.action_space)
+        if hasattr(self, "module"):  # modules no env agent maps to: spaces from their spec
+            for mid, sub in self.module.items():
+                spaces.setdefault(mid, (sub.observation_space, sub.action_space))
+        return spaces
+
+    @property
+    def module_ids(self) -> list[ModuleID]:
+        return list(self._module_ids)
+
+    # ------------------------------------------------------------------ slots and mapping
+    def _slots_for(self, e: int, keys: tuple) -> np.ndarray:
+        """Slots of `keys` in env `e`; maps the agents that are new to the episode."""
+        try:
+            local = np.fromiter(map(self._agent_index.__getitem__, keys), np.int64, len(keys))
+        except KeyError as err:
+            raise EnvError(
+                f"env={self.config.env!r} (env {e}) returned data for agent {err.args[0]!r}, "
+                f"which is not in its possible_agents {self._agents[:8]}; every agent ID must "
+                "be in possible_agents."
+            ) from None
+        slots = local + e * len(self._agents)
+        episode = self._episode[e]
+        assert episode is not None
+        stale = self._slot_ep[slots] != episode.id_
+        if stale.any():
+            new = np.flatnonzero(stale)
+            self._map_agents(e, [keys[i] for i in new.tolist()], local[new], slots[new])
+        return slots
+
+    def _map_agents(self, e: int, agents: list, local: np.ndarray, slots: np.ndarray) -> None:
+        """Calls policy_mapping_fn once for each of these agents (new to the episode) and
+        caches the answers for the episode; checks IDs and spaces."""
+        episode = self._episode[e]
+        assert episode is not None
+        fn, index = self.config.policy_mapping_fn, self._module_index
+        mids = [fn(agent, episode) for agent in agents]
+        try:
+            mods = np.fromiter(map(index.__getitem__, mids), np.int64, len(mids))
+        except (KeyError, TypeError):
+            bad = next(i for i, mid in enumerate(mids) if mid not in index)
+            raise UnknownModuleIDError(
+                self.config.mapping_error_message(agents[bad], mids[bad])) from None
+        # Agents sharing one space object share a group; check each (module, group) once.
+        groups = self._space_groups[e][local]
+        pairs = mods * self._num_space_groups[e] + groups
+        unchecked = np.setdiff1d(np.unique(pairs), self._checked_pairs[e], assume_unique=True)
+        for pair in unchecked.tolist():
+            i = int(np.argmax(pairs == pair))
+            env = self.envs[e]
+            self._check_agent_spaces(agents[i], mids[i], env.get_observation_space(agents[i]),
+                                     env.get_action_space(agents[i]))
+        if unchecked.size:
+            self._checked_pairs[e] = np.union1d(self._checked_pairs[e], unchecked)
+        self._mod_of[slots] = mods
+        self._slot_ep[slots] = episode.id_
+        self._eps_of[slots] = np.arange(self._next_eps_id, self._next_eps_id + len(slots))
+        self._next_eps_id += len(slots)
+
+    def _check_agent_spaces(self, agent: AgentID, mid: ModuleID, obs_space: gym.Space,
+                            act_space: gym.Space) -> None:
+        if mid not in self._raw_spaces:  # no agent mapped here at set-up: adopt these spaces
+            pipeline = self.config.build_env_to_module_connector(self.env0, obs_space, act_space)
+            sub = self.module[mid]
+            if pipeline.observation_space != sub.observation_space:
+                raise ValueError(
+                    f"policy_mapping_fn mapped agent {agent!r} to module {mid!r}, built for "
+                    f"observations {sub.observation_space}, but agent {agent!r} observes "
+                    f"{obs_space} (module space {pipeline.observation_space})."
+                )
+            self._raw_spaces[mid] = (obs_space, act_space)
+            self._shared_space = False  # recompute
+            self._first_agent[mid] = agent
+            self._env_to_module[mid] = pipeline
+            return
+        o_obs, o_act = self._raw_spaces[mid]
+        if (o_obs is not obs_space and o_obs != obs_space) or (
+                o_act is not act_space and o_act != act_space):
+            other = self._first_agent[mid]
+            raise ValueError(
+                f"Agents {other!r} and {agent!r} are both mapped to module {mid!r} but see "
+                f"different spaces: {other!r} has ({o_obs}, {o_act}), {agent!r} has "
+                f"({obs_space}, {act_space}). Map them to different modules."
+            )
+
+    # ------------------------------------------------------------------ episodes
+    def _reset_all(self) -> None:
+        """Starts every env afresh; rows of unfinished episodes are dropped."""
+        self._buffers = [_ModuleBuffer() for _ in self._module_ids]
+        self._closes = []
+        for arr, value in ((self._open_row, -1), (self._pend_rew, 0.0), (self._ret, 0.0),
+                           (self._observed, False)):
+            arr[:] = value
+        self._begin_step()
+        for e in range(self.num_envs):
+            self._reset_env(e)
+        self._process_observations()
+
+    def _reset_env(self, e: int) -> None:
+        """Resets env `e`; its agents' first observations join this step's observations."""
+        seed, self._seeds[e] = self._seeds[e], None  # seed once; later resets continue its RNG
+        try:
+            obs, _ = self.envs[e].reset(seed=seed)
+        except Exception as err:
+            raise EnvError(f"env={self.config.env!r} raised in reset(): {err!r}") from err
+        self._episode[e] = EpisodeInfo(self._next_episode_id, e, self.worker_index)
+        self._next_episode_id += 1
+        self._ep_len[e] = 0
+        keys = tuple(obs)
+        slots = self._slots_for(e, keys)
+        self._observed[slots] = True
+        n = len(keys)
+        self._add_segment(slots, self._mod_of[slots], list(obs.values()), np.ones(n, bool),
+                          np.ones(n, bool))
+        self._set_acting(e, keys, slots)
+
+    def _end_episode(self, e: int, terminated: bool) -> None:
+        """Closes the episode's open rows (flags from "__all__") and records its returns."""
+        num_agents = len(self._agents)
+        block = slice(e * num_agents, (e + 1) * num_agents)
+        open_local = np.flatnonzero(self._open_row[block] >= 0)
+        if open_local.size:
+            k = open_local.size
+            self._close(open_local + e * num_agents, np.full(k, terminated),
+                        np.full(k, not terminated), np.full(k, -1))
+        episode = self._episode[e]
+        assert episode is not None
+        part = np.flatnonzero(self._slot_ep[block] == episode.id_)  # agents that took part
+        slots = part + e * num_agents
+        rets, mods = self._ret[slots], self._mod_of[slots]
+        self._done_returns.append(float(rets.sum()))
+        self._done_lens.append(self._ep_len[e])
+        sums = np.bincount(mods, weights=rets, minlength=len(self._module_ids))
+        for m in np.unique(mods).tolist():
+            self._module_returns.setdefault(self._module_ids[m], []).append(float(sums[m]))
+        for i, r in zip(part.tolist(), rets.tolist(), strict=True):
+            self._agent_returns.setdefault(self._agents[i], []).append(r)
+        self._done_eps.append(self._eps_of[slots])
+        self._ret[block] = 0.0
+        self._pend_rew[block] = 0.0
+        self._observed[block] = False
+
+    # ------------------------------------------------------------------ one step
+    def _begin_step(self) -> None:
+        self._seg: dict[str, list] = {"slots": [], "mods": [], "vals": [], "act": [],
+                                      "starts": [], "closes": []}
+        self._act_n = 0  # acting agents so far in this step
+        self._act_keys: list[tuple] = [()] * self.num_envs
+        self._act_slots = list(self._act_slots)
+        self._act_off = [0] * self.num_envs
+
+    def _add_segment(self, slots: np.ndarray, mods: np.ndarray, vals: list, act: np.ndarray,
+                     starts: np.ndarray) -> None:
+        """Queues observations for `_process_observations` (`mods`: their modules, taken
+        before any reset remaps the slots; `act`: which of them act next)."""
+        seg = self._seg
+        seg["slots"].append(slots)
+        seg["mods"].append(mods)
+        seg["vals"].extend(vals)
+        seg["act"].append(act)
+        seg["starts"].append(starts)
+
+    def _set_acting(self, e: int, keys: tuple, slots: np.ndarray) -> None:
+        """Env `e`'s agents that act next; the order of calls is the acting order."""
+        self._act_keys[e], self._act_slots[e] = keys, slots
+        self._act_off[e] = self._act_n
+        self._act_n += len(keys)
+
+    def _close(self, slots: np.ndarray, term: np.ndarray, trunc: np.ndarray,
+               new_obs_pos: np.ndarray) -> None:
+        """Completes the open rows of `slots`; `new_obs_pos` indexes this step's
+        observations (-1: no new observation, the row's own obs stands in)."""
+        rows = self._open_row[slots]
+        has = rows >= 0
+        if not has.all():
+            slots, rows, term, trunc, new_obs_pos = (
+                x[has] for x in (slots, rows, term, trunc, new_obs_pos))
+        if not len(slots):
+            return
+        self._seg["closes"].append((self._mod_of[slots], rows, new_obs_pos,
+                                    self._pend_rew[slots], term, trunc))
+        self._open_row[slots] = -1
+        self._pend_rew[slots] = 0.0
+
+    def _step_envs(self, actions: list) -> int:
+        """Steps every env with its agents' actions and books what came back: rewards,
+        completed rows, who acts next; resets envs whose episode is over. The numpy work
+        runs once for all envs. Returns the number of agent steps taken."""
+        acted_keys, acted_slots, acted_off = self._act_keys, self._act_slots, self._act_off
+        self._begin_step()
+        keys_l, slots_l, term_l, trunc_l, vals = [], [], [], [], []
+        rew_slots, rew_vals, over, extras = [], [], [], []
+        agent_steps = 0
+        for e, env in enumerate(self.envs):
+            keys, off = acted_keys[e], acted_off[e]
+            agent_steps += len(keys)
+            try:
+                obs, rew, te, tr, _ = env.step(dict(zip(keys, actions[off:off + len(keys)], strict=True)))
+            except Exception as err:
+                raise EnvError(
+                    f"env={self.config.env!r} raised in step(): {err!r}. The episodes "
+                    "finished before this step are kept in the EnvRunner's metrics."
+                ) from err
+            self._ep_len[e] += 1
+            okeys = tuple(obs)
+            # Usually the agents that acted observe again (their final obs if done).
+            slots = acted_slots[e] if okeys == keys else self._slots_for(e, okeys)
+            if rew:
+                rkeys = tuple(rew)
+                rew_slots.append(slots if rkeys == okeys else self._slots_for(e, rkeys))
+                rew_vals.append(np.fromiter(rew.values(), np.float64, len(rkeys)))
+            term, term_all, term_extra = _flags(te, okeys)
+            trunc, trunc_all, trunc_extra = _flags(tr, okeys)
+            if term_all or trunc_all:  # "__all__" holds for agents without a flag of their own
+                own = term | trunc
+                term = term | (~own & term_all)
+                trunc = trunc | (~own & ~term & trunc_all)
+                over.append((e, term_all))
+            if term_extra or trunc_extra:
+                extras.append((e, term_extra, trunc_extra))
+            keys_l.append(okeys)
+            slots_l.append(slots)
+            term_l.append(term)
+            trunc_l.append(trunc)
+            vals.extend(obs.values())
+        if rew_slots:
+            rs, rv = np.concatenate(rew_slots), np.concatenate(rew_vals)
+            self._pend_rew[rs] += rv
+            self._ret[rs] += rv
+        slots = np.concatenate(slots_l)
+        term, trunc = np.concatenate(term_l), np.concatenate(trunc_l)
+        done = term | trunc
+        starts = ~self._observed[slots]  # first observation of the agent in its episode
+        self._observed[slots] = True
+        self._add_segment(slots, self._mod_of[slots], vals, ~done, starts)
+        self._close(slots, term, trunc, np.arange(len(slots)))
+        for e, term_extra, trunc_extra in extras:  # done agents that got no final obs
+            for agent in {*term_extra, *trunc_extra}:
+                s = self._slots_for(e, (agent,))
+                self._close(s, np.array([agent in term_extra]),
+                            np.array([agent not in term_extra]), np.full(1, -1))
+        ended = {e for e, _ in over}
+        counts = [len(k) for k in keys_l]
+        num_done = (np.add.reduceat(done, np.cumsum([0, *counts[:-1]])).tolist()
+                    if done.any() else [0] * len(counts))
+        for e, (okeys, sl, n_done) in enumerate(zip(keys_l, slots_l, num_done, strict=True)):
+            if e in ended or n_done == len(okeys):
+                continue
+            if n_done:
+                act = ~(term_l[e] | trunc_l[e])
+                self._set_acting(e, tuple(compress(okeys, act)), sl[act])
+            else:
+                self._set_acting(e, okeys, sl)
+        for e, terminated in over:
+            self._end_episode(e, terminated=bool(terminated))
+            self._reset_env(e)
+        return agent_steps
+
+    def _process_observations(self) -> None:
+        """Runs each module's env-to-module pipeline on its agents' observations (all envs
+        at once), stores them and prepares the next forward passes."""
+        seg = self._seg
+        slots = np.concatenate(seg["slots"])
+        mods = np.concatenate(seg["mods"])
+        act = np.concatenate(seg["act"])
+        starts = np.concatenate(seg["starts"])
+        vals = seg["vals"]
+        act_rank = np.cumsum(act) - 1  # position among this step's acting agents
+        store_idx = np.empty(len(slots), np.int64)
+        order = np.argsort(self._sort_key(mods), kind="stable")
+        sorted_mods = mods[order]
+        cuts = np.flatnonzero(sorted_mods[1:] != sorted_mods[:-1]) + 1
+        acting = []
+        # All modules see one Box space (the common case): stack everything at once.
+        shared = self._shared_obs_space()
+        stacked = _stack(shared, vals) if shared is not None and vals else None
+        for pos in np.split(order, cuts) if len(order) else []:
+            m = int(mods[pos[0]])
+            mid = self._module_ids[m]
+            if isinstance(stacked, np.ndarray):
+                raw = stacked[pos]
+            else:
+                picked = ((vals[int(pos[0])],) if len(pos) == 1
+                          else operator.itemgetter(*pos.tolist())(vals))
+                raw = _stack(self._raw_spaces[mid][0], picked)
+            pipeline = self._env_to_module[mid]
+            obs = pipeline(raw, episode_starts=starts[pos]) if len(pipeline) else raw
+            base = self._buffers[m].add_obs(obs)
+            store_idx[pos] = np.arange(base, base + len(pos))
+            a = act[pos]
+            if a.all():
+                acting.append((m, obs, store_idx[pos], slots[pos], act_rank[pos]))
+            elif a.any():
+                pa = pos[a]
+                acting.append((m, obs[a], store_idx[pa], slots[pa], act_rank[pa]))
+        for mod, rows, pos, rew, term, trunc in seg["closes"]:
+            new_obs = np.full(len(pos), -1)
+            seen = pos >= 0
+            new_obs[seen] = store_idx[pos[seen]]
+            self._closes.append((mod, rows, new_obs, rew, term, trunc))
+        self._acting = acting
+
+    def _shared_obs_space(self) -> gym.Space | None:
+        """The raw observation space of every module, if they all have one Box space."""
+        if self._shared_space is False:
+            spaces = [self._raw_spaces.get(mid, (None,))[0] for mid in self._module_ids]
+            first = spaces[0]
+            self._shared_space = first if isinstance(first, gym.spaces.Box) and all(
+                sp is first or sp == first for sp in spaces) else None
+        return self._shared_space  # type: ignore[return-value]
+
+    def _sort_key(self, mods: np.ndarray) -> np.ndarray:
+        """Module indices as int16 where they fit: numpy then sorts (stably) by radix."""
+        return mods.astype(np.int16) if len(self._module_ids) < 2**15 else mods
+
+    def _act(self, explore: bool) -> list:
+        """One forward pass per module; returns the env actions in acting order."""
+        assert self._acting is not None
+        pieces = []
+        for m, obs, obs_idx, slots, rank in self._acting:
+            mid = self._module_ids[m]
+            module = self.module[mid]
+            batch = {Columns.OBS: torch.from_numpy(obs)}
+            out = module.forward_exploration(batch) if explore else module.forward_inference(batch)
+            data = self._module_to_env[mid](out, rl_module=module, explore=explore)
+            ids = self._buffers[m].add_rows(
+                obs_idx=obs_idx, slot=slots, eps_id=self._eps_of[slots],
+                actions=data[Columns.ACTIONS].numpy(),
+                action_logp=data[Columns.ACTION_LOGP].numpy(),
+                action_dist_inputs=out[Columns.ACTION_DIST_INPUTS].numpy())
+            self._open_row[slots] = ids
+            pieces.append((rank, np.asarray(data[ENV_ACTIONS])))
+        if not pieces:
+            return []
+        first = pieces[0][1]
+        if all(p.shape[1:] == first.shape[1:] and p.dtype == first.dtype for _, p in pieces):
+            actions = np.empty((self._act_n, *first.shape[1:]), first.dtype)
+            for rank, p in pieces:
+                actions[rank] = p
+            return actions.tolist() if actions.ndim == 1 else list(actions)
+        out_list: list = [None] * self._act_n  # modules with differently shaped actions
+        for rank, p in pieces:
+            for i, a in zip(rank.tolist(), p, strict=True):
+                out_list[i] = a.item() if a.ndim == 0 else a
+        return out_list
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None,
+               explore: bool | None = None) -> SampleResult:
+        """Steps all envs for `num_timesteps` env steps (each env's step() counts one) or
+        until `num_episodes` episodes are complete (then only their rows are returned)."""
+        if num_timesteps is not None and num_episodes is not None:
+            raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
+        explore = self.config.explore if explore is None else explore
+        if num_episodes is not None or self._acting is None:
+            self._reset_all()  # whole episodes only: start every env afresh
+        if num_timesteps is None and num_episodes is None:
+            num_timesteps = self.config.get_rollout_fragment_length() * self.num_envs
+        first_done = len(self._done_returns)
+        self._done_eps = []
+        env_steps = agent_steps = 0
+        with torch.inference_mode():
+            while (env_steps < num_timesteps if num_episodes is None
+                   else len(self._done_returns) - first_done < num_episodes):
+                agent_steps += self._step_envs(self._act(explore))
+                env_steps += self.num_envs
+                self._process_observations()
+        self._num_env_steps += env_steps
+        self._num_agent_steps += agent_steps
+        self.num_env_steps_sampled_lifetime += env_steps
+        self.num_agent_steps_sampled_lifetime += agent_steps
+        keep = np.concatenate(self._done_eps) if num_episodes is not None else None
+        return self._collect(keep_eps=keep)
+
+    def _collect(self, keep_eps: np.ndarray | None) -> SampleResult:
+        """Turns the buffers into flat per-module batches, rows of each (env, agent)
+        sequence contiguous and in time order; carries rows still open into the next call."""
+        result: SampleResult = {}
+        # Outcomes of the closed rows, scattered into module-major arrays of all rows.
+        offsets = np.cumsum([0, *(buf.num_rows for buf in self._buffers)])
+        total = int(offsets[-1])
+        outcome = {"closed": np.zeros(total, bool), "rewards": np.zeros(total, np.float32),
+                   "term": np.zeros(total, bool), "trunc": np.zeros(total, bool),
+                   "new_obs": np.full(total, -1)}
+        if self._closes:
+            mods, rows, new_obs, rew, term, trunc = (
+                np.concatenate(c) for c in zip(*self._closes, strict=True))
+            where = offsets[mods] + rows
+            outcome["closed"][where] = True
+            outcome["rewards"][where] = rew
+            outcome["term"][where] = term
+            outcome["trunc"][where] = trunc
+            outcome["new_obs"][where] = new_obs
+        acting = {a[0]: i for i, a in enumerate(self._acting or [])}
+        for m, buf in enumerate(self._buffers):
+            if buf.num_rows == 0 and buf.num_obs == 0:
+                continue
+            store = np.concatenate(buf.obs) if buf.obs else None
+            carried: dict[str, np.ndarray] | None = None
+            if buf.num_rows:
+                part = slice(offsets[m], offsets[m + 1])
+                batch, carried = self._module_batch(
+                    buf.concat_rows(), store, {k: v[part] for k, v in outcome.items()},
+                    keep_eps)
+                if batch is not None:
+                    result[self._module_ids[m]] = batch
+            self._rebase(m, store, acting.get(m), carried)
+        self._closes = []
+        return result
+
+    def _module_batch(self, rows: dict[str, np.ndarray], store: Any,
+                      outcome: dict[str, np.ndarray], keep_eps: np.ndarray | None,
+                      ) -> tuple[dict[str, np.ndarray] | None, dict[str, np.ndarray] | None]:
+        closed, rewards = outcome["closed"], outcome["rewards"]
+        term, trunc = outcome["term"], outcome["trunc"]
+        new_obs_idx = np.where(outcome["new_obs"] >= 0, outcome["new_obs"], rows["obs_idx"])
+        keep = closed if keep_eps is None else closed & np.isin(rows[Columns.EPS_ID], keep_eps)
+        carried = None
+        if keep_eps is None and not closed.all():  # acted, outcome not seen yet: next call
+            open_rows = np.flatnonzero(~closed)
+            carried = {k: v[open_rows] for k, v in rows.items()}
+            carried["obs"] = store[rows["obs_idx"][open_rows]]
+        elif keep_eps is not None:
+            self._open_row[rows["slot"][~closed]] = -1  # next call starts afresh
+        idx = np.flatnonzero(keep)
+        if not len(idx):
+            return None, carried
+        # Sequences: (env, agent) slot-major, time order within (row IDs grow with time).
+        slot_key = rows["slot"][idx]
+        if len(self._mod_of) < 2**15:
+            slot_key = slot_key.astype(np.int16)  # radix sort
+        idx = idx[np.argsort(slot_key, kind="stable")]  # stable: keeps time order
+        slots, eps = rows["slot"][idx], rows[Columns.EPS_ID][idx]
+        batch = {
+            Columns.OBS: store[rows["obs_idx"][idx]],
+            Columns.NEXT_OBS: store[new_obs_idx[idx]],
+            Columns.ACTIONS: rows[Columns.ACTIONS][idx],
+            Columns.ACTION_LOGP: rows[Columns.ACTION_LOGP][idx],
+            Columns.ACTION_DIST_INPUTS: rows[Columns.ACTION_DIST_INPUTS][idx],
+            Columns.REWARDS: rewards[idx],
+            Columns.TERMINATEDS: term[idx],
+            Columns.TRUNCATEDS: trunc[idx],
+            Columns.EPS_ID: eps,
+        }
+        # A sequence ends where the agent's episode ends or where this fragment stops.
+        seq_ends = batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS]
+        seq_ends[:-1] |= (slots[1:] != slots[:-1]) | (eps[1:] != eps[:-1])
+        seq_ends[-1] = True
+        batch[Columns.SEQ_ENDS] = seq_ends
+        return batch, carried
+
+    def _rebase(self, m: int, store: Any, acting_index: int | None,
+                carried: dict[str, np.ndarray] | None) -> None:
+        """Starts module m's next buffer with the observations still needed: those its
+        agents act on next, and those of rows carried over."""
+        buf = _ModuleBuffer()
+        self._buffers[m] = buf
+        if acting_index is not None and self._acting is not None:
+            _, obs, _, slots, rank = self._acting[acting_index]
+            base = buf.add_obs(obs)
+            self._acting[acting_index] = (m, obs, np.arange(base, base + len(obs)), slots, rank)
+        if carried is not None:
+            obs = carried.pop("obs")
+            base = buf.add_obs(obs)
+            carried["obs_idx"] = np.arange(base, base + len(obs))
+            ids = buf.add_rows(**carried)
+            self._open_row[carried["slot"]] = ids
+
+    # ------------------------------------------------------------------ metrics and state
+    def get_metrics(self) -> dict[str, Any]:
+        metrics = {
+            "episode_returns": self._done_returns,
+            "episode_lens": self._done_lens,
+            "num_env_steps": self._num_env_steps,
+            "num_agent_steps": self._num_agent_steps,
+            "module_episode_returns": self._module_returns,
+            "agent_episode_returns": self._agent_returns,
+        }
+        self._done_returns, self._done_lens = [], []
+        self._module_returns, self._agent_returns = {}, {}
+        self._num_env_steps = self._num_agent_steps = 0
+        return metrics
+
+    def get_state(self) -> dict[str, Any]:
+        state = self.module.get_state(inference_only=True)
+        return {
+            "rl_module": {mid: {k: v.numpy() for k, v in s.items()} for mid, s in state.items()},
+            "env_to_module": {mid: s for mid, p in self._env_to_module.items()
+                              if (s := p.get_state())},
+            "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
+            "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restores any subset of `get_state()`; weights of a module this EnvRunner does
+        not hold (e.g. a learner-only one) raise UnknownModuleIDError."""
+        if "rl_module" in state:
+            self.module.set_state(state["rl_module"])
+        for mid, s in state.get("env_to_module", {}).items():
+            self._env_to_module[mid].set_state(s)
+        for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
+            if key in state:
+                setattr(self, key, int(state[key]))
+
+    def stop(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def _flags(flags: dict, keys: tuple) -> tuple[np.ndarray, bool, tuple]:
+    """Per-agent flags for `keys` (False where missing), the "__all__" flag, and the
+    agents flagged True that are not in `keys`."""
+    n = len(keys)
+    flag_all = bool(flags.get(ALL_AGENTS, False))
+    if len(flags) == n + 1:
+        fkeys = tuple(flags)
+        if fkeys[-1] == ALL_AGENTS and fkeys[:n] == keys:  # the env's usual layout
+            return np.fromiter(flags.values(), bool, n), flag_all, ()
+    per_agent = np.fromiter((bool(flags.get(a, False)) for a in keys), bool, n)
+    key_set = set(keys)
+    extra = tuple(a for a, v in flags.items() if v and a != ALL_AGENTS and a not in key_set)
+    return per_agent, flag_all, extra
+
+
+def _stack(space: gym.Space, values: Any) -> Any:
+    """Stacks per-agent observations of `space` into a batch (Dict/Tuple: per part)."""
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _stack(s, [v[k] for v in values]) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_stack(s, [v[i] for v in values]) for i, s in enumerate(space.spaces))
+    if isinstance(space, gym.spaces.Box):
+        first = values[0]
+        if (isinstance(first, np.ndarray) and first.dtype == space.dtype
+                and first.shape == space.shape):
+            # Joining the raw bytes is ~6x faster than np.asarray on a list of small
+            # arrays. It needs C-contiguous arrays (TypeError otherwise) and trusts the
+            # first one's dtype for all (the byte count catches other item sizes).
+            try:
+                buf = bytearray().join(values)
+            except TypeError:
+                buf = None
+            if buf is not None and len(buf) == first.nbytes * len(values):
+                return np.frombuffer(buf, space.dtype).reshape(len(values), *space.shape)
+    return np.asarray(values)
