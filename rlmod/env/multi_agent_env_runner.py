@@ -144,8 +144,12 @@ class MultiAgentEnvRunner(EnvRunner):
             raw_act = self._raw_spaces.get(mid, (None, sub.action_space))[1]
             self._module_to_env[mid] = config.build_module_to_env_connector(
                 self.env0, sub.observation_space, raw_act)
-        # Per env: each agent's space group (agents sharing one (obs, act) space object
-        # pair), so spaces are checked once per (module, group), not per agent.
+        self._init_space_groups()
+        self._init_bookkeeping()
+
+    def _init_space_groups(self) -> None:
+        """Per env: each agent's space group (agents sharing one (obs, act) space object
+        pair), so spaces are checked once per (module, group), not once per agent."""
         self._space_groups, self._num_space_groups = [], []
         for env in self.envs:
             ids: dict[tuple[int, int], int] = {}
@@ -155,7 +159,9 @@ class MultiAgentEnvRunner(EnvRunner):
             self._space_groups.append(np.asarray(groups, np.int64))
             self._num_space_groups.append(len(ids))
         self._checked_pairs = [np.zeros(0, np.int64) for _ in self.envs]
+        self._shared_space: gym.Space | None | bool = False  # False: not computed yet
 
+    def _init_bookkeeping(self) -> None:
         # Per (env, agent) slot: flat arrays, see the module docstring.
         num_slots = self.num_envs * len(self._agents)
         self._mod_of = np.zeros(num_slots, np.int64)  # module index, valid in its episode
@@ -173,13 +179,14 @@ class MultiAgentEnvRunner(EnvRunner):
         self._act_keys: list[tuple] = [()] * self.num_envs  # agents acting next, env's order
         self._act_slots: list[np.ndarray] = [np.zeros(0, np.int64)] * self.num_envs
         self._act_off = [0] * self.num_envs  # their offset in the step's acting order
-        self._seeds = [derive_seed(config.seed, worker_index, e) for e in range(self.num_envs)]
+        self._seeds = [derive_seed(self.config.seed, self.worker_index, e)
+                       for e in range(self.num_envs)]
         # Per sample() call.
         self._buffers = [_ModuleBuffer() for _ in self._module_ids]
         self._closes: list[tuple[np.ndarray, ...]] = []  # (mod, row, new_obs_idx, rew, te, tr)
+        # Per module with acting agents: (m, obs, obs_idx, slots, acting order position).
         self._acting: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None
-        self._shared_space: gym.Space | None | bool = False  # False: not computed yet
-        self._acting = None  # per module: (m, obs, obs_idx, slots, acting order position)
+        self._acting = None
         self._begin_step()
         # Metrics since the last get_metrics().
         self._done_returns: list[float] = []
@@ -356,7 +363,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._seg: dict[str, list] = {"slots": [], "mods": [], "vals": [], "act": [],
                                       "starts": [], "closes": []}
         self._act_n = 0  # acting agents so far in this step
-        self._act_keys: list[tuple] = [()] * self.num_envs
+        self._act_keys = [()] * self.num_envs
         self._act_slots = list(self._act_slots)
         self._act_off = [0] * self.num_envs
 
@@ -399,7 +406,9 @@ class MultiAgentEnvRunner(EnvRunner):
         runs once for all envs. Returns the number of agent steps taken."""
         acted_keys, acted_slots, acted_off = self._act_keys, self._act_slots, self._act_off
         self._begin_step()
-        keys_l, slots_l, term_l, trunc_l, vals = [], [], [], [], []
+        keys_l: list[tuple] = []
+        slots_l, term_l, trunc_l = [], [], []
+        vals: list = []
         rew_slots, rew_vals, over, extras = [], [], [], []
         agent_steps = 0
         for e, env in enumerate(self.envs):
@@ -571,8 +580,8 @@ class MultiAgentEnvRunner(EnvRunner):
         self._done_eps = []
         env_steps = agent_steps = 0
         with torch.inference_mode():
-            while (env_steps < num_timesteps if num_episodes is None
-                   else len(self._done_returns) - first_done < num_episodes):
+            while (len(self._done_returns) - first_done < num_episodes
+                   if num_episodes is not None else env_steps < (num_timesteps or 0)):
                 agent_steps += self._step_envs(self._act(explore))
                 env_steps += self.num_envs
                 self._process_observations()
