@@ -610,8 +610,6 @@ class AlgorithmConfig:
                     f"are {sorted(self.module_ids)[:10]}."
                     f"{did_you_mean(unknown[0], self.module_ids)}"
                 )
-        if self.evaluation_duration_unit == "timesteps" and self.evaluation_interval:
-            pass  # any positive duration works in timesteps
 
     def build_algo(self) -> Algorithm:
         """Validates this config and builds its Algorithm (on a frozen copy)."""

@@ -96,9 +96,8 @@ class PPO(Algorithm):
 
     def training_step(self) -> dict[str, Any]:
         episodes = self._timed("sample_time_s", self.env_runner_group.sample)
-        sampled = sum(len(b[m]["obs"]) for b in episodes for m in b)
-        timesteps = {"num_env_steps_sampled_lifetime": self.metrics.num_env_steps_lifetime
-                     + sampled}
+        # Env steps before this iteration (rows would count agent steps in multi-agent runs).
+        timesteps = {"num_env_steps_sampled_lifetime": self.metrics.num_env_steps_lifetime}
         results = self._timed("learn_time_s", self.learner_group.update, episodes,
                               timesteps=timesteps)
         self._timed("sync_weights_time_s", self.env_runner_group.sync_weights,
