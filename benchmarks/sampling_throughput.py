@@ -15,8 +15,8 @@ import time
 
 import gymnasium as gym
 import torch
-
 from _common import header, table
+
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.core.columns import Columns
 from rlmod.core.distributions import Categorical

@@ -79,7 +79,7 @@ class MultiCategorical(Distribution):
 
     def kl(self, other: Distribution) -> torch.Tensor:
         assert isinstance(other, MultiCategorical)
-        return sum(c.kl(o) for c, o in zip(self.cats, other.cats))  # type: ignore[return-value]
+        return sum(c.kl(o) for c, o in zip(self.cats, other.cats, strict=True))  # type: ignore[return-value]
 
 
 class DiagGaussian(Distribution):

@@ -76,7 +76,7 @@ class Adam:
         self.param_groups[0]["lr"] = float(state["lr"])
         with torch.no_grad():
             for dst, src in zip(self.exp_avg + self.exp_avg_sq,
-                                list(state["exp_avg"]) + list(state["exp_avg_sq"])):
+                                list(state["exp_avg"]) + list(state["exp_avg_sq"]), strict=True):
                 dst.copy_(torch.as_tensor(src))
 
 

@@ -65,5 +65,5 @@ class EnvRunner(abc.ABC):
     def ping(self) -> str:
         return "pong"
 
-    def stop(self) -> None:
+    def stop(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Closes the envs."""

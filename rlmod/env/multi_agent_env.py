@@ -105,7 +105,7 @@ class MultiAgentEnv(abc.ABC):
         """The number of agents that can ever take part."""
         return len(self.possible_agents)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Releases the env's resources (windows, processes); does nothing by default."""
 
     def _space(self, spaces: dict[AgentID, gym.Space], name: str, agent_id: AgentID) -> gym.Space:

@@ -149,7 +149,7 @@ class MultiAgentCartPole(MultiAgentEnv):
         # C order: each agent's obs is a contiguous row, which consumers stack fast.
         obs = dict(zip(ids, new_state.T.astype(np.float32, order="C"), strict=True))
         rewards = dict.fromkeys(ids, 1.0)
-        terminateds: MultiAgentDict = dict(zip(ids, terminated.tolist()))
+        terminateds: MultiAgentDict = dict(zip(ids, terminated.tolist(), strict=True))
         truncateds: MultiAgentDict = dict.fromkeys(ids, truncated)
 
         # Terminated agents leave; at the time limit everyone left leaves, truncated.

@@ -23,7 +23,7 @@ def _balance(obs: np.ndarray) -> int:
 
 
 def _random_actions(env: MultiAgentCartPole, rng: np.random.Generator) -> dict[int, int]:
-    return dict(zip(env.agents, rng.integers(0, 2, len(env.agents)).tolist()))
+    return dict(zip(env.agents, rng.integers(0, 2, len(env.agents)).tolist(), strict=True))
 
 
 # --- MultiAgentCartPole: spaces, reset, seeding -------------------------------------------------
