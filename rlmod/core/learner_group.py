@@ -32,10 +32,6 @@ class LearnerGroup:
         self._learner.build()
 
     @property
-    def is_local(self) -> bool:
-        return True
-
-    @property
     def learner(self) -> Learner:
         """The local Learner."""
         return self._learner

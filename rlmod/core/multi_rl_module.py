@@ -10,7 +10,6 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import torch
 from torch import nn
 
 from rlmod.core.rl_module import RLModule, RLModuleSpec, TensorDict
@@ -88,12 +87,6 @@ class MultiRLModule(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
-
-    @property
-    def device(self) -> torch.device:
-        for p in self.parameters():
-            return p.device
-        return torch.device("cpu")
 
 
 @dataclasses.dataclass

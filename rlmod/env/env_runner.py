@@ -62,8 +62,5 @@ class EnvRunner(abc.ABC):
         """The modules this EnvRunner holds (never learner-only ones)."""
         return list(self.get_spaces().keys() - {ENV_SPACES_KEY})
 
-    def ping(self) -> str:
-        return "pong"
-
     def stop(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Closes the envs."""

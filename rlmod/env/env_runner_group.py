@@ -85,15 +85,6 @@ class EnvRunnerGroup:
 
             call_all(self._remote, "set_state", state)
 
-    def foreach_env_runner(self, fn_name: str, *args: Any, **kwargs: Any) -> list[Any]:
-        """Calls method `fn_name` on every sampling EnvRunner."""
-        if not self._remote:
-            assert self.local_env_runner is not None
-            return [getattr(self.local_env_runner, fn_name)(*args, **kwargs)]
-        from rlmod.utils.ray_utils import call_all
-
-        return call_all(self._remote, fn_name, *args, **kwargs)
-
     def stop(self) -> None:
         if self.local_env_runner is not None:
             self.local_env_runner.stop()
