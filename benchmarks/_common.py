@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
+import sys
+import time
 
 
 def commit() -> str:
@@ -30,3 +33,38 @@ def table(rows: list[dict], columns: list[str]) -> None:
     print("|" + "|".join("-" * (widths[c] + 2) for c in columns) + "|")
     for r in rows:
         print("| " + " | ".join(f"{r.get(c, '')}".ljust(widths[c]) for c in columns) + " |")
+
+
+TRAIN_UNTIL = r"""
+import json, sys
+from rlmod.algorithms.ppo import PPOConfig
+from rlmod.tuned import TUNED
+env, target, seed, max_steps = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+config = PPOConfig().environment(env).debugging(seed=seed)
+for k, v in TUNED[env].items():
+    setattr(config, k, v)
+algo = config.build_algo()
+while True:
+    r = algo.train()
+    ret, steps = r["env_runners"]["episode_return_mean"], r["num_env_steps_sampled_lifetime"]
+    full = r["num_episodes_lifetime"] >= 100
+    if (full and ret >= target) or steps >= max_steps:
+        break
+print(json.dumps({"steps": steps, "return": ret, "reached": bool(full and ret >= target)}))
+"""
+"""rlmod PPO with `rlmod.tuned.TUNED[env]` until the mean return over the last 100 episodes
+reaches the target; argv: env, target, seed, max_steps; prints one JSON line."""
+
+
+def run_timed(code: str, *args: object) -> dict:
+    """Runs `code` in a fresh Python process; its last stdout line (JSON) plus `wall_s`,
+    the wall time from spawn to exit (interpreter start and imports included)."""
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
+                         text=True)
+    wall = time.perf_counter() - start
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["wall_s"] = wall
+    return result

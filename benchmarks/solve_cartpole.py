@@ -11,31 +11,9 @@ both alike. SB3 uses its tuned rl-baselines3-zoo CartPole-v1 hyperparameters; rl
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
-import time
 
-from _common import header, table
-
-RLMOD = r"""
-import json, sys, time
-from rlmod.algorithms.ppo import PPOConfig
-from rlmod.tuned import TUNED
-seed, max_steps = int(sys.argv[1]), int(sys.argv[2])
-config = PPOConfig().environment("CartPole-v1").debugging(seed=seed)
-for k, v in TUNED["CartPole-v1"].items():
-    setattr(config, k, v)
-algo = config.build_algo()
-while True:
-    r = algo.train()
-    ret, steps = r["env_runners"]["episode_return_mean"], r["num_env_steps_sampled_lifetime"]
-    window = min(100, r["num_episodes_lifetime"])
-    if (window == 100 and ret >= 475) or steps >= max_steps:
-        break
-print(json.dumps({"steps": steps, "return": ret, "solved": bool(ret >= 475 and window == 100)}))
-"""
+from _common import TRAIN_UNTIL, header, run_timed, table
 
 SB3 = r"""
 import json, sys
@@ -62,20 +40,8 @@ model.learn(total_timesteps=max_steps, callback=Solved())
 buf = model.ep_info_buffer
 ret = float(np.mean([e["r"] for e in buf]))
 print(json.dumps({"steps": int(model.num_timesteps), "return": ret,
-                  "solved": bool(len(buf) == 100 and ret >= 475)}))
+                  "reached": bool(len(buf) == 100 and ret >= 475)}))
 """
-
-
-def run(code: str, seed: int, max_steps: int) -> dict:
-    start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code, str(seed), str(max_steps)],
-                         capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr[-2000:])
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    result["wall_s"] = wall
-    return result
 
 
 def main() -> None:
@@ -85,14 +51,16 @@ def main() -> None:
     parser.add_argument("--skip-sb3", action="store_true")
     args = parser.parse_args()
     header("Time to solve CartPole-v1 (mean return >= 475 over 100 episodes), from process start")
-    libs = {"rlmod": RLMOD} if args.skip_sb3 else {"rlmod": RLMOD, "stable-baselines3": SB3}
+    libs = {"rlmod": (TRAIN_UNTIL, "CartPole-v1", 475)}
+    if not args.skip_sb3:
+        libs["stable-baselines3"] = (SB3,)
     results: dict[str, list[dict]] = {name: [] for name in libs}
     rows = []
     for seed in args.seeds:
-        for name, code in libs.items():
-            r = run(code, seed, args.max_steps)
+        for name, (code, *lead) in libs.items():
+            r = run_timed(code, *lead, seed, args.max_steps)
             results[name].append(r)
-            rows.append({"library": name, "seed": seed, "solved": r["solved"],
+            rows.append({"library": name, "seed": seed, "solved": r["reached"],
                          "env steps": f"{r['steps']:,}", "wall s": f"{r['wall_s']:.1f}",
                          "return": f"{r['return']:.1f}"})
     table(rows, ["library", "seed", "solved", "env steps", "wall s", "return"])

@@ -34,9 +34,8 @@ import torch
 import torch.nn.functional as F
 
 from rlmod.core.columns import Columns
-from rlmod.core.models import _ACTIVATIONS, DefaultModelConfig, mlp
+from rlmod.core.models import _ACTIVATIONS, DefaultModelConfig, dataclass_from_mapping, mlp
 from rlmod.core.rl_module import RLModule, TensorDict
-from rlmod.utils.naming import did_you_mean
 
 ICM_MODULE_ID = "icm"
 """The module ID the ICM connector looks for by default."""
@@ -96,16 +95,9 @@ class CuriosityModelConfig:
     def from_any(cls, config: Mapping[str, Any] | None) -> CuriosityModelConfig:
         """From a module's `model_config`. Keys of `DefaultModelConfig` are ignored (the
         global `model_config` reaches every module); any other unknown key is an error."""
-        config = dict(config or {})
-        names = {f.name for f in dataclasses.fields(cls)}
         shared = {f.name for f in dataclasses.fields(DefaultModelConfig)}
-        unknown = [k for k in config if k not in names and k not in shared]
-        if unknown:
-            raise ValueError(
-                f"Curiosity model_config has unknown key {unknown[0]!r}."
-                f"{did_you_mean(unknown[0], names)} Valid keys: {sorted(names)}."
-            )
-        return cls(**{k: v for k, v in config.items() if k in names})
+        return dataclass_from_mapping(cls, config, what="Curiosity model_config",
+                                      ignored=shared)
 
 
 def _flat_dim(space: gym.Space, what: str) -> int:

@@ -6,13 +6,15 @@ Used by default RLModules (PPO's, BC's, the ICM) to turn `model_config` into lay
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 from torch import nn
 
 from rlmod.utils.naming import did_you_mean
+
+_T = TypeVar("_T")
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh,
@@ -66,30 +68,30 @@ class DefaultModelConfig:
             object.__setattr__(self, name, tuple(int(w) for w in value))
 
     @classmethod
-    def from_any(
-        cls, config: DefaultModelConfig | Mapping[str, Any] | None, **extra_valid: Any
-    ) -> DefaultModelConfig:
-        """Builds the config from a dict (unknown keys are an error) or passes one through.
-
-        Keys in `extra_valid` are accepted and ignored: they belong to another model in the
-        same `model_config` (for example the ICM's `feature_dim`).
-        """
-        if config is None:
-            return cls()
+    def from_any(cls, config: DefaultModelConfig | Mapping[str, Any] | None
+                 ) -> DefaultModelConfig:
+        """Builds the config from a dict (unknown keys are an error) or passes one through."""
         if isinstance(config, cls):
             return config
-        if not isinstance(config, Mapping):
-            raise TypeError(
-                f"model_config must be a dict or a DefaultModelConfig, got {type(config).__name__}."
-            )
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = [k for k in config if k not in names and k not in extra_valid]
-        if unknown:
-            raise ValueError(
-                f"model_config has unknown key {unknown[0]!r}.{did_you_mean(unknown[0], names)}"
-                f" Valid keys: {sorted(names)}."
-            )
-        return cls(**{k: v for k, v in config.items() if k in names})
+        return dataclass_from_mapping(cls, config, what="model_config")
+
+
+def dataclass_from_mapping(cls: type[_T], config: Mapping[str, Any] | None, *, what: str,
+                           ignored: Collection[str] = ()) -> _T:
+    """`cls(**config)` for a settings dataclass; an unknown key (not in `ignored`, which
+    belong to another model sharing the dict) is a ValueError naming the closest field."""
+    if config is None:
+        config = {}
+    if not isinstance(config, Mapping):
+        raise TypeError(f"{what} must be a dict, got {type(config).__name__}.")
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = [k for k in config if k not in names and k not in ignored]
+    if unknown:
+        raise ValueError(
+            f"{what} has unknown key {unknown[0]!r}.{did_you_mean(unknown[0], names)}"
+            f" Valid keys: {sorted(names)}."
+        )
+    return cls(**{k: v for k, v in config.items() if k in names})
 
 
 def activation(name: str) -> nn.Module:
