@@ -2,8 +2,9 @@
 
 The raw loop: gymnasium's native vectorized CartPole (`vector_entry_point`), the same MLP
 forward pass and action sampling, nothing around it. The EnvRunner adds connectors, the
-log-prob, and the batch it returns. Both run in this process, interleaved, best of
-`--repeats`, so the ratio is fair even on a loaded machine.
+log-prob, and the batch it returns. Both are timed in steady state (after one untimed run
+of the same size, as in training, where every iteration samples the same amount) in this
+process, interleaved, best of `--repeats`, so the ratio is fair even on a loaded machine.
 
     python benchmarks/sampling_throughput.py [--steps 200000] [--repeats 3]
 """
@@ -39,7 +40,7 @@ def env_runner(num_envs: int, steps: int) -> tuple[float, torch.nn.Module]:
     config = PPOConfig().environment("CartPole-v1").env_runners(
         num_envs_per_env_runner=num_envs).debugging(seed=0)
     runner = SingleAgentEnvRunner(config=config)
-    runner.sample(num_timesteps=num_envs * 4)  # warm-up
+    runner.sample(num_timesteps=steps)  # warm-up: steady state, as from the 2nd iteration on
     start = time.perf_counter()
     batch = runner.sample(num_timesteps=steps)["default_policy"]
     rate = len(batch[Columns.OBS]) / (time.perf_counter() - start)
@@ -62,6 +63,7 @@ def main() -> None:
         for _ in range(args.repeats):
             rate, policy = env_runner(num_envs, steps)
             runner_best = max(runner_best, rate)
+            raw_loop(num_envs, steps, policy)  # warm-up, as for the EnvRunner
             raw_best = max(raw_best, raw_loop(num_envs, steps, policy))
         rows.append({"sub-envs": num_envs, "raw loop (steps/s)": f"{raw_best:,.0f}",
                      "rlmod EnvRunner (steps/s)": f"{runner_best:,.0f}",

@@ -2,7 +2,9 @@
 
 Run by EnvRunners after every forward pass on all sub-envs at once:
 `data = pipeline(fwd_out, rl_module=module, explore=True)`; afterwards `data` holds
-`actions` and `action_logp` (what the batch records) and `env_actions` (what env.step takes).
+`actions` (what the batch records) and `env_actions` (what env.step takes). A connector may
+also set `action_logp`; where none does, the EnvRunner computes the log-probs of the whole
+batch at once when sampling ends (one op for all steps instead of one per step).
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ class GetActions(ModuleToEnv):
             dist = rl_module.action_dist(data[Columns.ACTION_DIST_INPUTS])
             actions = dist.sample() if explore else dist.deterministic_sample()
             data[Columns.ACTIONS] = actions
-            data[Columns.ACTION_LOGP] = dist.logp(actions)
         data[ENV_ACTIONS] = data[Columns.ACTIONS].numpy()
         return data
 
@@ -72,6 +73,13 @@ def default_module_to_env(action_space: gym.Space) -> list[ModuleToEnv]:
     return pieces
 
 
-def to_torch_obs(obs: np.ndarray) -> torch.Tensor:
-    """Zero-copy tensor view of a numpy observation batch."""
-    return torch.from_numpy(np.ascontiguousarray(obs))
+def add_action_logp(batch: dict[str, np.ndarray], rl_module: RLModule) -> None:
+    """Sets the batch's `action_logp` column from its actions and distribution inputs,
+    unless a module-to-env connector already recorded it at each step."""
+    if Columns.ACTION_LOGP in batch:
+        return
+    with torch.inference_mode():
+        dist = rl_module.action_dist(torch.from_numpy(batch[Columns.ACTION_DIST_INPUTS]))
+        logp = dist.logp(torch.from_numpy(batch[Columns.ACTIONS]))
+    batch[Columns.ACTION_LOGP] = logp.numpy()
+

@@ -28,7 +28,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlmod.connectors.module_to_env import ENV_ACTIONS
+from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
@@ -69,7 +69,7 @@ class _ModuleBuffer:
     def __init__(self) -> None:
         self.obs: list[np.ndarray] = []
         self.num_obs = 0
-        self.rows: dict[str, list[np.ndarray]] = {k: [] for k in _ROW_KEYS}
+        self.rows: dict[str, list[np.ndarray]] = {}
         self.num_rows = 0
 
     def add_obs(self, obs: np.ndarray) -> int:
@@ -81,17 +81,13 @@ class _ModuleBuffer:
     def add_rows(self, **cols: np.ndarray) -> np.ndarray:
         k = len(cols["slot"])
         for key, value in cols.items():
-            self.rows[key].append(value)
+            self.rows.setdefault(key, []).append(value)
         ids = np.arange(self.num_rows, self.num_rows + k)
         self.num_rows += k
         return ids
 
     def concat_rows(self) -> dict[str, np.ndarray]:
         return {k: np.concatenate(v) for k, v in self.rows.items()}
-
-
-_ROW_KEYS = ("obs_idx", Columns.ACTIONS, Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS,
-             "slot", Columns.EPS_ID)
 
 
 class MultiAgentEnvRunner(EnvRunner):
@@ -543,11 +539,12 @@ class MultiAgentEnvRunner(EnvRunner):
             batch = {Columns.OBS: torch.from_numpy(obs)}
             out = module.forward_exploration(batch) if explore else module.forward_inference(batch)
             data = self._module_to_env[mid](out, rl_module=module, explore=explore)
-            ids = self._buffers[m].add_rows(
-                obs_idx=obs_idx, slot=slots, eps_id=self._eps_of[slots],
-                actions=data[Columns.ACTIONS].numpy(),
-                action_logp=data[Columns.ACTION_LOGP].numpy(),
-                action_dist_inputs=out[Columns.ACTION_DIST_INPUTS].numpy())
+            row = {"obs_idx": obs_idx, "slot": slots, Columns.EPS_ID: self._eps_of[slots],
+                   Columns.ACTIONS: data[Columns.ACTIONS].numpy(),
+                   Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS].numpy()}
+            if Columns.ACTION_LOGP in data:  # else computed per module batch in _collect
+                row[Columns.ACTION_LOGP] = data[Columns.ACTION_LOGP].numpy()
+            ids = self._buffers[m].add_rows(**row)
             self._open_row[slots] = ids
             pieces.append((rank, np.asarray(data[ENV_ACTIONS])))
         if not pieces:
@@ -623,6 +620,7 @@ class MultiAgentEnvRunner(EnvRunner):
                     buf.concat_rows(), store, {k: v[part] for k, v in outcome.items()},
                     keep_eps)
                 if batch is not None:
+                    add_action_logp(batch, self.module[self._module_ids[m]])
                     result[self._module_ids[m]] = batch
             self._rebase(m, store, acting.get(m), carried)
         self._closes = []
@@ -654,9 +652,8 @@ class MultiAgentEnvRunner(EnvRunner):
         batch = {
             Columns.OBS: store[rows["obs_idx"][idx]],
             Columns.NEXT_OBS: store[new_obs_idx[idx]],
-            Columns.ACTIONS: rows[Columns.ACTIONS][idx],
-            Columns.ACTION_LOGP: rows[Columns.ACTION_LOGP][idx],
-            Columns.ACTION_DIST_INPUTS: rows[Columns.ACTION_DIST_INPUTS][idx],
+            **{k: rows[k][idx] for k in (Columns.ACTIONS, Columns.ACTION_LOGP,
+                                         Columns.ACTION_DIST_INPUTS) if k in rows},
             Columns.REWARDS: rewards[idx],
             Columns.TERMINATEDS: term[idx],
             Columns.TRUNCATEDS: trunc[idx],

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlmod.connectors.module_to_env import ENV_ACTIONS
+from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
 from rlmod.env.registry import make_vector_env
@@ -61,6 +61,7 @@ class SingleAgentEnvRunner(EnvRunner):
         self._done_lens: list[int] = []
         self._num_env_steps = 0
         self.num_env_steps_sampled_lifetime = 0
+        self._buffer = StepBuffer(1)  # reused by every sample() call; grows to fit
 
     # ------------------------------------------------------------------ spaces
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
@@ -96,32 +97,33 @@ class SingleAgentEnvRunner(EnvRunner):
         if num_timesteps is None and num_episodes is None:
             num_timesteps = self.config.get_rollout_fragment_length() * self.num_envs
         per_env = -(-(num_timesteps or self.num_envs) // self.num_envs)
-        cols = StepBuffer(per_env + per_env // 8 + 2)  # slack for topping up after resets
+        cols = self._buffer
+        cols.clear(per_env + per_env // 8 + 2)  # slack for topping up after resets
         prev_done_at_start = self._prev_done
+        forward = self.module.forward_exploration if explore else self.module.forward_inference
         with torch.inference_mode():
             if num_episodes is None:
                 assert num_timesteps is not None
                 steps = 0
                 while steps < num_timesteps:  # reset rows do not count: top up if short
                     for _ in range(-(-(num_timesteps - steps) // self.num_envs)):
-                        self._step(cols, explore)
+                        self._step(cols, forward, explore)
                     done = cols[Columns.TERMINATEDS][:-1] | cols[Columns.TRUNCATEDS][:-1]
                     steps = cols.t * self.num_envs - int(
                         prev_done_at_start.sum() + np.count_nonzero(done))
             else:
                 num_done = 0
                 while num_done < num_episodes:
-                    num_done += self._step(cols, explore)
+                    num_done += int(np.count_nonzero(self._step(cols, forward, explore)))
         batch, done_eps_ids = self._to_batch(cols, prev_done_at_start)
         if num_episodes is not None:  # keep the completed episodes only
             batch = {k: v[np.isin(batch[Columns.EPS_ID], done_eps_ids)] for k, v in batch.items()}
         return {DEFAULT_MODULE_ID: batch}
 
-    def _step(self, cols: StepBuffer, explore: bool) -> int:
-        """One step of all sub-envs (the hot loop: no per-env Python); returns #episodes done."""
+    def _step(self, cols: StepBuffer, forward: Any, explore: bool) -> np.ndarray:
+        """One step of all sub-envs (the hot loop: no per-env Python); returns which are done."""
         obs = self._obs
         assert obs is not None
-        forward = self.module.forward_exploration if explore else self.module.forward_inference
         out = forward({Columns.OBS: torch.from_numpy(obs)})
         data = self._module_to_env(out, rl_module=self.module, explore=explore)
         try:
@@ -131,21 +133,24 @@ class SingleAgentEnvRunner(EnvRunner):
                 f"env={self.config.env!r} raised in step(): {e!r}. Episodes finished in "
                 "earlier sample() calls are kept in the EnvRunner's metrics."
             ) from e
-        cols.add(**{
+        step = {
             Columns.OBS: obs,
             Columns.ACTIONS: data[Columns.ACTIONS].numpy(),
-            Columns.ACTION_LOGP: data[Columns.ACTION_LOGP].numpy(),
             Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS].numpy(),
             Columns.REWARDS: rew,
             Columns.TERMINATEDS: term,
             Columns.TRUNCATEDS: trunc,
-        })
+        }
+        if Columns.ACTION_LOGP in data:  # else computed for the whole batch in _to_batch
+            step[Columns.ACTION_LOGP] = data[Columns.ACTION_LOGP].numpy()
+        cols.add(step)
         # NEXT_STEP autoreset: a sub-env done at the previous step is reset by this step
         # (its action ignored, reward 0, flags False); its observation now starts an episode.
         started = self._prev_done
-        self._prev_done = term | trunc
-        self._obs = self._env_to_module(raw, episode_starts=started)
-        return int(np.count_nonzero(self._prev_done))
+        self._prev_done = done = term | trunc
+        self._obs = self._env_to_module(raw, episode_starts=started) if self._env_to_module \
+            else raw
+        return done
 
     def _to_batch(self, cols: StepBuffer, prev_done_at_start: np.ndarray
                   ) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -169,7 +174,6 @@ class SingleAgentEnvRunner(EnvRunner):
             # final observation (NEXT_STEP mode returns it; the reset comes one step later).
             Columns.NEXT_OBS: obs_all[1:],
             Columns.ACTIONS: cols[Columns.ACTIONS],
-            Columns.ACTION_LOGP: cols[Columns.ACTION_LOGP],
             Columns.ACTION_DIST_INPUTS: cols[Columns.ACTION_DIST_INPUTS],
             Columns.REWARDS: rewards.astype(np.float32),
             Columns.TERMINATEDS: term,
@@ -180,7 +184,12 @@ class SingleAgentEnvRunner(EnvRunner):
         # from the time-major arrays (flat index t * N + n), reset rows left out.
         env_i, time_i = np.nonzero(valid.T)
         rows = time_i * n + env_i
-        batch = {k: v.reshape(t * n, *v.shape[2:])[rows] for k, v in stacked.items()}
+        if cols.has(Columns.ACTION_LOGP):
+            stacked[Columns.ACTION_LOGP] = cols[Columns.ACTION_LOGP]
+        # np.take: half the time of fancy indexing for the 2-D columns.
+        batch = {k: np.take(v.reshape(t * n, *v.shape[2:]), rows, axis=0)
+                 for k, v in stacked.items()}
+        add_action_logp(batch, self.module)
         # A sequence ends where its episode ends or where this fragment stops.
         seq_end = np.ones(len(rows), dtype=bool)
         seq_end[:-1] = env_i[1:] != env_i[:-1]
@@ -192,7 +201,7 @@ class SingleAgentEnvRunner(EnvRunner):
 
     def _assign_episode_ids(self, started: np.ndarray) -> np.ndarray:
         """`[T, N]` episode IDs: each reset row starts a new, globally unique ID."""
-        k = np.cumsum(started, axis=0)  # new episodes so far, per sub-env
+        k = np.cumsum(started, axis=0, dtype=np.int32)  # new episodes so far, per sub-env
         num_new = k[-1]
         first_new = self._next_eps_id + np.concatenate([[0], np.cumsum(num_new)[:-1]])
         eps_id = np.where(k == 0, self._eps_id[None], first_new[None] + k - 1)
@@ -204,7 +213,7 @@ class SingleAgentEnvRunner(EnvRunner):
         """Appends the return and length of every episode that ended, in time order, and
         carries the unfinished ones over to the next call (all vectorized over `[T, N]`)."""
         cum_r = np.cumsum(rewards, axis=0)  # [T, N]
-        cum_n = np.cumsum(valid, axis=0)
+        cum_n = np.cumsum(valid, axis=0, dtype=np.int32)  # bool to int32: 4x faster than int64
         env_idx, t_idx = np.nonzero(done.T)  # ended episodes, sorted by sub-env, then time
         end_r, end_n = cum_r[t_idx, env_idx], cum_n[t_idx, env_idx]
         # Each episode's sums start after the previous end in its sub-env; the first one in

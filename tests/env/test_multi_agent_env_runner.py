@@ -238,6 +238,15 @@ def test_rows_match_the_reference_on_cartpole_with_three_modules():
     assert sorted(metrics["agent_episode_returns"]) == list(range(6))
 
 
+def test_action_logp_of_each_module_is_the_log_prob_of_its_recorded_actions():
+    runner = MultiAgentEnvRunner(config=ma_config(num_envs=2))
+    runner.sample(num_timesteps=30)
+    for mid, cols in runner.sample(num_timesteps=60).items():  # incl. rows carried over
+        dist = runner.module[mid].action_dist(torch.from_numpy(cols["action_dist_inputs"]))
+        expected = dist.logp(torch.from_numpy(cols["actions"])).numpy()
+        np.testing.assert_allclose(cols["action_logp"], expected, rtol=1e-6, err_msg=mid)
+
+
 def test_num_episodes_returns_whole_episodes_only():
     runner = MultiAgentEnvRunner(config=ma_config(num_envs=3))
     batch = runner.sample(num_episodes=4)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 from rlmod import register_env
 from rlmod.algorithms.ppo import PPOConfig
+from rlmod.connectors import ModuleToEnv
 from rlmod.core import Columns
 from rlmod.env import SingleAgentEnvRunner
 from rlmod.env.env_runner_group import EnvRunnerGroup
@@ -136,6 +138,44 @@ def test_new_obs_is_next_obs_within_an_episode_and_seq_ends_at_dones(cartpole_co
     # A sequence that does not end in done is cut by the fragment end: once per sub-env.
     assert (seq_ends & ~done).sum() <= runner.num_envs
     assert seq_ends[-1]
+    runner.stop()
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_action_logp_is_the_log_prob_of_the_recorded_action(cartpole_config, env_id):
+    # Log-probs are computed for the whole batch once sampling ends, not per step.
+    runner = runner_for(cartpole_config.environment(env_id))
+    batch = runner.sample(num_timesteps=200)["default_policy"]
+    dist = runner.module.action_dist(torch.from_numpy(batch[Columns.ACTION_DIST_INPUTS]))
+    expected = dist.logp(torch.from_numpy(batch[Columns.ACTIONS])).numpy()
+    np.testing.assert_allclose(batch[Columns.ACTION_LOGP], expected, rtol=1e-6)
+    assert batch[Columns.ACTION_LOGP].dtype == np.float32
+    runner.stop()
+
+
+def test_a_connector_that_records_action_logp_is_kept(cartpole_config):
+    class RecordLogp(ModuleToEnv):  # a custom sampler: its own actions and log-probs
+        def __call__(self, data, *, rl_module, explore, **kwargs):
+            logits = data[Columns.ACTION_DIST_INPUTS]
+            data[Columns.ACTIONS] = logits.argmax(-1)
+            data[Columns.ACTION_LOGP] = torch.full(logits.shape[:1], -7.0)
+            return data
+
+    runner = runner_for(cartpole_config.env_runners(module_to_env_connector=lambda *a: RecordLogp()))
+    batch = runner.sample(num_timesteps=64)["default_policy"]
+    assert (batch[Columns.ACTION_LOGP] == -7.0).all()
+    runner.stop()
+
+
+def test_later_sample_calls_leave_earlier_batches_untouched(cartpole_config):
+    # The EnvRunner reuses its step buffer across calls; what it returned must be a copy.
+    runner = runner_for(cartpole_config)
+    first = runner.sample(num_timesteps=128)["default_policy"]
+    kept = {k: v.copy() for k, v in first.items()}
+    runner.sample(num_timesteps=128)
+    runner.sample(num_timesteps=512)  # grows the buffer
+    for k, v in kept.items():
+        np.testing.assert_array_equal(first[k], v, err_msg=k)
     runner.stop()
 
 
