@@ -37,7 +37,8 @@ class PPOLearner(Learner):
             ratio.clamp(1.0 - config.clip_param, 1.0 + config.clip_param) * advantages,
         )
         old_dist = module.action_dist(batch[Columns.ACTION_DIST_INPUTS])
-        mean_kl = old_dist.kl(dist).mean()
+        with torch.set_grad_enabled(config.use_kl_loss):  # else only logged: no graph
+            mean_kl = old_dist.kl(dist).mean()
         entropy = dist.entropy().mean()
         vf_preds = fwd_out[Columns.VF_PREDS]
         vf_targets = batch[Columns.VALUE_TARGETS]
