@@ -261,7 +261,8 @@ def _train(args: argparse.Namespace) -> int:
         tuned=not args.no_tuned,
     )
     algo_name = _config_class(args.algo)[0]
-    env_name = config.env if isinstance(config.env, str) else repr(config.env)
+    env_name = config.env if isinstance(config.env, str) else getattr(
+        config.env, "__name__", repr(config.env))
     run_dir = args.run_dir or _default_run_dir(algo_name, config.env)
     try:
         algo = config.build_algo()

@@ -16,6 +16,7 @@ from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
 from rlmod.core import DEFAULT_MODULE_ID, Columns, MultiRLModule, MultiRLModuleSpec, RLModuleSpec
 from rlmod.core.curiosity import IntrinsicCuriosityModel, RandomNetworkDistillation
 from rlmod.core.optim import Adam
+from rlmod.env.wrappers import make_with_terminal_time_limit
 from rlmod.errors import UnknownModuleIDError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -276,7 +277,7 @@ def test_json_config_equals_the_examples_config_and_trains_through_the_cli():
     from rlmod.cli import build_config
 
     settings = json.loads(JSON_CONFIG.read_text())
-    config, _ = build_config(algo="PPO", env="FrozenLake-v1", settings=settings)
+    config, _ = build_config(algo="PPO", env=None, settings=settings)  # env from the file
     expected = _example().build_config("FrozenLake", seed=0)
     # Same settings as the example (the JSON names unset spec fields by omission).
     got, want = config.to_dict(), expected.to_dict()
@@ -293,3 +294,4 @@ def test_json_config_equals_the_examples_config_and_trains_through_the_cli():
     assert algo.learner_group.learner.module.keys() == [DEFAULT_MODULE_ID, "icm"]
     assert algo.env_runner.module_ids == [DEFAULT_MODULE_ID]
     assert result["learners"]["icm"]["curr_lr"] == 1e-3
+    assert config.env is make_with_terminal_time_limit  # the task's step limit is terminal
