@@ -82,4 +82,3 @@ def add_action_logp(batch: dict[str, np.ndarray], rl_module: RLModule) -> None:
         dist = rl_module.action_dist(torch.from_numpy(batch[Columns.ACTION_DIST_INPUTS]))
         logp = dist.logp(torch.from_numpy(batch[Columns.ACTIONS]))
     batch[Columns.ACTION_LOGP] = logp.numpy()
-

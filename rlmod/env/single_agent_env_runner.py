@@ -62,6 +62,7 @@ class SingleAgentEnvRunner(EnvRunner):
         self._num_env_steps = 0
         self.num_env_steps_sampled_lifetime = 0
         self._buffer = StepBuffer(1)  # reused by every sample() call; grows to fit
+        self._logp_recorded = False
 
     # ------------------------------------------------------------------ spaces
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
@@ -99,6 +100,7 @@ class SingleAgentEnvRunner(EnvRunner):
         per_env = -(-(num_timesteps or self.num_envs) // self.num_envs)
         cols = self._buffer
         cols.clear(per_env + per_env // 8 + 2)  # slack for topping up after resets
+        self._logp_recorded = False  # a module-to-env connector recorded action_logp
         prev_done_at_start = self._prev_done
         forward = self.module.forward_exploration if explore else self.module.forward_inference
         with torch.inference_mode():
@@ -143,13 +145,15 @@ class SingleAgentEnvRunner(EnvRunner):
         }
         if Columns.ACTION_LOGP in data:  # else computed for the whole batch in _to_batch
             step[Columns.ACTION_LOGP] = data[Columns.ACTION_LOGP].numpy()
+            self._logp_recorded = True
         cols.add(step)
         # NEXT_STEP autoreset: a sub-env done at the previous step is reset by this step
         # (its action ignored, reward 0, flags False); its observation now starts an episode.
         started = self._prev_done
         self._prev_done = done = term | trunc
-        self._obs = self._env_to_module(raw, episode_starts=started) if self._env_to_module \
-            else raw
+        if self._env_to_module:  # an empty pipeline (CartPole's) is skipped
+            raw = self._env_to_module(raw, episode_starts=started)
+        self._obs = raw
         return done
 
     def _to_batch(self, cols: StepBuffer, prev_done_at_start: np.ndarray
@@ -184,7 +188,7 @@ class SingleAgentEnvRunner(EnvRunner):
         # from the time-major arrays (flat index t * N + n), reset rows left out.
         env_i, time_i = np.nonzero(valid.T)
         rows = time_i * n + env_i
-        if cols.has(Columns.ACTION_LOGP):
+        if self._logp_recorded:
             stacked[Columns.ACTION_LOGP] = cols[Columns.ACTION_LOGP]
         # np.take: half the time of fancy indexing for the 2-D columns.
         batch = {k: np.take(v.reshape(t * n, *v.shape[2:]), rows, axis=0)

@@ -51,9 +51,6 @@ class StepBuffer:
             bigger[: self.t] = arr[: self.t]
             self._arrays[name] = bigger
 
-    def has(self, name: str) -> bool:
-        return name in self._arrays
-
     def __getitem__(self, name: str) -> np.ndarray:
         """The rows written so far, `[t, N, ...]` (a view)."""
         return self._arrays[name][: self.t]
