@@ -25,10 +25,8 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check rlmod tests benchmarks examples
-	$(BIN)/ruff format --check rlmod tests benchmarks examples
 
 format: $(STAMP)
-	$(BIN)/ruff format rlmod tests benchmarks examples
 	$(BIN)/ruff check --fix rlmod tests benchmarks examples
 
 type: $(STAMP)

@@ -73,6 +73,8 @@ class DefaultModelConfig:
         """Builds the config from a dict (unknown keys are an error) or passes one through."""
         if isinstance(config, cls):
             return config
+        if isinstance(config, DefaultModelConfig):  # a base instance for a subclass
+            config = dataclasses.asdict(config)
         return dataclass_from_mapping(cls, config, what="model_config")
 
 

@@ -39,8 +39,8 @@ class Adam:
         with_grad = [i for i, p in enumerate(self.params) if p.grad is not None]
         if not with_grad:
             return
-        params = [self.params[i] for i in with_grad]
-        grads = [self.params[i].grad for i in with_grad]
+        params: list[torch.Tensor] = [self.params[i] for i in with_grad]
+        grads: list[torch.Tensor] = [g for i in with_grad if (g := self.params[i].grad) is not None]
         m = [self.exp_avg[i] for i in with_grad]
         v = [self.exp_avg_sq[i] for i in with_grad]
         b1, b2 = self.betas

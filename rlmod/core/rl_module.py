@@ -162,7 +162,8 @@ class RLModuleSpec:
                     "from config.get_rl_module_spec(env=... or spaces=...), or set it on the spec."
                 )
         assert self.module_class is not None
-        model_config = self.model_config
+        assert self.observation_space is not None and self.action_space is not None
+        model_config: Any = self.model_config
         if dataclasses.is_dataclass(model_config) and not isinstance(model_config, type):
             model_config = dataclasses.asdict(model_config)
         return self.module_class(

@@ -57,10 +57,17 @@ def space_from_dict(data: dict[str, Any] | None) -> gym.Space | None:
         n = data["n"]
         return gym.spaces.MultiBinary(n[0] if len(n) == 1 else n)
     if kind == "Dict":
-        return gym.spaces.Dict({k: space_from_dict(v) for k, v in data["spaces"].items()})
+        return gym.spaces.Dict({k: _required_space(v) for k, v in data["spaces"].items()})
     if kind == "Tuple":
-        return gym.spaces.Tuple([space_from_dict(v) for v in data["spaces"]])
+        return gym.spaces.Tuple([_required_space(v) for v in data["spaces"]])
     raise ValueError(f"Unknown space type {kind!r} in stored space description {data!r}.")
+
+
+def _required_space(data: dict[str, Any]) -> gym.Space:
+    space = space_from_dict(data)
+    if space is None:
+        raise ValueError("A stored Dict/Tuple space has a part that is None.")
+    return space
 
 
 def flat_dim(space: gym.Space) -> int:
@@ -95,11 +102,11 @@ def flatten_batch(space: gym.Space, obs: Any) -> np.ndarray:
         out[np.arange(idx.shape[0]), idx] = 1.0
         return out
     if isinstance(space, gym.spaces.MultiDiscrete):
-        idx = np.asarray(obs, dtype=np.int64).reshape(-1, space.nvec.size)
+        idx2d = np.asarray(obs, dtype=np.int64).reshape(-1, space.nvec.size)
         offsets = np.concatenate([[0], np.cumsum(space.nvec.reshape(-1))[:-1]])
-        out = np.zeros((idx.shape[0], int(space.nvec.sum())), dtype=np.float32)
-        rows = np.repeat(np.arange(idx.shape[0]), idx.shape[1])
-        out[rows, (idx + offsets).reshape(-1)] = 1.0
+        out = np.zeros((idx2d.shape[0], int(space.nvec.sum())), dtype=np.float32)
+        rows = np.repeat(np.arange(idx2d.shape[0]), idx2d.shape[1])
+        out[rows, (idx2d + offsets).reshape(-1)] = 1.0
         return out
     if isinstance(space, gym.spaces.Dict):
         return np.concatenate(
