@@ -18,7 +18,6 @@ flags are the agent's own (`"__all__"` applies to agents without a flag of their
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import operator
 from itertools import compress
@@ -32,62 +31,13 @@ from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
-from rlmod.env.multi_agent_env import ALL_AGENTS, AgentID, MultiAgentEnv
+from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
+from rlmod.env.multi_agent_rows import EpisodeInfo, ModuleRows, read_flags, stack_observations
 from rlmod.env.registry import make_env
 from rlmod.errors import EnvError, UnknownModuleIDError
 from rlmod.utils.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class EpisodeInfo:
-    """What `policy_mapping_fn(agent_id, episode)` receives as `episode`.
-
-    The mapping function is called once per agent per episode, when the agent first
-    appears; EnvRunners cache its answer for the rest of the episode. (When the config
-    infers module spaces from an env, it calls the function with `episode=None`.)
-
-    Attributes:
-        id_: The env episode's ID, unique within one EnvRunner.
-        env_index: Which of the EnvRunner's envs plays the episode.
-        worker_index: The EnvRunner's index (0: the local one).
-    """
-
-    id_: int
-    env_index: int
-    worker_index: int
-
-
-class _ModuleBuffer:
-    """One module's rows of the current `sample()` call and the observations they index.
-
-    `obs` holds module-space observations (what the module acted on, plus final
-    observations); rows refer to them by index (`obs_idx`), closings by `new_obs_idx`.
-    """
-
-    def __init__(self) -> None:
-        self.obs: list[np.ndarray] = []
-        self.num_obs = 0
-        self.rows: dict[str, list[np.ndarray]] = {}
-        self.num_rows = 0
-
-    def add_obs(self, obs: np.ndarray) -> int:
-        base = self.num_obs
-        self.obs.append(obs)
-        self.num_obs += len(obs)
-        return base
-
-    def add_rows(self, **cols: np.ndarray) -> np.ndarray:
-        k = len(cols["slot"])
-        for key, value in cols.items():
-            self.rows.setdefault(key, []).append(value)
-        ids = np.arange(self.num_rows, self.num_rows + k)
-        self.num_rows += k
-        return ids
-
-    def concat_rows(self) -> dict[str, np.ndarray]:
-        return {k: np.concatenate(v) for k, v in self.rows.items()}
 
 
 class MultiAgentEnvRunner(EnvRunner):
@@ -178,7 +128,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._seeds = [derive_seed(self.config.seed, self.worker_index, e)
                        for e in range(self.num_envs)]
         # Per sample() call.
-        self._buffers = [_ModuleBuffer() for _ in self._module_ids]
+        self._buffers = [ModuleRows() for _ in self._module_ids]
         self._closes: list[tuple[np.ndarray, ...]] = []  # (mod, row, new_obs_idx, rew, te, tr)
         # Per module with acting agents: (m, obs, obs_idx, slots, acting order position).
         self._acting: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None
@@ -302,7 +252,7 @@ class MultiAgentEnvRunner(EnvRunner):
     # ------------------------------------------------------------------ episodes
     def _reset_all(self) -> None:
         """Starts every env afresh; rows of unfinished episodes are dropped."""
-        self._buffers = [_ModuleBuffer() for _ in self._module_ids]
+        self._buffers = [ModuleRows() for _ in self._module_ids]
         self._closes = []
         for arr, value in ((self._open_row, -1), (self._pend_rew, 0.0), (self._ret, 0.0),
                            (self._observed, False)):
@@ -426,8 +376,8 @@ class MultiAgentEnvRunner(EnvRunner):
                 rkeys = tuple(rew)
                 rew_slots.append(slots if rkeys == okeys else self._slots_for(e, rkeys))
                 rew_vals.append(np.fromiter(rew.values(), np.float64, len(rkeys)))
-            term, term_all, term_extra = _flags(te, okeys)
-            trunc, trunc_all, trunc_extra = _flags(tr, okeys)
+            term, term_all, term_extra = read_flags(te, okeys)
+            trunc, trunc_all, trunc_extra = read_flags(tr, okeys)
             if term_all or trunc_all:  # "__all__" holds for agents without a flag of their own
                 own = term | trunc
                 term = term | (~own & term_all)
@@ -490,7 +440,7 @@ class MultiAgentEnvRunner(EnvRunner):
         acting = []
         # All modules see one Box space (the common case): stack everything at once.
         shared = self._shared_obs_space()
-        stacked = _stack(shared, vals) if shared is not None and vals else None
+        stacked = stack_observations(shared, vals) if shared is not None and vals else None
         for pos in np.split(order, cuts) if len(order) else []:
             m = int(mods[pos[0]])
             mid = self._module_ids[m]
@@ -499,7 +449,7 @@ class MultiAgentEnvRunner(EnvRunner):
             else:
                 picked = ((vals[int(pos[0])],) if len(pos) == 1
                           else operator.itemgetter(*pos.tolist())(vals))
-                raw = _stack(self._raw_spaces[mid][0], picked)
+                raw = stack_observations(self._raw_spaces[mid][0], picked)
             pipeline = self._env_to_module[mid]
             obs = pipeline(raw, episode_starts=starts[pos]) if len(pipeline) else raw
             base = self._buffers[m].add_obs(obs)
@@ -674,7 +624,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 carried: dict[str, np.ndarray] | None) -> None:
         """Starts module m's next buffer with the observations still needed: those its
         agents act on next, and those of rows carried over."""
-        buf = _ModuleBuffer()
+        buf = ModuleRows()
         self._buffers[m] = buf
         if acting_index is not None and self._acting is not None:
             _, obs, _, slots, rank = self._acting[acting_index]
@@ -739,42 +689,3 @@ class MultiAgentEnvRunner(EnvRunner):
     def stop(self) -> None:
         for env in self.envs:
             env.close()
-
-
-def _flags(flags: dict, keys: tuple) -> tuple[np.ndarray, bool, tuple]:
-    """Per-agent flags for `keys` (False where missing), the "__all__" flag, and the
-    agents flagged True that are not in `keys`."""
-    n = len(keys)
-    if not any(flags.values()):  # nobody done (truncateds: almost always): no order check
-        return np.zeros(n, bool), False, ()
-    flag_all = bool(flags.get(ALL_AGENTS, False))
-    if len(flags) == n + 1:
-        fkeys = tuple(flags)
-        if fkeys[-1] == ALL_AGENTS and fkeys[:n] == keys:  # the env's usual layout
-            return np.fromiter(flags.values(), bool, n), flag_all, ()
-    per_agent = np.fromiter((bool(flags.get(a, False)) for a in keys), bool, n)
-    key_set = set(keys)
-    extra = tuple(a for a, v in flags.items() if v and a != ALL_AGENTS and a not in key_set)
-    return per_agent, flag_all, extra
-
-
-def _stack(space: gym.Space, values: Any) -> Any:
-    """Stacks per-agent observations of `space` into a batch (Dict/Tuple: per part)."""
-    if isinstance(space, gym.spaces.Dict):
-        return {k: _stack(s, [v[k] for v in values]) for k, s in space.spaces.items()}
-    if isinstance(space, gym.spaces.Tuple):
-        return tuple(_stack(s, [v[i] for v in values]) for i, s in enumerate(space.spaces))
-    if isinstance(space, gym.spaces.Box):
-        first = values[0]
-        if (isinstance(first, np.ndarray) and first.dtype == space.dtype
-                and first.shape == space.shape):
-            # Joining the raw bytes is ~6x faster than np.asarray on a list of small
-            # arrays. It needs C-contiguous arrays (TypeError otherwise) and trusts the
-            # first one's dtype for all (the byte count catches other item sizes).
-            try:
-                buf = bytearray().join(values)
-            except TypeError:
-                buf = None
-            if buf is not None and len(buf) == first.nbytes * len(values):
-                return np.frombuffer(buf, space.dtype).reshape(len(values), *space.shape)
-    return np.asarray(values)
