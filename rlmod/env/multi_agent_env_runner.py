@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import operator
-from itertools import compress
+from collections.abc import Collection
+from itertools import chain, compress
 from typing import Any
 
 import gymnasium as gym
@@ -32,7 +33,13 @@ from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
-from rlmod.env.multi_agent_rows import EpisodeInfo, ModuleRows, read_flags, stack_observations
+from rlmod.env.multi_agent_rows import (
+    EpisodeInfo,
+    ModuleRows,
+    join_box_values,
+    read_flags,
+    stack_observations,
+)
 from rlmod.env.registry import make_env
 from rlmod.errors import EnvError, UnknownModuleIDError
 from rlmod.utils.seeding import derive_seed
@@ -121,7 +128,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._next_episode_id = 0
         # Per env.
         self._episode: list[EpisodeInfo | None] = [None] * self.num_envs
-        self._ep_len = [0] * self.num_envs
+        self._ep_len = np.zeros(self.num_envs, np.int64)
         self._act_keys: list[tuple] = [()] * self.num_envs  # agents acting next, env's order
         self._act_slots: list[np.ndarray] = [np.zeros(0, np.int64)] * self.num_envs
         self._act_off = [0] * self.num_envs  # their offset in the step's acting order
@@ -276,7 +283,10 @@ class MultiAgentEnvRunner(EnvRunner):
         slots = self._slots_for(e, keys)
         self._observed[slots] = True
         n = len(keys)
-        self._add_segment(slots, self._mod_of[slots], list(obs.values()), np.ones(n, bool),
+        shared = self._shared_obs_space()
+        chunk = (self._obs_bytes(shared, obs.values()) if shared is not None
+                 else list(obs.values()))
+        self._add_segment(slots, self._mod_of[slots], [chunk], np.ones(n, bool),
                           np.ones(n, bool))
         self._set_acting(e, keys, slots)
 
@@ -295,7 +305,7 @@ class MultiAgentEnvRunner(EnvRunner):
         slots = part + e * num_agents
         rets, mods = self._ret[slots], self._mod_of[slots]
         self._done_returns.append(float(rets.sum()))
-        self._done_lens.append(self._ep_len[e])
+        self._done_lens.append(int(self._ep_len[e]))
         sums = np.bincount(mods, weights=rets, minlength=len(self._module_ids))
         for m in np.unique(mods).tolist():
             self._module_returns.setdefault(self._module_ids[m], []).append(float(sums[m]))
@@ -307,21 +317,22 @@ class MultiAgentEnvRunner(EnvRunner):
 
     # ------------------------------------------------------------------ one step
     def _begin_step(self) -> None:
-        self._seg: dict[str, list] = {"slots": [], "mods": [], "vals": [], "act": [],
+        self._seg: dict[str, list] = {"slots": [], "mods": [], "obs": [], "act": [],
                                       "starts": [], "closes": []}
         self._act_n = 0  # acting agents so far in this step
         self._act_keys = [()] * self.num_envs
         self._act_slots = list(self._act_slots)
         self._act_off = [0] * self.num_envs
 
-    def _add_segment(self, slots: np.ndarray, mods: np.ndarray, vals: list, act: np.ndarray,
+    def _add_segment(self, slots: np.ndarray, mods: np.ndarray, obs: list, act: np.ndarray,
                      starts: np.ndarray) -> None:
-        """Queues observations for `_process_observations` (`mods`: their modules, taken
-        before any reset remaps the slots; `act`: which of them act next)."""
+        """Queues observations for `_process_observations` (`obs`: chunks from
+        `_obs_bytes` or lists of values; `mods`: their modules, taken before any reset remaps the slots; `act`:
+        which of them act next)."""
         seg = self._seg
         seg["slots"].append(slots)
         seg["mods"].append(mods)
-        seg["vals"].extend(vals)
+        seg["obs"].extend(obs)
         seg["act"].append(act)
         seg["starts"].append(starts)
 
@@ -349,79 +360,114 @@ class MultiAgentEnvRunner(EnvRunner):
 
     def _step_envs(self, actions: list) -> int:
         """Steps every env with its agents' actions and books what came back: rewards,
-        completed rows, who acts next; resets envs whose episode is over. The numpy work
-        runs once for all envs. Returns the number of agent steps taken."""
+        completed rows, who acts next; resets envs whose episode is over. Per env, Python
+        only builds and reads the dicts; the numpy work runs once for all envs. Returns
+        the number of agent steps taken."""
         acted_keys, acted_slots, acted_off = self._act_keys, self._act_slots, self._act_off
         self._begin_step()
+        shared = self._shared_obs_space()
         keys_l: list[tuple] = []
-        slots_l, term_l, trunc_l = [], [], []
-        vals: list = []
-        rew_slots, rew_vals, over, extras = [], [], [], []
-        agent_steps = 0
+        slots_l: list[np.ndarray] = []
+        chunks: list = []  # per env: its observations' bytes (shared Box space) or values
+        rew_dicts: list[dict] = []  # rewards of exactly the agents that observed, in order
+        rew_slots: list[np.ndarray] = []  # their slots
+        flagged = []  # (env, its first obs position, terminateds, truncateds)
+        agent_steps = num_obs = 0
         for e, env in enumerate(self.envs):
             keys, off = acted_keys[e], acted_off[e]
             agent_steps += len(keys)
             try:
-                obs, rew, te, tr, _ = env.step(dict(zip(keys, actions[off:off + len(keys)], strict=True)))
+                obs, rew, te, tr, _ = env.step(dict(zip(keys, actions[off:off + len(keys)],
+                                                        strict=True)))
             except Exception as err:
                 raise EnvError(
                     f"env={self.config.env!r} raised in step(): {err!r}. The episodes "
                     "finished before this step are kept in the EnvRunner's metrics."
                 ) from err
-            self._ep_len[e] += 1
             okeys = tuple(obs)
             # Usually the agents that acted observe again (their final obs if done).
             slots = acted_slots[e] if okeys == keys else self._slots_for(e, okeys)
             if rew:
                 rkeys = tuple(rew)
-                rew_slots.append(slots if rkeys == okeys else self._slots_for(e, rkeys))
-                rew_vals.append(np.fromiter(rew.values(), np.float64, len(rkeys)))
-            term, term_all, term_extra = read_flags(te, okeys)
-            trunc, trunc_all, trunc_extra = read_flags(tr, okeys)
-            if term_all or trunc_all:  # "__all__" holds for agents without a flag of their own
-                own = term | trunc
-                term = term | (~own & term_all)
-                trunc = trunc | (~own & ~term & trunc_all)
-                over.append((e, term_all))
-            if term_extra or trunc_extra:
-                extras.append((e, term_extra, trunc_extra))
+                if rkeys == okeys:
+                    rew_dicts.append(rew)
+                    rew_slots.append(slots)
+                else:
+                    self._add_rewards(self._slots_for(e, rkeys),
+                                      np.fromiter(rew.values(), np.float64, len(rkeys)))
+            if any(te.values()) or any(tr.values()):  # else all False: nothing to read
+                flagged.append((e, num_obs, te, tr))
+            num_obs += len(okeys)
             keys_l.append(okeys)
             slots_l.append(slots)
-            term_l.append(term)
-            trunc_l.append(trunc)
-            vals.extend(obs.values())
-        if rew_slots:
-            rs, rv = np.concatenate(rew_slots), np.concatenate(rew_vals)
-            self._pend_rew[rs] += rv
-            self._ret[rs] += rv
+            chunks.append(self._obs_bytes(shared, obs.values()) if shared is not None
+                          else list(obs.values()))
+        self._ep_len += 1
         slots = np.concatenate(slots_l)
-        term, trunc = np.concatenate(term_l), np.concatenate(trunc_l)
+        if rew_dicts:
+            rv = np.fromiter(chain.from_iterable(r.values() for r in rew_dicts), np.float64,
+                             sum(map(len, rew_dicts)))
+            # Usually every env rewarded all agents that observed: their slots are `slots`.
+            self._add_rewards(slots if len(rew_dicts) == len(self.envs)
+                              else np.concatenate(rew_slots), rv)
+        term, trunc, over, extras = self._read_flags(flagged, keys_l, num_obs)
         done = term | trunc
+        act = ~done
         starts = ~self._observed[slots]  # first observation of the agent in its episode
         self._observed[slots] = True
-        self._add_segment(slots, self._mod_of[slots], vals, ~done, starts)
+        self._add_segment(slots, self._mod_of[slots], chunks, act, starts)
         self._close(slots, term, trunc, np.arange(len(slots)))
-        for e, term_extra, trunc_extra in extras:  # done agents that got no final obs
-            for agent in {*term_extra, *trunc_extra}:
-                s = self._slots_for(e, (agent,))
-                self._close(s, np.array([agent in term_extra]),
-                            np.array([agent not in term_extra]), np.full(1, -1))
+        for e, agent, terminated in extras:  # done agents that got no final obs
+            self._close(self._slots_for(e, (agent,)), np.array([terminated]),
+                        np.array([not terminated]), np.full(1, -1))
+        # Who acts next: all that observed in an env without flags, else those not done.
         ended = {e for e, _ in over}
-        counts = [len(k) for k in keys_l]
-        num_done = (np.add.reduceat(done, np.cumsum([0, *counts[:-1]])).tolist()
-                    if done.any() else [0] * len(counts))
-        for e, (okeys, sl, n_done) in enumerate(zip(keys_l, slots_l, num_done, strict=True)):
-            if e in ended or n_done == len(okeys):
-                continue
-            if n_done:
-                act = ~(term_l[e] | trunc_l[e])
-                self._set_acting(e, tuple(compress(okeys, act)), sl[act])
-            else:
-                self._set_acting(e, okeys, sl)
+        partial = {e for e, *_ in flagged}
+        act_list = act.tolist() if partial else None
+        start = 0
+        for e, (okeys, sl) in enumerate(zip(keys_l, slots_l, strict=True)):
+            n = len(okeys)
+            if e not in ended:
+                if e not in partial:
+                    self._set_acting(e, okeys, sl)
+                else:
+                    mask = act_list[start:start + n]  # type: ignore[index]
+                    if any(mask):
+                        self._set_acting(e, tuple(compress(okeys, mask)),
+                                         sl[np.fromiter(mask, bool, n)])
+            start += n
         for e, terminated in over:
             self._end_episode(e, terminated=bool(terminated))
             self._reset_env(e)
         return agent_steps
+
+    def _read_flags(self, flagged: list, keys_l: list[tuple], num_obs: int
+                    ) -> tuple[np.ndarray, np.ndarray, list, list]:
+        """Per-observation terminated and truncated flags of this step (`"__all__"` applies
+        to agents without a flag of their own), the envs whose episode is over, and the
+        done agents that got no final observation: (env, agent, terminated)."""
+        term = np.zeros(num_obs, bool)
+        trunc = np.zeros(num_obs, bool)
+        over, extras = [], []
+        for e, start, te, tr in flagged:
+            okeys = keys_l[e]
+            te_e, te_all, te_extra = read_flags(te, okeys)
+            tr_e, tr_all, tr_extra = read_flags(tr, okeys)
+            if te_all or tr_all:
+                own = te_e | tr_e
+                te_e = te_e | (~own & te_all)
+                tr_e = tr_e | (~own & ~te_e & tr_all)
+                over.append((e, te_all))
+            term[start:start + len(okeys)] = te_e
+            trunc[start:start + len(okeys)] = tr_e
+            extras += [(e, agent, agent in te_extra) for agent in {*te_extra, *tr_extra}]
+        return term, trunc, over, extras
+
+    def _add_rewards(self, slots: np.ndarray, rewards: np.ndarray) -> None:
+        """Adds rewards to what these agents received since they last acted, and to their
+        episode returns."""
+        self._pend_rew[slots] += rewards
+        self._ret[slots] += rewards
 
     def _process_observations(self) -> None:
         """Runs each module's env-to-module pipeline on its agents' observations (all envs
@@ -431,22 +477,28 @@ class MultiAgentEnvRunner(EnvRunner):
         mods = np.concatenate(seg["mods"])
         act = np.concatenate(seg["act"])
         starts = np.concatenate(seg["starts"])
-        vals = seg["vals"]
         act_rank = np.cumsum(act) - 1  # position among this step's acting agents
         store_idx = np.empty(len(slots), np.int64)
         order = np.argsort(self._sort_key(mods), kind="stable")
         sorted_mods = mods[order]
         cuts = np.flatnonzero(sorted_mods[1:] != sorted_mods[:-1]) + 1
         acting = []
-        # All modules see one Box space (the common case): stack everything at once.
+        # All modules see one Box space (the common case): the chunks are stacked already.
         shared = self._shared_obs_space()
-        stacked = stack_observations(shared, vals) if shared is not None and vals else None
+        chunks = [c for c in seg["obs"] if len(c)]
+        stacked = vals = None
+        if shared is not None and chunks:
+            stacked = np.concatenate([c if isinstance(c, np.ndarray)
+                                      else stack_observations(shared, c) for c in chunks])
+        else:
+            vals = list(chain.from_iterable(chunks))
         for pos in np.split(order, cuts) if len(order) else []:
             m = int(mods[pos[0]])
             mid = self._module_ids[m]
-            if isinstance(stacked, np.ndarray):
+            if stacked is not None:
                 raw = np.take(stacked, pos, axis=0)
             else:
+                assert vals is not None
                 picked = ((vals[int(pos[0])],) if len(pos) == 1
                           else operator.itemgetter(*pos.tolist())(vals))
                 raw = stack_observations(self._raw_spaces[mid][0], picked)
@@ -468,6 +520,12 @@ class MultiAgentEnvRunner(EnvRunner):
             new_obs[seen] = store_idx[pos[seen]]
             self._closes.append((mod, rows, new_obs, rew, term, trunc))
         self._acting = acting
+
+    def _obs_bytes(self, space: gym.spaces.Box, values: Collection) -> np.ndarray | list:
+        """One env's observations of the shared Box space, stacked at once while they are
+        hot in the cache (the env's arrays are then freed); their values where that fails."""
+        stacked = join_box_values(space, values)
+        return list(values) if stacked is None else stacked
 
     def _shared_obs_space(self) -> gym.Space | None:
         """The raw observation space of every module, if they all have one Box space."""

@@ -6,6 +6,7 @@ a MultiAgentEnv returns.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from typing import Any
 
 import gymnasium as gym
@@ -90,16 +91,29 @@ def stack_observations(space: gym.Space, values: Any) -> Any:
         return tuple(stack_observations(s, [v[i] for v in values])
                      for i, s in enumerate(space.spaces))
     if isinstance(space, gym.spaces.Box):
-        first = values[0]
-        if (isinstance(first, np.ndarray) and first.dtype == space.dtype
-                and first.shape == space.shape):
-            # Joining the raw bytes is ~6x faster than np.asarray on a list of small
-            # arrays. It needs C-contiguous arrays (TypeError otherwise) and trusts the
-            # first one's dtype for all (the byte count catches other item sizes).
-            try:
-                buf = bytearray().join(values)
-            except TypeError:
-                buf = None
-            if buf is not None and len(buf) == first.nbytes * len(values):
-                return np.frombuffer(buf, space.dtype).reshape(len(values), *space.shape)
+        stacked = join_box_values(space, values)
+        if stacked is not None:
+            return stacked
     return np.asarray(values)
+
+
+def join_box_values(space: gym.spaces.Box, values: Collection) -> np.ndarray | None:
+    """Stacks arrays of `space`'s dtype and shape by joining their bytes (~6x faster than
+    np.asarray on a list of small arrays); None where that does not apply.
+
+    It needs C-contiguous arrays (TypeError otherwise) and trusts the first one's dtype for
+    all (the byte count catches other item sizes).
+    """
+    if not values:
+        return None
+    first = next(iter(values))
+    if not (isinstance(first, np.ndarray) and first.dtype == space.dtype
+            and first.shape == space.shape):
+        return None
+    try:
+        buf = bytearray().join(values)
+    except TypeError:
+        return None
+    if len(buf) != first.nbytes * len(values):
+        return None
+    return np.frombuffer(buf, space.dtype).reshape(len(values), *space.shape)

@@ -110,3 +110,25 @@ def test_logp_of_box_actions_is_per_row(gen):
     inputs = torch.randn(5, 4, generator=gen)
     assert DiagGaussian(inputs).logp(torch.zeros(5, 2)).shape == (5,)
     assert np.isfinite(DiagGaussian(inputs).entropy().numpy()).all()
+
+
+def test_binary_categorical_fast_paths_match_torch():
+    # 2 actions and >= 1024 logits take the one-uniform sampler and the softplus log-prob.
+    gen = torch.Generator().manual_seed(1)
+    logits = torch.randn(4096, 2, generator=gen) * 4
+    logits[0] = torch.tensor([60.0, -60.0])  # e^(x0 - x1) overflows to inf: action 0 only
+    logits[1] = torch.tensor([-60.0, 60.0])
+    actions = torch.randint(0, 2, (4096,), generator=gen)
+    ref = td.Categorical(logits=logits)
+    torch.testing.assert_close(Categorical(logits).logp(actions), ref.log_prob(actions))
+    torch.manual_seed(0)
+    samples = Categorical(logits).sample()
+    assert samples.dtype == torch.int64 and samples.shape == (4096,)
+    assert samples[0] == 0 and samples[1] == 1
+
+
+def test_binary_categorical_fast_sampler_follows_the_probabilities():
+    torch.manual_seed(0)
+    probs = torch.tensor([0.3, 0.7])
+    samples = Categorical(probs.log().expand(40_000, 2)).sample()
+    assert abs(samples.float().mean().item() - 0.7) < 0.01
