@@ -112,7 +112,7 @@ class MultiAgentEnvRunner(EnvRunner):
             self._space_groups.append(np.asarray(groups, np.int64))
             self._num_space_groups.append(len(ids))
         self._checked_pairs = [np.zeros(0, np.int64) for _ in self.envs]
-        self._shared_space: gym.Space | None | bool = False  # False: not computed yet
+        self._shared_space: gym.spaces.Box | None | bool = False  # False: not computed yet
 
     def _init_bookkeeping(self) -> None:
         # Per (env, agent) slot: flat arrays, see the module docstring.
@@ -527,7 +527,7 @@ class MultiAgentEnvRunner(EnvRunner):
         stacked = join_box_values(space, values)
         return list(values) if stacked is None else stacked
 
-    def _shared_obs_space(self) -> gym.Space | None:
+    def _shared_obs_space(self) -> gym.spaces.Box | None:
         """The raw observation space of every module, if they all have one Box space."""
         if self._shared_space is False:
             spaces = [self._raw_spaces.get(mid, (None,))[0] for mid in self._module_ids]
