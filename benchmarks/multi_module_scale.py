@@ -6,6 +6,7 @@ Each measurement runs in a fresh Python process per library (peak RSS from
 resource.getrusage); RLlib's children run with --rllib-python, under --rllib-timeout.
 
     python benchmarks/multi_module_scale.py [--sizes 10 100 1000 10000] [--skip-train]
+        [--skip-sample] [--num-envs 32 64] [--rounds 12]
         [--rllib-python /path/to/python] [--rllib-max-n 1000] [--rllib-timeout 900]
 """
 
@@ -404,6 +405,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000, 10_000])
     parser.add_argument("--skip-train", action="store_true")
+    parser.add_argument("--skip-sample", action="store_true")
     parser.add_argument("--build-agents", type=int, default=1000)
     parser.add_argument("--sample-agents", type=int, default=1000)
     parser.add_argument("--num-envs", type=int, nargs="+", default=[32, 64])
@@ -447,7 +449,8 @@ def main() -> None:
     spec_section(libs)
     if not args.skip_train:
         build_section(libs)
-    sample_section(libs)
+    if not args.skip_sample:
+        sample_section(libs)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import gymnasium as gym
 
 from rlmod.algorithms import settings as s
+from rlmod.algorithms.config_json import decode_setting, encode_setting
 from rlmod.algorithms.settings import Setting
 from rlmod.connectors.env_to_module import default_env_to_module
 from rlmod.connectors.module_to_env import default_module_to_env
@@ -23,8 +24,7 @@ from rlmod.core.columns import DEFAULT_MODULE_ID
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
 from rlmod.errors import UnknownModuleIDError
-from rlmod.utils.naming import did_you_mean, from_import_path, import_path
-from rlmod.utils.spaces import space_from_dict, space_to_dict
+from rlmod.utils.naming import did_you_mean
 
 if TYPE_CHECKING:
     from typing import Self
@@ -40,40 +40,6 @@ _UNSET: Any = object()
 def default_policy_mapping_fn(agent_id: Any, episode: Any = None, **kwargs: Any) -> ModuleID:
     """Maps every agent to the one module `default_policy`."""
     return DEFAULT_MODULE_ID
-
-
-def _spec_or_none(v: Any) -> Any:
-    if v is not None and not isinstance(v, RLModuleSpec | MultiRLModuleSpec):
-        raise s.InvalidKind("expected an RLModuleSpec, a MultiRLModuleSpec or None.")
-    return v
-
-
-def _policies(v: Any) -> dict[ModuleID, RLModuleSpec | None] | None:
-    if v is None:
-        return None
-    if isinstance(v, Mapping):
-        for mid, spec in v.items():
-            if spec is not None and not isinstance(spec, RLModuleSpec):
-                raise s.InvalidKind(f"policies[{mid!r}] must be an RLModuleSpec or None.")
-        items = dict(v)
-    elif isinstance(v, set | frozenset | list | tuple):
-        items = dict.fromkeys(v)
-    else:
-        raise s.InvalidKind("expected a set of module IDs or a dict of module ID -> RLModuleSpec.")
-    bad = [m for m in items if not isinstance(m, str)]
-    if bad:
-        raise s.InvalidKind(f"module IDs must be strings, got {bad[0]!r}.")
-    if not items:
-        raise s.Invalid("needs at least one module ID.")
-    return items
-
-
-def _overrides(v: Any) -> dict[ModuleID, dict[str, Any]]:
-    v = s.mapping(v)
-    for mid, over in v.items():
-        if not isinstance(over, Mapping):
-            raise s.InvalidKind(f"the overrides of module {mid!r} must be a dict of settings.")
-    return {mid: dict(over) for mid, over in v.items()}
 
 
 class AlgorithmConfig:
@@ -152,17 +118,17 @@ class AlgorithmConfig:
         "callable(observation_space, action_space) -> LearnerConnector(s), run before the "
         "algorithm's own learner pieces (e.g. GAE)."))
     # --- rl_module ---
-    rl_module_spec = Setting(None, section="rl_module", check=_spec_or_none, doc=(
+    rl_module_spec = Setting(None, section="rl_module", check=s.spec_or_none, doc=(
         "An RLModuleSpec for the default module, or a MultiRLModuleSpec (several modules, "
         "learner-only ones included); unset fields come from the algorithm's default."))
     model_config = Setting({}, section="rl_module", check=lambda v: v if not isinstance(v, dict)
                            else dict(v), doc=(
         "Model settings for every module (a sub-spec's own model_config wins)."))
-    algorithm_config_overrides_per_module = Setting({}, section="rl_module", check=_overrides,
+    algorithm_config_overrides_per_module = Setting({}, section="rl_module", check=s.overrides_per_module,
                                                     doc=(
         "{module_id: {setting: value}}: the config a Learner uses for that module."))
     # --- multi_agent ---
-    policies = Setting(None, section="multi_agent", check=_policies, doc=(
+    policies = Setting(None, section="multi_agent", check=s.policies, doc=(
         "Module IDs (a set) or {module_id: RLModuleSpec | None}; None means one module."))
     policy_mapping_fn = Setting(default_policy_mapping_fn, section="multi_agent",
                                 check=lambda v: s.callable_or_none(v) or
@@ -637,7 +603,7 @@ class AlgorithmConfig:
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict[str, Any]:
         """All settings as JSON-able values (classes and functions by import path)."""
-        return {name: _encode(getattr(self, name), name) for name in self.settings()}
+        return {name: encode_setting(getattr(self, name), name) for name in self.settings()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
@@ -649,7 +615,7 @@ class AlgorithmConfig:
                     f"{cls.__name__}.from_dict: unknown setting {name!r}."
                     f"{did_you_mean(name, cls.settings())}"
                 )
-            setattr(config, name, _decode(value, name))
+            setattr(config, name, decode_setting(value, name))
         return config
 
     def __repr__(self) -> str:
@@ -664,45 +630,3 @@ def _plain(model_config: Any) -> dict[str, Any]:
     if isinstance(model_config, Mapping):
         return dict(model_config)
     return dataclasses.asdict(model_config)
-
-
-def _encode(value: Any, setting: str) -> Any:
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, gym.Space):
-        return {"__space__": space_to_dict(value)}
-    if isinstance(value, RLModuleSpec):
-        return {"__rl_module_spec__": value.to_dict()}
-    if isinstance(value, MultiRLModuleSpec):
-        return {"__multi_rl_module_spec__": value.to_dict()}
-    if isinstance(value, set | frozenset):
-        return {"__set__": sorted(_encode(v, setting) for v in value)}
-    if isinstance(value, Mapping):
-        return {str(k): _encode(v, f"{setting}[{k!r}]") for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_encode(v, setting) for v in value]
-    if callable(value):
-        return {"__import__": import_path(value, setting=setting)}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _encode(dataclasses.asdict(value), setting)
-    raise ValueError(f"{setting}={value!r} cannot be stored as JSON.")
-
-
-def _decode(value: Any, setting: str) -> Any:
-    if isinstance(value, list):
-        return [_decode(v, setting) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if len(value) == 1:
-        (key, inner), = value.items()
-        if key == "__space__":
-            return space_from_dict(inner)
-        if key == "__rl_module_spec__":
-            return RLModuleSpec.from_dict(inner)
-        if key == "__multi_rl_module_spec__":
-            return MultiRLModuleSpec.from_dict(inner)
-        if key == "__set__":
-            return set(inner)
-        if key == "__import__":
-            return from_import_path(inner, setting=setting)
-    return {k: _decode(v, f"{setting}[{k!r}]") for k, v in value.items()}

@@ -7,10 +7,13 @@ value fails at the line that sets it, with the setting's name in the message.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import gymnasium as gym
+
+from rlmod.core.multi_rl_module import MultiRLModuleSpec
+from rlmod.core.rl_module import RLModuleSpec
 
 Check = Callable[[Any], Any]
 
@@ -175,3 +178,40 @@ def collection_or_callable(v: Any) -> Any:
     if isinstance(v, Collection) and not isinstance(v, str):
         return set(v)
     raise InvalidKind("expected a collection of module IDs, a callable(module_id, batch), or None.")
+
+
+def spec_or_none(v: Any) -> Any:
+    """`rl_module_spec`: an RLModuleSpec, a MultiRLModuleSpec or None."""
+    if v is not None and not isinstance(v, RLModuleSpec | MultiRLModuleSpec):
+        raise InvalidKind("expected an RLModuleSpec, a MultiRLModuleSpec or None.")
+    return v
+
+
+def policies(v: Any) -> dict[str, RLModuleSpec | None] | None:
+    """`policies`: module IDs (a collection) or module ID -> RLModuleSpec (or None), as a dict."""
+    if v is None:
+        return None
+    if isinstance(v, Mapping):
+        for mid, spec in v.items():
+            if spec is not None and not isinstance(spec, RLModuleSpec):
+                raise InvalidKind(f"policies[{mid!r}] must be an RLModuleSpec or None.")
+        items = dict(v)
+    elif isinstance(v, set | frozenset | list | tuple):
+        items = dict.fromkeys(v)
+    else:
+        raise InvalidKind("expected a set of module IDs or a dict of module ID -> RLModuleSpec.")
+    bad = [m for m in items if not isinstance(m, str)]
+    if bad:
+        raise InvalidKind(f"module IDs must be strings, got {bad[0]!r}.")
+    if not items:
+        raise Invalid("needs at least one module ID.")
+    return items
+
+
+def overrides_per_module(v: Any) -> dict[str, dict[str, Any]]:
+    """`algorithm_config_overrides_per_module`: module ID -> dict of settings."""
+    v = mapping(v)
+    for mid, over in v.items():
+        if not isinstance(over, Mapping):
+            raise InvalidKind(f"the overrides of module {mid!r} must be a dict of settings.")
+    return {mid: dict(over) for mid, over in v.items()}
