@@ -37,8 +37,10 @@ from rlmod.env.multi_agent_rows import (
     EpisodeInfo,
     ModuleRows,
     join_box_values,
-    read_flags,
+    module_batch,
+    returns_by_agent,
     stack_observations,
+    step_flags,
 )
 from rlmod.env.registry import make_env
 from rlmod.errors import EnvError, UnknownModuleIDError
@@ -410,7 +412,7 @@ class MultiAgentEnvRunner(EnvRunner):
             # Usually every env rewarded all agents that observed: their slots are `slots`.
             self._add_rewards(slots if len(rew_dicts) == len(self.envs)
                               else np.concatenate(rew_slots), rv)
-        term, trunc, over, extras = self._read_flags(flagged, keys_l, num_obs)
+        term, trunc, over, extras = step_flags(flagged, keys_l, num_obs)
         done = term | trunc
         act = ~done
         starts = ~self._observed[slots]  # first observation of the agent in its episode
@@ -440,28 +442,6 @@ class MultiAgentEnvRunner(EnvRunner):
             self._end_episode(e, terminated=bool(terminated))
             self._reset_env(e)
         return agent_steps
-
-    def _read_flags(self, flagged: list, keys_l: list[tuple], num_obs: int
-                    ) -> tuple[np.ndarray, np.ndarray, list, list]:
-        """Per-observation terminated and truncated flags of this step (`"__all__"` applies
-        to agents without a flag of their own), the envs whose episode is over, and the
-        done agents that got no final observation: (env, agent, terminated)."""
-        term = np.zeros(num_obs, bool)
-        trunc = np.zeros(num_obs, bool)
-        over, extras = [], []
-        for e, start, te, tr in flagged:
-            okeys = keys_l[e]
-            te_e, te_all, te_extra = read_flags(te, okeys)
-            tr_e, tr_all, tr_extra = read_flags(tr, okeys)
-            if te_all or tr_all:
-                own = te_e | tr_e
-                te_e = te_e | (~own & te_all)
-                tr_e = tr_e | (~own & ~te_e & tr_all)
-                over.append((e, te_all))
-            term[start:start + len(okeys)] = te_e
-            trunc[start:start + len(okeys)] = tr_e
-            extras += [(e, agent, agent in te_extra) for agent in {*te_extra, *tr_extra}]
-        return term, trunc, over, extras
 
     def _add_rewards(self, slots: np.ndarray, rewards: np.ndarray) -> None:
         """Adds rewards to what these agents received since they last acted, and to their
@@ -627,56 +607,18 @@ class MultiAgentEnvRunner(EnvRunner):
             carried: dict[str, np.ndarray] | None = None
             if buf.num_rows:
                 part = slice(offsets[m], offsets[m + 1])
-                batch, carried = self._module_batch(
-                    buf.concat_rows(), store, {k: v[part] for k, v in outcome.items()},
-                    keep_eps)
+                cols = buf.concat_rows()
+                batch, carried = module_batch(cols, store,
+                                              {k: v[part] for k, v in outcome.items()},
+                                              keep_eps, radix=len(self._mod_of) <= 2**16)
+                if keep_eps is not None:  # rows of unfinished episodes are dropped: the
+                    self._open_row[cols["slot"]] = -1  # next call starts them afresh
                 if batch is not None:
                     add_action_logp(batch, self.module[self._module_ids[m]])
                     result[self._module_ids[m]] = batch
             self._rebase(m, store, acting.get(m), carried)
         self._closes = []
         return result
-
-    def _module_batch(self, rows: dict[str, np.ndarray], store: Any,
-                      outcome: dict[str, np.ndarray], keep_eps: np.ndarray | None,
-                      ) -> tuple[dict[str, np.ndarray] | None, dict[str, np.ndarray] | None]:
-        closed, rewards = outcome["closed"], outcome["rewards"]
-        term, trunc = outcome["term"], outcome["trunc"]
-        new_obs_idx = np.where(outcome["new_obs"] >= 0, outcome["new_obs"], rows["obs_idx"])
-        keep = closed if keep_eps is None else closed & np.isin(rows[Columns.EPS_ID], keep_eps)
-        carried = None
-        if keep_eps is None and not closed.all():  # acted, outcome not seen yet: next call
-            open_rows = np.flatnonzero(~closed)
-            carried = {k: v[open_rows] for k, v in rows.items()}
-            carried["obs"] = store[rows["obs_idx"][open_rows]]
-        elif keep_eps is not None:
-            self._open_row[rows["slot"][~closed]] = -1  # next call starts afresh
-        idx = np.flatnonzero(keep)
-        if not len(idx):
-            return None, carried
-        # Sequences: (env, agent) slot-major, time order within (row IDs grow with time).
-        slot_key = rows["slot"][idx]
-        if len(self._mod_of) <= 2**16:
-            slot_key = slot_key.astype(np.uint16)  # radix sort
-        idx = idx[np.argsort(slot_key, kind="stable")]  # stable: keeps time order
-        slots, eps = rows["slot"][idx], rows[Columns.EPS_ID][idx]
-        batch = {
-            # np.take: half the time of fancy indexing on 2-D arrays.
-            Columns.OBS: np.take(store, rows["obs_idx"][idx], axis=0),
-            Columns.NEXT_OBS: np.take(store, new_obs_idx[idx], axis=0),
-            **{k: np.take(rows[k], idx, axis=0) for k in (
-                Columns.ACTIONS, Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS) if k in rows},
-            Columns.REWARDS: rewards[idx],
-            Columns.TERMINATEDS: term[idx],
-            Columns.TRUNCATEDS: trunc[idx],
-            Columns.EPS_ID: eps,
-        }
-        # A sequence ends where the agent's episode ends or where this fragment stops.
-        seq_ends = batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS]
-        seq_ends[:-1] |= (slots[1:] != slots[:-1]) | (eps[1:] != eps[:-1])
-        seq_ends[-1] = True
-        batch[Columns.SEQ_ENDS] = seq_ends
-        return batch, carried
 
     def _rebase(self, m: int, store: Any, acting_index: int | None,
                 carried: dict[str, np.ndarray] | None) -> None:
@@ -703,25 +645,12 @@ class MultiAgentEnvRunner(EnvRunner):
             "num_env_steps": self._num_env_steps,
             "num_agent_steps": self._num_agent_steps,
             "module_episode_returns": self._module_returns,
-            "agent_episode_returns": self._returns_by_agent(),
+            "agent_episode_returns": returns_by_agent(self._agent_returns, self._agents),
         }
         self._done_returns, self._done_lens = [], []
         self._module_returns, self._agent_returns = {}, []
         self._num_env_steps = self._num_agent_steps = 0
         return metrics
-
-    def _returns_by_agent(self) -> dict[AgentID, list[float]]:
-        """Each agent's episode returns since the last get_metrics(), in episode order."""
-        if not self._agent_returns:
-            return {}
-        agents = np.concatenate([a for a, _ in self._agent_returns])
-        rets = np.concatenate([r for _, r in self._agent_returns])
-        order = np.argsort(agents, kind="stable")  # stable: keeps episode order per agent
-        agents, rets = agents[order], rets[order]
-        cuts = np.flatnonzero(agents[1:] != agents[:-1]) + 1
-        firsts = np.concatenate([[0], cuts]).tolist()
-        return {self._agents[agents[i]]: r.tolist()
-                for i, r in zip(firsts, np.split(rets, cuts), strict=True)}
 
     def get_state(self) -> dict[str, Any]:
         state = self.module.get_state(inference_only=True)
