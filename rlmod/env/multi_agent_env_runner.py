@@ -32,6 +32,7 @@ from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
+from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
 from rlmod.env.multi_agent_rows import (
     EpisodeInfo,
@@ -83,38 +84,20 @@ class MultiAgentEnvRunner(EnvRunner):
             raise EnvError(f"env={config.env!r} has no possible_agents; set them in __init__.")
         self._agent_index = {a: i for i, a in enumerate(self._agents)}
         # Raw spaces per module, from the env's agents (episode=None); checks the mapping.
-        found = config.env_spaces_by_module(self.env0)
-        self._first_agent = {mid: agent for mid, (agent, _, _) in found.items()}
-        self._raw_spaces = {mid: (obs, act) for mid, (_, obs, act) in found.items()}
-        self._env_to_module = {mid: config.build_env_to_module_connector(self.env0, obs, act)
-                               for mid, (obs, act) in self._raw_spaces.items()}
+        self._spaces = ModuleSpaces(config, self.envs, self._agents)
         spec = config.get_multi_rl_module_spec(env=self.env0, spaces=self.get_spaces(),
                                                inference_only=True)
         self.module = spec.build()
         self.module.eval()
+        self._spaces.attach(self.module)
         self._module_ids: list[ModuleID] = self.module.keys()
         self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
         self._module_to_env = {}
         for mid, sub in self.module.items():
-            raw_act = self._raw_spaces.get(mid, (None, sub.action_space))[1]
+            raw_act = self._spaces.raw.get(mid, (None, sub.action_space))[1]
             self._module_to_env[mid] = config.build_module_to_env_connector(
                 self.env0, sub.observation_space, raw_act)
-        self._init_space_groups()
         self._init_bookkeeping()
-
-    def _init_space_groups(self) -> None:
-        """Per env: each agent's space group (agents sharing one (obs, act) space object
-        pair), so spaces are checked once per (module, group), not once per agent."""
-        self._space_groups, self._num_space_groups = [], []
-        for env in self.envs:
-            ids: dict[tuple[int, int], int] = {}
-            groups = [ids.setdefault((id(env.get_observation_space(a)),
-                                      id(env.get_action_space(a))), len(ids))
-                      for a in self._agents]
-            self._space_groups.append(np.asarray(groups, np.int64))
-            self._num_space_groups.append(len(ids))
-        self._checked_pairs = [np.zeros(0, np.int64) for _ in self.envs]
-        self._shared_space: gym.spaces.Box | None | bool = False  # False: not computed yet
 
     def _init_bookkeeping(self) -> None:
         # Per (env, agent) slot: flat arrays, see the module docstring.
@@ -172,7 +155,7 @@ class MultiAgentEnvRunner(EnvRunner):
         first = self._agents[0]
         spaces = {ENV_SPACES_KEY: (self.env0.get_observation_space(first),
                                    self.env0.get_action_space(first))}
-        for mid, pipeline in self._env_to_module.items():
+        for mid, pipeline in self._spaces.env_to_module.items():
             spaces[mid] = (pipeline.observation_space, pipeline.action_space)
         if hasattr(self, "module"):  # modules no env agent maps to: spaces from their spec
             for mid, sub in self.module.items():
@@ -216,47 +199,11 @@ class MultiAgentEnvRunner(EnvRunner):
             bad = next(i for i, mid in enumerate(mids) if mid not in index)
             raise UnknownModuleIDError(
                 self.config.mapping_error_message(agents[bad], mids[bad])) from None
-        # Agents sharing one space object share a group; check each (module, group) once.
-        groups = self._space_groups[e][local]
-        pairs = mods * self._num_space_groups[e] + groups
-        unchecked = np.setdiff1d(np.unique(pairs), self._checked_pairs[e], assume_unique=True)
-        for pair in unchecked.tolist():
-            i = int(np.argmax(pairs == pair))
-            env = self.envs[e]
-            self._check_agent_spaces(agents[i], mids[i], env.get_observation_space(agents[i]),
-                                     env.get_action_space(agents[i]))
-        if unchecked.size:
-            self._checked_pairs[e] = np.union1d(self._checked_pairs[e], unchecked)
+        self._spaces.check_new_agents(e, self.envs[e], agents, mids, mods, local)
         self._mod_of[slots] = mods
         self._slot_ep[slots] = episode.id_
         self._eps_of[slots] = np.arange(self._next_eps_id, self._next_eps_id + len(slots))
         self._next_eps_id += len(slots)
-
-    def _check_agent_spaces(self, agent: AgentID, mid: ModuleID, obs_space: gym.Space,
-                            act_space: gym.Space) -> None:
-        if mid not in self._raw_spaces:  # no agent mapped here at set-up: adopt these spaces
-            pipeline = self.config.build_env_to_module_connector(self.env0, obs_space, act_space)
-            sub = self.module[mid]
-            if pipeline.observation_space != sub.observation_space:
-                raise ValueError(
-                    f"policy_mapping_fn mapped agent {agent!r} to module {mid!r}, built for "
-                    f"observations {sub.observation_space}, but agent {agent!r} observes "
-                    f"{obs_space} (module space {pipeline.observation_space})."
-                )
-            self._raw_spaces[mid] = (obs_space, act_space)
-            self._shared_space = False  # recompute
-            self._first_agent[mid] = agent
-            self._env_to_module[mid] = pipeline
-            return
-        o_obs, o_act = self._raw_spaces[mid]
-        if (o_obs is not obs_space and o_obs != obs_space) or (
-                o_act is not act_space and o_act != act_space):
-            other = self._first_agent[mid]
-            raise ValueError(
-                f"Agents {other!r} and {agent!r} are both mapped to module {mid!r} but see "
-                f"different spaces: {other!r} has ({o_obs}, {o_act}), {agent!r} has "
-                f"({obs_space}, {act_space}). Map them to different modules."
-            )
 
     # ------------------------------------------------------------------ episodes
     def _reset_all(self) -> None:
@@ -285,7 +232,7 @@ class MultiAgentEnvRunner(EnvRunner):
         slots = self._slots_for(e, keys)
         self._observed[slots] = True
         n = len(keys)
-        shared = self._shared_obs_space()
+        shared = self._spaces.shared_obs_space()
         chunk = (self._obs_bytes(shared, obs.values()) if shared is not None
                  else list(obs.values()))
         self._add_segment(slots, self._mod_of[slots], [chunk], np.ones(n, bool),
@@ -367,7 +314,7 @@ class MultiAgentEnvRunner(EnvRunner):
         the number of agent steps taken."""
         acted_keys, acted_slots, acted_off = self._act_keys, self._act_slots, self._act_off
         self._begin_step()
-        shared = self._shared_obs_space()
+        shared = self._spaces.shared_obs_space()
         keys_l: list[tuple] = []
         slots_l: list[np.ndarray] = []
         chunks: list = []  # per env: its observations' bytes (shared Box space) or values
@@ -464,7 +411,7 @@ class MultiAgentEnvRunner(EnvRunner):
         cuts = np.flatnonzero(sorted_mods[1:] != sorted_mods[:-1]) + 1
         acting = []
         # All modules see one Box space (the common case): the chunks are stacked already.
-        shared = self._shared_obs_space()
+        shared = self._spaces.shared_obs_space()
         chunks = [c for c in seg["obs"] if len(c)]
         stacked = vals = None
         if shared is not None and chunks:
@@ -481,8 +428,8 @@ class MultiAgentEnvRunner(EnvRunner):
                 assert vals is not None
                 picked = ((vals[int(pos[0])],) if len(pos) == 1
                           else operator.itemgetter(*pos.tolist())(vals))
-                raw = stack_observations(self._raw_spaces[mid][0], picked)
-            pipeline = self._env_to_module[mid]
+                raw = stack_observations(self._spaces.raw[mid][0], picked)
+            pipeline = self._spaces.env_to_module[mid]
             obs = pipeline(raw, episode_starts=starts[pos]) if len(pipeline) else raw
             base = self._buffers[m].add_obs(obs)
             store_idx[pos] = np.arange(base, base + len(pos))
@@ -506,15 +453,6 @@ class MultiAgentEnvRunner(EnvRunner):
         hot in the cache (the env's arrays are then freed); their values where that fails."""
         stacked = join_box_values(space, values)
         return list(values) if stacked is None else stacked
-
-    def _shared_obs_space(self) -> gym.spaces.Box | None:
-        """The raw observation space of every module, if they all have one Box space."""
-        if self._shared_space is False:
-            spaces = [self._raw_spaces.get(mid, (None,))[0] for mid in self._module_ids]
-            first = spaces[0]
-            self._shared_space = first if isinstance(first, gym.spaces.Box) and all(
-                sp is first or sp == first for sp in spaces) else None
-        return self._shared_space  # type: ignore[return-value]
 
     def _sort_key(self, mods: np.ndarray) -> np.ndarray:
         """Module indices as uint16 where they fit: numpy then sorts (stably) by radix."""
@@ -656,7 +594,7 @@ class MultiAgentEnvRunner(EnvRunner):
         state = self.module.get_state(inference_only=True)
         return {
             "rl_module": {mid: {k: v.numpy() for k, v in s.items()} for mid, s in state.items()},
-            "env_to_module": {mid: s for mid, p in self._env_to_module.items()
+            "env_to_module": {mid: s for mid, p in self._spaces.env_to_module.items()
                               if (s := p.get_state())},
             "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
             "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
@@ -668,7 +606,7 @@ class MultiAgentEnvRunner(EnvRunner):
         if "rl_module" in state:
             self.module.set_state(state["rl_module"])
         for mid, s in state.get("env_to_module", {}).items():
-            self._env_to_module[mid].set_state(s)
+            self._spaces.env_to_module[mid].set_state(s)
         for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
             if key in state:
                 setattr(self, key, int(state[key]))
