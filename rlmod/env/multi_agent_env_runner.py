@@ -232,11 +232,8 @@ class MultiAgentEnvRunner(EnvRunner):
         slots = self._slots_for(e, keys)
         self._observed[slots] = True
         n = len(keys)
-        shared = self._spaces.shared_obs_space()
-        chunk = (self._obs_bytes(shared, obs.values()) if shared is not None
-                 else list(obs.values()))
-        self._add_segment(slots, self._mod_of[slots], [chunk], np.ones(n, bool),
-                          np.ones(n, bool))
+        self._add_segment(slots, self._mod_of[slots], [self._obs_chunk(obs.values())],
+                          np.ones(n, bool), np.ones(n, bool))
         self._set_acting(e, keys, slots)
 
     def _end_episode(self, e: int, terminated: bool) -> None:
@@ -275,9 +272,9 @@ class MultiAgentEnvRunner(EnvRunner):
 
     def _add_segment(self, slots: np.ndarray, mods: np.ndarray, obs: list, act: np.ndarray,
                      starts: np.ndarray) -> None:
-        """Queues observations for `_process_observations` (`obs`: chunks from
-        `_obs_bytes` or lists of values; `mods`: their modules, taken before any reset remaps the slots; `act`:
-        which of them act next)."""
+        """Queues observations for `_process_observations` (`obs`: per-env chunks from
+        `_obs_chunk`; `mods`: their modules, taken before any reset remaps the slots;
+        `act`: which of them act next)."""
         seg = self._seg
         seg["slots"].append(slots)
         seg["mods"].append(mods)
@@ -314,10 +311,9 @@ class MultiAgentEnvRunner(EnvRunner):
         the number of agent steps taken."""
         acted_keys, acted_slots, acted_off = self._act_keys, self._act_slots, self._act_off
         self._begin_step()
-        shared = self._spaces.shared_obs_space()
         keys_l: list[tuple] = []
         slots_l: list[np.ndarray] = []
-        chunks: list = []  # per env: its observations' bytes (shared Box space) or values
+        chunks: list = []  # per env: its observations, see _obs_chunk
         rew_dicts: list[dict] = []  # rewards of exactly the agents that observed, in order
         rew_slots: list[np.ndarray] = []  # their slots
         flagged = []  # (env, its first obs position, terminateds, truncateds)
@@ -349,8 +345,7 @@ class MultiAgentEnvRunner(EnvRunner):
             num_obs += len(okeys)
             keys_l.append(okeys)
             slots_l.append(slots)
-            chunks.append(self._obs_bytes(shared, obs.values()) if shared is not None
-                          else list(obs.values()))
+            chunks.append(self._obs_chunk(obs.values()))
         self._ep_len += 1
         slots = np.concatenate(slots_l)
         if rew_dicts:
@@ -448,10 +443,11 @@ class MultiAgentEnvRunner(EnvRunner):
             self._closes.append((mod, rows, new_obs, rew, term, trunc))
         self._acting = acting
 
-    def _obs_bytes(self, space: gym.spaces.Box, values: Collection) -> np.ndarray | list:
-        """One env's observations of the shared Box space, stacked at once while they are
-        hot in the cache (the env's arrays are then freed); their values where that fails."""
-        stacked = join_box_values(space, values)
+    def _obs_chunk(self, values: Collection) -> np.ndarray | list:
+        """One env's observations: stacked at once while they are hot in the cache (the
+        env's arrays are then freed) where all modules share one Box space, else a list."""
+        shared = self._spaces.shared_obs_space()
+        stacked = None if shared is None else join_box_values(shared, values)
         return list(values) if stacked is None else stacked
 
     def _sort_key(self, mods: np.ndarray) -> np.ndarray:
