@@ -3,7 +3,7 @@ with the arguments `benchmarks/RESULTS.md` quotes, and prints their tables.
 
     python benchmarks/run_all.py [--only startup sampling_throughput ...]
 
-About 8 minutes on 2 cores; `make bench` runs it.
+About 14 minutes on 2 cores; `make bench` runs it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "pendulum": ["--seeds", "0", "1", "2"],
     "curiosity_frozenlake": [],
     "multi_module_scale": [],
+    "multi_agent_learning": ["--seeds", "0", "1", "2"],
 }
 
 
