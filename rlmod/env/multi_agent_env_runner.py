@@ -366,20 +366,17 @@ class MultiAgentEnvRunner(EnvRunner):
                         np.array([not terminated]), np.full(1, -1))
         # Who acts next: all that observed in an env without flags, else those not done.
         ended = {e for e, _ in over}
-        partial = {e for e, *_ in flagged}
-        act_list = act.tolist() if partial else None
-        start = 0
+        flag_start = {e: start for e, start, _, _ in flagged}
         for e, (okeys, sl) in enumerate(zip(keys_l, slots_l, strict=True)):
-            n = len(okeys)
-            if e not in ended:
-                if e not in partial:
-                    self._set_acting(e, okeys, sl)
-                else:
-                    mask = act_list[start:start + n]  # type: ignore[index]
-                    if any(mask):
-                        self._set_acting(e, tuple(compress(okeys, mask)),
-                                         sl[np.fromiter(mask, bool, n)])
-            start += n
+            if e in ended:
+                continue
+            start = flag_start.get(e)
+            if start is None:
+                self._set_acting(e, okeys, sl)
+                continue
+            mask = act[start:start + len(okeys)]
+            if mask.any():
+                self._set_acting(e, tuple(compress(okeys, mask.tolist())), sl[mask])
         for e, terminated in over:
             self._end_episode(e, terminated=bool(terminated))
             self._reset_env(e)
