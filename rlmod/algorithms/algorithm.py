@@ -6,21 +6,38 @@ Built by `config.build_algo()`; subclasses (PPO, ...) write `training_step`.
 from __future__ import annotations
 
 import logging
+import os
 import time
-from typing import Any
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from rlmod.core.learner_group import LearnerGroup
 from rlmod.env.env_runner_group import EnvRunnerGroup
+from rlmod.errors import CheckpointError
+from rlmod.utils import checkpoints
+from rlmod.utils.checkpoints import Checkpointable, read_metadata, select_components
 from rlmod.utils.metrics import EpisodeMetrics
 from rlmod.utils.seeding import seed_everything
+from rlmod.utils.state_files import read_json, write_json
+from rlmod.utils.trust import resolve_import_path
+
+if TYPE_CHECKING:
+    from typing import Self
+
+CONFIG_FILE = "algorithm_config.json"
 
 logger = logging.getLogger(__name__)
 
 
-class Algorithm:
+class Algorithm(Checkpointable):
     """The training loop: sample on EnvRunners, update Learners, sync weights, report.
+
+    Checkpoints (RLlib's names): `save_to_path()`, `restore_from_path(path, component=...)`,
+    `Algorithm.from_checkpoint(path)`, `get_state()` / `set_state()`; see
+    `rlmod.utils.checkpoints` for the directory layout.
 
     Example:
         >>> from rlmod.algorithms.ppo import PPOConfig
@@ -87,7 +104,19 @@ class Algorithm:
         self._time_total_s += elapsed
         result["time_this_iter_s"] = elapsed
         result["time_total_s"] = self._time_total_s
+        frequency = self.config.checkpoint_frequency
+        if frequency and self.iteration % frequency == 0:
+            result["checkpoint_path"] = self.save_checkpoint_to_dir()
         return result
+
+    def save_checkpoint_to_dir(self) -> str:
+        """Saves `checkpoint_<iteration>` into `config.checkpoint_dir` and deletes all but
+        the newest `keep_last_n` complete checkpoints there; returns the path."""
+        directory = Path(self.config.checkpoint_dir)
+        path = self.save_to_path(directory / checkpoints.checkpoint_name(self.iteration))
+        if self.config.keep_last_n is not None:
+            checkpoints.keep_last_n(directory, self.config.keep_last_n)
+        return path
 
     def _timed(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
@@ -113,8 +142,122 @@ class Algorithm:
         window = EpisodeMetrics(10**9)
         return {"env_runners": window.add(group.get_metrics())}
 
+    # ------------------------------------------------------------------ checkpoints
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
+        parts: list[tuple[str, Checkpointable]] = [("learner_group", self.learner_group)]
+        if self.env_runner is not None:
+            parts.append(("env_runner", self.env_runner))
+        return parts
+
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        """Learner state (weights, optimizers, RNG), the local EnvRunner's connector states
+        (not its weights: they are the Learner's), counters and metric windows."""
+        state: dict[str, Any] = {}
+        for name, part in self.get_checkpointable_components():
+            wanted, inc, exc = select_components(components, not_components, name)
+            if name == "env_runner":  # its module duplicates the Learner's
+                exc = [*(exc or []), "rl_module"]
+            if wanted:
+                state[name] = part.get_state(inc, not_components=exc)
+        if components is None:
+            state.update(iteration=self.iteration, time_total_s=self._time_total_s,
+                         metrics=self.metrics.get_state(), torch_rng=torch.get_rng_state())
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restores any subset of `get_state()` and sends the restored weights to the
+        EnvRunners."""
+        if "learner_group" in state:
+            self.learner_group.set_state(state["learner_group"])
+        if "env_runner" in state and self.env_runner is not None:
+            self.env_runner.set_state(state["env_runner"])
+        if "iteration" in state:
+            self.iteration = int(state["iteration"])
+            self._time_total_s = float(state.get("time_total_s", 0.0))
+        if "metrics" in state:
+            self.metrics = EpisodeMetrics(self.config.metrics_num_episodes_for_smoothing)
+            self.metrics.set_state(state["metrics"])
+        if "torch_rng" in state:
+            torch.set_rng_state(state["torch_rng"])
+        self.env_runner_group.sync_weights(from_learner_group=self.learner_group)
+
+    def restore_from_path(self, path: str | os.PathLike, *, component: str | None = None,
+                          **kwargs: Any) -> None:
+        """As `Checkpointable.restore_from_path`, then sends the weights to EnvRunners."""
+        super().restore_from_path(path, component=component, **kwargs)
+        if component is not None:
+            self.env_runner_group.sync_weights(from_learner_group=self.learner_group)
+
+    def get_metadata(self) -> dict[str, Any]:
+        return {"iteration": self.iteration,
+                "num_env_steps_sampled_lifetime": self.metrics.num_env_steps_lifetime}
+
+    def _write_own_state(self, directory: Path, state: dict[str, Any]) -> None:
+        super()._write_own_state(directory, state)
+        write_json(directory / CONFIG_FILE, {
+            "class": checkpoints._class_path(type(self.config)),
+            "settings": self.config.to_dict(allow_unnamed=True)})
+
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike, *, config: Any = None,
+                        trusted_modules: Iterable[str] = (), **overrides: Any) -> Self:
+        """Builds the Algorithm a checkpoint was saved from and restores its state.
+
+        Args:
+            path: The checkpoint directory (`save_to_path`'s return value).
+            config: Use this config instead of the stored one.
+            trusted_modules: Packages besides rlmod whose classes and functions the stored
+                config may name (e.g. your env's package); anything else is refused before
+                it is imported (rlmod.utils.trust).
+            **overrides: Settings to use instead of the stored ones, e.g. the
+                `policy_mapping_fn=` that was a lambda when saved (lambdas have no import
+                path and are not stored), or `env=MyEnv` instead of trusting its package.
+        """
+        path = Path(path)
+        meta = read_metadata(path)
+        trusted = tuple(trusted_modules)
+        stored = meta["class"]
+        algo_cls: Any = cls
+        if stored != checkpoints._class_path(cls):
+            try:
+                algo_cls = resolve_import_path(stored, setting=f"{path / 'metadata.json'}: class",
+                                               kind="algorithm", trusted_modules=trusted)
+            except ValueError as e:
+                raise CheckpointError(str(e)) from e
+            if not issubclass(algo_cls, cls):
+                raise CheckpointError(
+                    f"{path} holds a {algo_cls.__name__} checkpoint, not a {cls.__name__}; "
+                    f"load it with {algo_cls.__name__}.from_checkpoint or "
+                    "Algorithm.from_checkpoint."
+                )
+        if config is None:
+            config = _config_from_file(path / CONFIG_FILE, trusted, overrides)
+        algo = algo_cls(config=config)
+        algo.restore_from_path(path)
+        return algo
+
     def stop(self) -> None:
         """Closes envs and actors."""
         self.env_runner_group.stop()
         if self.eval_env_runner_group is not None:
             self.eval_env_runner_group.stop()
+
+
+def _config_from_file(file: Path, trusted: tuple[str, ...], overrides: dict[str, Any]) -> Any:
+    """The config stored in `file`; errors name the file and the setting."""
+    data = read_json(file)
+    settings = data.get("settings")
+    if not isinstance(data.get("class"), str) or not isinstance(settings, dict):
+        raise CheckpointError(
+            f"{file} must hold {{'class': 'module:ConfigClass', 'settings': {{...}}}}.")
+    try:
+        config_cls = resolve_import_path(data["class"], setting=f"{file}: class",
+                                         kind="config", trusted_modules=trusted)
+        config = config_cls.from_dict(
+            {k: v for k, v in settings.items() if k not in overrides}, trusted_modules=trusted)
+        for name, value in overrides.items():
+            setattr(config, name, value)
+    except (ValueError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"{file}: {e}") from e
+    return config

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
@@ -152,6 +152,15 @@ class AlgorithmConfig:
     metrics_num_episodes_for_smoothing = Setting(100, section="reporting",
                                                  check=s.integer(min=1), doc=(
         "Episodes in the window of episode_return_mean and friends."))
+    # --- checkpointing ---
+    checkpoint_frequency = Setting(0, section="checkpointing", check=s.integer(min=0), doc=(
+        "Save a checkpoint into checkpoint_dir every this many train() calls; 0 never. "
+        "The path is in result['checkpoint_path']."))
+    checkpoint_dir = Setting(None, section="checkpointing",
+                             check=s.optional(s.path_string), doc=(
+        "Directory of the periodic checkpoints (checkpoint_<iteration> inside it)."))
+    keep_last_n = Setting(None, section="checkpointing", check=s.optional(s.integer(min=1)),
+                          doc="Delete all but the newest n complete checkpoints; None keeps all.")
     # --- debugging ---
     seed = Setting(None, section="debugging", check=s.optional(s.integer(min=0)), doc=(
         "Seeds torch, numpy and the envs; one seed gives the same run twice."))
@@ -250,6 +259,12 @@ class AlgorithmConfig:
                   **unknown: Any) -> Self:
         """Sets how metrics are smoothed."""
         return self._set_section("reporting", locals())
+
+    def checkpointing(self, *, checkpoint_frequency: int = _UNSET,
+                      checkpoint_dir: str | None = _UNSET, keep_last_n: int | None = _UNSET,
+                      **unknown: Any) -> Self:
+        """Sets when `train()` saves checkpoints, where, and how many it keeps."""
+        return self._set_section("checkpointing", locals())
 
     def debugging(self, *, seed: int | None = _UNSET, **unknown: Any) -> Self:
         """Sets the seed."""
@@ -562,6 +577,12 @@ class AlgorithmConfig:
                 f"train_batch_size_per_learner ({per_learner}); lower minibatch_size or "
                 "raise the batch."
             )
+        if self.checkpoint_frequency and self.checkpoint_dir is None:
+            raise ValueError(
+                f"checkpoint_frequency={self.checkpoint_frequency} needs a checkpoint_dir: "
+                "call config.checkpointing(checkpoint_dir=...), or set "
+                "checkpoint_frequency=0 and save with algo.save_to_path(path)."
+            )
         for mid, overrides in self.algorithm_config_overrides_per_module.items():
             for name in overrides:
                 if name not in self.settings():
@@ -601,13 +622,24 @@ class AlgorithmConfig:
         return new
 
     # ------------------------------------------------------------------ JSON
-    def to_dict(self) -> dict[str, Any]:
-        """All settings as JSON-able values (classes and functions by import path)."""
-        return {name: encode_setting(getattr(self, name), name) for name in self.settings()}
+    def to_dict(self, *, allow_unnamed: bool = False) -> dict[str, Any]:
+        """All settings as JSON-able values (classes and functions by import path).
+
+        A lambda or closure has no import path: an error, unless `allow_unnamed`
+        (checkpoints), where it is stored as "must be passed at load".
+        """
+        return {name: encode_setting(getattr(self, name), name, allow_unnamed=allow_unnamed)
+                for name in self.settings()}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        """Inverse of `to_dict`; unknown keys are an error."""
+    def from_dict(cls, data: Mapping[str, Any], *,
+                  trusted_modules: Iterable[str] = ()) -> Self:
+        """Inverse of `to_dict`; unknown keys are an error.
+
+        Import paths resolve only inside rlmod and the `trusted_modules` packages, and
+        must name an object of the kind their setting takes (rlmod.utils.trust): loading a
+        config from a stranger imports and runs nothing else.
+        """
         config = cls()
         for name, value in data.items():
             if name not in cls.settings():
@@ -615,7 +647,7 @@ class AlgorithmConfig:
                     f"{cls.__name__}.from_dict: unknown setting {name!r}."
                     f"{did_you_mean(name, cls.settings())}"
                 )
-            setattr(config, name, decode_setting(value, name))
+            setattr(config, name, decode_setting(value, name, trusted_modules=trusted_modules))
         return config
 
     def __repr__(self) -> str:

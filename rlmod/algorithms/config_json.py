@@ -1,26 +1,48 @@
 """How AlgorithmConfig.to_dict / from_dict turn settings into JSON and back.
 
 No pickle: functions and classes are stored by import path, spaces and specs as their own
-JSON forms, so loading a config never runs stored bytes.
+JSON forms, so loading a config never runs stored bytes; import paths resolve only under
+the trust model of `rlmod.utils.trust` (inside rlmod or a package the caller trusts, and of
+the kind the setting expects).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import gymnasium as gym
 
 from rlmod.core.multi_rl_module import MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
-from rlmod.utils.naming import from_import_path, import_path
+from rlmod.utils.naming import import_path
 from rlmod.utils.spaces import space_from_dict, space_to_dict
+from rlmod.utils.trust import resolve_import_path
+
+IMPORT_KINDS: dict[str, str] = {
+    "env": "env",
+    "env_to_module_connector": "connector",
+    "module_to_env_connector": "connector",
+    "learner_connector": "connector",
+    "env_runner_cls": "env_runner",
+    "policy_mapping_fn": "policy_mapping_fn",
+}
+"""Setting -> the kind of object its import path must name (`rlmod.utils.trust`); any
+other setting that holds a callable takes functions from trusted packages only."""
+
+MUST_PASS = "__must_pass__"
+"""Tag of a callable that had no import path when saved (a lambda, a closure): loading
+asks the caller to pass it again."""
 
 
-def encode_setting(value: Any, setting: str) -> Any:
+def encode_setting(value: Any, setting: str, *, allow_unnamed: bool = False) -> Any:
     """A setting's value as JSON: classes and functions by import path, spaces, specs and
-    sets tagged so that `decode_setting` restores them; `setting` names it in errors."""
+    sets tagged so that `decode_setting` restores them; `setting` names it in errors.
+
+    With `allow_unnamed` (checkpoints), a lambda or closure is stored as "must be passed at
+    load" instead of raising.
+    """
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, gym.Space):
@@ -32,20 +54,27 @@ def encode_setting(value: Any, setting: str) -> Any:
     if isinstance(value, set | frozenset):
         return {"__set__": sorted(encode_setting(v, setting) for v in value)}
     if isinstance(value, Mapping):
-        return {str(k): encode_setting(v, f"{setting}[{k!r}]") for k, v in value.items()}
+        return {str(k): encode_setting(v, f"{setting}[{k!r}]", allow_unnamed=allow_unnamed)
+                for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [encode_setting(v, setting) for v in value]
+        return [encode_setting(v, setting, allow_unnamed=allow_unnamed) for v in value]
     if callable(value):
-        return {"__import__": import_path(value, setting=setting)}
+        try:
+            return {"__import__": import_path(value, setting=setting)}
+        except ValueError:
+            if not allow_unnamed:
+                raise
+            return {MUST_PASS: repr(value)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return encode_setting(dataclasses.asdict(value), setting)
     raise ValueError(f"{setting}={value!r} cannot be stored as JSON.")
 
 
-def decode_setting(value: Any, setting: str) -> Any:
-    """Inverse of `encode_setting`."""
+def decode_setting(value: Any, setting: str, *, trusted_modules: Iterable[str] = ()) -> Any:
+    """Inverse of `encode_setting`; import paths resolve under the trust model."""
+    trusted = tuple(trusted_modules)
     if isinstance(value, list):
-        return [decode_setting(v, setting) for v in value]
+        return [decode_setting(v, setting, trusted_modules=trusted) for v in value]
     if not isinstance(value, dict):
         return value
     if len(value) == 1:
@@ -53,11 +82,20 @@ def decode_setting(value: Any, setting: str) -> Any:
         if key == "__space__":
             return space_from_dict(inner)
         if key == "__rl_module_spec__":
-            return RLModuleSpec.from_dict(inner)
+            return RLModuleSpec.from_dict(inner, trusted_modules=trusted)
         if key == "__multi_rl_module_spec__":
-            return MultiRLModuleSpec.from_dict(inner)
+            return MultiRLModuleSpec.from_dict(inner, trusted_modules=trusted)
         if key == "__set__":
             return set(inner)
         if key == "__import__":
-            return from_import_path(inner, setting=setting)
-    return {k: decode_setting(v, f"{setting}[{k!r}]") for k, v in value.items()}
+            kind = IMPORT_KINDS.get(setting.split("[")[0], "callable")
+            return resolve_import_path(inner, setting=setting, kind=kind,
+                                       trusted_modules=trusted)
+        if key == MUST_PASS:
+            raise ValueError(
+                f"{setting} was {inner} when saved, which has no import path (a lambda or a "
+                f"local function), so it was not stored; pass it again, e.g. "
+                f"Algorithm.from_checkpoint(path, {setting.split('[')[0]}=...)."
+            )
+    return {k: decode_setting(v, f"{setting}[{k!r}]", trusted_modules=trusted)
+            for k, v in value.items()}

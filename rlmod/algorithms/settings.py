@@ -7,6 +7,7 @@ value fails at the line that sets it, with the setting's name in the message.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -134,6 +135,15 @@ def one_of(*choices: Any) -> Check:
 def callable_or_none(v: Any) -> Any:
     if v is not None and not callable(v):
         raise InvalidKind("expected a callable (function or class) or None.")
+    return v
+
+
+def path_string(v: Any) -> str:
+    """A filesystem path, stored as a string (so configs stay JSON)."""
+    if isinstance(v, os.PathLike):
+        v = os.fspath(v)
+    if not isinstance(v, str) or not v:
+        raise InvalidKind("expected a path (a non-empty str or os.PathLike).")
     return v
 
 

@@ -16,13 +16,14 @@ import torch
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, clip_grad_norm_
+from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
 
 NumpyBatch = Mapping[ModuleID, Mapping[str, np.ndarray]]
 TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
 
 
-class Learner:
+class Learner(Checkpointable):
     """Turns episodes into train batches (learner connector) and runs SGD on them.
 
     One Adam optimizer per trainable module, with that module's config
@@ -36,6 +37,7 @@ class Learner:
         self.module_spec = module_spec
         self.module: MultiRLModule | None = None
         self._optimizers: dict[ModuleID, Adam] = {}
+        self._optimizer_states = OptimizerStates(self._optimizers)
         self._logged: dict[ModuleID, dict[str, list[torch.Tensor]]] = {}
         self._rng = np.random.default_rng(config.seed)
 
@@ -195,18 +197,49 @@ class Learner:
         state = self.module.get_state(list(module_ids), inference_only=inference_only)
         return {m: {k: v.detach().cpu().numpy() for k, v in s.items()} for m, s in state.items()}
 
-    def get_state(self) -> dict[str, Any]:
-        """Module weights and optimizer states (tensors and plain values only)."""
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
         assert self.module is not None
-        return {
-            "rl_module": self.module.get_state(),
-            "optimizer": {m: opt.state_dict() for m, opt in self._optimizers.items()},
-        }
+        return [("rl_module", self.module), ("optimizer", self._optimizer_states)]
+
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        """Module weights, optimizer states and the minibatch-shuffling RNG: everything a
+        restored Learner needs to make the same update as the uninterrupted one."""
+        assert self.module is not None
+        state: dict[str, Any] = {}
+        for name, part in self.get_checkpointable_components():
+            wanted, inc, exc = select_components(components, not_components, name)
+            if wanted:
+                state[name] = part.get_state(inc, not_components=exc)
+        if components is None:
+            state["rng"] = self._rng.bit_generator.state
+        return state
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         assert self.module is not None
         if "rl_module" in state:
             self.module.set_state(state["rl_module"])
-        for mid, opt_state in state.get("optimizer", {}).items():
-            if mid in self._optimizers:
-                self._optimizers[mid].load_state_dict(opt_state)
+        if "optimizer" in state:
+            self._optimizer_states.set_state(state["optimizer"])
+        if "rng" in state:
+            self._rng.bit_generator.state = state["rng"]
+
+
+class OptimizerStates(Checkpointable):
+    """A Learner's optimizers as one checkpoint component (`learner/optimizer/`): moments
+    and step counts of every module, keyed by module ID, in one safetensors file."""
+
+    def __init__(self, optimizers: Mapping[ModuleID, Adam]) -> None:
+        self.optimizers = optimizers
+
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        return {m: opt.state_dict() for m, opt in self.optimizers.items()
+                if select_components(components, not_components, m)[0]}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Loads the optimizers of the modules named in `state` (modules this Learner does
+        not train are skipped)."""
+        for mid, opt_state in state.items():
+            if mid in self.optimizers:
+                self.optimizers[mid].load_state_dict(opt_state)

@@ -12,9 +12,10 @@ import numpy as np
 
 from rlmod.core.learner import Learner, NumpyBatch
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
+from rlmod.utils.checkpoints import Checkpointable, select_components
 
 
-class LearnerGroup:
+class LearnerGroup(Checkpointable):
     """One local Learner (`num_learners=0`); remote data-parallel Learners come with Ray."""
 
     def __init__(self, *, config: Any, module_spec: MultiRLModuleSpec) -> None:
@@ -44,8 +45,15 @@ class LearnerGroup:
                     inference_only: bool = True) -> dict[ModuleID, dict[str, np.ndarray]]:
         return self._learner.get_weights(module_ids, inference_only=inference_only)
 
-    def get_state(self) -> dict[str, Any]:
-        return self._learner.get_state()
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
+        return [("learner", self._learner)]
+
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        """`{"learner": ...}`: the (first) Learner's state, as RLlib nests it."""
+        wanted, inc, exc = select_components(components, not_components, "learner")
+        return {"learner": self._learner.get_state(inc, not_components=exc)} if wanted else {}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        self._learner.set_state(state)
+        if "learner" in state:
+            self._learner.set_state(state["learner"])

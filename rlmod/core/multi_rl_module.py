@@ -7,19 +7,23 @@ multi-agent setups or learner-only modules); multi-agent EnvRunners hold one too
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from torch import nn
 
+from rlmod.core.columns import DEFAULT_MODULE_ID
 from rlmod.core.rl_module import RLModule, RLModuleSpec, TensorDict
-from rlmod.errors import UnknownModuleIDError
+from rlmod.errors import CheckpointError, UnknownModuleIDError
+from rlmod.utils.checkpoints import METADATA_FILE, Checkpointable, read_metadata, select_components
 from rlmod.utils.naming import did_you_mean
+from rlmod.utils.state_files import read_json, read_state
 
 ModuleID = str
 
 
-class MultiRLModule(nn.Module):
+class MultiRLModule(nn.Module, Checkpointable):
     """RLModules by module ID; the unit Learners train and weight sync moves.
 
     Example:
@@ -73,12 +77,34 @@ class MultiRLModule(nn.Module):
     def forward_train(self, batch: Mapping[ModuleID, TensorDict]) -> dict[ModuleID, TensorDict]:
         return {mid: self[mid].forward_train(b) for mid, b in batch.items()}
 
-    def get_state(
-        self, module_ids: list[ModuleID] | None = None, *, inference_only: bool = False
-    ) -> dict[ModuleID, TensorDict]:
-        """Each module's tensors; `inference_only` keeps what EnvRunners hold."""
-        ids = self.keys() if module_ids is None else module_ids
+    def get_state(self, components: str | Collection[str] | None = None, *,
+                  not_components: str | Collection[str] | None = None,
+                  inference_only: bool = False, **kwargs: Any) -> dict[ModuleID, TensorDict]:
+        """Each module's tensors (`components`: module IDs to include, `not_components`:
+        to leave out); `inference_only` keeps what EnvRunners hold."""
+        if components is None and not_components is None:
+            ids = self.keys()
+        elif not_components is None and not isinstance(components, str):
+            ids = list(components)  # type: ignore[arg-type]
+        else:
+            ids = [m for m in self.keys() if select_components(components, not_components, m)[0]]
         return {mid: self[mid].get_state(inference_only=inference_only) for mid in ids}
+
+    def get_metadata(self) -> dict[str, Any]:
+        """Every module's spec, so each one can be rebuilt (and loaded) alone."""
+        return {"module_specs": {mid: RLModuleSpec.from_module(m).to_dict(allow_unnamed=True)
+                                 for mid, m in self.items()}}
+
+    def _restore_part(self, path: Path, name: str, rest: str) -> None:
+        """Restores module `name` alone: only its keys are read; the others stay as they are."""
+        if name not in self:
+            raise UnknownModuleIDError(
+                f"Cannot restore module {name!r}: this MultiRLModule has no such module."
+                f"{did_you_mean(name, self.keys())}"
+            )
+        directory, mid = locate_module_checkpoint(path, name)
+        read_metadata(directory)
+        self[name].set_state(read_state(directory, select=[mid or name])[mid or name])
 
     def set_state(self, state: Mapping[ModuleID, Mapping[str, Any]]) -> None:
         """Loads the modules named in `state`; the others stay as they are."""
@@ -130,5 +156,51 @@ class MultiRLModuleSpec:
         return {"rl_module_specs": {m: s.to_dict() for m, s in self.rl_module_specs.items()}}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MultiRLModuleSpec:
-        return cls({m: RLModuleSpec.from_dict(s) for m, s in data["rl_module_specs"].items()})
+    def from_dict(cls, data: Mapping[str, Any], *,
+                  trusted_modules: Iterable[str] = ()) -> MultiRLModuleSpec:
+        """Inverse of `to_dict` (module classes resolve under rlmod.utils.trust)."""
+        return cls({m: RLModuleSpec.from_dict(s, trusted_modules=trusted_modules)
+                    for m, s in data["rl_module_specs"].items()})
+
+
+def locate_module_checkpoint(path: str | Path, module_id: ModuleID | None) -> tuple[Path, ModuleID | None]:
+    """(directory, module ID) of one module's weights in a checkpoint.
+
+    `path` may be a single module's checkpoint (module ID None), a MultiRLModule's
+    (`.../rl_module`), RLlib's per-module path (`.../rl_module/<module_id>`, a key prefix in
+    the one weights file here), or an Algorithm checkpoint's root.
+    """
+    path = Path(path)
+    if not path.exists() and path.parent.is_dir() and (path.parent / METADATA_FILE).exists():
+        module_id, path = module_id or path.name, path.parent
+    root_modules = path / "learner_group" / "learner" / "rl_module"
+    if not (path / "metadata.json").exists() and not path.is_dir():
+        raise CheckpointError(f"Checkpoint directory {path} does not exist.")
+    if root_modules.is_dir():
+        path = root_modules
+    meta = read_json(path / METADATA_FILE)
+    specs = meta.get("module_specs")
+    if specs is None:
+        if module_id is not None:
+            raise CheckpointError(
+                f"{path} holds a single module; module_id={module_id!r} does not apply.")
+        return path, None
+    if not isinstance(specs, dict):
+        raise CheckpointError(f"{path / METADATA_FILE}: field 'module_specs' must be a dict.")
+    if module_id is None:
+        acting = [m for m, sp in specs.items()
+                  if isinstance(sp, dict) and not sp.get("learner_only")]
+        if DEFAULT_MODULE_ID in specs:
+            module_id = DEFAULT_MODULE_ID
+        elif len(acting) == 1:
+            module_id = acting[0]
+        else:
+            raise CheckpointError(
+                f"{path} holds modules {sorted(specs)[:10]}; say which one with module_id=..."
+            )
+    if module_id not in specs:
+        raise UnknownModuleIDError(
+            f"{path} has no module {module_id!r}.{did_you_mean(str(module_id), specs)} "
+            f"Modules: {sorted(specs)[:10]}"
+        )
+    return path, module_id

@@ -8,7 +8,7 @@ Learners alone.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -17,13 +17,16 @@ import torch
 from torch import nn
 
 from rlmod.core.distributions import Distribution, make_action_dist
-from rlmod.utils.naming import from_import_path, import_path
+from rlmod.errors import CheckpointError
+from rlmod.utils.checkpoints import Checkpointable, read_metadata
+from rlmod.utils.naming import import_path
 from rlmod.utils.spaces import space_from_dict, space_to_dict
+from rlmod.utils.state_files import read_state
 
 TensorDict = dict[str, torch.Tensor]
 
 
-class RLModule(nn.Module):
+class RLModule(nn.Module, Checkpointable):
     """A policy (or any model) that maps a batch of columns to a dict of outputs.
 
     Subclasses build their layers in `setup()` from the spaces and `model_config`, and
@@ -86,20 +89,95 @@ class RLModule(nn.Module):
         """The action distribution that `dist_inputs` (from a forward pass) parameterize."""
         return make_action_dist(self.action_space, dist_inputs)
 
-    def get_state(self, *, inference_only: bool = False) -> TensorDict:
-        """The module's tensors by name; only what an inference-only twin holds if asked."""
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  inference_only: bool = False, **kwargs: Any) -> TensorDict:
+        """The module's tensors by name; only what an inference-only twin holds if asked.
+
+        (`components` / `not_components` are accepted for RLlib's signature; a module has
+        no sub-components.)
+        """
         state = self.state_dict()
         if inference_only and self.training_only_submodules:
-            prefixes = tuple(f"{name}." for name in self.training_only_submodules)
+            prefixes = self.training_only_prefixes()
             state = {k: v for k, v in state.items() if not k.startswith(prefixes)}
         return dict(state)
+
+    def training_only_prefixes(self) -> tuple[str, ...]:
+        """State-dict key prefixes of the parts an inference-only twin does not build."""
+        return tuple(f"{name}." for name in self.training_only_submodules)
+
+    def get_metadata(self) -> dict[str, Any]:
+        return {"module_spec": RLModuleSpec.from_module(self).to_dict(allow_unnamed=True)}
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Any, *, inference_only: bool | None = None,
+                        module_id: str | None = None, module_class: type[RLModule] | None = None,
+                        trusted_modules: Any = ()) -> RLModule:
+        """Builds a module from a checkpoint and loads its weights (RLlib's name).
+
+        Args:
+            path: A module's checkpoint directory; or a multi-module one
+                (`.../learner_group/learner/rl_module`, optionally with `/<module_id>`
+                appended as in RLlib); or an Algorithm checkpoint's root.
+            inference_only: Build the small module EnvRunners use (no value head, no
+                target networks) and read only its weights. None keeps the saved flag.
+            module_id: Which module of a multi-module checkpoint (default: the path's last
+                part if it names one, else `default_policy`, else the only acting one).
+            module_class: The class to build, instead of the stored import path (needed if
+                it was a local class when saved).
+            trusted_modules: Packages besides rlmod whose classes the stored spec may name.
+
+        Example (production inference: no env, no config, no Ray):
+            >>> from rlmod.algorithms.ppo import PPOConfig
+            >>> import tempfile, torch
+            >>> algo = PPOConfig().environment("CartPole-v1").build_algo()
+            >>> ckpt = algo.save_to_path(tempfile.mkdtemp())
+            >>> module = RLModule.from_checkpoint(ckpt, inference_only=True)
+            >>> module.forward_inference({"obs": torch.zeros(1, 4)})["action_dist_inputs"].shape
+            torch.Size([1, 2])
+        """
+        from rlmod.core.multi_rl_module import locate_module_checkpoint
+
+        directory, mid = locate_module_checkpoint(path, module_id)
+        meta = read_metadata(directory)
+        file = directory / "metadata.json"
+        stored = meta["module_specs"].get(mid) if mid is not None else meta.get("module_spec")
+        if not isinstance(stored, dict):
+            raise CheckpointError(f"{file}: no module spec for module {mid!r}.")
+        data = dict(stored)
+        if module_class is not None:
+            data["module_class"] = None
+        try:
+            spec = RLModuleSpec.from_dict(data, trusted_modules=trusted_modules)
+        except (ValueError, TypeError) as e:
+            raise CheckpointError(f"{file}: module spec of {mid or 'the module'}: {e}") from e
+        if module_class is not None:
+            spec.module_class = module_class
+        if inference_only is not None:
+            spec.inference_only = inference_only
+            spec.learner_only = spec.learner_only and not inference_only
+        module = spec.build()
+        skip = module.training_only_prefixes() if module.inference_only else ()
+        if mid is None:  # a single module's own checkpoint: small, read whole
+            state = {k: v for k, v in read_state(directory).items()
+                     if not (skip and k.startswith(skip))}
+        else:
+            state = read_state(directory, select=[mid], skip_prefixes=skip)[mid]
+        try:
+            module.set_state(state)
+        except ValueError as e:
+            raise CheckpointError(f"{directory}: {e}") from e
+        if not isinstance(module, cls):
+            raise CheckpointError(
+                f"{directory} holds a {type(module).__name__}, not a {cls.__name__}.")
+        return module
 
     def set_state(self, state: Mapping[str, torch.Tensor | np.ndarray]) -> None:
         """Loads tensors by name. Extra training-only tensors are ignored by an
         inference-only module; any other missing or unexpected name is an error."""
         own = self.state_dict()
         if self.inference_only and self.training_only_submodules:
-            prefixes = tuple(f"{name}." for name in self.training_only_submodules)
+            prefixes = self.training_only_prefixes()
             state = {k: v for k, v in state.items() if not k.startswith(prefixes)}
         missing = own.keys() - state.keys()
         unexpected = state.keys() - own.keys()
@@ -109,6 +187,13 @@ class RLModule(nn.Module):
                 f"unexpected {sorted(unexpected)[:5]}. Was it saved from a module built with "
                 "other spaces or model_config?"
             )
+        for name, tensor in own.items():
+            if tuple(np.shape(state[name])) != tuple(tensor.shape):
+                raise ValueError(
+                    f"State does not fit {type(self).__name__}: {name!r} has shape "
+                    f"{tuple(np.shape(state[name]))}, the module's is {tuple(tensor.shape)}. Was "
+                    "it saved from a module built with other spaces or model_config?"
+                )
         with torch.no_grad():
             for name, tensor in own.items():
                 tensor.copy_(torch.as_tensor(state[name]))
@@ -190,12 +275,30 @@ class RLModuleSpec:
             model_config=merged or None,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able form (spaces included); the class is stored as an import path."""
+    @classmethod
+    def from_module(cls, module: RLModule) -> RLModuleSpec:
+        """The spec that builds a module like `module` (RLlib's name)."""
+        return cls(module_class=type(module), observation_space=module.observation_space,
+                   action_space=module.action_space, inference_only=module.inference_only,
+                   learner_only=module.learner_only, model_config=dict(module.model_config))
+
+    def to_dict(self, *, allow_unnamed: bool = False) -> dict[str, Any]:
+        """A JSON-able form (spaces included); the class is stored as an import path.
+
+        A class with no import path (defined inside a function) raises, unless
+        `allow_unnamed` (checkpoints), where it is stored as "must be passed at load".
+        """
+        module_class: Any = None
+        if self.module_class is not None:
+            try:
+                module_class = import_path(self.module_class,
+                                           setting="RLModuleSpec.module_class")
+            except ValueError:
+                if not allow_unnamed:
+                    raise
+                module_class = {"__must_pass__": repr(self.module_class)}
         return {
-            "module_class": None
-            if self.module_class is None
-            else import_path(self.module_class, setting="RLModuleSpec.module_class"),
+            "module_class": module_class,
             "observation_space": space_to_dict(self.observation_space),
             "action_space": space_to_dict(self.action_space),
             "inference_only": self.inference_only,
@@ -204,12 +307,24 @@ class RLModuleSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RLModuleSpec:
+    def from_dict(cls, data: Mapping[str, Any], *,
+                  trusted_modules: Iterable[str] = ()) -> RLModuleSpec:
+        """Inverse of `to_dict`. The module class resolves only inside rlmod or the
+        `trusted_modules` packages, and must be an RLModule subclass (rlmod.utils.trust)."""
+        from rlmod.utils.trust import resolve_import_path
+
         module_class = data.get("module_class")
+        if isinstance(module_class, dict):
+            raise ValueError(
+                f"module_class was {module_class.get('__must_pass__')} when saved, which has "
+                "no import path (defined inside a function); pass it again, e.g. "
+                "RLModule.from_checkpoint(path, module_class=MyModule)."
+            )
         return cls(
             module_class=None
             if module_class is None
-            else from_import_path(module_class, setting="RLModuleSpec.module_class"),
+            else resolve_import_path(module_class, setting="RLModuleSpec.module_class",
+                                     kind="rl_module", trusted_modules=trusted_modules),
             observation_space=space_from_dict(data.get("observation_space")),
             action_space=space_from_dict(data.get("action_space")),
             inference_only=bool(data.get("inference_only", False)),

@@ -14,6 +14,8 @@ import gymnasium as gym
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.utils.checkpoints import Checkpointable
+from rlmod.utils.spaces import space_to_dict
 
 ENV_SPACES_KEY = "__env__"
 """Key of the raw env's (observation_space, action_space) in `get_spaces()`."""
@@ -27,7 +29,7 @@ the episodes apart and `seq_ends` marks the last row of each sequence.
 """
 
 
-class EnvRunner(abc.ABC):
+class EnvRunner(Checkpointable, abc.ABC):
     """Samples episodes with an inference-only module; no loss, no optimizer."""
 
     def __init__(self, *, config: Any, worker_index: int = 0) -> None:
@@ -50,12 +52,19 @@ class EnvRunner(abc.ABC):
         """Episode returns/lengths and step counts since the last call (then reset)."""
 
     @abc.abstractmethod
-    def get_state(self) -> dict[str, Any]:
-        """`rl_module` (inference-only weights by module ID), connector states, counters."""
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        """`rl_module` (inference-only weights by module ID; left out with
+        `not_components="rl_module"`), connector states, counters."""
 
     @abc.abstractmethod
     def set_state(self, state: dict[str, Any]) -> None:
         """Restores any subset of what `get_state` returned."""
+
+    def get_metadata(self) -> dict[str, Any]:
+        """The spaces (`get_spaces()`) in checkpoints, for loaders that have no env."""
+        return {"spaces": {key: [space_to_dict(obs), space_to_dict(act)]
+                           for key, (obs, act) in self.get_spaces().items()}}
 
     @property
     def module_ids(self) -> list[ModuleID]:

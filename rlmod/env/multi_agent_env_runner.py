@@ -45,6 +45,7 @@ from rlmod.env.multi_agent_rows import (
 )
 from rlmod.env.registry import make_env
 from rlmod.errors import EnvError, UnknownModuleIDError
+from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
@@ -583,15 +584,19 @@ class MultiAgentEnvRunner(EnvRunner):
         self._num_env_steps = self._num_agent_steps = 0
         return metrics
 
-    def get_state(self) -> dict[str, Any]:
-        state = self.module.get_state(inference_only=True)
-        return {
-            "rl_module": {mid: {k: v.numpy() for k, v in s.items()} for mid, s in state.items()},
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        state: dict[str, Any] = {
             "env_to_module": {mid: s for mid, p in self._spaces.env_to_module.items()
                               if (s := p.get_state())},
             "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
             "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
         }
+        if select_components(components, not_components, "rl_module")[0]:
+            weights = self.module.get_state(inference_only=True)
+            state["rl_module"] = {mid: {k: v.numpy() for k, v in s.items()}
+                                  for mid, s in weights.items()}
+        return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restores any subset of `get_state()`; weights of a module this EnvRunner does

@@ -19,6 +19,7 @@ from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
 from rlmod.env.registry import make_vector_env
 from rlmod.env.step_buffer import StepBuffer
 from rlmod.errors import EnvError
+from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
@@ -250,13 +251,16 @@ class SingleAgentEnvRunner(EnvRunner):
         self._done_returns, self._done_lens, self._num_env_steps = [], [], 0
         return metrics
 
-    def get_state(self) -> dict[str, Any]:
-        return {
-            "rl_module": {DEFAULT_MODULE_ID: {
-                k: v.numpy() for k, v in self.module.get_state(inference_only=True).items()}},
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        state: dict[str, Any] = {
             "env_to_module": self._env_to_module.get_state(),
             "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
         }
+        if select_components(components, not_components, "rl_module")[0]:
+            state["rl_module"] = {DEFAULT_MODULE_ID: {
+                k: v.numpy() for k, v in self.module.get_state(inference_only=True).items()}}
+        return state
 
     def set_state(self, state: dict[str, Any]) -> None:
         if "rl_module" in state and DEFAULT_MODULE_ID in state["rl_module"]:

@@ -72,8 +72,12 @@ class PPOLearner(Learner):
             elif kl < 0.5 * config.kl_target:
                 self.curr_kl_coeffs[mid] *= 0.5
 
-    def get_state(self) -> dict[str, Any]:
-        return {**super().get_state(), "curr_kl_coeffs": dict(self.curr_kl_coeffs)}
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        state = super().get_state(components, not_components=not_components)
+        if components is None:
+            state["curr_kl_coeffs"] = dict(self.curr_kl_coeffs)
+        return state
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         super().set_state(state)

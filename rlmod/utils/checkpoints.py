@@ -1,0 +1,270 @@
+"""Checkpointable: save any component to a directory of JSON + safetensors, and load it back.
+
+Implemented by Algorithm, LearnerGroup, Learner, EnvRunners and MultiRLModule, with
+RLlib's names (`save_to_path`, `restore_from_path`, `from_checkpoint`, `get_state`,
+`set_state`, `get_checkpointable_components`). A checkpoint is one directory per component,
+laid out by the component tree, e.g. for an Algorithm:
+
+    metadata.json                    format version, class (import path), counters
+    algorithm_config.json            the config, classes and functions by import path
+    state.json, state.safetensors    the component's own state (see state_files.py)
+    learner_group/learner/rl_module/ all modules in one safetensors file, keys per module,
+                                     their specs in metadata.json; one module loads alone
+    learner_group/learner/optimizer/ optimizer moments and step counts, keys per module
+    env_runner/                      connector states (e.g. the mean-std filter), spaces
+
+Saves are atomic: everything is written and fsynced in a temporary directory beside the
+target, which is then renamed into place, so a crash mid-save leaves the previous
+checkpoint intact and never a directory a loader would take (`metadata.json` is written
+last, and loading requires it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from collections.abc import Collection, Iterator
+from pathlib import Path
+from typing import Any
+
+from rlmod.errors import CheckpointError
+from rlmod.utils.state_files import read_json, read_state, write_json, write_state
+
+FORMAT = "rlmod-checkpoint"
+CHECKPOINT_VERSION = "1.0"
+SUPPORTED_VERSIONS = ("1.0",)
+METADATA_FILE = "metadata.json"
+
+StateDict = dict[str, Any]
+
+
+class Checkpointable:
+    """A component whose state can be saved to and restored from a directory.
+
+    Subclasses implement `get_state`/`set_state` (nested dicts of tensors, numpy arrays
+    and JSON values) and name their sub-components in `get_checkpointable_components`;
+    each sub-component is saved in a sub-directory of its name.
+    """
+
+    def get_state(self, components: str | Collection[str] | None = None, *,
+                  not_components: str | Collection[str] | None = None,
+                  **kwargs: Any) -> StateDict:
+        """The component's state; `components` / `not_components` select sub-components by
+        name ('learner_group/learner/rl_module' paths allowed)."""
+        raise NotImplementedError
+
+    def set_state(self, state: StateDict) -> None:
+        """Restores any subset of what `get_state` returned."""
+        raise NotImplementedError
+
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
+        """(name, component) pairs saved in sub-directories of that name."""
+        return []
+
+    def get_metadata(self) -> dict[str, Any]:
+        """Extra JSON for this component's metadata.json (e.g. module specs)."""
+        return {}
+
+    # ------------------------------------------------------------------ saving
+    def save_to_path(self, path: str | os.PathLike | None = None, *,
+                     state: StateDict | None = None) -> str:
+        """Saves atomically to `path` (default: a new temporary directory); returns it."""
+        target = Path(path) if path is not None else Path(
+            tempfile.mkdtemp(prefix="rlmod_checkpoint_"))
+        with atomic_directory(target) as tmp:
+            self._save_into(tmp, self.get_state() if state is None else state)
+        return str(target)
+
+    def _save_into(self, directory: Path, state: StateDict) -> None:
+        """Writes `state` (this component's full state) into `directory`, sub-components
+        into sub-directories, metadata last."""
+        own = dict(state)
+        names = []
+        for name, component in self.get_checkpointable_components():
+            names.append(name)
+            sub = own.pop(name, None)
+            if sub is not None:
+                (directory / name).mkdir()
+                component._save_into(directory / name, sub)
+        self._write_own_state(directory, own)
+        write_json(directory / METADATA_FILE, {
+            "format": FORMAT, "checkpoint_version": CHECKPOINT_VERSION,
+            "rlmod_version": _rlmod_version(), "class": _class_path(type(self)),
+            "components": names, **self.get_metadata()})
+
+    def _write_own_state(self, directory: Path, state: StateDict) -> None:
+        write_state(directory, state)
+
+    # ------------------------------------------------------------------ loading
+    def restore_from_path(self, path: str | os.PathLike, *, component: str | None = None,
+                          **kwargs: Any) -> None:
+        """Restores this component's state from `path`.
+
+        With `component` (e.g. "learner_group/learner/rl_module/p0") only that part is
+        restored and everything else stays bit for bit as it is; `path` may be this
+        component's checkpoint directory or, as in RLlib, the sub-component's own one.
+        """
+        path = Path(path)
+        if component is None:
+            read_metadata(path)
+            self.set_state(self._read_state(path))
+            return
+        first, _, rest = component.strip("/").partition("/")
+        components = dict(self.get_checkpointable_components())
+        if first not in components:
+            self._restore_part(path, first, rest)
+            return
+        # `path` is this component's directory (descend into it) or, RLlib's way, already
+        # the directory of the part to restore (keep it).
+        sub_path = path / first if (path / first).exists() else path
+        components[first].restore_from_path(sub_path, component=rest or None)
+
+    def _restore_part(self, path: Path, name: str, rest: str) -> None:
+        """Restores part `name` that is not a sub-component (e.g. one module of many)."""
+        raise CheckpointError(
+            f"{type(self).__name__} has no checkpoint component {name!r}; it has "
+            f"{[n for n, _ in self.get_checkpointable_components()]}."
+        )
+
+    def _read_state(self, path: Path) -> StateDict:
+        """This component's full state from `path`, sub-components included."""
+        state = read_state(path)
+        for name, component in self.get_checkpointable_components():
+            if (path / name).is_dir():
+                read_metadata(path / name)
+                state[name] = component._read_state(path / name)
+        return state
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """`path`/metadata.json, checked: format, supported version, field types."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"Checkpoint directory {path} does not exist.")
+    file = path / METADATA_FILE
+    meta = read_json(file)
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{file}: field 'format' is {meta.get('format')!r}, expected {FORMAT!r}; this is "
+            "not an rlmod checkpoint (RLlib's pickled checkpoints are not loaded, by design)."
+        )
+    version = meta.get("checkpoint_version")
+    if not isinstance(version, str):
+        raise CheckpointError(
+            f"{file}: field 'checkpoint_version' must be a string such as "
+            f"{CHECKPOINT_VERSION!r}, got {version!r}."
+        )
+    if version not in SUPPORTED_VERSIONS:
+        raise CheckpointError(
+            f"{file}: checkpoint_version {version!r} is not supported by rlmod "
+            f"{_rlmod_version()} (it reads {list(SUPPORTED_VERSIONS)}); load it with the rlmod "
+            f"version that wrote it ({meta.get('rlmod_version')!r}) or a newer one."
+        )
+    if not isinstance(meta.get("class"), str):
+        raise CheckpointError(f"{file}: field 'class' must be an import path string.")
+    return meta
+
+
+@contextlib.contextmanager
+def atomic_directory(target: Path) -> Iterator[Path]:
+    """Yields a fresh temporary directory beside `target`; on success it is fsynced and
+    renamed to `target` (replacing an existing checkpoint there), on error removed."""
+    target = Path(target).absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        _fsync_tree(tmp)
+        old = None
+        if target.exists():
+            if target.is_dir() and not any(target.iterdir()):
+                target.rmdir()  # an empty directory (e.g. from tempfile.mkdtemp)
+            else:
+                old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+                os.rename(target, old)
+        os.rename(tmp, target)
+        _fsync_dir(target.parent)
+        if old is not None:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsyncs every directory under `root` (files are fsynced as they are written)."""
+    for dirpath, _, _ in os.walk(root):
+        _fsync_dir(Path(dirpath))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_CHECKPOINT_NAME = re.compile(r"^checkpoint_(\d+)$")
+
+
+def checkpoint_name(iteration: int) -> str:
+    """The directory name of the checkpoint after `iteration` training iterations."""
+    return f"checkpoint_{iteration:06d}"
+
+
+def complete_checkpoints(directory: Path) -> list[Path]:
+    """The complete checkpoints in `directory`, oldest first (by iteration)."""
+    if not Path(directory).is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in Path(directory).iterdir()
+             if (m := _CHECKPOINT_NAME.match(p.name)) and (p / METADATA_FILE).is_file()]
+    return [p for _, p in sorted(found)]
+
+
+def keep_last_n(directory: Path, n: int) -> list[Path]:
+    """Deletes all but the newest `n` complete checkpoints in `directory`; returns the
+    deleted ones. Incomplete ones (no metadata.json) and other files are left alone."""
+    done = complete_checkpoints(directory)
+    old = done[:-n] if n > 0 else done
+    for path in old:
+        shutil.rmtree(path)
+    return old
+
+
+def _class_path(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _rlmod_version() -> str:
+    from rlmod import __version__
+
+    return __version__
+
+
+def select_components(components: str | Collection[str] | None,
+                      not_components: str | Collection[str] | None,
+                      name: str) -> tuple[bool, list[str] | None, list[str] | None]:
+    """Whether component `name` is wanted, and the `components` / `not_components` to pass
+    on to it (paths below `name`), as RLlib's `_check_component` and
+    `_get_subcomponents` do."""
+    inc = [components] if isinstance(components, str) else components
+    exc = [not_components] if isinstance(not_components, str) else not_components
+
+    def below(paths: Collection[str] | None) -> list[str] | None:
+        if paths is None:
+            return None
+        subs = [p.split("/", 1)[1] for p in paths if p.startswith(name + "/")]
+        return subs or None
+
+    if exc is not None and name in exc:
+        return False, None, None
+    if inc is None:
+        return True, None, below(exc)
+    wanted = any(p == name or p.startswith(name + "/") for p in inc)
+    return wanted, (None if name in inc else below(inc)), below(exc)
