@@ -132,7 +132,49 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--no-tensorboard", action="store_true", help="Do not write TensorBoard event files."
     )
+    train.add_argument(
+        "--checkpoint-every", type=int, metavar="N", default=0,
+        help="Save a checkpoint into RUN_DIR/checkpoints every N iterations (a final one is "
+        "always saved at the end).",
+    )
+    train.add_argument(
+        "--resume", type=Path, metavar="DIR",
+        help="Continue from a checkpoint directory, or from the newest checkpoint of a run "
+        "dir; settings come from the checkpoint (--config, --env and --seed are refused).",
+    )
+    _add_trust_argument(train)
+    train.add_argument("--keep-last-n", type=int, metavar="N",
+                       help="Keep only the newest N checkpoints in RUN_DIR/checkpoints.")
+
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="Run a checkpoint's policy greedily and print the mean return.",
+        description="Load the policy of a single-agent checkpoint (inference-only module and "
+        "its connectors, no Learner), run it for --episodes episodes and print the mean "
+        "return.",
+    )
+    evaluate.set_defaults(command="evaluate", run=_evaluate)
+    evaluate.add_argument("checkpoint", type=Path, metavar="CHECKPOINT",
+                          help="A checkpoint directory, or a run dir (its newest checkpoint).")
+    evaluate.add_argument("--episodes", type=int, default=10, metavar="N",
+                          help="Episodes to run (default: 10).")
+    evaluate.add_argument("--seed", type=int, default=0, help="Seed of the env (default: 0).")
+    evaluate.add_argument("--explore", action="store_true",
+                          help="Sample actions instead of taking the most likely one.")
+    evaluate.add_argument("--render", choices=["rgb_array"],
+                          help="Render the episodes (with --video-dir: record videos).")
+    evaluate.add_argument("--video-dir", type=Path, metavar="DIR",
+                          help="Where --render rgb_array writes videos (needs moviepy).")
+    _add_trust_argument(evaluate)
     return parser
+
+
+def _add_trust_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trust", action="append", default=[], metavar="PACKAGE",
+        help="A package whose classes and functions a config or checkpoint may name, besides "
+        "rlmod (repeatable). Anything else is refused before it is imported.",
+    )
 
 
 # ---------------------------------------------------------------------- building the config
@@ -170,14 +212,17 @@ def _load_settings(text: str | None) -> dict[str, Any]:
     return data
 
 
-def _apply(config: Any, settings: Mapping[str, Any], *, source: str) -> None:
-    """Sets each of `settings` on `config`, decoded as `AlgorithmConfig.from_dict` does."""
+def _apply(config: Any, settings: Mapping[str, Any], *, source: str,
+           trusted_modules: Sequence[str] = ()) -> None:
+    """Sets each of `settings` on `config`, decoded as `AlgorithmConfig.from_dict` does
+    (import paths only inside rlmod and `trusted_modules`)."""
     for name, value in settings.items():
         try:
             if name.startswith("_"):  # AlgorithmConfig lets private names through
                 raise AttributeError(f"{type(config).__name__} has no setting {name!r}.")
             if name in config.settings():  # decode {"__import__": ...} and friends
-                value = getattr(type(config).from_dict({name: value}), name)
+                value = getattr(type(config).from_dict(
+                    {name: value}, trusted_modules=trusted_modules), name)
             setattr(config, name, value)  # unknown names: the config's own error
         except (AttributeError, ValueError, TypeError) as e:
             raise CLIError(f"{source}: {e}") from None
@@ -190,6 +235,7 @@ def build_config(
     settings: Mapping[str, Any] | None = None,
     seed: int | None = None,
     tuned: bool = True,
+    trusted_modules: Sequence[str] = (),
 ) -> tuple[Any, dict[str, Any]]:
     """The config `rlmod train` runs, and the tuned settings it applied.
 
@@ -206,7 +252,7 @@ def build_config(
     if tuned and isinstance(env_id, str):
         applied = dict(TUNED_BY_ALGORITHM.get(algo_name, {}).get(env_id, {}))
         _apply(config, applied, source=f"rlmod.tuned.TUNED[{env_id!r}]")
-    _apply(config, settings, source="--config")
+    _apply(config, settings, source="--config", trusted_modules=trusted_modules)
     if env is not None:
         _apply(config, {"env": env}, source="--env")
     if seed is not None:
@@ -248,38 +294,53 @@ def _stop_reason(args: argparse.Namespace, result: Mapping[str, Any], wall_s: fl
 
 
 def _train(args: argparse.Namespace) -> int:
+    from rlmod.utils import checkpoints
     from rlmod.utils.loggers import ProgressBar, RunLogger
 
     if args.as_test and args.stop_reward is None:
         raise CLIError("--as-test needs --stop-reward (the return the run must reach).")
+    for flag, value in (("--checkpoint-every", args.checkpoint_every),
+                        ("--keep-last-n", args.keep_last_n)):
+        if value is not None and value < (0 if flag == "--checkpoint-every" else 1):
+            raise CLIError(f"{flag} {value}: expected a number >= "
+                           f"{0 if flag == '--checkpoint-every' else 1}.")
     start = time.perf_counter()
-    config, tuned = build_config(
-        algo=args.algo,
-        env=args.env,
-        settings=_load_settings(args.config),
-        seed=args.seed,
-        tuned=not args.no_tuned,
-    )
-    algo_name = _config_class(args.algo)[0]
+    tuned: dict[str, Any]
+    if args.resume is not None:
+        algo, algo_name = _resume(args), _class_name(args.resume)
+        config, tuned = algo.config, {}
+    else:
+        config, tuned = build_config(
+            algo=args.algo,
+            env=args.env,
+            settings=_load_settings(args.config),
+            seed=args.seed,
+            tuned=not args.no_tuned,
+            trusted_modules=args.trust,
+        )
+        algo_name = _config_class(args.algo)[0]
     env_name = config.env if isinstance(config.env, str) else getattr(
         config.env, "__name__", repr(config.env))
-    run_dir = args.run_dir or _default_run_dir(algo_name, config.env)
-    try:
-        algo = config.build_algo()
-    except (ValueError, TypeError, KeyError) as e:  # unknown env, spaces, module IDs
-        raise CLIError(str(e)) from None
+    run_dir = _run_dir(args.run_dir, algo_name, config.env)
+    if args.resume is None:
+        try:
+            algo = config.build_algo()
+        except (ValueError, TypeError, KeyError) as e:  # unknown env, spaces, module IDs
+            raise CLIError(str(e)) from None
     if not any(
         v is not None
         for v in (args.stop_reward, args.stop_timesteps, args.stop_iters, args.stop_seconds)
     ):
         print("No stop criterion given: training until Ctrl-C.", file=sys.stderr)
     print(
-        f"Training {algo_name} on {env_name}"
+        f"{'Resuming' if args.resume else 'Training'} {algo_name} on {env_name}"
         f"{' with tuned settings ' + json.dumps(tuned) if tuned else ''}; logs in {run_dir}",
         file=sys.stderr,
     )
     result: dict[str, Any] = {}
     reason = ""
+    checkpoint_dir = run_dir / "checkpoints"
+    last_checkpoint = ""
     bar = ProgressBar(total_env_steps=args.stop_timesteps)
     try:
         with RunLogger(run_dir, config=algo.config, tensorboard=not args.no_tensorboard) as run:
@@ -288,11 +349,20 @@ def _train(args: argparse.Namespace) -> int:
                 run.log(result)
                 bar.update(result)
                 reason = _stop_reason(args, result, time.perf_counter() - start)
+                if args.checkpoint_every and algo.iteration % args.checkpoint_every == 0:
+                    last_checkpoint = algo.save_checkpoint_to_dir(
+                        checkpoint_dir, keep_last_n=args.keep_last_n)
     except KeyboardInterrupt:
         reason = "interrupted (Ctrl-C)"
     finally:
         bar.close()
-        algo.stop()
+        try:  # the final checkpoint, also after Ctrl-C: no training is lost
+            if algo.iteration and not last_checkpoint.endswith(
+                    checkpoints.checkpoint_name(algo.iteration)):
+                last_checkpoint = algo.save_checkpoint_to_dir(
+                    checkpoint_dir, keep_last_n=args.keep_last_n)
+        finally:
+            algo.stop()
     wall_s = time.perf_counter() - start
     window = min(config.metrics_num_episodes_for_smoothing, result.get("num_episodes_lifetime", 0))
     reached = _print_summary(
@@ -303,10 +373,93 @@ def _train(args: argparse.Namespace) -> int:
         wall_s=wall_s,
         run_dir=run_dir,
         window=window,
+        checkpoint=last_checkpoint,
     )
     if reason.startswith("interrupted"):
         return EXIT_INTERRUPTED
     return EXIT_NOT_SOLVED if args.as_test and not reached else EXIT_OK
+
+
+def _checkpoint_path(path: Path) -> Path:
+    """A checkpoint directory itself, or the newest complete checkpoint of a run dir."""
+    from rlmod.utils import checkpoints
+
+    if (path / checkpoints.METADATA_FILE).is_file():
+        return path
+    found = checkpoints.complete_checkpoints(path / "checkpoints")
+    if not found:
+        raise CLIError(
+            f"{path} is neither a checkpoint (no metadata.json) nor a run dir with complete "
+            "checkpoints in checkpoints/."
+        )
+    return found[-1]
+
+
+def _resume(args: argparse.Namespace) -> Any:
+    """The Algorithm restored from --resume; settings come from the checkpoint."""
+    from rlmod.algorithms import Algorithm
+    from rlmod.errors import CheckpointError
+
+    given = [f for f, v in (("--config", args.config), ("--env", args.env),
+                            ("--seed", args.seed)) if v is not None]
+    if given:
+        raise CLIError(f"--resume takes its settings from the checkpoint; drop {given[0]}.")
+    path = _checkpoint_path(args.resume)
+    try:
+        return Algorithm.from_checkpoint(path, trusted_modules=args.trust)
+    except (CheckpointError, ValueError, TypeError) as e:
+        raise CLIError(str(e)) from None
+
+
+def _class_name(path: Path) -> str:
+    """The algorithm name stored in a checkpoint's metadata (for messages)."""
+    from rlmod.utils import checkpoints
+
+    meta = checkpoints.read_metadata(_checkpoint_path(path))
+    return str(meta["class"]).rsplit(":", 1)[-1]
+
+
+def _run_dir(given: Path | None, algo_name: str, env: Any) -> Path:
+    """--run-dir, refused if it already holds a run; else a new default one."""
+    from rlmod.utils.loggers import PARAMS_JSON, PROGRESS_CSV, RESULT_JSONL
+
+    if given is None:
+        base = _default_run_dir(algo_name, env)
+        run_dir, i = base, 1
+        while run_dir.exists():  # two runs started in the same second
+            i += 1
+            run_dir = base.with_name(f"{base.name}-{i}")
+        return run_dir
+    taken = [n for n in (PROGRESS_CSV, RESULT_JSONL, PARAMS_JSON) if (given / n).exists()]
+    if taken:
+        raise CLIError(
+            f"--run-dir {given} already holds a run ({taken[0]}); rlmod never overwrites one. "
+            f"Pass a new --run-dir, or continue it with --resume {given} --run-dir NEW_DIR."
+        )
+    return given
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    """`rlmod evaluate CHECKPOINT`: the greedy policy's mean return over --episodes."""
+    from rlmod.algorithms.evaluation import evaluate_checkpoint
+    from rlmod.errors import CheckpointError
+
+    if args.episodes < 1:
+        raise CLIError(f"--episodes {args.episodes}: expected a number >= 1.")
+    if args.video_dir is not None and args.render is None:
+        raise CLIError("--video-dir needs --render rgb_array.")
+    path = _checkpoint_path(args.checkpoint)
+    try:
+        returns = evaluate_checkpoint(path, num_episodes=args.episodes, seed=args.seed,
+                                      explore=args.explore, render=args.render,
+                                      video_dir=args.video_dir, trusted_modules=args.trust)
+    except (CheckpointError, ValueError, TypeError, ImportError) as e:
+        raise CLIError(str(e)) from None
+    print(f"Evaluated {path} over {len(returns)} episodes.")
+    print(f"  episode_return_mean  {sum(returns) / len(returns):.2f}")
+    print(f"  episode_return_min   {min(returns):.2f}")
+    print(f"  episode_return_max   {max(returns):.2f}")
+    return EXIT_OK
 
 
 def _print_summary(
@@ -318,6 +471,7 @@ def _print_summary(
     wall_s: float,
     run_dir: Path,
     window: int,
+    checkpoint: str = "",
 ) -> bool:
     """Prints what the run did; returns whether --stop-reward was reached."""
     ret = result.get("env_runners", {}).get("episode_return_mean", math.nan)
@@ -334,6 +488,8 @@ def _print_summary(
         lines.append(f"  {label:<21}{'reached' if reached else 'NOT reached'}")
     tb = "" if args.no_tensorboard else f"; tensorboard --logdir {run_dir}"
     lines.append(f"  logs                 {run_dir}/ (progress.csv, result.jsonl, params.json{tb})")
+    if checkpoint:
+        lines.append(f"  checkpoint           {checkpoint}")
     print("\n".join(lines))
     return reached
 

@@ -125,7 +125,7 @@ def test_as_test_exits_1_when_the_stop_reward_is_not_reached(
     command = "train --env CartPole-v1 --stop-reward 1000 --stop-iters 1 --no-tensorboard"
     assert _run(command, "--run-dir", tmp_path / "run") == 0  # only reported
     assert "stop reward 1000" in (out := capsys.readouterr().out) and "NOT reached" in out
-    assert _run(command, "--as-test", "--run-dir", tmp_path / "run") == 1
+    assert _run(command, "--as-test", "--run-dir", tmp_path / "run2") == 1
     assert _run("train --env CartPole-v1 --as-test") == 2  # --as-test needs --stop-reward
 
 

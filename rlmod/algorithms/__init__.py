@@ -2,5 +2,6 @@
 
 from rlmod.algorithms.algorithm import Algorithm
 from rlmod.algorithms.algorithm_config import AlgorithmConfig
+from rlmod.algorithms.inference import InferencePolicy
 
-__all__ = ["Algorithm", "AlgorithmConfig"]
+__all__ = ["Algorithm", "AlgorithmConfig", "InferencePolicy"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from rlmod.algorithms.config_json import MUST_PASS
 from rlmod.core.learner_group import LearnerGroup
 from rlmod.env.env_runner_group import EnvRunnerGroup
 from rlmod.errors import CheckpointError
@@ -109,13 +110,16 @@ class Algorithm(Checkpointable):
             result["checkpoint_path"] = self.save_checkpoint_to_dir()
         return result
 
-    def save_checkpoint_to_dir(self) -> str:
-        """Saves `checkpoint_<iteration>` into `config.checkpoint_dir` and deletes all but
-        the newest `keep_last_n` complete checkpoints there; returns the path."""
-        directory = Path(self.config.checkpoint_dir)
+    def save_checkpoint_to_dir(self, directory: str | os.PathLike | None = None, *,
+                               keep_last_n: int | None = None) -> str:
+        """Saves `checkpoint_<iteration>` into `directory` (default:
+        `config.checkpoint_dir`) and deletes all but the newest `keep_last_n` (default:
+        `config.keep_last_n`) complete checkpoints there; returns the path."""
+        directory = Path(directory if directory is not None else self.config.checkpoint_dir)
+        keep = keep_last_n if keep_last_n is not None else self.config.keep_last_n
         path = self.save_to_path(directory / checkpoints.checkpoint_name(self.iteration))
-        if self.config.keep_last_n is not None:
-            checkpoints.keep_last_n(directory, self.config.keep_last_n)
+        if keep is not None:
+            checkpoints.keep_last_n(directory, keep)
         return path
 
     def _timed(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -244,13 +248,21 @@ class Algorithm(Checkpointable):
             self.eval_env_runner_group.stop()
 
 
-def _config_from_file(file: Path, trusted: tuple[str, ...], overrides: dict[str, Any]) -> Any:
-    """The config stored in `file`; errors name the file and the setting."""
+def _config_from_file(file: Path, trusted: tuple[str, ...], overrides: dict[str, Any], *,
+                      skip_unstored: bool = False) -> Any:
+    """The config stored in `file`; errors name the file and the setting.
+
+    `skip_unstored` leaves settings that were lambdas when saved at their defaults (for
+    acting, e.g. InferencePolicy, which never calls them) instead of asking for them.
+    """
     data = read_json(file)
     settings = data.get("settings")
     if not isinstance(data.get("class"), str) or not isinstance(settings, dict):
         raise CheckpointError(
             f"{file} must hold {{'class': 'module:ConfigClass', 'settings': {{...}}}}.")
+    if skip_unstored:
+        settings = {k: v for k, v in settings.items()
+                    if not (isinstance(v, dict) and MUST_PASS in v)}
     try:
         config_cls = resolve_import_path(data["class"], setting=f"{file}: class",
                                          kind="config", trusted_modules=trusted)

@@ -1,0 +1,179 @@
+"""InferencePolicy: a trained policy from a checkpoint, for production (no env, no Ray).
+
+Built from an Algorithm checkpoint: the inference-only module plus the env-to-module and
+module-to-env connectors it was trained with, their states included (one-hot, mean-std
+statistics), so a raw env observation is processed exactly as during training. Used by
+`rlmod evaluate` and by users serving a policy; `export()` writes the module for serving
+outside Python (torch.export, ONNX).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlmod.connectors.env_to_module import MeanStdFilter
+from rlmod.connectors.module_to_env import ENV_ACTIONS
+from rlmod.connectors.pipeline import ConnectorPipeline
+from rlmod.core.columns import Columns
+from rlmod.core.rl_module import RLModule
+from rlmod.errors import CheckpointError
+from rlmod.utils.checkpoints import read_metadata
+from rlmod.utils.spaces import space_from_dict
+from rlmod.utils.state_files import read_state
+
+
+class InferencePolicy:
+    """Computes env actions from raw env observations, as an EnvRunner does.
+
+    Example (the whole production path: three lines after the imports):
+        >>> import tempfile, numpy as np
+        >>> from rlmod.algorithms.ppo import PPOConfig
+        >>> checkpoint = PPOConfig().environment("CartPole-v1").build_algo().save_to_path(
+        ...     tempfile.mkdtemp())
+        >>> from rlmod.algorithms import InferencePolicy
+        >>> policy = InferencePolicy.from_checkpoint(checkpoint)
+        >>> action = policy.compute_single_action(np.array([0.0, 0.1, 0.0, -0.1]))
+        >>> int(action) in (0, 1)
+        True
+    """
+
+    def __init__(self, module: RLModule, env_to_module: ConnectorPipeline,
+                 module_to_env: ConnectorPipeline, *, explore: bool = False) -> None:
+        self.module = module.eval()
+        self.env_to_module = env_to_module
+        self.module_to_env = module_to_env
+        self.explore = explore
+        for piece in env_to_module.connectors:  # serving must not shift the statistics
+            if isinstance(piece, MeanStdFilter):
+                piece.update = False
+        self._episode_start = True
+        self.config: Any = None  # the stored config, when loaded from a checkpoint
+
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike, *, explore: bool = False,
+                        trusted_modules: Iterable[str] = ()) -> InferencePolicy:
+        """Loads the default module of a single-agent Algorithm checkpoint with its
+        connectors; `trusted_modules` as for `Algorithm.from_checkpoint`."""
+        from rlmod.algorithms.algorithm import CONFIG_FILE, _config_from_file
+
+        path = Path(path)
+        read_metadata(path)
+        trusted = tuple(trusted_modules)
+        config = _config_from_file(path / CONFIG_FILE, trusted, {}, skip_unstored=True)
+        if config.is_multi_agent:
+            raise CheckpointError(
+                f"{path} is a multi-agent checkpoint; InferencePolicy serves single-agent "
+                "ones. Load one module with RLModule.from_checkpoint(path, module_id=...)."
+            )
+        runner_dir = path / "env_runner"
+        spaces = read_metadata(runner_dir).get("spaces", {})
+        try:
+            obs_space, act_space = (space_from_dict(d) for d in spaces["__env__"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise CheckpointError(
+                f"{runner_dir / 'metadata.json'}: field 'spaces' has no valid '__env__' "
+                f"entry ({e!r})."
+            ) from e
+        assert isinstance(obs_space, gym.Space) and isinstance(act_space, gym.Space)
+        env_to_module = config.build_env_to_module_connector(None, obs_space, act_space)
+        env_to_module.set_state(read_state(runner_dir).get("env_to_module", {}))
+        module = RLModule.from_checkpoint(path, inference_only=True, trusted_modules=trusted)
+        module_to_env = config.build_module_to_env_connector(
+            None, env_to_module.observation_space, act_space)
+        policy = cls(module, env_to_module, module_to_env, explore=explore)
+        policy.config = config
+        return policy
+
+    def reset(self) -> None:
+        """Starts a new episode (stateful connectors such as frame stacking restart)."""
+        self._episode_start = True
+
+    @torch.inference_mode()
+    def compute_actions(self, observations: Any) -> np.ndarray:
+        """Env actions for a batch of raw observations (leading batch axis)."""
+        n = len(observations[next(iter(observations))]) if isinstance(observations, dict) \
+            else len(observations)
+        starts = np.full(n, self._episode_start)
+        self._episode_start = False
+        obs = self.env_to_module(observations, episode_starts=starts)
+        forward = self.module.forward_exploration if self.explore else \
+            self.module.forward_inference
+        out = forward({Columns.OBS: torch.as_tensor(np.asarray(obs, dtype=np.float32))})
+        data = self.module_to_env(out, rl_module=self.module, explore=self.explore)
+        return np.asarray(data[ENV_ACTIONS])
+
+    def compute_single_action(self, observation: Any) -> Any:
+        """The env action for one raw observation."""
+        batch = ({k: np.asarray(v)[None] for k, v in observation.items()}
+                 if isinstance(observation, dict) else np.asarray(observation)[None])
+        return self.compute_actions(batch)[0]
+
+    def export(self, path: str | os.PathLike, *, format: str = "torch") -> str:  # noqa: A002
+        """Writes the greedy policy (module input -> env action) for serving outside rlmod.
+
+        `format="torch"` writes a `torch.export` program (`torch.export.load(path)`),
+        `format="onnx"` an ONNX model (needs the `onnx` and `onnxscript` packages). The
+        exported graph takes what the module sees, i.e. observations after the env-to-module
+        connectors (`policy.env_to_module(obs, episode_starts=...)`); it returns actions as
+        the env takes them (bounded Box actions rescaled and clipped as the EnvRunner does).
+        """
+        greedy = _GreedyActions(self.module)
+        obs_space = self.module.observation_space
+        shape = tuple(obs_space.shape or ())
+        example = torch.zeros((2, *shape), dtype=torch.float32)  # a batch of 1 would specialize
+        batch = torch.export.Dim("batch", min=1)
+        path = str(path)
+        if format == "torch":
+            program = torch.export.export(greedy, (example,), dynamic_shapes=({0: batch},))
+            torch.export.save(program, path)
+        elif format == "onnx":
+            try:
+                import onnx  # noqa: F401
+            except ImportError as e:
+                raise ImportError(
+                    "format='onnx' needs the onnx package: pip install onnx onnxscript") from e
+            torch.onnx.export(greedy, (example,), path, input_names=["obs"],
+                              output_names=["actions"], dynamic_shapes=({0: batch},),
+                              dynamo=True, verbose=False)
+        else:
+            raise ValueError(f"export(format={format!r}): expected 'torch' or 'onnx'.")
+        return path
+
+
+class _GreedyActions(torch.nn.Module):
+    """module input -> the distribution's mode, clipped to a bounded Box: the exported
+    graph of `InferencePolicy.export`."""
+
+    low: torch.Tensor
+    high: torch.Tensor
+
+    def __init__(self, module: RLModule) -> None:
+        super().__init__()
+        self.module = module
+        space = module.action_space
+        self.discrete = isinstance(space, gym.spaces.Discrete)
+        self.start = int(space.start) if isinstance(space, gym.spaces.Discrete) else 0
+        if not self.discrete and not isinstance(space, gym.spaces.Box):
+            raise TypeError(f"export supports Discrete and Box actions, not {space}.")
+        low = high = torch.empty(0)
+        if isinstance(space, gym.spaces.Box) and bool(
+                np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+        self.register_buffer("low", low)
+        self.register_buffer("high", high)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        inputs = self.module.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+        if self.discrete:
+            return inputs.argmax(dim=-1) + self.start
+        mean = inputs[..., : inputs.shape[-1] // 2]
+        if self.low.numel():  # as UnsquashAndClipActions: [-1, 1] -> the env's bounds
+            mean = self.low + (mean.clamp(-1.0, 1.0) + 1.0) * 0.5 * (self.high - self.low)
+        return mean
