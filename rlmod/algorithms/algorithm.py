@@ -248,21 +248,26 @@ class Algorithm(Checkpointable):
             self.eval_env_runner_group.stop()
 
 
+NOT_NEEDED_TO_ACT = ("env", "policy_mapping_fn", "policies_to_train", "learner_connector",
+                     "env_runner_cls")
+"""Settings an InferencePolicy never calls: left at their defaults when they were lambdas."""
+
+
 def _config_from_file(file: Path, trusted: tuple[str, ...], overrides: dict[str, Any], *,
-                      skip_unstored: bool = False) -> Any:
+                      skip_unstored: Iterable[str] = ()) -> Any:
     """The config stored in `file`; errors name the file and the setting.
 
-    `skip_unstored` leaves settings that were lambdas when saved at their defaults (for
-    acting, e.g. InferencePolicy, which never calls them) instead of asking for them.
+    Settings named in `skip_unstored` that were lambdas when saved stay at their defaults
+    instead of being asked for (e.g. the mapping function, which acting never calls).
     """
     data = read_json(file)
     settings = data.get("settings")
     if not isinstance(data.get("class"), str) or not isinstance(settings, dict):
         raise CheckpointError(
             f"{file} must hold {{'class': 'module:ConfigClass', 'settings': {{...}}}}.")
-    if skip_unstored:
-        settings = {k: v for k, v in settings.items()
-                    if not (isinstance(v, dict) and MUST_PASS in v)}
+    skip = set(skip_unstored)
+    settings = {k: v for k, v in settings.items()
+                if not (k in skip and isinstance(v, dict) and MUST_PASS in v)}
     try:
         config_cls = resolve_import_path(data["class"], setting=f"{file}: class",
                                          kind="config", trusted_modules=trusted)

@@ -31,6 +31,10 @@ def evaluate_checkpoint(path: str | os.PathLike, *, num_episodes: int = 10, seed
     trusted = tuple(trusted_modules)
     policy = InferencePolicy.from_checkpoint(path, explore=explore, trusted_modules=trusted)
     config = policy.config
+    if config.env is None:
+        raise ValueError(
+            f"{path}: the env was a lambda when saved and is not stored; register it with "
+            "rlmod.register_env and evaluate with InferencePolicy in your own loop.")
     env_config = dict(config.env_config)
     if render is not None:
         if not is_gym_id(config.env):

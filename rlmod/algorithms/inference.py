@@ -58,15 +58,27 @@ class InferencePolicy:
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, *, explore: bool = False,
-                        trusted_modules: Iterable[str] = ()) -> InferencePolicy:
+                        trusted_modules: Iterable[str] = (),
+                        **overrides: Any) -> InferencePolicy:
         """Loads the default module of a single-agent Algorithm checkpoint with its
-        connectors; `trusted_modules` as for `Algorithm.from_checkpoint`."""
-        from rlmod.algorithms.algorithm import CONFIG_FILE, _config_from_file
+        connectors.
+
+        `trusted_modules` and `overrides` as for `Algorithm.from_checkpoint`: a connector
+        factory that was a lambda when saved must be passed again (e.g.
+        `env_to_module_connector=...`), since acting without it would feed the module
+        observations it was not trained on.
+        """
+        from rlmod.algorithms.algorithm import (
+            CONFIG_FILE,
+            NOT_NEEDED_TO_ACT,
+            _config_from_file,
+        )
 
         path = Path(path)
         read_metadata(path)
         trusted = tuple(trusted_modules)
-        config = _config_from_file(path / CONFIG_FILE, trusted, {}, skip_unstored=True)
+        config = _config_from_file(path / CONFIG_FILE, trusted, overrides,
+                                   skip_unstored=NOT_NEEDED_TO_ACT)
         if config.is_multi_agent:
             raise CheckpointError(
                 f"{path} is a multi-agent checkpoint; InferencePolicy serves single-agent "
@@ -124,7 +136,7 @@ class InferencePolicy:
         connectors (`policy.env_to_module(obs, episode_starts=...)`); it returns actions as
         the env takes them (bounded Box actions rescaled and clipped as the EnvRunner does).
         """
-        greedy = _GreedyActions(self.module)
+        greedy = _GreedyActions(self.module).eval()
         obs_space = self.module.observation_space
         shape = tuple(obs_space.shape or ())
         example = torch.zeros((2, *shape), dtype=torch.float32)  # a batch of 1 would specialize

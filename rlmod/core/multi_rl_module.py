@@ -14,7 +14,7 @@ from typing import Any
 from torch import nn
 
 from rlmod.core.columns import DEFAULT_MODULE_ID
-from rlmod.core.rl_module import RLModule, RLModuleSpec, TensorDict
+from rlmod.core.rl_module import RLModule, RLModuleSpec, TensorDict, spec_from_metadata
 from rlmod.errors import CheckpointError, UnknownModuleIDError
 from rlmod.utils.checkpoints import METADATA_FILE, Checkpointable, read_metadata, select_components
 from rlmod.utils.naming import did_you_mean
@@ -94,6 +94,31 @@ class MultiRLModule(nn.Module, Checkpointable):
         """Every module's spec, so each one can be rebuilt (and loaded) alone."""
         return {"module_specs": {mid: RLModuleSpec.from_module(m).to_dict(allow_unnamed=True)
                                  for mid, m in self.items()}}
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, *, inference_only: bool | None = None,
+                        trusted_modules: Iterable[str] = ()) -> MultiRLModule:
+        """Builds all modules of a multi-module checkpoint (its `rl_module` directory or an
+        Algorithm checkpoint's root) and loads their weights. With `inference_only=True`,
+        learner-only modules are left out and the others built small, as on EnvRunners."""
+        directory = Path(path)
+        if (directory / "learner_group" / "learner" / "rl_module").is_dir():
+            directory = directory / "learner_group" / "learner" / "rl_module"
+        meta = read_metadata(directory)
+        specs = meta.get("module_specs")
+        if not isinstance(specs, dict):
+            raise CheckpointError(f"{directory / METADATA_FILE}: no 'module_specs' dict.")
+        ids = [m for m, sp in specs.items()
+               if not (inference_only and isinstance(sp, dict) and sp.get("learner_only"))]
+        state = read_state(directory, select=ids)  # one read for all modules
+        modules = {}
+        for mid in ids:
+            spec = spec_from_metadata(specs[mid], file=directory / METADATA_FILE,
+                                      module_id=mid, inference_only=inference_only,
+                                      trusted_modules=trusted_modules)
+            modules[mid] = spec.build()
+            modules[mid].load_checkpoint_state(state[mid], directory)
+        return cls(modules)
 
     def _restore_part(self, path: Path, name: str, rest: str) -> None:
         """Restores module `name` alone: only its keys are read; the others stay as they are."""

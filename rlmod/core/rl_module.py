@@ -140,37 +140,29 @@ class RLModule(nn.Module, Checkpointable):
 
         directory, mid = locate_module_checkpoint(path, module_id)
         meta = read_metadata(directory)
-        file = directory / "metadata.json"
         stored = meta["module_specs"].get(mid) if mid is not None else meta.get("module_spec")
-        if not isinstance(stored, dict):
-            raise CheckpointError(f"{file}: no module spec for module {mid!r}.")
-        data = dict(stored)
-        if module_class is not None:
-            data["module_class"] = None
-        try:
-            spec = RLModuleSpec.from_dict(data, trusted_modules=trusted_modules)
-        except (ValueError, TypeError) as e:
-            raise CheckpointError(f"{file}: module spec of {mid or 'the module'}: {e}") from e
-        if module_class is not None:
-            spec.module_class = module_class
-        if inference_only is not None:
-            spec.inference_only = inference_only
-            spec.learner_only = spec.learner_only and not inference_only
+        spec = spec_from_metadata(stored, file=directory / "metadata.json", module_id=mid,
+                                  inference_only=inference_only, module_class=module_class,
+                                  trusted_modules=trusted_modules)
         module = spec.build()
+        if not isinstance(module, cls):
+            raise CheckpointError(
+                f"{directory} holds a {type(module).__name__}, not a {cls.__name__}.")
         skip = module.training_only_prefixes() if module.inference_only else ()
         if mid is None:  # a single module's own checkpoint: small, read whole
             state = {k: v for k, v in read_state(directory).items()
                      if not (skip and k.startswith(skip))}
         else:
             state = read_state(directory, select=[mid], skip_prefixes=skip)[mid]
+        module.load_checkpoint_state(state, directory)
+        return module
+
+    def load_checkpoint_state(self, state: Mapping[str, Any], directory: Any) -> None:
+        """`set_state`, with a mismatch reported as a CheckpointError naming `directory`."""
         try:
-            module.set_state(state)
+            self.set_state(state)
         except ValueError as e:
             raise CheckpointError(f"{directory}: {e}") from e
-        if not isinstance(module, cls):
-            raise CheckpointError(
-                f"{directory} holds a {type(module).__name__}, not a {cls.__name__}.")
-        return module
 
     def set_state(self, state: Mapping[str, torch.Tensor | np.ndarray]) -> None:
         """Loads tensors by name. Extra training-only tensors are ignored by an
@@ -331,6 +323,29 @@ class RLModuleSpec:
             learner_only=bool(data.get("learner_only", False)),
             model_config=data.get("model_config"),
         )
+
+
+def spec_from_metadata(stored: Any, *, file: Any, module_id: str | None,
+                       inference_only: bool | None = None,
+                       module_class: type[RLModule] | None = None,
+                       trusted_modules: Iterable[str] = ()) -> RLModuleSpec:
+    """The spec of a module as a checkpoint's metadata stores it (rlmod.utils.trust rules
+    for its class), with the inference-only flag and class replaced where given."""
+    if not isinstance(stored, dict):
+        raise CheckpointError(f"{file}: no module spec for module {module_id!r}.")
+    data = dict(stored)
+    if module_class is not None:
+        data["module_class"] = None
+    try:
+        spec = RLModuleSpec.from_dict(data, trusted_modules=trusted_modules)
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(f"{file}: module spec of {module_id or 'the module'}: {e}") from e
+    if module_class is not None:
+        spec.module_class = module_class
+    if inference_only is not None:
+        spec.inference_only = inference_only
+        spec.learner_only = spec.learner_only and not inference_only
+    return spec
 
 
 def _as_dict(model_config: Any) -> dict[str, Any]:
