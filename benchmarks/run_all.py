@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "curiosity_frozenlake": [],
     "multi_module_scale": [],
     "multi_agent_learning": ["--seeds", "0", "1", "2"],
+    "checkpoint_io": ["--repeats", "5"],
 }
 
 

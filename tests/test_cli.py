@@ -151,3 +151,54 @@ def test_ppo_solves_cartpole_from_the_cli(tmp_path: Path) -> None:
     """`make train`'s command, with --as-test: mean return >= 475 over 100 episodes."""
     command = "train --algo PPO --env CartPole-v1 --stop-reward 475 --stop-timesteps 500000"
     assert _run(command, "--seed", "0", "--as-test", "--run-dir", tmp_path / "run") == 0
+
+
+# ---------------------------------------------------------------------- checkpoints
+def test_checkpoint_every_and_a_final_checkpoint(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    run = tmp_path / "run"
+    assert _run("train --env CartPole-v1 --stop-iters 3 --no-tensorboard --checkpoint-every 2",
+                "--run-dir", run) == 0
+    names = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert names == ["checkpoint_000002", "checkpoint_000003"]  # every 2, plus the final one
+    assert f"checkpoint           {run / 'checkpoints' / 'checkpoint_000003'}" in (
+        capsys.readouterr().out)
+
+
+def test_resume_continues_counters_from_the_newest_checkpoint(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert _run("train --env CartPole-v1 --stop-iters 2 --no-tensorboard --seed 3",
+                "--run-dir", first) == 0
+    assert _run("train --stop-iters 4 --no-tensorboard --resume", first,
+                "--run-dir", second) == 0
+    rows = _read_csv(second / "progress.csv")
+    assert [r["training_iteration"] for r in rows] == ["3", "4"]
+    params = json.loads((second / "params.json").read_text())
+    assert params["seed"] == 3
+    assert _run("train --resume", first, "--env CartPole-v1") == 2  # settings come from it
+
+
+def test_a_used_run_dir_is_never_overwritten(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture) -> None:
+    run = tmp_path / "run"
+    assert _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard", "--run-dir",
+                run) == 0
+    before = (run / "progress.csv").read_text()
+    assert _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard", "--run-dir",
+                run) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert (run / "progress.csv").read_text() == before
+
+
+def test_trust_lets_a_config_name_a_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "my_cartpole.py").write_text(
+        "import gymnasium as gym\n"
+        "def make(env_config):\n"
+        "    return gym.make('CartPole-v1')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = json.dumps({"env": {"__import__": "my_cartpole:make"}})
+    command = f"train --stop-iters 1 --no-tensorboard --config {shlex.quote(config)}"
+    assert _run(command, "--run-dir", tmp_path / "a") == 2
+    assert "--trust my_cartpole" in capsys.readouterr().err
+    assert _run(command, "--trust", "my_cartpole", "--run-dir", tmp_path / "b") == 0

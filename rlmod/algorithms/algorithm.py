@@ -201,7 +201,7 @@ class Algorithm(Checkpointable):
         super()._write_own_state(directory, state)
         write_json(directory / CONFIG_FILE, {
             "class": checkpoints._class_path(type(self.config)),
-            "settings": self.config.to_dict(allow_unnamed=True)})
+            "settings": self.config.to_dict(allow_unnamed=True)}, indent=1)
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, *, config: Any = None,

@@ -45,7 +45,11 @@ def evaluate_checkpoint(path: str | os.PathLike, *, num_episodes: int = 10, seed
     if video_dir is not None:
         import gymnasium as gym
 
-        env = gym.wrappers.RecordVideo(env, str(video_dir), episode_trigger=lambda _: True)
+        try:
+            env = gym.wrappers.RecordVideo(env, str(video_dir), episode_trigger=lambda _: True)
+        except gym.error.DependencyNotInstalled as e:
+            env.close()
+            raise ImportError(f"--video-dir records with gymnasium's RecordVideo: {e}") from e
     returns = []
     try:
         for i in range(num_episodes):

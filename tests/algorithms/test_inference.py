@@ -133,3 +133,23 @@ def test_policy_acts_like_the_env_runner_greedily(tmp_path: Path) -> None:
     np.testing.assert_array_equal(policy.compute_actions(batch[Columns.OBS]),
                                   batch[Columns.ACTIONS])
     algo.stop()
+
+
+def test_evaluate_renders_and_explains_a_missing_video_dependency(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    algo = PPOConfig().environment("CartPole-v1").training(train_batch_size=256).build_algo()
+    checkpoint = algo.save_to_path(tmp_path / "ckpt")
+    algo.stop()
+    assert main(["evaluate", checkpoint, "--episodes", "1", "--render", "rgb_array"]) == 0
+    assert main(["evaluate", checkpoint, "--video-dir", str(tmp_path / "v")]) == 2
+    assert "--video-dir needs --render rgb_array" in capsys.readouterr().err
+    try:
+        import moviepy  # noqa: F401
+    except ImportError:
+        code = main(["evaluate", checkpoint, "--episodes", "1", "--render", "rgb_array",
+                     "--video-dir", str(tmp_path / "v")])
+        assert code == 2 and "moviepy" in capsys.readouterr().err.lower()
+    else:
+        assert main(["evaluate", checkpoint, "--episodes", "1", "--render", "rgb_array",
+                     "--video-dir", str(tmp_path / "v")]) == 0
+        assert list((tmp_path / "v").glob("*.mp4"))

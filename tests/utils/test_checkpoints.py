@@ -59,9 +59,9 @@ def test_layout_is_json_and_safetensors_by_component(trained: tuple[PPO, str]) -
     _, path = trained
     files = sorted(str(p.relative_to(path)) for p in Path(path).rglob("*") if p.is_file())
     assert all(f.endswith((".json", ".safetensors")) for f in files)
-    for part in ("learner_group/learner/rl_module", "learner_group/learner/optimizer",
-                 "env_runner"):
+    for part in ("learner_group/learner/rl_module", "learner_group/learner/optimizer"):
         assert f"{part}/metadata.json" in files and f"{part}/state.safetensors" in files
+    assert "env_runner/metadata.json" in files  # CartPole's connectors hold no arrays
     meta = json.loads((Path(path) / "metadata.json").read_text())
     assert meta["class"] == "rlmod.algorithms.ppo.ppo:PPO" and meta["iteration"] == 2
     assert meta["checkpoint_version"] == checkpoints.CHECKPOINT_VERSION
@@ -355,4 +355,32 @@ def test_save_to_path_without_a_path_makes_a_new_directory(trained: tuple[PPO, s
     assert first != second and (Path(first) / "metadata.json").is_file()
     restored = Algorithm.from_checkpoint(second)
     assert restored.iteration == 2
+    restored.stop()
+
+
+def test_get_state_selects_components(trained: tuple[PPO, str]) -> None:
+    algo, _ = trained
+    only = algo.get_state(components="learner_group/learner/rl_module")
+    assert list(only) == ["learner_group"] and list(only["learner_group"]) == ["learner"]
+    assert list(only["learner_group"]["learner"]) == ["rl_module"]
+    without = algo.get_state(not_components=["env_runner", "learner_group/learner/optimizer"])
+    assert "env_runner" not in without and "iteration" in without
+    assert "optimizer" not in without["learner_group"]["learner"]
+    assert "rl_module" in without["learner_group"]["learner"]
+
+
+def test_a_learner_only_module_round_trips_and_stays_off_env_runners(tmp_path: Path) -> None:
+    data = json.loads((Path(__file__).resolve().parents[2] / "examples" / "curiosity"
+                       / "frozenlake_icm.json").read_text())
+    config = PPOConfig.from_dict(data).training(train_batch_size=128, minibatch_size=64)
+    algo = config.build_algo()
+    algo.train()
+    path = algo.save_to_path(tmp_path / "ckpt")
+    icm = _weights(algo.learner_group.learner.module["icm"])
+    restored = Algorithm.from_checkpoint(path)
+    assert _equal(icm, _weights(restored.learner_group.learner.module["icm"]))
+    assert "icm" not in restored.env_runner.module_ids
+    acting = MultiRLModule.from_checkpoint(path, inference_only=True)
+    assert acting.keys() == ["default_policy"]
+    algo.stop()
     restored.stop()
