@@ -142,7 +142,8 @@ def step_flags(flagged: list, keys_l: list[tuple], num_obs: int
             over.append((e, te_all))
         term[start:start + len(okeys)] = te_e
         trunc[start:start + len(okeys)] = tr_e
-        extras += [(e, agent, agent in te_extra) for agent in {*te_extra, *tr_extra}]
+        extras += [(e, agent, agent in te_extra)  # dict, not set: no hash order
+                   for agent in dict.fromkeys((*te_extra, *tr_extra))]
     return term, trunc, over, extras
 
 
