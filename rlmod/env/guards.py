@@ -41,6 +41,38 @@ def non_finite_rows(x: Any, num_rows: int, key: str) -> tuple[np.ndarray, str] |
     return None if bad is None or bad_key is None else (bad, bad_key)
 
 
+def bad_observation(space: gym.Space, value: Any) -> str | None:
+    """What is wrong with one agent's observation for `space` (shape, dtype, kind), or
+    None; for error messages, on the slow path only."""
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(value, dict):
+            return f"is a {type(value).__name__}, not a dict for {space}"
+        for k, sub in space.spaces.items():
+            problem = bad_observation(sub, value.get(k)) if k in value else "misses it"
+            if problem is not None:
+                return f"[{k!r}] {problem}"
+        return None
+    if isinstance(space, gym.spaces.Tuple):
+        if not isinstance(value, tuple) or len(value) != len(space.spaces):
+            return f"is a {type(value).__name__}, not a tuple of {len(space.spaces)} parts"
+        for i, (sub, v) in enumerate(zip(space.spaces, value, strict=True)):
+            problem = bad_observation(sub, v)
+            if problem is not None:
+                return f"[{i}] {problem}"
+        return None
+    if isinstance(space, gym.spaces.Box | gym.spaces.MultiBinary | gym.spaces.MultiDiscrete):
+        if not isinstance(value, np.ndarray):
+            return (f"is a {type(value).__name__}, not a numpy array of shape {space.shape} "
+                    f"and dtype {space.dtype}")
+        if value.shape != space.shape or value.dtype != space.dtype:
+            return (f"has shape {value.shape} and dtype {value.dtype}, but the space "
+                    f"declares shape {space.shape} and dtype {space.dtype}")
+        return None
+    if isinstance(space, gym.spaces.Discrete) and not isinstance(value, int | np.integer):
+        return f"is a {type(value).__name__}, not an int for {space}"
+    return None
+
+
 def failing_sub_env(err: BaseException) -> int | None:
     """The index of the sub-env whose step()/reset() raised inside a gymnasium
     SyncVectorEnv, read from the traceback (its loop variable `i`); None if unknown.
