@@ -586,7 +586,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 row[Columns.ACTION_LOGP] = data[Columns.ACTION_LOGP].numpy()
             ids = self._buffers[m].add_rows(**row)
             self._open_row[slots] = ids
-            pieces.append((rank, np.asarray(data[ENV_ACTIONS])))
+            pieces.append((rank, _per_row(data[ENV_ACTIONS], len(slots))))
         if not pieces:
             return []
         first = pieces[0][1]
@@ -598,7 +598,7 @@ class MultiAgentEnvRunner(EnvRunner):
         out_list: list = [None] * self._act_n  # modules with differently shaped actions
         for rank, p in pieces:
             for i, a in zip(rank.tolist(), p, strict=True):
-                out_list[i] = a.item() if a.ndim == 0 else a
+                out_list[i] = a.item() if isinstance(a, np.generic) else a
         return out_list
 
     # ------------------------------------------------------------------ sampling
@@ -761,3 +761,23 @@ class MultiAgentEnvRunner(EnvRunner):
     def stop(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def _per_row(env_actions: Any, n: int) -> np.ndarray:
+    """The env actions of `n` agents as an array with one row per agent: as they are, or,
+    for Tuple/Dict action spaces (a tuple/dict of batched arrays), an object array of one
+    tuple/dict per agent (the env takes one per agent anyway)."""
+    if not isinstance(env_actions, tuple | dict):
+        return np.asarray(env_actions)
+    out = np.empty(n, object)
+    for i in range(n):
+        out[i] = _row(env_actions, i)
+    return out
+
+
+def _row(x: Any, i: int) -> Any:
+    if isinstance(x, dict):
+        return {k: _row(v, i) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_row(v, i) for v in x)
+    return x[i]

@@ -137,3 +137,47 @@ def test_restart_failed_sub_environments_recreates_the_env_and_drops_its_episode
     runner.sample(num_timesteps=20)
     assert runner.get_metrics()["num_sub_env_restarts"] == 0
     runner.stop()
+
+
+class _Actions(MultiAgentEnv):
+    """Two agents with a Tuple and a Discrete(start=5) action space; asserts each action
+    it gets is in its agent's space."""
+
+    SPACES = {"t": gym.spaces.Tuple([gym.spaces.Discrete(2, start=-1),
+                                     gym.spaces.Box(-1.0, 1.0, (2,), np.float32)]),
+              "d": gym.spaces.Discrete(3, start=5)}
+
+    def __init__(self, config: dict | None = None) -> None:
+        super().__init__()
+        self.possible_agents = ["t", "d"]
+        self.observation_spaces = dict.fromkeys(self.possible_agents, BOX)
+        self.action_spaces = dict(self.SPACES)
+        self.seen: list = (config or {}).get("seen", [])
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self.t = 0
+        return {a: np.zeros(2, np.float32) for a in self.possible_agents}, {}
+
+    def step(self, action_dict: dict[Any, Any]):
+        self.seen.extend(action_dict.items())
+        self.t += 1
+        obs = {a: np.zeros(2, np.float32) for a in self.possible_agents}
+        return (obs, dict.fromkeys(self.possible_agents, 1.0), {"__all__": False},
+                {"__all__": self.t >= 4}, {})
+
+
+def test_multi_agent_actions_are_inside_each_agents_space():
+    seen: list = []
+    config = (PPOConfig().environment(_Actions, env_config={"seen": seen})
+              .env_runners(num_envs_per_env_runner=2)
+              .multi_agent(policies={"pt", "pd"},
+                           policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}")
+              .debugging(seed=0))
+    runner = MultiAgentEnvRunner(config=config)
+    runner.sample(num_timesteps=40)
+    assert len(seen) == 80
+    for agent, action in seen:
+        assert _Actions.SPACES[agent].contains(action), (agent, action)
+    assert {int(a) for agent, a in seen if agent == "d"} == {5, 6, 7}
+    runner.stop()
