@@ -23,6 +23,7 @@ from rlmod.connectors.pipeline import Connector, ConnectorPipeline, as_connector
 from rlmod.core.columns import DEFAULT_MODULE_ID
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
+from rlmod.env.multi_agent_rows import SETUP_EPISODE
 from rlmod.errors import UnknownModuleIDError
 from rlmod.utils.naming import did_you_mean
 
@@ -150,7 +151,10 @@ class AlgorithmConfig:
     policy_mapping_fn = Setting(default_policy_mapping_fn, section="multi_agent",
                                 check=lambda v: s.callable_or_none(v) or
                                 default_policy_mapping_fn,
-                                doc="callable(agent_id, episode, **kwargs) -> module ID.")
+                                doc=(
+        "callable(agent_id, episode, **kwargs) -> module ID, called once per agent per "
+        "episode; `episode` is an EpisodeInfo (id_, env_index, worker_index), at set-up "
+        "(module spaces from the env's possible_agents) the one with id_=-1, never None."))
     policies_to_train = Setting(None, section="multi_agent", check=s.collection_or_callable,
                                 doc="Module IDs to train, or callable(module_id, batch) -> bool; "
                                 "None trains all.")
@@ -496,7 +500,8 @@ class AlgorithmConfig:
     def env_spaces_by_module(self, env: Any) -> dict[ModuleID, tuple[Any, gym.Space, gym.Space]]:
         """{module_id: (first agent mapped to it, its raw obs space, its raw action space)}.
 
-        Reverse-maps `env.possible_agents` through `policy_mapping_fn(agent_id, None)`;
+        Reverse-maps `env.possible_agents` through `policy_mapping_fn(agent_id,
+        SETUP_EPISODE)` (an EpisodeInfo with `id_=-1`, see rlmod.env.multi_agent_rows);
         raises if an agent maps to an unknown or a learner-only module, or if two agents
         with different spaces map to one module.
         """
@@ -505,7 +510,7 @@ class AlgorithmConfig:
         found: dict[ModuleID, tuple[Any, gym.Space, gym.Space]] = {}
         known = set(self.module_ids) - self.learner_only_module_ids
         for agent_id in env.possible_agents:
-            mid = self.policy_mapping_fn(agent_id, None)
+            mid = self.policy_mapping_fn(agent_id, SETUP_EPISODE)
             if mid not in known:
                 raise UnknownModuleIDError(self.mapping_error_message(agent_id, mid))
             obs, act = env.get_observation_space(agent_id), env.get_action_space(agent_id)
@@ -599,6 +604,12 @@ class AlgorithmConfig:
                 if name not in self.settings():
                     raise ValueError(self._unknown_override_message(mid, name))
                 self.settings()[name].validate(overrides[name])
+        if self.is_multi_agent and self.on_non_finite_env_data == "truncate_episode":
+            raise ValueError(
+                "on_non_finite_env_data='truncate_episode' is built for single-agent "
+                "EnvRunners only; a multi-agent EnvRunner raises an EnvError naming the env, "
+                "agent and step. Use on_non_finite_env_data='raise' (the default)."
+            )
         ptt = self.policies_to_train
         if ptt is not None and not callable(ptt):
             unknown = sorted(set(ptt) - set(self.module_ids))

@@ -21,7 +21,7 @@ class ModuleSpaces:
     """Per module: the raw (observation, action) spaces of its agents, the first agent seen
     with them (named in errors) and its env-to-module pipeline.
 
-    Set-up maps the env's agents with `episode=None` (`config.env_spaces_by_module`); a
+    Set-up maps the env's agents with `SETUP_EPISODE` (`config.env_spaces_by_module`); a
     module no agent mapped to then adopts the spaces of the first agent mapped to it later.
     """
 

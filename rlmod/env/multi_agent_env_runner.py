@@ -91,7 +91,7 @@ class MultiAgentEnvRunner(EnvRunner):
         if not self._agents:
             raise EnvError(f"env={config.env!r} has no possible_agents; set them in __init__.")
         self._agent_index = {a: i for i, a in enumerate(self._agents)}
-        # Raw spaces per module, from the env's agents (episode=None); checks the mapping.
+        # Raw spaces per module, from the env's agents (SETUP_EPISODE); checks the mapping.
         self._spaces = ModuleSpaces(config, self.envs, self._agents)
         spec = config.get_multi_rl_module_spec(env=self.env0, spaces=self.get_spaces(),
                                                inference_only=True)

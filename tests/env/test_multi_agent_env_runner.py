@@ -265,7 +265,7 @@ def test_one_forward_pass_per_module_per_step_and_one_mapping_per_agent_episode(
     calls: list = []
 
     def mapping(aid, episode):
-        if episode is not None:
+        if episode.id_ >= 0:  # not the set-up call (SETUP_EPISODE)
             calls.append((episode.id_, aid))
         return f"p{aid % 2}"
 
@@ -465,7 +465,7 @@ def test_mapping_to_an_unknown_module_names_agent_and_module():
 
 
 def test_mapping_unknown_only_at_run_time_is_caught_when_sampling():
-    config = ma_config(mapping=lambda aid, ep: f"p{aid % 2}" if ep is None or ep.id_ == 0
+    config = ma_config(mapping=lambda aid, ep: f"p{aid % 2}" if ep.id_ <= 0
                        else "px")
     runner = MultiAgentEnvRunner(config=config)
     with pytest.raises(UnknownModuleIDError, match=r"agent 0 to module 'px'"):

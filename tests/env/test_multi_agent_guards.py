@@ -181,3 +181,23 @@ def test_multi_agent_actions_are_inside_each_agents_space():
         assert _Actions.SPACES[agent].contains(action), (agent, action)
     assert {int(a) for agent, a in seen if agent == "d"} == {5, 6, 7}
     runner.stop()
+
+
+def test_policy_mapping_fn_gets_a_documented_episode_at_set_up_too():
+    seen = []
+
+    def mapping(aid, episode, **kw):
+        seen.append(episode.id_)  # was: AttributeError on episode=None at set-up
+        return f"p{aid}" if episode.env_index >= 0 else "nope"
+
+    runner = MultiAgentEnvRunner(config=_config({"armed": [False]}).multi_agent(
+        policy_mapping_fn=mapping))
+    runner.sample(num_timesteps=10)
+    assert -1 in seen and max(seen) >= 0
+    runner.stop()
+
+
+def test_truncate_mode_is_refused_for_multi_agent_with_a_message():
+    config = _config({}).env_runners(on_non_finite_env_data="truncate_episode")
+    with pytest.raises(ValueError, match="built for single-agent EnvRunners only"):
+        config.build_algo()
