@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import re
+import secrets
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -99,22 +100,24 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Start from the algorithm's defaults even for a tuned env.",
     )
-    train.add_argument("--seed", type=int, help="Seed of torch, numpy and the envs.")
+    train.add_argument("--seed", type=_count(0), help="Seed of torch, numpy and the envs "
+                       "(default: the config's, else a random one, recorded in params.json).")
     train.add_argument(
         "--stop-reward",
-        type=float,
+        type=_finite(),
         metavar="R",
         help="Stop once episode_return_mean (over the last 100 episodes) is >= R.",
     )
     train.add_argument(
-        "--stop-timesteps", type=int, metavar="N", help="Stop once N env steps were sampled."
+        "--stop-timesteps", type=_count(1), metavar="N",
+        help="Stop once N env steps were sampled."
     )
     train.add_argument(
-        "--stop-iters", type=int, metavar="N", help="Stop after N training iterations."
+        "--stop-iters", type=_count(1), metavar="N", help="Stop after N training iterations."
     )
     train.add_argument(
         "--stop-seconds",
-        type=float,
+        type=_finite(positive=True),
         metavar="S",
         help="Stop once S seconds of wall time have passed.",
     )
@@ -133,6 +136,33 @@ def _build_parser() -> argparse.ArgumentParser:
         "--no-tensorboard", action="store_true", help="Do not write TensorBoard event files."
     )
     return parser
+
+
+def _count(low: int) -> Any:
+    """argparse type: an int >= low (argparse reports the ValueError's message)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+    return parse
+
+
+def _finite(*, positive: bool = False) -> Any:
+    """argparse type: a finite float (> 0 if `positive`)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or (positive and value <= 0):
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number{' > 0' if positive else ''}, got {text!r}")
+        return value
+    return parse
 
 
 # ---------------------------------------------------------------------- building the config
@@ -194,7 +224,8 @@ def build_config(
     """The config `rlmod train` runs, and the tuned settings it applied.
 
     Order: the algorithm's defaults, the env's tuned settings, `settings`, then `env` and
-    `seed` when given. Raises CLIError with a one-line message on any bad setting.
+    `seed` when given; with no seed anywhere a random one is chosen (and so recorded in
+    params.json). Raises CLIError with a one-line message on any bad setting.
     """
     algo_name, config_cls = _config_class(algo)
     settings = dict(settings or {})
@@ -211,6 +242,9 @@ def build_config(
         _apply(config, {"env": env}, source="--env")
     if seed is not None:
         _apply(config, {"seed": seed}, source="--seed")
+    if config.seed is None:  # always seeded, so params.json can repeat the run
+        config.seed = secrets.randbelow(2**31)
+        logging.getLogger(__name__).info("No seed given: chose seed %d.", config.seed)
     try:
         config.validate()
     except (ValueError, TypeError, KeyError) as e:
@@ -274,8 +308,8 @@ def _train(args: argparse.Namespace) -> int:
     ):
         print("No stop criterion given: training until Ctrl-C.", file=sys.stderr)
     print(
-        f"Training {algo_name} on {env_name}"
-        f"{' with tuned settings ' + json.dumps(tuned) if tuned else ''}; logs in {run_dir}",
+        f"Training {algo_name} on {env_name} with seed {config.seed}"
+        f"{', tuned settings ' + json.dumps(tuned) if tuned else ''}; logs in {run_dir}",
         file=sys.stderr,
     )
     result: dict[str, Any] = {}
