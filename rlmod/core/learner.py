@@ -45,6 +45,7 @@ class Learner:
         self._logged: dict[ModuleID, dict[str, list[torch.Tensor]]] = {}
         self._num_non_finite: dict[ModuleID, int] = {}  # skipped minibatches, this update
         self._non_finite_streak: dict[ModuleID, int] = {}  # skipped in a row, across updates
+        self._guard_non_finite = True  # benchmarks/guard_overhead.py turns it off to compare
         self._rng = np.random.default_rng(config.seed)
 
     # ------------------------------------------------------------------ build
@@ -150,9 +151,12 @@ class Learner:
             params = self._optimizers[mid].params
             # The gradient norm doubles as the finiteness check (NaN/inf anywhere makes it
             # NaN/inf): free where clipping computes it anyway, one fused kernel otherwise.
-            norm = clip_grad_norm_(params, clip) if clip is not None else grad_norm(params)
+            if clip is not None:
+                norm = clip_grad_norm_(params, clip)
+            elif self._guard_non_finite:
+                norm = grad_norm(params)
             # One sync per module and minibatch: whether loss and gradients are finite.
-            if not bool(torch.isfinite(losses[mid].detach() + norm)):
+            if self._guard_non_finite and not bool(torch.isfinite(losses[mid].detach() + norm)):
                 self._skip_non_finite(mid, losses[mid], norm, marks[mid])
                 continue
             self._non_finite_streak[mid] = 0
