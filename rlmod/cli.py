@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import re
+import secrets
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -99,22 +100,24 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Start from the algorithm's defaults even for a tuned env.",
     )
-    train.add_argument("--seed", type=int, help="Seed of torch, numpy and the envs.")
+    train.add_argument("--seed", type=_count(0), help="Seed of torch, numpy and the envs "
+                       "(default: the config's, else a random one, recorded in params.json).")
     train.add_argument(
         "--stop-reward",
-        type=float,
+        type=_finite(),
         metavar="R",
         help="Stop once episode_return_mean (over the last 100 episodes) is >= R.",
     )
     train.add_argument(
-        "--stop-timesteps", type=int, metavar="N", help="Stop once N env steps were sampled."
+        "--stop-timesteps", type=_count(1), metavar="N",
+        help="Stop once N env steps were sampled."
     )
     train.add_argument(
-        "--stop-iters", type=int, metavar="N", help="Stop after N training iterations."
+        "--stop-iters", type=_count(1), metavar="N", help="Stop after N training iterations."
     )
     train.add_argument(
         "--stop-seconds",
-        type=float,
+        type=_finite(positive=True),
         metavar="S",
         help="Stop once S seconds of wall time have passed.",
     )
@@ -133,7 +136,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--no-tensorboard", action="store_true", help="Do not write TensorBoard event files."
     )
     train.add_argument(
-        "--checkpoint-every", type=int, metavar="N", default=0,
+        "--checkpoint-every", type=_count(0), metavar="N", default=0,
         help="Save a checkpoint into RUN_DIR/checkpoints every N iterations (a final one is "
         "always saved at the end).",
     )
@@ -143,7 +146,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "dir; settings come from the checkpoint (--config, --env and --seed are refused).",
     )
     _add_trust_argument(train)
-    train.add_argument("--keep-last-n", type=int, metavar="N",
+    train.add_argument("--keep-last-n", type=_count(1), metavar="N",
                        help="Keep only the newest N checkpoints in RUN_DIR/checkpoints.")
 
     evaluate = commands.add_parser(
@@ -156,9 +159,9 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(command="evaluate", run=_evaluate)
     evaluate.add_argument("checkpoint", type=Path, metavar="CHECKPOINT",
                           help="A checkpoint directory, or a run dir (its newest checkpoint).")
-    evaluate.add_argument("--episodes", type=int, default=10, metavar="N",
+    evaluate.add_argument("--episodes", type=_count(1), default=10, metavar="N",
                           help="Episodes to run (default: 10).")
-    evaluate.add_argument("--seed", type=int, default=0, help="Seed of the env (default: 0).")
+    evaluate.add_argument("--seed", type=_count(0), default=0, help="Seed of the env (default: 0).")
     evaluate.add_argument("--explore", action="store_true",
                           help="Sample actions instead of taking the most likely one.")
     evaluate.add_argument("--render", choices=["rgb_array"],
@@ -175,6 +178,33 @@ def _add_trust_argument(parser: argparse.ArgumentParser) -> None:
         help="A package whose classes and functions a config or checkpoint may name, besides "
         "rlmod (repeatable). Anything else is refused before it is imported.",
     )
+
+
+def _count(low: int) -> Any:
+    """argparse type: an int >= low (argparse reports the ValueError's message)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+    return parse
+
+
+def _finite(*, positive: bool = False) -> Any:
+    """argparse type: a finite float (> 0 if `positive`)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or (positive and value <= 0):
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number{' > 0' if positive else ''}, got {text!r}")
+        return value
+    return parse
 
 
 # ---------------------------------------------------------------------- building the config
@@ -240,7 +270,8 @@ def build_config(
     """The config `rlmod train` runs, and the tuned settings it applied.
 
     Order: the algorithm's defaults, the env's tuned settings, `settings`, then `env` and
-    `seed` when given. Raises CLIError with a one-line message on any bad setting.
+    `seed` when given; with no seed anywhere a random one is chosen (and so recorded in
+    params.json). Raises CLIError with a one-line message on any bad setting.
     """
     algo_name, config_cls = _config_class(algo)
     settings = dict(settings or {})
@@ -257,6 +288,9 @@ def build_config(
         _apply(config, {"env": env}, source="--env")
     if seed is not None:
         _apply(config, {"seed": seed}, source="--seed")
+    if config.seed is None:  # always seeded, so params.json can repeat the run
+        config.seed = secrets.randbelow(2**31)
+        logging.getLogger(__name__).info("No seed given: chose seed %d.", config.seed)
     try:
         config.validate()
     except (ValueError, TypeError, KeyError) as e:
@@ -299,11 +333,6 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.as_test and args.stop_reward is None:
         raise CLIError("--as-test needs --stop-reward (the return the run must reach).")
-    for flag, value in (("--checkpoint-every", args.checkpoint_every),
-                        ("--keep-last-n", args.keep_last_n)):
-        if value is not None and value < (0 if flag == "--checkpoint-every" else 1):
-            raise CLIError(f"{flag} {value}: expected a number >= "
-                           f"{0 if flag == '--checkpoint-every' else 1}.")
     start = time.perf_counter()
     tuned: dict[str, Any]
     if args.resume is not None:
@@ -333,8 +362,8 @@ def _train(args: argparse.Namespace) -> int:
     ):
         print("No stop criterion given: training until Ctrl-C.", file=sys.stderr)
     print(
-        f"{'Resuming' if args.resume else 'Training'} {algo_name} on {env_name}"
-        f"{' with tuned settings ' + json.dumps(tuned) if tuned else ''}; logs in {run_dir}",
+        f"{'Resuming' if args.resume else 'Training'} {algo_name} on {env_name} with seed "
+        f"{config.seed}{', tuned settings ' + json.dumps(tuned) if tuned else ''}; logs in {run_dir}",
         file=sys.stderr,
     )
     result: dict[str, Any] = {}
@@ -444,8 +473,6 @@ def _evaluate(args: argparse.Namespace) -> int:
     from rlmod.algorithms.evaluation import evaluate_checkpoint
     from rlmod.errors import CheckpointError
 
-    if args.episodes < 1:
-        raise CLIError(f"--episodes {args.episodes}: expected a number >= 1.")
     if args.video_dir is not None and args.render is None:
         raise CLIError("--video-dir needs --render rgb_array.")
     path = _checkpoint_path(args.checkpoint)

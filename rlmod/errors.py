@@ -19,3 +19,7 @@ class EnvError(RuntimeError):
 
 class CheckpointError(RuntimeError):
     """A checkpoint directory is missing, corrupt, or of an unknown format version."""
+
+
+class NonFiniteUpdateError(FloatingPointError):
+    """A module's loss or gradient was NaN/inf for several minibatches in a row."""

@@ -202,3 +202,47 @@ def test_trust_lets_a_config_name_a_package(tmp_path: Path, monkeypatch: pytest.
     assert _run(command, "--run-dir", tmp_path / "a") == 2
     assert "--trust my_cartpole" in capsys.readouterr().err
     assert _run(command, "--trust", "my_cartpole", "--run-dir", tmp_path / "b") == 0
+
+
+# ---------------------------------------------------------------------- issue 11's CLI items
+def test_a_seed_is_always_chosen_and_recorded(tmp_path: Path, capsys: pytest.CaptureFixture
+                                              ) -> None:
+    run_dir = tmp_path / "run"
+    assert _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard --run-dir", run_dir,
+                "--config", '{"train_batch_size": 64, "minibatch_size": 32}') == 0
+    seed = json.loads((run_dir / "params.json").read_text())["seed"]
+    assert isinstance(seed, int) and seed >= 0  # was: null, so the run could not be repeated
+    assert f"with seed {seed}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("args", "phrase"), [
+    ("--stop-iters 0", "argument --stop-iters: must be >= 1, got 0"),
+    ("--stop-timesteps -5", "argument --stop-timesteps: must be >= 1, got -5"),
+    ("--stop-seconds 0", "argument --stop-seconds: must be a finite number > 0"),
+    ("--stop-reward nan", "argument --stop-reward: must be a finite number"),
+    ("--seed -1", "argument --seed: must be >= 0, got -1"),
+])
+def test_cli_numbers_are_validated(args: str, phrase: str, capsys: pytest.CaptureFixture,
+                                   tmp_path: Path) -> None:
+    assert _run(f"train --env CartPole-v1 --run-dir {tmp_path / 'run'} {args}") == 2
+    assert phrase in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_model_config_of_the_wrong_type_is_a_clear_error(capsys: pytest.CaptureFixture,
+                                                           tmp_path: Path) -> None:
+    code = _run("train --env CartPole-v1 --stop-iters 1 --run-dir", tmp_path / "run",
+                "--config", '{"model_config": [64, 64]}')
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "model_config=[64, 64] is of the wrong kind: expected a dict of model settings" in err
+    assert "asdict()" not in err
+
+
+def test_help_does_not_import_torch() -> None:
+    """`rlmod --help` is fast (well under 0.5 s) because nothing imports torch for it."""
+    script = ("import sys\nfrom rlmod.cli import main\ntry:\n    main(['--help'])\n"
+              "except SystemExit:\n    pass\nprint('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"

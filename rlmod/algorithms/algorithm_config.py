@@ -23,6 +23,7 @@ from rlmod.connectors.pipeline import Connector, ConnectorPipeline, as_connector
 from rlmod.core.columns import DEFAULT_MODULE_ID
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
+from rlmod.env.multi_agent_rows import SETUP_EPISODE
 from rlmod.errors import UnknownModuleIDError
 from rlmod.utils.naming import did_you_mean
 
@@ -89,12 +90,30 @@ class AlgorithmConfig:
                       doc="Sample actions (True) or take the distribution's mode (False).")
     env_runner_cls = Setting(None, section="env_runners", check=s.callable_or_none, doc=(
         "EnvRunner class; None picks the single- or multi-agent one."))
+    on_non_finite_env_data = Setting("raise", section="env_runners",
+                                     check=s.one_of("raise", "truncate_episode"), doc=(
+        "What an EnvRunner does when an env returns a NaN or infinite observation or "
+        "reward: 'raise' an EnvError naming the env, sub-env, step and key (checked once "
+        "per sample() call over the whole batch, before anything reaches a Learner), or "
+        "'truncate_episode': end that sub-env's episode as truncated at that step (its "
+        "last finite observation stands in for the final one, the reward counts as 0), "
+        "reset it, and count it in `num_episodes_truncated_non_finite` (checked every step)."))
+    check_agent_observations = Setting(True, section="env_runners", check=s.boolean, doc=(
+        "Multi-agent: check every step that each agent's observation has the shape and "
+        "dtype of its declared space, naming the agent where not (a torch error far from "
+        "the cause otherwise). Turn off for speed once an env is known to be right."))
     # --- learners ---
     num_learners = Setting(0, section="learners", check=s.integer(min=0), doc=(
         "Remote Learner actors (needs Ray), trained data-parallel. 0 trains in-process."))
     num_threads_per_learner = Setting(1, section="learners", check=s.integer(min=1), doc=(
         "torch intra-op threads of in-process components. Small networks run fastest "
         "on one thread: more threads cost more in synchronization than they save."))
+    max_consecutive_non_finite_updates = Setting(3, section="learners",
+                                                 check=s.integer(min=1), doc=(
+        "A minibatch whose loss or gradient is NaN/inf is skipped for that module (its "
+        "weights and optimizer state stay as they were; counted in "
+        "`num_non_finite_updates`); after this many in a row for one module the Learner "
+        "raises, naming the module and its loss terms."))
     # --- training ---
     gamma = Setting(0.99, section="training", check=s.number(low=0.0, high=1.0),
                     doc="Discount factor of future rewards.")
@@ -121,8 +140,7 @@ class AlgorithmConfig:
     rl_module_spec = Setting(None, section="rl_module", check=s.spec_or_none, doc=(
         "An RLModuleSpec for the default module, or a MultiRLModuleSpec (several modules, "
         "learner-only ones included); unset fields come from the algorithm's default."))
-    model_config = Setting({}, section="rl_module", check=lambda v: v if not isinstance(v, dict)
-                           else dict(v), doc=(
+    model_config = Setting({}, section="rl_module", check=s.model_config, doc=(
         "Model settings for every module (a sub-spec's own model_config wins)."))
     algorithm_config_overrides_per_module = Setting({}, section="rl_module", check=s.overrides_per_module,
                                                     doc=(
@@ -133,10 +151,20 @@ class AlgorithmConfig:
     policy_mapping_fn = Setting(default_policy_mapping_fn, section="multi_agent",
                                 check=lambda v: s.callable_or_none(v) or
                                 default_policy_mapping_fn,
-                                doc="callable(agent_id, episode, **kwargs) -> module ID.")
+                                doc=(
+        "callable(agent_id, episode, **kwargs) -> module ID, called once per agent per "
+        "episode; `episode` is an EpisodeInfo (id_, env_index, worker_index), at set-up "
+        "(module spaces from the env's possible_agents) the one with id_=-1, never None."))
     policies_to_train = Setting(None, section="multi_agent", check=s.collection_or_callable,
                                 doc="Module IDs to train, or callable(module_id, batch) -> bool; "
                                 "None trains all.")
+    # --- fault_tolerance ---
+    restart_failed_sub_environments = Setting(False, section="fault_tolerance",
+                                              check=s.boolean, doc=(
+        "When a sub-env raises in step() or reset(), recreate it in place, drop its "
+        "unfinished episode and go on sampling (RLlib's name). Off: the EnvRunner raises an "
+        "EnvError naming the env, sub-env and step, and the next sample() starts every "
+        "sub-env afresh, so the Algorithm stays usable."))
     # --- evaluation ---
     evaluation_interval = Setting(None, section="evaluation",
                                   check=s.optional(s.integer(min=1)),
@@ -220,12 +248,14 @@ class AlgorithmConfig:
                     rollout_fragment_length: int | str = _UNSET,
                     env_to_module_connector: Callable | None = _UNSET,
                     module_to_env_connector: Callable | None = _UNSET, explore: bool = _UNSET,
-                    env_runner_cls: type | None = _UNSET, **unknown: Any) -> Self:
+                    env_runner_cls: type | None = _UNSET,
+                    on_non_finite_env_data: str = _UNSET,
+                    check_agent_observations: bool = _UNSET, **unknown: Any) -> Self:
         """Sets how EnvRunners sample."""
         return self._set_section("env_runners", locals())
 
     def learners(self, *, num_learners: int = _UNSET, num_threads_per_learner: int = _UNSET,
-                 **unknown: Any) -> Self:
+                 max_consecutive_non_finite_updates: int = _UNSET, **unknown: Any) -> Self:
         """Sets how many Learners train."""
         return self._set_section("learners", locals())
 
@@ -248,6 +278,12 @@ class AlgorithmConfig:
                     policies_to_train: Any = _UNSET, **unknown: Any) -> Self:
         """Sets what only matters with several agents: modules and the agent mapping."""
         return self._set_section("multi_agent", locals())
+
+    def fault_tolerance(self, *, restart_failed_sub_environments: bool = _UNSET,
+                        **unknown: Any) -> Self:
+        """Sets how EnvRunners survive failing envs (RLlib's names). Restarting remote
+        EnvRunners arrives with them (the Ray issue)."""
+        return self._set_section("fault_tolerance", locals())
 
     def evaluation(self, *, evaluation_interval: int | None = _UNSET,
                    evaluation_duration: int = _UNSET, evaluation_duration_unit: str = _UNSET,
@@ -479,7 +515,8 @@ class AlgorithmConfig:
     def env_spaces_by_module(self, env: Any) -> dict[ModuleID, tuple[Any, gym.Space, gym.Space]]:
         """{module_id: (first agent mapped to it, its raw obs space, its raw action space)}.
 
-        Reverse-maps `env.possible_agents` through `policy_mapping_fn(agent_id, None)`;
+        Reverse-maps `env.possible_agents` through `policy_mapping_fn(agent_id,
+        SETUP_EPISODE)` (an EpisodeInfo with `id_=-1`, see rlmod.env.multi_agent_rows);
         raises if an agent maps to an unknown or a learner-only module, or if two agents
         with different spaces map to one module.
         """
@@ -488,7 +525,7 @@ class AlgorithmConfig:
         found: dict[ModuleID, tuple[Any, gym.Space, gym.Space]] = {}
         known = set(self.module_ids) - self.learner_only_module_ids
         for agent_id in env.possible_agents:
-            mid = self.policy_mapping_fn(agent_id, None)
+            mid = self.policy_mapping_fn(agent_id, SETUP_EPISODE)
             if mid not in known:
                 raise UnknownModuleIDError(self.mapping_error_message(agent_id, mid))
             obs, act = env.get_observation_space(agent_id), env.get_action_space(agent_id)
@@ -588,6 +625,12 @@ class AlgorithmConfig:
                 if name not in self.settings():
                     raise ValueError(self._unknown_override_message(mid, name))
                 self.settings()[name].validate(overrides[name])
+        if self.is_multi_agent and self.on_non_finite_env_data == "truncate_episode":
+            raise ValueError(
+                "on_non_finite_env_data='truncate_episode' is built for single-agent "
+                "EnvRunners only; a multi-agent EnvRunner raises an EnvError naming the env, "
+                "agent and step. Use on_non_finite_env_data='raise' (the default)."
+            )
         ptt = self.policies_to_train
         if ptt is not None and not callable(ptt):
             unknown = sorted(set(ptt) - set(self.module_ids))

@@ -6,6 +6,7 @@ value fails at the line that sets it, with the setting's name in the message.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Collection, Mapping
@@ -98,6 +99,9 @@ def auto_or_integer(*, min: int = 1) -> Check:  # noqa: A002 - reads like the ma
 
 def number(*, low: float = -math.inf, high: float = math.inf, low_open: bool = False,
            high_open: bool = False) -> Check:
+    """A finite float in the given interval. NaN and +-inf are always refused: an infinite
+    bound means "no bound", never "inf is a valid value" (`lr=inf` or `gamma=nan` would turn
+    every weight into NaN after one update)."""
     lb, rb = "(" if low_open else "[", ")" if high_open else "]"
     expect = f"a number in {lb}{low}, {high}{rb}"
 
@@ -105,8 +109,10 @@ def number(*, low: float = -math.inf, high: float = math.inf, low_open: bool = F
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise InvalidKind(f"expected {expect}.")
         v = float(v)
+        if not math.isfinite(v):
+            raise Invalid(f"must be finite ({expect}); NaN and infinity are refused.")
         ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
-        if not ok or math.isnan(v):
+        if not ok:
             raise Invalid(f"must be {expect}.")
         return v
     return check
@@ -175,6 +181,9 @@ def schedule_or_number(*, low: float = 0.0) -> Check:
             if not points or any(len(p) != 2 for p in points):
                 raise Invalid("a schedule must be a non-empty list of [timestep, value] pairs.")
             steps = [p[0] for p in points]
+            if not all(isinstance(t, int | float) and not isinstance(t, bool)
+                       and math.isfinite(t) and t == int(t) for t in steps):
+                raise Invalid("a schedule's timesteps must be finite whole numbers.")
             if steps[0] != 0 or steps != sorted(steps):
                 raise Invalid("a schedule's timesteps must start at 0 and increase.")
             return [[int(t), as_point(x)] for t, x in points]
@@ -206,7 +215,14 @@ def policies(v: Any) -> dict[str, RLModuleSpec | None] | None:
             if spec is not None and not isinstance(spec, RLModuleSpec):
                 raise InvalidKind(f"policies[{mid!r}] must be an RLModuleSpec or None.")
         items = dict(v)
-    elif isinstance(v, set | frozenset | list | tuple):
+    elif isinstance(v, set | frozenset):
+        # A set has no order of its own (its iteration order depends on PYTHONHASHSEED):
+        # sorted, so module order, and with it every seeded result, is the same each run.
+        try:
+            items = dict.fromkeys(sorted(v))
+        except TypeError:
+            raise InvalidKind("module IDs must be strings.") from None
+    elif isinstance(v, list | tuple):
         items = dict.fromkeys(v)
     else:
         raise InvalidKind("expected a set of module IDs or a dict of module ID -> RLModuleSpec.")
@@ -225,3 +241,17 @@ def overrides_per_module(v: Any) -> dict[str, dict[str, Any]]:
         if not isinstance(over, Mapping):
             raise InvalidKind(f"the overrides of module {mid!r} must be a dict of settings.")
     return {mid: dict(over) for mid, over in v.items()}
+
+
+def model_config(v: Any) -> Any:
+    """`model_config`: a dict of model settings or a dataclass instance (e.g. the
+    algorithm's DefaultModelConfig); None means {}."""
+    if v is None:
+        return {}
+    if isinstance(v, Mapping):
+        return dict(v)
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return v
+    raise InvalidKind(
+        f"expected a dict of model settings or a dataclass instance, got a "
+        f"{type(v).__name__}; e.g. model_config={{'fcnet_hiddens': [64, 64]}}.")

@@ -9,10 +9,11 @@ from rlmod.connectors.env_to_module import (
     OneHotObservations,
 )
 from rlmod.connectors.learner import GeneralAdvantageEstimation, LearnerConnector, compute_gae
-from rlmod.connectors.module_to_env import GetActions, ModuleToEnv, UnsquashAndClipActions
+from rlmod.connectors.module_to_env import ActionsToEnvSpace, GetActions, ModuleToEnv
 from rlmod.connectors.pipeline import Connector, ConnectorPipeline
 
 __all__ = [
+    "ActionsToEnvSpace",
     "Connector",
     "ConnectorPipeline",
     "EnvToModule",
@@ -25,6 +26,5 @@ __all__ = [
     "MeanStdFilter",
     "ModuleToEnv",
     "OneHotObservations",
-    "UnsquashAndClipActions",
     "compute_gae",
 ]

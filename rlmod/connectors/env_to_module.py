@@ -44,8 +44,8 @@ def default_env_to_module(observation_space: gym.Space) -> list[EnvToModule]:
     """The connectors every EnvRunner starts with for `observation_space`."""
     if isinstance(observation_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
         return [OneHotObservations()]
-    if isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple):
-        return [FlattenObservations()]
+    if isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple | gym.spaces.MultiBinary):
+        return [FlattenObservations()]  # MultiBinary: its 0/1 entries as float32, as-is
     if isinstance(observation_space, gym.spaces.Box) and (
         observation_space.dtype != np.float32 or len(observation_space.shape) != 1
     ):

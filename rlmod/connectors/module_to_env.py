@@ -17,6 +17,7 @@ import torch
 
 from rlmod.connectors.pipeline import Connector
 from rlmod.core.columns import Columns
+from rlmod.core.distributions import action_dim
 from rlmod.core.rl_module import RLModule
 
 ENV_ACTIONS = "env_actions"
@@ -45,31 +46,92 @@ class GetActions(ModuleToEnv):
         return data
 
 
-class UnsquashAndClipActions(ModuleToEnv):
-    """Maps Box actions from the module's [-1, 1] scale to the env's bounds, then clips.
+class ActionsToEnvSpace(ModuleToEnv):
+    """Turns the module's flat actions `[N, action_dim]` into actions inside the env's
+    declared space, for all sub-envs at once:
+
+    - Discrete / MultiDiscrete: shifted by the space's `start`, shaped like `nvec`.
+    - Box: per dimension, mapped from the module's [-1, 1] scale to the bounds where both
+      are finite (unsquash), then clipped to every finite bound (an infinite one is left
+      alone), shaped like the space, in its dtype.
+    - MultiBinary: shaped like the space (int8).
+    - Tuple / Dict: split into the parts, each as above (a tuple/dict of batched arrays,
+      what a gymnasium vector env takes).
 
     Gaussian samples are unbounded; the batch keeps the raw sample (its log-prob is what
-    the loss needs), the env gets the clipped, rescaled one.
+    the loss needs), the env gets the mapped, clipped one.
     """
+
+    _plan: Any = None
+
+    def recompute_output_observation_space(self, input_observation_space: gym.Space,
+                                           input_action_space: gym.Space) -> gym.Space:
+        self._plan = _plan(input_action_space)
+        return input_observation_space
 
     def __call__(
         self, data: dict[str, Any], *, rl_module: RLModule, explore: bool, **kwargs: Any
     ) -> dict[str, Any]:
-        space = self.input_action_space
-        assert isinstance(space, gym.spaces.Box)
-        actions = np.asarray(data[ENV_ACTIONS], dtype=np.float32)
-        low, high = space.low, space.high
-        if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
-            actions = low + (np.clip(actions, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
-        data[ENV_ACTIONS] = actions.astype(space.dtype, copy=False)
+        actions = np.asarray(data[ENV_ACTIONS])
+        data[ENV_ACTIONS] = _to_env(self._plan, actions.reshape(actions.shape[0], -1))
         return data
 
 
+def _plan(space: gym.Space) -> Any:
+    """What `_to_env` does for `space`, with the bounds math precomputed once."""
+    if isinstance(space, gym.spaces.Discrete):
+        return ("discrete", int(space.start), space.dtype)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return ("multi_discrete", space.start.reshape(-1), space.nvec.shape, space.dtype)
+    if isinstance(space, gym.spaces.MultiBinary):
+        return ("multi_binary", space.shape, space.dtype)
+    if isinstance(space, gym.spaces.Box):
+        ftype = space.dtype if np.issubdtype(space.dtype, np.floating) else np.float64
+        low = space.low.reshape(-1).astype(ftype)
+        high = space.high.reshape(-1).astype(ftype)
+        both = np.isfinite(low) & np.isfinite(high)  # unsquash these dimensions
+        scale = np.where(both, 0.5 * (high - low), 1.0)
+        offset = np.where(both, low + scale, 0.0)  # low + (a + 1) * scale
+        return ("box", both if both.any() else None, scale.astype(ftype),
+                offset.astype(ftype), low, high, ftype, space.shape, space.dtype)
+    if isinstance(space, gym.spaces.Tuple | gym.spaces.Dict):
+        parts = (list(space.spaces.items()) if isinstance(space, gym.spaces.Dict)
+                 else list(enumerate(space.spaces)))
+        widths = np.cumsum([0, *(action_dim(p) for _, p in parts)])
+        return ("dict" if isinstance(space, gym.spaces.Dict) else "tuple",
+                [(k, int(widths[i]), int(widths[i + 1]), _plan(p))
+                 for i, (k, p) in enumerate(parts)])
+    raise TypeError(f"Action space {space} is not supported by ActionsToEnvSpace.")
+
+
+def _to_env(plan: Any, flat: np.ndarray) -> Any:
+    """Flat module actions `[N, width]` to the env's actions per `_plan`."""
+    kind, n = plan[0], flat.shape[0]
+    if kind == "discrete":
+        return flat.reshape(n).astype(plan[2], copy=False) + plan[1]
+    if kind == "multi_discrete":
+        return (flat.astype(plan[3], copy=False) + plan[1]).reshape(n, *plan[2])
+    if kind == "multi_binary":
+        return flat.astype(plan[2], copy=False).reshape(n, *plan[1])
+    if kind == "box":
+        _, both, scale, offset, low, high, ftype, shape, dtype = plan
+        a = flat.astype(ftype, copy=False)
+        if both is not None:
+            a = np.where(both, np.clip(a, -1.0, 1.0) * scale + offset, a)
+        # Clip to every finite bound; an infinite bound clips nothing.
+        return np.clip(a, low, high).astype(dtype, copy=False).reshape(n, *shape)
+    parts = plan[1]
+    values = [(k, _to_env(p, flat[:, lo:hi])) for k, lo, hi, p in parts]
+    return dict(values) if kind == "dict" else tuple(v for _, v in values)
+
+
 def default_module_to_env(action_space: gym.Space) -> list[ModuleToEnv]:
-    """The connectors every EnvRunner ends with for `action_space`."""
+    """The connectors every EnvRunner ends with for `action_space`: sampling, then (but
+    for a Discrete space starting at 0, whose samples already are env actions) the map
+    into the env's space."""
     pieces: list[ModuleToEnv] = [GetActions()]
-    if isinstance(action_space, gym.spaces.Box):
-        pieces.append(UnsquashAndClipActions())
+    if not (isinstance(action_space, gym.spaces.Discrete) and int(action_space.start) == 0):
+        pieces.append(ActionsToEnvSpace())
     return pieces
 
 

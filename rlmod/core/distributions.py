@@ -146,6 +146,103 @@ class DiagGaussian(Distribution):
         return 0.5 * (var_ratio + t1 - 1.0 - var_ratio.log()).sum(-1)
 
 
+class Bernoulli(Distribution):
+    """Independent Bernoullis for a MultiBinary space; logits `[B, n]`, actions `[B, n]`
+    of 0/1 (flat over the space's shape)."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        self.inputs = logits
+
+    def sample(self) -> torch.Tensor:
+        return (torch.rand_like(self.inputs) < torch.sigmoid(self.inputs)).to(torch.int8)
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return (self.inputs > 0).to(torch.int8)
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        # log p(a) = -softplus(-x) for a = 1, -softplus(x) for a = 0.
+        x = self.inputs
+        signed = torch.where(actions.bool(), -x, x)
+        return -torch.nn.functional.softplus(signed).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        x = self.inputs
+        p = torch.sigmoid(x)
+        return (torch.nn.functional.softplus(x) - p * x).sum(-1)
+
+    def kl(self, other: Distribution) -> torch.Tensor:
+        assert isinstance(other, Bernoulli)
+        p = torch.sigmoid(self.inputs)
+        logp1, logq1 = -torch.nn.functional.softplus(-self.inputs), -torch.nn.functional.softplus(
+            -other.inputs)
+        logp0, logq0 = -torch.nn.functional.softplus(self.inputs), -torch.nn.functional.softplus(
+            other.inputs)
+        return (p * (logp1 - logq1) + (1 - p) * (logp0 - logq0)).sum(-1)
+
+
+class Composite(Distribution):
+    """Independent parts for a Tuple or Dict action space (in the space's part order).
+
+    Inputs `[B, sum(dist_inputs_dim(part))]`; actions are the parts' flat actions side by
+    side, `[B, sum(action_dim(part))]` float32 (Discrete parts as their index), which
+    the module-to-env connector splits back into the env's tuple/dict.
+    """
+
+    def __init__(self, inputs: torch.Tensor, parts: list[gym.Space]) -> None:
+        self.parts = parts
+        widths = [dist_inputs_dim(p) for p in parts]
+        self.dists = [make_action_dist(p, x)
+                      for p, x in zip(parts, torch.split(inputs, widths, dim=-1), strict=True)]
+        self.action_widths = [action_dim(p) for p in parts]
+
+    def _join(self, actions: list[torch.Tensor]) -> torch.Tensor:
+        return torch.cat([a.reshape(a.shape[0], -1).to(torch.float32) for a in actions], -1)
+
+    def _split(self, actions: torch.Tensor) -> list[torch.Tensor]:
+        pieces = torch.split(actions, self.action_widths, dim=-1)
+        return [a.squeeze(-1) if isinstance(p, gym.spaces.Discrete) else a
+                for p, a in zip(self.parts, pieces, strict=True)]
+
+    def sample(self) -> torch.Tensor:
+        return self._join([d.sample() for d in self.dists])
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return self._join([d.deterministic_sample() for d in self.dists])
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        return sum(d.logp(a) for d, a in zip(self.dists, self._split(actions), strict=True))  # type: ignore[return-value]
+
+    def entropy(self) -> torch.Tensor:
+        return sum(d.entropy() for d in self.dists)  # type: ignore[return-value]
+
+    def kl(self, other: Distribution) -> torch.Tensor:
+        assert isinstance(other, Composite)
+        return sum(d.kl(o) for d, o in zip(self.dists, other.dists, strict=True))  # type: ignore[return-value]
+
+
+def _parts(space: gym.Space) -> list[gym.Space]:
+    if isinstance(space, gym.spaces.Dict):
+        return list(space.spaces.values())
+    assert isinstance(space, gym.spaces.Tuple)
+    return list(space.spaces)
+
+
+_SUPPORTED = "Discrete, MultiDiscrete, Box, MultiBinary, or a Tuple/Dict of these"
+
+
+def action_dim(action_space: gym.Space) -> int:
+    """Width of one flat action of `action_space` in the batch's `actions` column."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return 1
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        return int(action_space.nvec.size)
+    if isinstance(action_space, gym.spaces.Box | gym.spaces.MultiBinary):
+        return int(math.prod(action_space.shape))
+    if isinstance(action_space, gym.spaces.Tuple | gym.spaces.Dict):
+        return sum(action_dim(p) for p in _parts(action_space))
+    raise TypeError(f"Action space {action_space} is not supported; use {_SUPPORTED}.")
+
+
 def dist_inputs_dim(action_space: gym.Space) -> int:
     """Width of the action-distribution inputs a module must output for `action_space`."""
     if isinstance(action_space, gym.spaces.Discrete):
@@ -154,9 +251,11 @@ def dist_inputs_dim(action_space: gym.Space) -> int:
         return int(action_space.nvec.sum())
     if isinstance(action_space, gym.spaces.Box):
         return 2 * int(math.prod(action_space.shape))
-    raise TypeError(
-        f"Action space {action_space} is not supported; use Discrete, MultiDiscrete or Box."
-    )
+    if isinstance(action_space, gym.spaces.MultiBinary):
+        return int(math.prod(action_space.shape))
+    if isinstance(action_space, gym.spaces.Tuple | gym.spaces.Dict):
+        return sum(dist_inputs_dim(p) for p in _parts(action_space))
+    raise TypeError(f"Action space {action_space} is not supported; use {_SUPPORTED}.")
 
 
 def make_action_dist(action_space: gym.Space, inputs: torch.Tensor) -> Distribution:
@@ -167,16 +266,21 @@ def make_action_dist(action_space: gym.Space, inputs: torch.Tensor) -> Distribut
         return MultiCategorical(inputs, [int(n) for n in action_space.nvec.reshape(-1)])
     if isinstance(action_space, gym.spaces.Box):
         return DiagGaussian(inputs)
-    raise TypeError(
-        f"Action space {action_space} is not supported; use Discrete, MultiDiscrete or Box."
-    )
+    if isinstance(action_space, gym.spaces.MultiBinary):
+        return Bernoulli(inputs)
+    if isinstance(action_space, gym.spaces.Tuple | gym.spaces.Dict):
+        return Composite(inputs, _parts(action_space))
+    raise TypeError(f"Action space {action_space} is not supported; use {_SUPPORTED}.")
 
 
 __all__ = [
+    "Bernoulli",
     "Categorical",
+    "Composite",
     "DiagGaussian",
     "Distribution",
     "MultiCategorical",
+    "action_dim",
     "dist_inputs_dim",
     "make_action_dist",
 ]

@@ -15,7 +15,8 @@ import torch
 
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.optim import Adam, clip_grad_norm_
+from rlmod.core.optim import Adam, clip_grad_norm_, grad_norm
+from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
 
@@ -30,6 +31,11 @@ class Learner(Checkpointable):
     (`config.get_config_for_module`) for its learning rate, schedule and gradient clip.
     Modules not in `policies_to_train` are never stepped. A module that brings its own
     loss (`compute_self_supervised_loss`, e.g. a curiosity model) is trained with it.
+
+    Numerical guard: a minibatch whose loss or gradient norm is NaN/inf does not step that
+    module (weights and optimizer state stay bit-identical) and its logged diagnostics are
+    left out of the means; `num_non_finite_updates` counts such minibatches per module, and
+    `max_consecutive_non_finite_updates` in a row raise NonFiniteUpdateError.
     """
 
     def __init__(self, *, config: Any, module_spec: MultiRLModuleSpec) -> None:
@@ -39,6 +45,9 @@ class Learner(Checkpointable):
         self._optimizers: dict[ModuleID, Adam] = {}
         self._optimizer_states = OptimizerStates(self._optimizers)
         self._logged: dict[ModuleID, dict[str, list[torch.Tensor]]] = {}
+        self._num_non_finite: dict[ModuleID, int] = {}  # skipped minibatches, this update
+        self._non_finite_streak: dict[ModuleID, int] = {}  # skipped in a row, across updates
+        self._guard_non_finite = True  # benchmarks/guard_overhead.py turns it off to compare
         self._rng = np.random.default_rng(config.seed)
 
     # ------------------------------------------------------------------ build
@@ -96,17 +105,21 @@ class Learner(Checkpointable):
             for group in self._optimizers[mid].param_groups:
                 group["lr"] = scheduled_value(configs[mid].lr, now)
         self._logged = {}
+        self._num_non_finite = dict.fromkeys(trainable, 0)
         num_rows = {m: next(iter(batch[m].values())).shape[0] for m in trainable}
         for _ in range(self.config.num_epochs):
             for mb in self._minibatches({m: batch[m] for m in trainable}, num_rows):
                 self._sgd_step(mb, configs)
         self.after_gradient_based_update(timesteps=timesteps)
-        results = {mid: {k: float(torch.stack(v).float().mean()) for k, v in logged.items()}
+        results = {mid: {k: float(torch.stack(v).float().mean()) for k, v in logged.items()
+                         if v}
                    for mid, logged in self._logged.items()}
         for mid in trainable:
             results.setdefault(mid, {})["curr_lr"] = self._optimizers[mid].param_groups[0]["lr"]
             results[mid]["num_module_steps_trained"] = num_rows[mid] * self.config.num_epochs
+            results[mid]["num_non_finite_updates"] = self._num_non_finite[mid]
         results[ALL_MODULES] = {
+            "num_non_finite_updates": sum(self._num_non_finite.values()),
             "num_module_steps_trained": sum(num_rows.values()) * self.config.num_epochs,
             "num_trainable_parameters": sum(
                 p.numel() for m in trainable for p in self.module[m].parameters()),
@@ -116,8 +129,11 @@ class Learner(Checkpointable):
     def _sgd_step(self, mb: TensorBatch, configs: Mapping[ModuleID, Any]) -> None:
         assert self.module is not None
         total: torch.Tensor | float = 0.0
+        losses: dict[ModuleID, torch.Tensor] = {}
+        marks: dict[ModuleID, dict[str, int]] = {}  # logged entries before this minibatch
         for mid, cols in mb.items():
             module = self.module[mid]
+            marks[mid] = {k: len(v) for k, v in self._logged.get(mid, {}).items()}
             fwd_out = module.forward_train(cols)
             own_loss = getattr(module, "compute_self_supervised_loss", None)
             if own_loss is not None:
@@ -126,6 +142,7 @@ class Learner(Checkpointable):
             else:
                 loss = self.compute_loss_for_module(module_id=mid, config=configs[mid],
                                                     batch=cols, fwd_out=fwd_out)
+            losses[mid] = loss
             total = total + loss
         for mid in mb:
             self._optimizers[mid].zero_grad(set_to_none=True)
@@ -133,11 +150,42 @@ class Learner(Checkpointable):
         total.backward()
         for mid in mb:
             clip = configs[mid].grad_clip
+            params = self._optimizers[mid].params
+            # The gradient norm doubles as the finiteness check (NaN/inf anywhere makes it
+            # NaN/inf): free where clipping computes it anyway, one fused kernel otherwise.
             if clip is not None:
-                params = self._optimizers[mid].params
                 norm = clip_grad_norm_(params, clip)
+            elif self._guard_non_finite:
+                norm = grad_norm(params)
+            # One sync per module and minibatch: whether loss and gradients are finite.
+            if self._guard_non_finite and not bool(torch.isfinite(losses[mid].detach() + norm)):
+                self._skip_non_finite(mid, losses[mid], norm, marks[mid])
+                continue
+            self._non_finite_streak[mid] = 0
+            if clip is not None:
                 self.log(mid, gradients_global_norm=norm)
             self._optimizers[mid].step()
+
+    def _skip_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor,
+                         marks: Mapping[str, int]) -> None:
+        """Leaves module `mid` unstepped for this minibatch, drops what it logged for it
+        from the means, and raises after `max_consecutive_non_finite_updates` in a row."""
+        logged = self._logged.get(mid, {})
+        terms = {k: float(v[-1]) for k, v in logged.items() if len(v) > marks.get(k, 0)}
+        for k, v in logged.items():
+            del v[marks.get(k, 0):]
+        self._num_non_finite[mid] = self._num_non_finite.get(mid, 0) + 1
+        streak = self._non_finite_streak.get(mid, 0) + 1
+        self._non_finite_streak[mid] = streak
+        limit = self.config.max_consecutive_non_finite_updates
+        if streak >= limit:
+            raise NonFiniteUpdateError(
+                f"Module {mid!r}: the loss or its gradient was NaN/inf in {streak} "
+                f"minibatches in a row (max_consecutive_non_finite_updates={limit}); its "
+                f"weights were kept as they were before the first. Last loss={float(loss.detach())}, "
+                f"gradient norm={float(norm)}, loss terms={terms}. Look for NaN/inf in the "
+                "batch (rewards, observations), a too-high lr or a log of 0 in a custom loss."
+            )
 
     def _minibatches(self, batch: TensorBatch, num_rows: Mapping[ModuleID, int]):
         """Shuffled minibatches of `minibatch_size` rows per module, round(rows / size) of
@@ -172,7 +220,7 @@ class Learner(Checkpointable):
         assert self.module is not None
         seq = [batches] if isinstance(batches, Mapping) else list(batches)
         out: TensorBatch = {}
-        for mid in {m for b in seq for m in b}:
+        for mid in sorted({m for b in seq for m in b}):  # sorted: no hash-order dependence
             if mid not in self.module:
                 continue
             parts = [b[mid] for b in seq if mid in b]

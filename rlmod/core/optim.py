@@ -86,3 +86,11 @@ def clip_grad_norm_(params: list[torch.nn.Parameter], max_norm: float) -> torch.
     scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
     torch._foreach_mul_(grads, scale)
     return norm
+
+
+def grad_norm(params: list[torch.nn.Parameter]) -> torch.Tensor:
+    """The global L2 norm of the gradients (0 with none), without changing them."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))

@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rlmod.env.guards import bad_observation
 from rlmod.env.multi_agent_env import ALL_AGENTS, AgentID, MultiAgentEnv, _preview
 
 _INFO_KEYS_EXTRA = ("__common__",)  # infos may also carry data not tied to one agent
@@ -224,6 +225,15 @@ def _check_reward(aid: AgentID, reward: Any, where: str) -> None:
 def _check_obs(env: MultiAgentEnv, aid: AgentID, value: Any, where: str) -> None:
     space = env.get_observation_space(aid)
     if space.contains(value):
+        # Stricter than space.contains(), which casts lists and other dtypes: EnvRunners stack
+        # observations as they come, so a list or a float64 array breaks training later.
+        problem = bad_observation(space, value)
+        if problem is not None:
+            raise ValueError(
+                f"{where} returned obs[{aid!r}], which {problem} (agent {aid!r}'s observation "
+                f"space is {space}). Return a numpy array of the "
+                "declared shape and dtype, e.g. np.asarray(obs, dtype=space.dtype)."
+            )
         return
     raise ValueError(
         f"{where} returned obs[{aid!r}] = {_describe(value)}, which is not in the observation "

@@ -21,13 +21,14 @@ class ModuleSpaces:
     """Per module: the raw (observation, action) spaces of its agents, the first agent seen
     with them (named in errors) and its env-to-module pipeline.
 
-    Set-up maps the env's agents with `episode=None` (`config.env_spaces_by_module`); a
+    Set-up maps the env's agents with `SETUP_EPISODE` (`config.env_spaces_by_module`); a
     module no agent mapped to then adopts the spaces of the first agent mapped to it later.
     """
 
     def __init__(self, config: Any, envs: list[MultiAgentEnv], agents: list[AgentID]) -> None:
         self.config = config
         self.env0 = envs[0]
+        self.agents = agents
         found = config.env_spaces_by_module(self.env0)
         self.first_agent = {mid: agent for mid, (agent, _, _) in found.items()}
         self.raw = {mid: (obs, act) for mid, (_, obs, act) in found.items()}
@@ -47,6 +48,15 @@ class ModuleSpaces:
         self._checked = [np.zeros(0, np.int64) for _ in envs]
         self._shared: gym.spaces.Box | None | bool = False  # False: not computed yet
         self._module: MultiRLModule | None = None
+
+    def replace_env(self, e: int, env: MultiAgentEnv) -> None:
+        """Env `e` was recreated (restart after a failure): its space groups anew."""
+        ids: dict[tuple[int, int], int] = {}
+        self._groups[e] = np.asarray(
+            [ids.setdefault((id(env.get_observation_space(a)), id(env.get_action_space(a))),
+                            len(ids)) for a in self.agents], np.int64)
+        self._num_groups[e] = len(ids)
+        self._checked[e] = np.zeros(0, np.int64)
 
     def attach(self, module: MultiRLModule) -> None:
         """The EnvRunner's module: what modules without agents at set-up were built for."""

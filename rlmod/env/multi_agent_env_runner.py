@@ -22,7 +22,7 @@ import logging
 import operator
 from collections.abc import Collection
 from itertools import chain, compress
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -32,6 +32,7 @@ from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
+from rlmod.env.guards import bad_observation, non_finite_rows
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
 from rlmod.env.multi_agent_rows import (
@@ -62,6 +63,13 @@ class MultiAgentEnvRunner(EnvRunner):
     agents (all envs); the row set changes as agents come and go, so connectors that keep
     per-row state (FrameStacking) do not fit here, stateless ones and MeanStdFilter do.
 
+    Guards, once per step over all envs: non-finite observations and rewards raise an
+    EnvError naming the env, agent, step and key; with `check_agent_observations` each
+    module's stacked observations must have their space's shape and dtype (else the agent
+    is named). An env that raises is named with its step, and the next `sample()` starts
+    every env afresh; with `restart_failed_sub_environments` it is recreated in place and
+    its unfinished episode dropped.
+
     Example:
         >>> from rlmod.algorithms.ppo import PPOConfig
         >>> from rlmod.env import MultiAgentEnvRunner
@@ -84,7 +92,7 @@ class MultiAgentEnvRunner(EnvRunner):
         if not self._agents:
             raise EnvError(f"env={config.env!r} has no possible_agents; set them in __init__.")
         self._agent_index = {a: i for i, a in enumerate(self._agents)}
-        # Raw spaces per module, from the env's agents (episode=None); checks the mapping.
+        # Raw spaces per module, from the env's agents (SETUP_EPISODE); checks the mapping.
         self._spaces = ModuleSpaces(config, self.envs, self._agents)
         spec = config.get_multi_rl_module_spec(env=self.env0, spaces=self.get_spaces(),
                                                inference_only=True)
@@ -93,6 +101,9 @@ class MultiAgentEnvRunner(EnvRunner):
         self._spaces.attach(self.module)
         self._module_ids: list[ModuleID] = self.module.keys()
         self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
+        self._restart = config.restart_failed_sub_environments
+        self._check_obs = config.check_agent_observations
+        self._check_finite_data = True  # benchmarks/guard_overhead.py turns it off to compare
         self._module_to_env = {}
         for mid, sub in self.module.items():
             raw_act = self._spaces.raw.get(mid, (None, sub.action_space))[1]
@@ -112,6 +123,12 @@ class MultiAgentEnvRunner(EnvRunner):
         self._observed = np.zeros(num_slots, bool)  # agent has observed in this episode
         self._next_eps_id = 0
         self._next_episode_id = 0
+        self._dropped_eps: list[np.ndarray] = []  # agent-episodes of restarted envs
+        self._num_restarts = 0
+        self._num_steps = 0  # steps of all envs together, named in errors
+        self._num_dropped_env_steps = 0  # this call's env steps of dropped episodes
+        self._num_carried = [0] * len(self._module_ids)  # rows carried into the buffers
+        self._call_start = 0  # _num_steps when this sample() call began
         # Per env.
         self._episode: list[EpisodeInfo | None] = [None] * self.num_envs
         self._ep_len = np.zeros(self.num_envs, np.int64)
@@ -210,6 +227,7 @@ class MultiAgentEnvRunner(EnvRunner):
     def _reset_all(self) -> None:
         """Starts every env afresh; rows of unfinished episodes are dropped."""
         self._buffers = [ModuleRows() for _ in self._module_ids]
+        self._num_carried = [0] * len(self._module_ids)
         self._closes = []
         for arr, value in ((self._open_row, -1), (self._pend_rew, 0.0), (self._ret, 0.0),
                            (self._observed, False)):
@@ -318,6 +336,7 @@ class MultiAgentEnvRunner(EnvRunner):
         rew_dicts: list[dict] = []  # rewards of exactly the agents that observed, in order
         rew_slots: list[np.ndarray] = []  # their slots
         flagged = []  # (env, its first obs position, terminateds, truncateds)
+        failed: list[tuple[int, BaseException]] = []  # envs that raised (restart mode)
         agent_steps = num_obs = 0
         for e, env in enumerate(self.envs):
             keys, off = acted_keys[e], acted_off[e]
@@ -326,10 +345,21 @@ class MultiAgentEnvRunner(EnvRunner):
                 obs, rew, te, tr, _ = env.step(dict(zip(keys, actions[off:off + len(keys)],
                                                         strict=True)))
             except Exception as err:
-                raise EnvError(
-                    f"env={self.config.env!r} raised in step(): {err!r}. The episodes "
-                    "finished before this step are kept in the EnvRunner's metrics."
-                ) from err
+                if not self._restart:
+                    raise EnvError(
+                        f"env={self.config.env!r} (env {e} of this EnvRunner) raised in "
+                        f"step() at step {self._ep_len[e] + 1} of its episode (step "
+                        f"{self._num_steps + 1} of this EnvRunner): {err!r}. This sample() "
+                        "call's rows are dropped (episodes finished earlier are kept in the "
+                        "metrics) and the next sample() starts every env afresh; "
+                        "config.fault_tolerance(restart_failed_sub_environments=True) "
+                        "recreates a failing env instead and goes on."
+                    ) from err
+                failed.append((e, err))  # its agents' rows are dropped (not counted)
+                keys_l.append(())
+                slots_l.append(np.zeros(0, np.int64))
+                chunks.append([])
+                continue
             okeys = tuple(obs)
             # Usually the agents that acted observe again (their final obs if done).
             slots = acted_slots[e] if okeys == keys else self._slots_for(e, okeys)
@@ -348,6 +378,7 @@ class MultiAgentEnvRunner(EnvRunner):
             slots_l.append(slots)
             chunks.append(self._obs_chunk(obs.values()))
         self._ep_len += 1
+        self._num_steps += 1
         slots = np.concatenate(slots_l)
         if rew_dicts:
             rv = np.fromiter(chain.from_iterable(r.values() for r in rew_dicts), np.float64,
@@ -366,7 +397,7 @@ class MultiAgentEnvRunner(EnvRunner):
             self._close(self._slots_for(e, (agent,)), np.array([terminated]),
                         np.array([not terminated]), np.full(1, -1))
         # Who acts next: all that observed in an env without flags, else those not done.
-        ended = {e for e, _ in over}
+        ended = {e for e, _ in over} | {e for e, _ in failed}
         flag_start = {e: start for e, start, _, _ in flagged}
         for e, (okeys, sl) in enumerate(zip(keys_l, slots_l, strict=True)):
             if e in ended:
@@ -381,11 +412,43 @@ class MultiAgentEnvRunner(EnvRunner):
         for e, terminated in over:
             self._end_episode(e, terminated=bool(terminated))
             self._reset_env(e)
+        for e, error in failed:
+            self._restart_env(e, error)
         return agent_steps
+
+    def _restart_env(self, e: int, err: BaseException) -> None:
+        """Restart mode: recreates env `e`, drops its unfinished episode (no rows, no
+        metrics) and starts a new one."""
+        logger.warning("env=%r: env %d raised at step %d and was recreated (%r); its "
+                       "unfinished episode is dropped.", self.config.env, e,
+                       self._num_steps, err)
+        num_agents = len(self._agents)
+        block = slice(e * num_agents, (e + 1) * num_agents)
+        episode = self._episode[e]
+        assert episode is not None
+        self._dropped_eps.append(self._eps_of[block][self._slot_ep[block] == episode.id_])
+        # Its steps in this call, the failed one included (earlier ones were counted then).
+        self._num_dropped_env_steps += min(int(self._ep_len[e]),
+                                           self._num_steps - self._call_start)
+        self._open_row[block] = -1
+        self._pend_rew[block] = 0.0
+        self._ret[block] = 0.0
+        self._observed[block] = False
+        self._slot_ep[block] = -1
+        try:
+            self.envs[e].close()
+        except Exception:  # noqa: BLE001 - a broken env may fail to close too
+            logger.debug("env %d failed to close after raising", e)
+        self.envs[e] = self._make_env()
+        self._spaces.replace_env(e, self.envs[e])
+        self._num_restarts += 1
+        self._reset_env(e)
 
     def _add_rewards(self, slots: np.ndarray, rewards: np.ndarray) -> None:
         """Adds rewards to what these agents received since they last acted, and to their
-        episode returns."""
+        episode returns (after checking they are finite: one check per call)."""
+        if self._check_finite_data and not np.isfinite(rewards).all():
+            self._raise_non_finite(slots[~np.isfinite(rewards)], "rewards")
         self._pend_rew[slots] += rewards
         self._ret[slots] += rewards
 
@@ -408,8 +471,18 @@ class MultiAgentEnvRunner(EnvRunner):
         chunks = [c for c in seg["obs"] if len(c)]
         stacked = vals = None
         if shared is not None and chunks:
-            stacked = np.concatenate([c if isinstance(c, np.ndarray)
-                                      else stack_observations(shared, c) for c in chunks])
+            try:
+                stacked = np.concatenate([c if isinstance(c, np.ndarray)
+                                          else stack_observations(shared, c) for c in chunks])
+            except ValueError:  # ragged shapes: name the agent below
+                stacked = None
+            if stacked is None or (self._check_obs and (
+                    stacked.shape[1:] != shared.shape or stacked.dtype != shared.dtype)):
+                self._raise_bad_observation(slots, list(chain.from_iterable(
+                    c if isinstance(c, list) else list(c) for c in seg["obs"])))
+            found = non_finite_rows(stacked, len(stacked), "obs") if self._check_finite_data else None
+            if found is not None:
+                self._raise_non_finite(slots[found[0]], found[1])
         else:
             vals = list(chain.from_iterable(chunks))
         for pos in np.split(order, cuts) if len(order) else []:
@@ -421,7 +494,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 assert vals is not None
                 picked = ((vals[int(pos[0])],) if len(pos) == 1
                           else operator.itemgetter(*pos.tolist())(vals))
-                raw = stack_observations(self._spaces.raw[mid][0], picked)
+                raw = self._stack_checked(mid, picked, slots[pos])
             pipeline = self._spaces.env_to_module[mid]
             obs = pipeline(raw, episode_starts=starts[pos]) if len(pipeline) else raw
             base = self._buffers[m].add_obs(obs)
@@ -440,6 +513,52 @@ class MultiAgentEnvRunner(EnvRunner):
             new_obs[seen] = store_idx[pos[seen]]
             self._closes.append((mod, rows, new_obs, rew, term, trunc))
         self._acting = acting
+
+    def _stack_checked(self, mid: ModuleID, picked: Any, slots: np.ndarray) -> Any:
+        """Module `mid`'s observations stacked, checked (shape and dtype with
+        `check_agent_observations`, finite always) with the agent named where not."""
+        space = self._spaces.raw[mid][0]
+        try:
+            raw = stack_observations(space, picked)
+        except ValueError:
+            self._raise_bad_observation(slots, list(picked), space)
+        if self._check_obs and isinstance(space, gym.spaces.Box) and (
+                raw.shape[1:] != space.shape or raw.dtype != space.dtype):
+            self._raise_bad_observation(slots, list(picked), space)
+        found = non_finite_rows(raw, len(slots), "obs") if self._check_finite_data else None
+        if found is not None:
+            self._raise_non_finite(slots[found[0]], found[1])
+        return raw
+
+    def _agent_at(self, slot: int) -> tuple[int, AgentID]:
+        return slot // len(self._agents), self._agents[slot % len(self._agents)]
+
+    def _raise_non_finite(self, slots: np.ndarray, key: str) -> NoReturn:
+        e, agent = self._agent_at(int(slots[0]))
+        raise EnvError(
+            f"env={self.config.env!r} returned a non-finite (NaN or inf) {key} for agent "
+            f"{agent!r} in env {e} at step {self._ep_len[e]} of its episode (step "
+            f"{self._num_steps} of this EnvRunner). Nothing of this sample() call reaches a "
+            "Learner; fix the env (rlmod.env.env_checker.check_multi_agent_env finds such "
+            "values)."
+        )
+
+    def _raise_bad_observation(self, slots: np.ndarray, values: list,
+                               space: gym.Space | None = None) -> NoReturn:
+        """Names the first agent whose observation does not fit its module's space."""
+        for slot, value in zip(slots.tolist(), values, strict=False):
+            e, agent = self._agent_at(slot)
+            obs_space = space or self._spaces.raw[self._module_ids[self._mod_of[slot]]][0]
+            problem = bad_observation(obs_space, value)
+            if problem is not None:
+                raise EnvError(
+                    f"env={self.config.env!r}: the observation of agent {agent!r} in env {e} "
+                    f"at step {self._ep_len[e]} of its episode {problem}. Return numpy arrays "
+                    "of the declared shape and dtype (config.env_runners("
+                    "check_agent_observations=False) skips this check)."
+                )
+        raise EnvError(f"env={self.config.env!r}: observations of this step do not stack "
+                       "into their spaces' shapes.")
 
     def _obs_chunk(self, values: Collection) -> np.ndarray | list:
         """One env's observations: stacked at once while they are hot in the cache (the
@@ -469,7 +588,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 row[Columns.ACTION_LOGP] = data[Columns.ACTION_LOGP].numpy()
             ids = self._buffers[m].add_rows(**row)
             self._open_row[slots] = ids
-            pieces.append((rank, np.asarray(data[ENV_ACTIONS])))
+            pieces.append((rank, _per_row(data[ENV_ACTIONS], len(slots))))
         if not pieces:
             return []
         first = pieces[0][1]
@@ -481,7 +600,7 @@ class MultiAgentEnvRunner(EnvRunner):
         out_list: list = [None] * self._act_n  # modules with differently shaped actions
         for rank, p in pieces:
             for i, a in zip(rank.tolist(), p, strict=True):
-                out_list[i] = a.item() if a.ndim == 0 else a
+                out_list[i] = a.item() if isinstance(a, np.generic) else a
         return out_list
 
     # ------------------------------------------------------------------ sampling
@@ -491,7 +610,26 @@ class MultiAgentEnvRunner(EnvRunner):
         until `num_episodes` episodes are complete (then only their rows are returned)."""
         if num_timesteps is not None and num_episodes is not None:
             raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
+        marks = (len(self._done_returns), len(self._done_lens), len(self._agent_returns),
+                 {mid: len(v) for mid, v in self._module_returns.items()})
+        try:
+            return self._sample(num_timesteps, num_episodes, explore)
+        except BaseException:
+            # This call's rows never reach a batch: its episodes leave the metrics, the
+            # counters count none of its steps, and the next call starts every env afresh.
+            del self._done_returns[marks[0]:], self._done_lens[marks[1]:]
+            del self._agent_returns[marks[2]:]
+            for mid in list(self._module_returns):
+                del self._module_returns[mid][marks[3].get(mid, 0):]
+            self._acting = None
+            self._dropped_eps = []
+            self._num_dropped_env_steps = 0
+            raise
+
+    def _sample(self, num_timesteps: int | None, num_episodes: int | None,
+                explore: bool | None) -> SampleResult:
         explore = self.config.explore if explore is None else explore
+        self._call_start = self._num_steps
         if num_episodes is not None or self._acting is None:
             self._reset_all()  # whole episodes only: start every env afresh
         if num_timesteps is None and num_episodes is None:
@@ -505,17 +643,26 @@ class MultiAgentEnvRunner(EnvRunner):
                 agent_steps += self._step_envs(self._act(explore))
                 env_steps += self.num_envs
                 self._process_observations()
+        keep = np.concatenate(self._done_eps) if num_episodes is not None else None
+        result, dropped_rows = self._collect(keep_eps=keep)
+        # Steps of dropped episodes (restarted envs) never reach a batch: not counted.
+        env_steps -= min(env_steps, self._num_dropped_env_steps)
+        agent_steps -= dropped_rows
+        self._num_dropped_env_steps = 0
         self._num_env_steps += env_steps
         self._num_agent_steps += agent_steps
         self.num_env_steps_sampled_lifetime += env_steps
         self.num_agent_steps_sampled_lifetime += agent_steps
-        keep = np.concatenate(self._done_eps) if num_episodes is not None else None
-        return self._collect(keep_eps=keep)
+        return result
 
-    def _collect(self, keep_eps: np.ndarray | None) -> SampleResult:
+    def _collect(self, keep_eps: np.ndarray | None) -> tuple[SampleResult, int]:
         """Turns the buffers into flat per-module batches, rows of each (env, agent)
-        sequence contiguous and in time order; carries rows still open into the next call."""
+        sequence contiguous and in time order; carries rows still open into the next call.
+        Also returns how many rows acted in this call belonged to dropped episodes."""
         result: SampleResult = {}
+        drop = np.concatenate(self._dropped_eps) if self._dropped_eps else None
+        self._dropped_eps = []
+        dropped_rows = 0
         # Outcomes of the closed rows, scattered into module-major arrays of all rows.
         offsets = np.cumsum([0, *(buf.num_rows for buf in self._buffers)])
         total = int(offsets[-1])
@@ -540,6 +687,11 @@ class MultiAgentEnvRunner(EnvRunner):
             if buf.num_rows:
                 part = slice(offsets[m], offsets[m + 1])
                 cols = buf.concat_rows()
+                if drop is not None:
+                    in_drop = np.isin(cols[Columns.EPS_ID], drop)
+                    dropped_rows += int(in_drop[self._num_carried[m]:].sum())
+                    cols = {k: v[~in_drop] for k, v in cols.items()}
+                    part = np.flatnonzero(~in_drop) + offsets[m]
                 batch, carried = module_batch(cols, store,
                                               {k: v[part] for k, v in outcome.items()},
                                               keep_eps, radix=len(self._mod_of) <= 2**16)
@@ -550,7 +702,7 @@ class MultiAgentEnvRunner(EnvRunner):
                     result[self._module_ids[m]] = batch
             self._rebase(m, store, acting.get(m), carried)
         self._closes = []
-        return result
+        return result, dropped_rows
 
     def _rebase(self, m: int, store: Any, acting_index: int | None,
                 carried: dict[str, np.ndarray] | None) -> None:
@@ -558,6 +710,7 @@ class MultiAgentEnvRunner(EnvRunner):
         agents act on next, and those of rows carried over."""
         buf = ModuleRows()
         self._buffers[m] = buf
+        self._num_carried[m] = 0 if carried is None else len(carried["slot"])
         if acting_index is not None and self._acting is not None:
             _, obs, _, slots, rank = self._acting[acting_index]
             base = buf.add_obs(obs)
@@ -578,7 +731,9 @@ class MultiAgentEnvRunner(EnvRunner):
             "num_agent_steps": self._num_agent_steps,
             "module_episode_returns": self._module_returns,
             "agent_episode_returns": returns_by_agent(self._agent_returns, self._agents),
+            "num_sub_env_restarts": self._num_restarts,
         }
+        self._num_restarts = 0
         self._done_returns, self._done_lens = [], []
         self._module_returns, self._agent_returns = {}, []
         self._num_env_steps = self._num_agent_steps = 0
@@ -612,3 +767,23 @@ class MultiAgentEnvRunner(EnvRunner):
     def stop(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def _per_row(env_actions: Any, n: int) -> np.ndarray:
+    """The env actions of `n` agents as an array with one row per agent: as they are, or,
+    for Tuple/Dict action spaces (a tuple/dict of batched arrays), an object array of one
+    tuple/dict per agent (the env takes one per agent anyway)."""
+    if not isinstance(env_actions, tuple | dict):
+        return np.asarray(env_actions)
+    out = np.empty(n, object)
+    for i in range(n):
+        out[i] = _row(env_actions, i)
+    return out
+
+
+def _row(x: Any, i: int) -> Any:
+    if isinstance(x, dict):
+        return {k: _row(v, i) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_row(v, i) for v in x)
+    return x[i]

@@ -21,8 +21,10 @@ class EpisodeInfo:
     """What `policy_mapping_fn(agent_id, episode)` receives as `episode`.
 
     The mapping function is called once per agent per episode, when the agent first
-    appears; EnvRunners cache its answer for the rest of the episode. (When the config
-    infers module spaces from an env, it calls the function with `episode=None`.)
+    appears; EnvRunners cache its answer for the rest of the episode. When the config
+    infers module spaces from an env's `possible_agents` (at set-up, before any episode),
+    the function gets `SETUP_EPISODE`: `id_ == -1`, env 0 of worker 0. It is never
+    called with `episode=None`.
 
     Attributes:
         id_: The env episode's ID, unique within one EnvRunner.
@@ -33,6 +35,10 @@ class EpisodeInfo:
     id_: int
     env_index: int
     worker_index: int
+
+
+SETUP_EPISODE = EpisodeInfo(id_=-1, env_index=0, worker_index=0)
+"""The `episode` policy_mapping_fn gets at set-up, when module spaces are inferred."""
 
 
 class ModuleRows:
@@ -142,7 +148,8 @@ def step_flags(flagged: list, keys_l: list[tuple], num_obs: int
             over.append((e, te_all))
         term[start:start + len(okeys)] = te_e
         trunc[start:start + len(okeys)] = tr_e
-        extras += [(e, agent, agent in te_extra) for agent in {*te_extra, *tr_extra}]
+        extras += [(e, agent, agent in te_extra)  # dict, not set: no hash order
+                   for agent in dict.fromkeys((*te_extra, *tr_extra))]
     return term, trunc, over, extras
 
 

@@ -57,16 +57,19 @@ def make_env(env: Any, env_config: dict | None = None) -> Any:
 
 
 def make_vector_env(
-    env: Any, env_config: dict | None, num_envs: int
+    env: Any, env_config: dict | None, num_envs: int, *, per_sub_env: bool = False,
+    wrap: Callable[[gym.Env, int], gym.Env] | None = None,
 ) -> gym.vector.VectorEnv:
     """A gymnasium vector env of `num_envs` sub-envs in next-step autoreset mode.
 
     A gymnasium ID with a native vectorized implementation (CartPole's `vector_entry_point`)
-    uses it: it steps all sub-envs in one numpy call. Anything else is wrapped in a
-    SyncVectorEnv.
+    uses it: it steps all sub-envs in one numpy call. Anything else, and everything when
+    `per_sub_env` (a guard must reach single sub-envs: restart one, reset one), is wrapped
+    in a SyncVectorEnv, each sub-env `i` passed through `wrap(env, i)` if given.
     """
     env_config = dict(env_config or {})
-    if is_gym_id(env) and gym.registry[env].vector_entry_point is not None:
+    if (not per_sub_env and is_gym_id(env)
+            and gym.registry[env].vector_entry_point is not None):
         return gym.make_vec(env, num_envs, vectorization_mode="vector_entry_point", **env_config)
     probe = make_env(env, env_config)
     if not isinstance(probe, gym.Env):
@@ -74,7 +77,14 @@ def make_vector_env(
             f"env={env!r} made a {type(probe).__name__}, not a gymnasium.Env. For multi-agent "
             "envs call config.multi_agent(policies=..., policy_mapping_fn=...)."
         )
-    fns = [lambda: probe] + [lambda: make_env(env, env_config)] * (num_envs - 1)
+
+    def sub_env(i: int) -> Callable[[], gym.Env]:
+        def make() -> gym.Env:
+            made = probe if i == 0 else make_env(env, env_config)
+            return made if wrap is None else wrap(made, i)
+        return make
+
     # NEXT_STEP autoreset: after a done step, the next step() resets that sub-env and
     # ignores its action; EnvRunners drop that reset step's row.
-    return gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+    return gym.vector.SyncVectorEnv([sub_env(i) for i in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)

@@ -16,14 +16,14 @@ import torch
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
-from rlmod.env.registry import make_vector_env
+from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
+from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
 from rlmod.errors import EnvError
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
-
 
 
 class SingleAgentEnvRunner(EnvRunner):
@@ -37,12 +37,25 @@ class SingleAgentEnvRunner(EnvRunner):
         >>> batch = runner.sample(num_timesteps=100)["default_policy"]
         >>> batch["obs"].shape[0] >= 100
         True
+
+    Guards (see the settings' docs): non-finite observations and rewards raise an EnvError
+    naming the sub-env, step and key, checked once per `sample()` over the whole batch
+    (`on_non_finite_env_data="truncate_episode"`: every step, ending that episode instead);
+    a sub-env that raises is named in an EnvError, after which the next `sample()` starts
+    every sub-env afresh (`restart_failed_sub_environments=True`: recreated in place, its
+    unfinished episode dropped). Counters count only the rows that reached a batch.
     """
 
     def __init__(self, *, config: Any, worker_index: int = 0) -> None:
         super().__init__(config=config, worker_index=worker_index)
         self.num_envs = config.num_envs_per_env_runner
-        self.env = make_vector_env(config.env, config.env_config, self.num_envs)
+        self._truncate_non_finite = config.on_non_finite_env_data == "truncate_episode"
+        self._restart = config.restart_failed_sub_environments
+        self._failures: list[tuple[int, BaseException]] = []  # from SubEnvGuard, per step
+        self.env = make_vector_env(
+            config.env, config.env_config, self.num_envs,
+            per_sub_env=self._restart or self._truncate_non_finite,
+            wrap=self._guard if self._restart else None)
         self._env_spaces = (self.env.single_observation_space, self.env.single_action_space)
         self._env_to_module = config.build_env_to_module_connector(self.env, *self._env_spaces)
         self._module_to_env = config.build_module_to_env_connector(
@@ -64,6 +77,16 @@ class SingleAgentEnvRunner(EnvRunner):
         self.num_env_steps_sampled_lifetime = 0
         self._buffer = StepBuffer(1)  # reused by every sample() call; grows to fit
         self._logp_recorded = False
+        self._num_steps = 0  # vector env step() calls, named in errors
+        self._dropped: list[tuple[int, int]] = []  # (row, sub-env) ending a dropped episode
+        self._last_raw: Any = None  # truncate mode: the last finite raw observations
+        self._num_truncated_non_finite = 0
+        self._num_restarts = 0
+        self._check_finite_data = True  # benchmarks/guard_overhead.py turns it off to compare
+
+    def _guard(self, env: gym.Env, index: int) -> gym.Env:
+        return SubEnvGuard(env, index=index, failures=self._failures,
+                           make_env=lambda: make_env(self.config.env, self.config.env_config))
 
     # ------------------------------------------------------------------ spaces
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
@@ -85,12 +108,26 @@ class SingleAgentEnvRunner(EnvRunner):
         self._ep_len[:] = 0
         self._eps_id = np.arange(self._next_eps_id, self._next_eps_id + self.num_envs)
         self._next_eps_id += self.num_envs
+        self._failures.clear()  # a sub-env recreated while resetting: nothing to drop
+        if self._truncate_non_finite:
+            self._last_raw = _copy(raw)
         self._obs = self._env_to_module(raw, episode_starts=np.ones(self.num_envs, bool))
 
     def sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None,
                explore: bool | None = None) -> SampleResult:
         if num_timesteps is not None and num_episodes is not None:
             raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
+        try:
+            return self._sample(num_timesteps, num_episodes, explore)
+        except BaseException:
+            # This call's rows never reach a batch (counters and episode metrics count
+            # none of them); the next call starts every sub-env afresh.
+            self._obs = None
+            self._dropped = []
+            raise
+
+    def _sample(self, num_timesteps: int | None, num_episodes: int | None,
+                explore: bool | None) -> SampleResult:
         explore = self.config.explore if explore is None else explore
         if num_episodes is not None:
             self._reset()  # whole episodes only: start every sub-env afresh
@@ -132,10 +169,21 @@ class SingleAgentEnvRunner(EnvRunner):
         try:
             raw, rew, term, trunc, _ = self.env.step(data[ENV_ACTIONS])
         except Exception as e:
+            i = failing_sub_env(e)
+            where = "a natively vectorized env (all sub-envs)" if i is None else f"sub-env {i}"
             raise EnvError(
-                f"env={self.config.env!r} raised in step(): {e!r}. Episodes finished in "
-                "earlier sample() calls are kept in the EnvRunner's metrics."
+                f"env={self.config.env!r} raised in step() of {where} at step "
+                f"{self._num_steps + 1} of this EnvRunner: {e!r}. This sample() call's steps "
+                "are dropped (episodes finished earlier are kept in the metrics) and the "
+                "next sample() starts every sub-env afresh; "
+                "config.fault_tolerance(restart_failed_sub_environments=True) recreates a "
+                "failing sub-env instead and goes on."
             ) from e
+        self._num_steps += 1
+        if self._failures:  # restart mode: SubEnvGuard recreated these sub-envs
+            self._drop_failed(cols.t)
+        if self._truncate_non_finite:
+            raw, rew, trunc = self._truncate_non_finite_rows(raw, rew, trunc)
         step = {
             Columns.OBS: obs,
             Columns.ACTIONS: data[Columns.ACTIONS].numpy(),
@@ -167,12 +215,21 @@ class SingleAgentEnvRunner(EnvRunner):
         done = term | trunc
         started = np.concatenate([prev_done_at_start[None], done[:-1]])  # reset rows
         valid = ~started
-        rewards = np.where(valid, cols[Columns.REWARDS], 0.0)
-        eps_id = self._assign_episode_ids(started)
-        done_eps_ids = eps_id[done]
-        self._record_episodes(rewards, valid, done)
-        t, n = valid.shape
         obs_all = cols.with_next(Columns.OBS, self._obs)  # [T + 1, N, ...]
+        if self._check_finite_data and not self._truncate_non_finite:  # else at every step
+            self._check_finite(obs_all, cols[Columns.REWARDS], valid)
+        eps_id = self._assign_episode_ids(started)
+        keep_ended = None
+        if self._dropped:  # episodes of restarted sub-envs: no row, no metrics
+            rows_t, rows_n = np.array(self._dropped).T
+            valid &= ~np.isin(eps_id, eps_id[rows_t, rows_n])
+            keep_ended = np.ones_like(done)
+            keep_ended[rows_t, rows_n] = False
+            self._dropped = []
+        rewards = np.where(valid, cols[Columns.REWARDS], 0.0)
+        done_eps_ids = eps_id[done & valid]
+        self._record_episodes(rewards, valid, done, keep_ended)
+        t, n = valid.shape
         stacked = {
             Columns.OBS: obs_all[:-1],
             # new_obs[t] is what the env returned for row t; at an episode end that is the
@@ -214,9 +271,11 @@ class SingleAgentEnvRunner(EnvRunner):
         self._next_eps_id += int(num_new.sum())
         return eps_id
 
-    def _record_episodes(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray) -> None:
-        """Appends the return and length of every episode that ended, in time order, and
-        carries the unfinished ones over to the next call (all vectorized over `[T, N]`)."""
+    def _record_episodes(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray,
+                         keep_ended: np.ndarray | None = None) -> None:
+        """Appends the return and length of every episode that ended (where `keep_ended`,
+        if given), in time order, and carries the unfinished ones over to the next call
+        (all vectorized over `[T, N]`)."""
         cum_r = np.cumsum(rewards, axis=0)  # [T, N]
         cum_n = np.cumsum(valid, axis=0, dtype=np.int32)  # bool to int32: 4x faster than int64
         env_idx, t_idx = np.nonzero(done.T)  # ended episodes, sorted by sub-env, then time
@@ -230,6 +289,8 @@ class SingleAgentEnvRunner(EnvRunner):
         start_r[first] = -self._ep_return[env_idx[first]]
         start_n[first] = -self._ep_len[env_idx[first]]
         order = np.argsort(t_idx, kind="stable")
+        if keep_ended is not None:
+            order = order[keep_ended[t_idx, env_idx][order]]
         self._done_returns += (end_r - start_r)[order].tolist()
         self._done_lens += (end_n - start_n)[order].astype(np.int64).tolist()
         last = np.ones(len(env_idx), dtype=bool)
@@ -240,6 +301,67 @@ class SingleAgentEnvRunner(EnvRunner):
         self._ep_return = cum_r[-1] - base_r
         self._ep_len = cum_n[-1] - base_n
 
+    # ------------------------------------------------------------------ guards
+    def _check_finite(self, obs_all: Any, rewards: np.ndarray, valid: np.ndarray) -> None:
+        """Raises an EnvError naming the first non-finite observation or reward of this
+        call's `[T + 1, N]` observations and `[T, N]` rewards (one check per array)."""
+        for key, arr, mask in ((Columns.REWARDS, rewards, valid),
+                               (Columns.OBS, obs_all, None)):
+            found = non_finite_rows(arr, arr.shape[0] * arr.shape[1], key)
+            if found is None:
+                continue
+            bad = found[0].reshape(arr.shape[:2])
+            if mask is not None:
+                bad &= mask
+                if not bad.any():
+                    continue
+            t, i = (int(x[0]) for x in np.nonzero(bad))
+            # The last row of either array came from the last step (observations have one
+            # row more: row 0 came from the step before this call, or a reset).
+            step = self._num_steps - arr.shape[0] + t + 1
+            raise EnvError(
+                f"env={self.config.env!r} returned a non-finite (NaN or inf) {found[1]} in "
+                f"sub-env {i} at step {step} of this EnvRunner. Nothing of "
+                "this sample() call reaches a Learner. Fix the env, or set "
+                "config.env_runners(on_non_finite_env_data='truncate_episode') to end such "
+                "episodes as truncated and go on."
+            )
+
+    def _truncate_non_finite_rows(self, raw: Any, rew: np.ndarray, trunc: np.ndarray
+                                  ) -> tuple[Any, np.ndarray, np.ndarray]:
+        """Truncate mode: sub-envs with a non-finite observation or reward end their
+        episode here; the last finite observation stands in for the final one (what the
+        value bootstrap reads), the reward counts as 0, and the sub-env resets at the next
+        step as after any truncation."""
+        found_obs = non_finite_rows(raw, self.num_envs, Columns.OBS)
+        bad = ~np.isfinite(rew)
+        if found_obs is not None:
+            bad |= found_obs[0]
+        if bad.any():
+            rew = np.where(bad, 0.0, rew)
+            trunc = trunc | bad
+            raw = _replace_rows(raw, self._last_raw, bad)
+            # NEXT_STEP autoreset, as if the sub-env had returned truncated itself.
+            self.env._autoreset_envs[bad] = True  # type: ignore[attr-defined]
+            self._num_truncated_non_finite += int(bad.sum())
+            logger.warning("env=%r returned non-finite data in sub-envs %s at step %d; their "
+                           "episodes end as truncated.", self.config.env,
+                           np.flatnonzero(bad).tolist(), self._num_steps)
+        self._last_raw = _copy(raw)
+        return raw, rew, trunc
+
+    def _drop_failed(self, row: int) -> None:
+        """Restart mode: the sub-envs that raised at this step (row `row`) were recreated;
+        their unfinished episodes are dropped when the batch is built."""
+        for index, err in self._failures:
+            logger.warning("env=%r: sub-env %d raised at step %d and was recreated (%r); "
+                           "its unfinished episode is dropped.", self.config.env, index,
+                           self._num_steps, err)
+            if not self._prev_done[index]:  # else it failed resetting: no episode to drop
+                self._dropped.append((row, index))
+        self._num_restarts += len(self._failures)
+        self._failures.clear()
+
     # ------------------------------------------------------------------ metrics and state
     def get_metrics(self) -> dict[str, Any]:
         metrics = {
@@ -247,8 +369,11 @@ class SingleAgentEnvRunner(EnvRunner):
             "episode_lens": self._done_lens,
             "num_env_steps": self._num_env_steps,
             "module_episode_returns": {DEFAULT_MODULE_ID: list(self._done_returns)},
+            "num_episodes_truncated_non_finite": self._num_truncated_non_finite,
+            "num_sub_env_restarts": self._num_restarts,
         }
         self._done_returns, self._done_lens, self._num_env_steps = [], [], 0
+        self._num_truncated_non_finite = self._num_restarts = 0
         return metrics
 
     def get_state(self, components: Any = None, *, not_components: Any = None,
@@ -273,3 +398,23 @@ class SingleAgentEnvRunner(EnvRunner):
     def stop(self) -> None:
         self.env.close()
 
+
+
+def _copy(x: Any) -> Any:
+    """A copy of a (possibly dict/tuple) batch of observations."""
+    if isinstance(x, dict):
+        return {k: _copy(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_copy(v) for v in x)
+    return np.array(x, copy=True)
+
+
+def _replace_rows(x: Any, source: Any, rows: np.ndarray) -> Any:
+    """`x` with `rows` taken from `source` (same structure)."""
+    if isinstance(x, dict):
+        return {k: _replace_rows(v, source[k], rows) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_replace_rows(v, s, rows) for v, s in zip(x, source, strict=True))
+    out = np.array(x, copy=True)
+    out[rows] = source[rows]
+    return out

@@ -16,6 +16,11 @@ def _mean(xs: Iterable[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
 
+GUARD_COUNTERS = ("num_episodes_truncated_non_finite", "num_sub_env_restarts")
+"""What the EnvRunners' guards did this iteration: episodes ended as truncated for
+non-finite env data, sub-envs recreated after raising (summed over EnvRunners)."""
+
+
 class EpisodeMetrics:
     """Keeps the last `window` episode returns and lengths (overall, per module, per agent)."""
 
@@ -32,7 +37,10 @@ class EpisodeMetrics:
     def add(self, runner_metrics: Iterable[dict[str, Any]]) -> dict[str, Any]:
         """Adds EnvRunners' metrics; returns `result["env_runners"]` for this iteration."""
         num_episodes = num_env_steps = num_agent_steps = 0
+        guards = dict.fromkeys(GUARD_COUNTERS, 0)
         for m in runner_metrics:
+            for key in GUARD_COUNTERS:
+                guards[key] += m.get(key, 0)
             self.returns.extend(m["episode_returns"])
             self.lens.extend(m["episode_lens"])
             num_episodes += len(m["episode_returns"])
@@ -58,6 +66,7 @@ class EpisodeMetrics:
             "num_agent_steps_sampled_lifetime": self.num_agent_steps_lifetime,
             "module_episode_returns_mean": {k: _mean(v) for k, v in self.module_returns.items()},
             "agent_episode_returns_mean": {k: _mean(v) for k, v in self.agent_returns.items()},
+            **guards,
         }
 
     def get_state(self) -> dict[str, Any]:

@@ -26,7 +26,8 @@ def space_to_dict(space: gym.Space | None) -> dict[str, Any] | None:
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, gym.spaces.MultiDiscrete):
-        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist()}
+        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(),
+                "start": space.start.tolist()}
     if isinstance(space, gym.spaces.MultiBinary):
         return {"type": "MultiBinary", "n": list(np.atleast_1d(space.n).tolist())}
     if isinstance(space, gym.spaces.Dict):
@@ -52,7 +53,7 @@ def space_from_dict(data: dict[str, Any] | None) -> gym.Space | None:
     if kind == "Discrete":
         return gym.spaces.Discrete(data["n"], start=data.get("start", 0))
     if kind == "MultiDiscrete":
-        return gym.spaces.MultiDiscrete(data["nvec"])
+        return gym.spaces.MultiDiscrete(data["nvec"], start=data.get("start"))
     if kind == "MultiBinary":
         n = data["n"]
         return gym.spaces.MultiBinary(n[0] if len(n) == 1 else n)
@@ -102,7 +103,8 @@ def flatten_batch(space: gym.Space, obs: Any) -> np.ndarray:
         out[np.arange(idx.shape[0]), idx] = 1.0
         return out
     if isinstance(space, gym.spaces.MultiDiscrete):
-        idx2d = np.asarray(obs, dtype=np.int64).reshape(-1, space.nvec.size)
+        idx2d = (np.asarray(obs, dtype=np.int64).reshape(-1, space.nvec.size)
+                 - space.start.reshape(-1))
         offsets = np.concatenate([[0], np.cumsum(space.nvec.reshape(-1))[:-1]])
         out = np.zeros((idx2d.shape[0], int(space.nvec.sum())), dtype=np.float32)
         rows = np.repeat(np.arange(idx2d.shape[0]), idx2d.shape[1])

@@ -100,10 +100,44 @@ def test_dist_inputs_dim_and_make_action_dist(space, dim, cls):
 
 
 def test_unsupported_action_space_is_a_type_error():
-    with pytest.raises(TypeError, match="is not supported; use Discrete, MultiDiscrete or Box"):
-        dist_inputs_dim(gym.spaces.MultiBinary(3))
-    with pytest.raises(TypeError, match="is not supported; use Discrete, MultiDiscrete or Box"):
-        make_action_dist(gym.spaces.MultiBinary(3), torch.zeros(1, 3))
+    phrase = "is not supported; use Discrete, MultiDiscrete, Box, MultiBinary, or a Tuple/Dict"
+    with pytest.raises(TypeError, match=phrase):
+        dist_inputs_dim(gym.spaces.Text(4))
+    with pytest.raises(TypeError, match=phrase):
+        make_action_dist(gym.spaces.Text(4), torch.zeros(1, 3))
+
+
+def test_bernoulli_matches_torch_for_multibinary(gen):
+    logits = torch.randn(6, 3, generator=gen)
+    dist = make_action_dist(gym.spaces.MultiBinary(3), logits)
+    ref = torch.distributions.Bernoulli(logits=logits)
+    actions = dist.sample()
+    assert actions.shape == (6, 3) and set(actions.unique().tolist()) <= {0, 1}
+    torch.testing.assert_close(dist.logp(actions), ref.log_prob(actions.float()).sum(-1))
+    torch.testing.assert_close(dist.entropy(), ref.entropy().sum(-1))
+    other = make_action_dist(gym.spaces.MultiBinary(3), torch.randn(6, 3, generator=gen))
+    ref_other = torch.distributions.Bernoulli(logits=other.inputs)
+    torch.testing.assert_close(dist.kl(other),
+                               torch.distributions.kl_divergence(ref, ref_other).sum(-1))
+
+
+def test_tuple_and_dict_action_spaces_are_products_of_their_parts(gen):
+    space = gym.spaces.Dict({"move": gym.spaces.Discrete(3), "aim": gym.spaces.Box(-1, 1, (2,)),
+                             "flags": gym.spaces.MultiBinary(2)})
+    assert list(space.spaces) == ["aim", "flags", "move"]  # gymnasium sorts the keys
+    assert dist_inputs_dim(space) == 4 + 2 + 3
+    inputs = torch.randn(5, 9, generator=gen)
+    dist = make_action_dist(space, inputs)
+    actions = dist.sample()
+    assert actions.shape == (5, 2 + 2 + 1)
+    parts = [make_action_dist(sub, x) for sub, x in zip(
+        space.spaces.values(), torch.split(inputs, [4, 2, 3], dim=-1), strict=True)]
+    expected = (parts[0].logp(actions[:, :2]) + parts[1].logp(actions[:, 2:4])
+                + parts[2].logp(actions[:, 4].long()))
+    torch.testing.assert_close(dist.logp(actions), expected)
+    torch.testing.assert_close(dist.entropy(), sum(p.entropy() for p in parts))
+    tup = make_action_dist(gym.spaces.Tuple(list(space.spaces.values())), inputs)
+    torch.testing.assert_close(tup.logp(actions), expected)
 
 
 def test_logp_of_box_actions_is_per_row(gen):

@@ -191,3 +191,34 @@ def test_check_env_turns_gymnasium_assertions_into_value_errors() -> None:
         ValueError, match=r"NoInfoReset breaks the gymnasium Env API: .*\(obs, info\)"
     ):
         check_env(NoInfoReset())
+
+
+# ---------------------------------------------------------------------- lists, bounds
+class _OneAgent(MultiAgentEnv):
+    """Agent "x" observes `value` at every step (zeros at reset)."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__()
+        self.value = value
+        self.possible_agents = ["x"]
+        self.observation_spaces = {"x": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}
+        self.action_spaces = {"x": gym.spaces.Discrete(2)}
+
+    def reset(self, *, seed=None, options=None):
+        return {"x": np.zeros(2, np.float32)}, {}
+
+    def step(self, action_dict):
+        return ({"x": self.value}, {"x": 1.0}, {"__all__": False}, {"__all__": False}, {})
+
+
+@pytest.mark.parametrize(("value", "phrase"), [
+    ([0.1, 0.1], r"obs\['x'\], which is a list, not a numpy array of shape \(2,\) and dtype "
+                 r"float32"),
+    (np.full(2, 0.1), r"dtype float64 != declared dtype float32"),
+    (np.full(2, 100.0, np.float32), r"values outside \[low, high\], e.g. at index \(0,\): "
+                                    r"100.0 not in \[-1.0, 1.0\]"),
+])
+@pytest.mark.filterwarnings("ignore:.*Casting input x to numpy array")
+def test_lists_other_dtypes_and_out_of_bound_observations_are_caught(value, phrase):
+    with pytest.raises(ValueError, match=phrase):
+        check_multi_agent_env(_OneAgent(value), num_steps=3)

@@ -258,7 +258,8 @@ register_env("rlmod-test-exploding-env", lambda env_config: _ExplodingEnv())
 
 def test_env_that_raises_in_step_is_an_env_error_naming_the_env(cartpole_config):
     runner = runner_for(cartpole_config.environment("rlmod-test-exploding-env"))
-    with pytest.raises(EnvError, match=r"env='rlmod-test-exploding-env' raised in step\(\): "
+    with pytest.raises(EnvError, match=r"env='rlmod-test-exploding-env' raised in step\(\) of "
+                                       r"sub-env 0 at step 1 of this EnvRunner: "
                                        r"RuntimeError\('boom'\)"):
         runner.sample(num_timesteps=10)
     runner.stop()
