@@ -15,12 +15,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlmod.algorithms.config_json import MUST_PASS
+from rlmod.core.columns import DEFAULT_MODULE_ID
 from rlmod.core.learner_group import LearnerGroup
+from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
+from rlmod.core.rl_module import RLModule
 from rlmod.env.env_runner_group import EnvRunnerGroup
-from rlmod.errors import CheckpointError
+from rlmod.errors import CheckpointError, UnknownModuleIDError
 from rlmod.utils import checkpoints
 from rlmod.utils.checkpoints import Checkpointable, read_metadata, select_components
 from rlmod.utils.metrics import EpisodeMetrics
+from rlmod.utils.naming import did_you_mean
 from rlmod.utils.seeding import seed_everything
 from rlmod.utils.state_files import read_json, write_json
 from rlmod.utils.trust import resolve_import_path
@@ -76,6 +80,29 @@ class Algorithm(Checkpointable):
     def env_runner(self) -> Any:
         """The local EnvRunner (RLlib's name)."""
         return self.env_runner_group.local_env_runner
+
+    def get_module(self, module_id: ModuleID = DEFAULT_MODULE_ID) -> RLModule:
+        """The module `module_id` as the local EnvRunner holds it (RLlib's `get_module`):
+        inference-only, with the Learner's latest weights. A module the EnvRunner does not
+        hold (learner-only, or no local EnvRunner) comes from the Learner.
+
+        Deliberate difference: RLlib returns None for an unknown ID; rlmod raises
+        UnknownModuleIDError naming the known ones, instead of an AttributeError on None
+        further down.
+        """
+        runner_module = getattr(self.env_runner, "module", None)
+        if isinstance(runner_module, MultiRLModule):
+            if module_id in runner_module:
+                return runner_module[module_id]
+        elif runner_module is not None and module_id == DEFAULT_MODULE_ID:
+            return runner_module
+        learner_module = self.learner_group.learner.module
+        if learner_module is not None and module_id in learner_module:
+            return learner_module[module_id]
+        known = self.config.module_ids
+        raise UnknownModuleIDError(
+            f"get_module({module_id!r}): no such module; modules are {known[:10]}."
+            f"{did_you_mean(str(module_id), known)}")
 
     # ------------------------------------------------------------------ the loop
     def training_step(self) -> dict[str, Any]:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
+import torch
 
 from rlmod.algorithms import settings as s
 from rlmod.algorithms.config_json import decode_setting, encode_setting
@@ -82,10 +84,12 @@ class AlgorithmConfig:
         "Steps per sub-env per sample() call; 'auto' splits the train batch evenly."))
     env_to_module_connector = Setting(None, section="env_runners", check=s.callable_or_none,
                                       doc=(
-        "callable(env) -> Connector(s) appended after the default flatten/one-hot pieces "
-        "(env is None for components without one)."))
+        "callable(env, spaces, device) -> Connector(s) (RLlib 2.41+), or callable(env), "
+        "appended after the default flatten/one-hot pieces (env is None for components "
+        "without one)."))
     module_to_env_connector = Setting(None, section="env_runners", check=s.callable_or_none,
-                                      doc="callable(env) -> Connector(s) run after sampling.")
+                                      doc=(
+        "callable(env, spaces) or callable(env) -> Connector(s) run after sampling."))
     explore = Setting(True, section="env_runners", check=s.boolean,
                       doc="Sample actions (True) or take the distribution's mode (False).")
     env_runner_cls = Setting(None, section="env_runners", check=s.callable_or_none, doc=(
@@ -114,6 +118,9 @@ class AlgorithmConfig:
         "weights and optimizer state stay as they were; counted in "
         "`num_non_finite_updates`); after this many in a row for one module the Learner "
         "raises, naming the module and its loss terms."))
+    learner_config_dict = Setting({}, section="learners", check=s.mapping, doc=(
+        "Free settings a custom Learner reads as self.config.learner_config_dict (RLlib's); "
+        "each call of .learners()/.training() updates it, as RLlib does."))
     # --- training ---
     gamma = Setting(0.99, section="training", check=s.number(low=0.0, high=1.0),
                     doc="Discount factor of future rewards.")
@@ -122,10 +129,12 @@ class AlgorithmConfig:
     train_batch_size = Setting(4000, section="training", check=s.integer(min=1), doc=(
         "Env steps per training iteration over all Learners; used when "
         "train_batch_size_per_learner is None."))
-    train_batch_size_per_learner = Setting(None, section="training",
-                                           check=s.optional(s.integer(min=1)), doc=(
-        "Env steps each Learner trains on per iteration; None derives it as "
-        "train_batch_size // max(1, num_learners)."))
+    train_batch_size_per_learner = Setting(
+        None, section="training", check=s.optional(s.integer(min=1)),
+        derive=lambda c: c.train_batch_size // max(1, c.num_learners), doc=(
+            "Env steps each Learner trains on per iteration. Left None, it reads as "
+            "train_batch_size // max(1, num_learners) (rule 5, RLlib's property) while "
+            "to_dict() keeps None."))
     minibatch_size = Setting(128, section="training", check=s.optional(s.integer(min=1)),
                              doc="Rows per SGD step; None trains on the whole batch at once.")
     num_epochs = Setting(1, section="training", check=s.integer(min=1),
@@ -133,6 +142,10 @@ class AlgorithmConfig:
     grad_clip = Setting(None, section="training",
                         check=s.optional(s.number(low=0.0, low_open=True)),
                         doc="Clip each module's global gradient norm to this value.")
+    learner_class = Setting(None, section="training", check=s.learner_class_or_none,
+                            derive=lambda c: c.get_default_learner_class(), doc=(
+        "The Learner class LearnerGroup builds, e.g. a subclass of PPOLearner with an extra "
+        "loss term. Left None it reads as the algorithm's default (RLlib's property)."))
     learner_connector = Setting(None, section="training", check=s.callable_or_none, doc=(
         "callable(observation_space, action_space) -> LearnerConnector(s), run before the "
         "algorithm's own learner pieces (e.g. GAE)."))
@@ -255,17 +268,31 @@ class AlgorithmConfig:
         return self._set_section("env_runners", locals())
 
     def learners(self, *, num_learners: int = _UNSET, num_threads_per_learner: int = _UNSET,
-                 max_consecutive_non_finite_updates: int = _UNSET, **unknown: Any) -> Self:
-        """Sets how many Learners train."""
+                 max_consecutive_non_finite_updates: int = _UNSET,
+                 learner_config_dict: dict | None = _UNSET, **unknown: Any) -> Self:
+        """Sets how many Learners train, what they do with a NaN/inf update, and free
+        settings for a custom Learner (`learner_config_dict` updates the current dict, as
+        RLlib's does)."""
+        if learner_config_dict is not _UNSET:
+            learner_config_dict = {**self.learner_config_dict, **s.mapping(learner_config_dict)}
         return self._set_section("learners", locals())
 
     def training(self, *, gamma: float = _UNSET, lr: float | list = _UNSET,
                  train_batch_size: int = _UNSET, train_batch_size_per_learner: int | None = _UNSET,
                  minibatch_size: int | None = _UNSET, num_epochs: int = _UNSET,
                  grad_clip: float | None = _UNSET, learner_connector: Callable | None = _UNSET,
+                 learner_class: type | None = _UNSET, learner_config_dict: dict | None = _UNSET,
                  **unknown: Any) -> Self:
-        """Sets the training settings common to all algorithms (subclasses add theirs)."""
-        return self._set_section("training", locals())
+        """Sets the training settings common to all algorithms (subclasses add theirs).
+
+        `learner_config_dict` is also accepted here, as RLlib still accepts it in
+        `.training()` (its home is `.learners()`).
+        """
+        if learner_config_dict is not _UNSET:
+            self.learners(learner_config_dict=learner_config_dict)
+        values = dict(locals())
+        values.pop("learner_config_dict")
+        return self._set_section("training", values)
 
     def rl_module(self, *, rl_module_spec: RLModuleSpec | MultiRLModuleSpec | None = _UNSET,
                   model_config: dict | Any = _UNSET,
@@ -275,8 +302,14 @@ class AlgorithmConfig:
         return self._set_section("rl_module", locals())
 
     def multi_agent(self, *, policies: Any = _UNSET, policy_mapping_fn: Callable = _UNSET,
-                    policies_to_train: Any = _UNSET, **unknown: Any) -> Self:
-        """Sets what only matters with several agents: modules and the agent mapping."""
+                    policies_to_train: Any = _UNSET,
+                    algorithm_config_overrides_per_module: dict | None = _UNSET,
+                    **unknown: Any) -> Self:
+        """Sets what only matters with several agents: modules and the agent mapping.
+
+        `algorithm_config_overrides_per_module` is also accepted here, as RLlib still
+        accepts it in `.multi_agent()` (its home is `.rl_module()`, rule 6).
+        """
         return self._set_section("multi_agent", locals())
 
     def fault_tolerance(self, *, restart_failed_sub_environments: bool = _UNSET,
@@ -306,6 +339,76 @@ class AlgorithmConfig:
         """Sets the seed."""
         return self._set_section("debugging", locals())
 
+    # ------------------------------------------------------------------ RLlib compatibility
+    def framework(self, framework: str = _UNSET, **unknown: Any) -> Self:
+        """Accepts RLlib's `.framework("torch")`; rlmod is PyTorch only, so anything else
+        (and RLlib's tf/torch.compile options) is refused."""
+        if unknown:
+            raise TypeError(
+                f".framework() got {sorted(unknown)}: rlmod has no tf or torch.compile "
+                "settings; only .framework('torch') is accepted (rlmod is PyTorch only).")
+        if framework is not _UNSET and framework != "torch":
+            raise ValueError(
+                f"framework={framework!r}: rlmod is PyTorch only; use .framework('torch') "
+                "or drop the call.")
+        return self
+
+    def api_stack(self, enable_rl_module_and_learner: bool = _UNSET,
+                  enable_env_runner_and_connector_v2: bool = _UNSET) -> Self:
+        """Accepts RLlib's switch to its new API stack, the only stack rlmod has; turning
+        either flag off is refused."""
+        for name, value in (("enable_rl_module_and_learner", enable_rl_module_and_learner),
+                            ("enable_env_runner_and_connector_v2",
+                             enable_env_runner_and_connector_v2)):
+            if value is not _UNSET and value is not True:
+                raise ValueError(
+                    f"api_stack({name}={value!r}): rlmod has only RLlib's new API stack "
+                    "(RLModule, Learner, EnvRunner, ConnectorV2); there is no old stack to "
+                    "switch to. Drop the argument or pass True.")
+        return self
+
+    @classmethod
+    def overrides(cls, **kwargs: Any) -> dict[str, Any]:
+        """A dict of checked settings to apply over a main config (RLlib's classmethod),
+        e.g. `algorithm_config_overrides_per_module={"p1": PPOConfig.overrides(lr=1e-3)}`.
+
+        Unknown names raise KeyError, as RLlib's do (with the closest valid name);
+        values are checked as a setter checks them. `lambda` is read as `lambda_`.
+        """
+        table = cls.settings()
+        out: dict[str, Any] = {}
+        for key, value in kwargs.items():
+            name = "lambda_" if key == "lambda" and "lambda_" in table else key
+            if name not in table:
+                raise KeyError(
+                    f"Invalid property name {key!r} for config class {cls.__name__}."
+                    f"{did_you_mean(key, table)}")
+            out[name] = table[name].validate(value)
+        return out
+
+    def update_from_dict(self, config_dict: Mapping[str, Any], *,
+                         trusted_modules: Iterable[str] = ()) -> Self:
+        """Sets every setting in `config_dict` (RLlib's name), e.g. another config's
+        `to_dict()`; JSON forms (import paths, spaces, specs) are decoded under the trust
+        model. RLlib's `framework` and `enable_*` API-stack keys are accepted if they name
+        what rlmod is; unknown keys are an error."""
+        rllib_only = {"framework": lambda v: self.framework(v),
+                      "enable_rl_module_and_learner":
+                          lambda v: self.api_stack(enable_rl_module_and_learner=v),
+                      "enable_env_runner_and_connector_v2":
+                          lambda v: self.api_stack(enable_env_runner_and_connector_v2=v)}
+        for key, value in config_dict.items():
+            if key in rllib_only:
+                rllib_only[key](value)
+                continue
+            name = "lambda_" if key == "lambda" and "lambda_" in self.settings() else key
+            if name not in self.settings():
+                raise ValueError(
+                    f"{type(self).__name__}.update_from_dict: unknown setting {key!r}."
+                    f"{did_you_mean(key, self.settings())}")
+            setattr(self, name, decode_setting(value, name, trusted_modules=trusted_modules))
+        return self
+
     # ------------------------------------------------------------------ derived values
     @property
     def is_multi_agent(self) -> bool:
@@ -316,16 +419,9 @@ class AlgorithmConfig:
         return self.policies is not None or env_is_ma
 
     @property
-    def train_batch_size_per_learner_effective(self) -> int:
-        """Rule 5: the per-learner batch, derived from train_batch_size when unset."""
-        if self.train_batch_size_per_learner is not None:
-            return self.train_batch_size_per_learner
-        return self.train_batch_size // max(1, self.num_learners)
-
-    @property
     def total_train_batch_size(self) -> int:
         """Env steps trained on per iteration, over all Learners."""
-        return self.train_batch_size_per_learner_effective * max(1, self.num_learners)
+        return self.train_batch_size_per_learner * max(1, self.num_learners)
 
     def get_rollout_fragment_length(self) -> int:
         """Steps per sub-env per sample() call ('auto': the train batch split evenly)."""
@@ -372,8 +468,10 @@ class AlgorithmConfig:
         """Default pieces (flatten, one-hot) then the user's, with spaces set."""
         pieces: list[Any] = list(default_env_to_module(observation_space))
         if self.env_to_module_connector is not None:
-            pieces += as_connector_list(self.env_to_module_connector(env),
-                                        setting="env_to_module_connector")
+            made = call_connector_factory(self.env_to_module_connector, env,
+                                          _env_spaces(env, observation_space, action_space),
+                                          torch.device("cpu"))
+            pieces += as_connector_list(made, setting="env_to_module_connector")
         return ConnectorPipeline(pieces, input_observation_space=observation_space,
                                  input_action_space=action_space)
 
@@ -382,8 +480,9 @@ class AlgorithmConfig:
         """The user's pieces, then the defaults (sample actions, unsquash/clip)."""
         pieces: list[Any] = []
         if self.module_to_env_connector is not None:
-            pieces += as_connector_list(self.module_to_env_connector(env),
-                                        setting="module_to_env_connector")
+            made = call_connector_factory(self.module_to_env_connector, env,
+                                          _env_spaces(env, observation_space, action_space))
+            pieces += as_connector_list(made, setting="module_to_env_connector")
         pieces += default_module_to_env(action_space)
         return ConnectorPipeline(pieces, input_observation_space=observation_space,
                                  input_action_space=action_space)
@@ -425,7 +524,7 @@ class AlgorithmConfig:
                 )
         spec = self.get_default_rl_module_spec()
         if user is not None:
-            spec = spec.update(user)
+            spec = spec._merged_with(user)
         obs, act = self._resolve_spaces(DEFAULT_MODULE_ID, spec, env=env, spaces=spaces,
                                         env_spaces=self._single_agent_env_spaces(env))
         model_config = {**_plain(self.model_config), **_plain(spec.model_config)}
@@ -449,10 +548,10 @@ class AlgorithmConfig:
         sub_specs = dict(user.rl_module_specs) if isinstance(user, MultiRLModuleSpec) else {}
         base = self.get_default_rl_module_spec()
         if isinstance(user, RLModuleSpec):
-            base = base.update(user)
+            base = base._merged_with(user)
         for mid, pspec in (self.policies or {}).items():
             if pspec is not None:
-                sub_specs[mid] = sub_specs[mid].update(pspec) if mid in sub_specs else pspec
+                sub_specs[mid] = sub_specs[mid]._merged_with(pspec) if mid in sub_specs else pspec
         agent_spaces = self._spaces_by_module_from_env(env) if self.is_multi_agent else {}
         single_env_spaces = None if self.is_multi_agent else self._single_agent_env_spaces(env)
         global_mc = _plain(self.model_config)
@@ -463,7 +562,7 @@ class AlgorithmConfig:
             own = sub_specs.get(mid)
             if own is not None and inference_only and own.learner_only:
                 continue
-            spec = base if own is None else base.update(own)
+            spec = base if own is None else base._merged_with(own)
             env_spaces = agent_spaces.get(mid) if self.is_multi_agent else single_env_spaces
             try:
                 obs, act = self._resolve_spaces(mid, spec, env=env, spaces=spaces,
@@ -480,6 +579,11 @@ class AlgorithmConfig:
                 module_class=spec.module_class, observation_space=obs, action_space=act,
                 inference_only=inference_only or spec.inference_only,
                 learner_only=spec.learner_only, model_config=mc)
+        if isinstance(user, MultiRLModuleSpec):  # keep its class and shared parts (RLlib's)
+            return MultiRLModuleSpec(
+                multi_rl_module_class=user.multi_rl_module_class,
+                observation_space=user.observation_space, action_space=user.action_space,
+                model_config=user.model_config, rl_module_specs=specs)
         return MultiRLModuleSpec(rl_module_specs=specs)
 
     def _resolve_spaces(self, module_id: ModuleID, spec: RLModuleSpec, *, env: Any,
@@ -563,7 +667,7 @@ class AlgorithmConfig:
         specs = dict(user.rl_module_specs) if isinstance(user, MultiRLModuleSpec) else {}
         for mid, pspec in (self.policies or {}).items():
             if pspec is not None:
-                specs[mid] = pspec  # RLModuleSpec.update takes the flags from this one
+                specs[mid] = pspec  # _merged_with takes the flags from this one
         return {mid for mid, spec in specs.items() if spec.learner_only}
 
     # ------------------------------------------------------------------ per-module (rule 4)
@@ -601,7 +705,7 @@ class AlgorithmConfig:
     # ------------------------------------------------------------------ validate / build
     def validate(self) -> None:
         """Checks the rules that span several settings; raises ValueError naming them."""
-        per_learner = self.train_batch_size_per_learner_effective
+        per_learner = self.train_batch_size_per_learner
         if per_learner < 1:
             raise ValueError(
                 f"train_batch_size ({self.train_batch_size}) // num_learners "
@@ -671,8 +775,8 @@ class AlgorithmConfig:
         A lambda or closure has no import path: an error, unless `allow_unnamed`
         (checkpoints), where it is stored as "must be passed at load".
         """
-        return {name: encode_setting(getattr(self, name), name, allow_unnamed=allow_unnamed)
-                for name in self.settings()}
+        return {name: encode_setting(self.__dict__[name], name, allow_unnamed=allow_unnamed)
+                for name in self.settings()}  # as set: derived settings stay None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *,
@@ -694,9 +798,33 @@ class AlgorithmConfig:
         return config
 
     def __repr__(self) -> str:
-        changed = {n: getattr(self, n) for n, st in self.settings().items()
-                   if getattr(self, n) != st.default}
+        changed = {n: self.__dict__[n] for n, st in self.settings().items()
+                   if self.__dict__[n] != st.default}
         return f"{type(self).__name__}({changed})"
+
+
+def call_connector_factory(factory: Callable, env: Any, *args: Any) -> Any:
+    """Calls a connector factory with RLlib 2.41+'s arguments (`env, spaces, device` for
+    env-to-module, `env, spaces` for module-to-env) if its signature takes them, else with
+    `env` alone (the older one-argument form). Decided from the signature, not by catching
+    a TypeError, which would hide one raised inside the user's function."""
+    try:
+        inspect.signature(factory).bind(env, *args)
+    except TypeError:
+        return factory(env)
+    except ValueError:  # no signature (some builtins): the full form
+        pass
+    return factory(env, *args)
+
+
+def _env_spaces(env: Any, observation_space: gym.Space,
+                action_space: gym.Space) -> dict[str, tuple[gym.Space, gym.Space]]:
+    """The `spaces` a connector factory gets, keyed as RLlib's: `__env_single__` (one
+    sub-env's spaces) and, with an env, `__env__` (the env's own, vectorized ones)."""
+    spaces = {"__env_single__": (observation_space, action_space)}
+    if env is not None and hasattr(env, "observation_space"):
+        spaces["__env__"] = (env.observation_space, env.action_space)
+    return spaces
 
 
 def _plain(model_config: Any) -> dict[str, Any]:

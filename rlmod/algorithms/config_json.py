@@ -26,6 +26,7 @@ IMPORT_KINDS: dict[str, str] = {
     "module_to_env_connector": "connector",
     "learner_connector": "connector",
     "env_runner_cls": "env_runner",
+    "learner_class": "learner",
     "policy_mapping_fn": "policy_mapping_fn",
 }
 """Setting -> the kind of object its import path must name (`rlmod.utils.trust`); any

@@ -31,16 +31,19 @@ class InvalidKind(TypeError):
 class Setting:
     """A config field: its section (the setter that sets it), default, check and doc.
 
-    Reading returns the instance's value; writing checks it, refuses on a frozen config,
-    and drops the config's cached per-module copies.
+    Reading returns the instance's value, or `derive(config)` where that value is None and
+    the setting is derived when unset (RLlib's properties such as
+    `train_batch_size_per_learner`; `to_dict()` keeps the None the user left). Writing
+    checks the value, refuses on a frozen config, and drops the cached per-module copies.
     """
 
     def __init__(self, default: Any, *, section: str, check: Check | None = None,
-                 doc: str = "") -> None:
+                 doc: str = "", derive: Callable[[Any], Any] | None = None) -> None:
         self.default = default
         self.section = section
         self.check = check
         self.doc = doc
+        self.derive = derive
         self.name = ""
 
     def __set_name__(self, owner: type, name: str) -> None:
@@ -49,7 +52,10 @@ class Setting:
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         if obj is None:
             return self
-        return obj.__dict__[self.name]
+        value = obj.__dict__[self.name]
+        if value is None and self.derive is not None:
+            return self.derive(obj)
+        return value
 
     def __set__(self, obj: Any, value: Any) -> None:
         if obj.__dict__.get("_frozen", False):
@@ -197,6 +203,16 @@ def collection_or_callable(v: Any) -> Any:
     if isinstance(v, Collection) and not isinstance(v, str):
         return set(v)
     raise InvalidKind("expected a collection of module IDs, a callable(module_id, batch), or None.")
+
+
+def learner_class_or_none(v: Any) -> Any:
+    """`learner_class`: a Learner subclass (e.g. PPOLearner with a custom loss) or None."""
+    from rlmod.core.learner import Learner
+
+    if v is not None and not (isinstance(v, type) and issubclass(v, Learner)):
+        raise InvalidKind("expected a subclass of rlmod.core.Learner (or None for the "
+                          "algorithm's default).")
+    return v
 
 
 def spec_or_none(v: Any) -> Any:

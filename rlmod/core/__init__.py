@@ -1,12 +1,13 @@
 """Modules and their specs, distributions, Learner and LearnerGroup."""
 
+from rlmod.core.apis import ValueFunctionAPI
 from rlmod.core.columns import ALL_MODULES, DEFAULT_MODULE_ID, Columns
 from rlmod.core.curiosity import IntrinsicCuriosityModel, RandomNetworkDistillation
 from rlmod.core.learner import Learner
 from rlmod.core.learner_group import LearnerGroup
 from rlmod.core.models import DefaultModelConfig
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.rl_module import RLModule, RLModuleSpec
+from rlmod.core.rl_module import RLModule, RLModuleSpec, TorchRLModule
 
 __all__ = [
     "ALL_MODULES",
@@ -22,4 +23,6 @@ __all__ = [
     "RLModule",
     "RLModuleSpec",
     "RandomNetworkDistillation",
+    "TorchRLModule",
+    "ValueFunctionAPI",
 ]

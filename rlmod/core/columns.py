@@ -16,6 +16,7 @@
 | advantages           | [B]        | learner connector (GAE)   | advantage estimate                         |
 | value_targets        | [B]        | learner connector (GAE)   | regression target of the value function    |
 | intrinsic_rewards    | [B]        | curiosity connectors      | exploration bonus before scaling           |
+| embeddings           | [B, E]     | module (`forward_train`)  | encoder output `compute_values` may reuse  |
 
 Rows of one (sub-env, agent) sequence are contiguous and in time order, so recursions
 such as GAE run backwards over a batch and stop at `seq_ends`.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 
 class Columns:
-    """Batch key constants (see the module docstring for the table)."""
+    """Batch key constants (see the module docstring for the table); RLlib's names and values."""
 
     OBS = "obs"
     NEXT_OBS = "new_obs"
@@ -41,6 +42,7 @@ class Columns:
     ADVANTAGES = "advantages"
     VALUE_TARGETS = "value_targets"
     INTRINSIC_REWARDS = "intrinsic_rewards"
+    EMBEDDINGS = "embeddings"
 
 
 DEFAULT_MODULE_ID = "default_policy"

@@ -163,7 +163,7 @@ class IntrinsicCuriosityModel(RLModule):
             return F.one_hot(actions.long(), self._act_dim).float()  # [B, A]
         return actions.float().flatten(1)  # [B, A]
 
-    def _forward(self, batch: TensorDict) -> TensorDict:
+    def _forward(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         obs = batch[Columns.OBS].flatten(1).float()
         next_obs = batch[Columns.NEXT_OBS].flatten(1).float()
         phis = self.feature_net(torch.cat([obs, next_obs]))  # one pass for both, [2B, F]
@@ -220,7 +220,7 @@ class RandomNetworkDistillation(RLModule):
         self.predictor_net = mlp(obs_dim, cfg.feature_net_hiddens, activation_name=act,
                                  out_dim=cfg.feature_dim)
 
-    def _forward(self, batch: TensorDict) -> TensorDict:
+    def _forward(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         next_obs = batch[Columns.NEXT_OBS].flatten(1).float()
         error = (self.predictor_net(next_obs) - self.target_net(next_obs)).pow(2).sum(-1)
         return {Columns.INTRINSIC_REWARDS: error}  # [B]

@@ -20,6 +20,11 @@ from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
 
+LR_KEY = "default_optimizer_learning_rate"
+"""RLlib's result key of a module's learning rate (`<optimizer name>_learning_rate`)."""
+GRAD_NORM_KEY = "gradients_default_optimizer_global_norm"
+"""RLlib's result key of a module's gradient norm before clipping."""
+
 NumpyBatch = Mapping[ModuleID, Mapping[str, np.ndarray]]
 TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
 
@@ -115,7 +120,7 @@ class Learner(Checkpointable):
                          if v}
                    for mid, logged in self._logged.items()}
         for mid in trainable:
-            results.setdefault(mid, {})["curr_lr"] = self._optimizers[mid].param_groups[0]["lr"]
+            results.setdefault(mid, {})[LR_KEY] = self._optimizers[mid].param_groups[0]["lr"]
             results[mid]["num_module_steps_trained"] = num_rows[mid] * self.config.num_epochs
             results[mid]["num_non_finite_updates"] = self._num_non_finite[mid]
         results[ALL_MODULES] = {
@@ -130,11 +135,14 @@ class Learner(Checkpointable):
         assert self.module is not None
         total: torch.Tensor | float = 0.0
         losses: dict[ModuleID, torch.Tensor] = {}
-        marks: dict[ModuleID, dict[str, int]] = {}  # logged entries before this minibatch
+        # logged entries before this minibatch, so a skipped minibatch's can be dropped
+        marks = {mid: {k: len(v) for k, v in self._logged.get(mid, {}).items()} for mid in mb}
+        # One forward_train of the MultiRLModule, so that a subclass can route all
+        # modules' batches through shared parts (RLlib's Learner does the same).
+        fwd_outs = self.module.forward_train(mb)
         for mid, cols in mb.items():
             module = self.module[mid]
-            marks[mid] = {k: len(v) for k, v in self._logged.get(mid, {}).items()}
-            fwd_out = module.forward_train(cols)
+            fwd_out = fwd_outs[mid]
             own_loss = getattr(module, "compute_self_supervised_loss", None)
             if own_loss is not None:
                 loss = own_loss(learner=self, module_id=mid, config=configs[mid], batch=cols,
@@ -163,7 +171,7 @@ class Learner(Checkpointable):
                 continue
             self._non_finite_streak[mid] = 0
             if clip is not None:
-                self.log(mid, gradients_global_norm=norm)
+                self.log(mid, **{GRAD_NORM_KEY: norm})
             self._optimizers[mid].step()
 
     def _skip_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor,
@@ -234,16 +242,25 @@ class Learner(Checkpointable):
 
     # ------------------------------------------------------------------ weights and state
     def get_weights(self, module_ids: Sequence[ModuleID] | None = None, *,
-                    inference_only: bool = True) -> dict[ModuleID, dict[str, np.ndarray]]:
-        """Numpy weights by module ID (only what inference-only twins hold, by default).
+                    inference_only: bool = False) -> dict[ModuleID, dict[str, np.ndarray]]:
+        """Numpy copies of the weights by module ID: all modules (learner-only ones
+        included) unless `module_ids` names some, as RLlib's `get_weights`.
 
-        Learner-only modules are never included unless named explicitly.
+        `inference_only` (rlmod's addition) keeps only what inference-only twins hold;
+        weight sync to EnvRunners uses it with the IDs of the modules they have.
         """
         assert self.module is not None
-        if module_ids is None:
-            module_ids = [m for m, sub in self.module.items() if not sub.learner_only]
-        state = self.module.get_state(list(module_ids), inference_only=inference_only)
-        return {m: {k: v.detach().cpu().numpy() for k, v in s.items()} for m, s in state.items()}
+        ids = self.module.keys() if module_ids is None else list(module_ids)
+        state = self.module.get_state(ids, inference_only=inference_only)
+        # .numpy() of a CPU tensor shares its memory: copy, so that later updates do
+        # not change what the caller holds.
+        return {m: {k: v.detach().cpu().numpy().copy() for k, v in s.items()}
+                for m, s in state.items()}
+
+    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Any]]) -> None:
+        """Loads weights by module ID (RLlib's name for `set_state({"rl_module": ...})`)."""
+        assert self.module is not None
+        self.module.set_state(weights)
 
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
         assert self.module is not None

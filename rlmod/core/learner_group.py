@@ -20,7 +20,7 @@ class LearnerGroup(Checkpointable):
 
     def __init__(self, *, config: Any, module_spec: MultiRLModuleSpec) -> None:
         self.config = config
-        learner_cls: type[Learner] = config.get_default_learner_class()
+        learner_cls: type[Learner] = config.learner_class  # the algorithm's default if unset
         if config.num_learners > 0:
             from rlmod.utils.ray_utils import require_ray
 
@@ -42,8 +42,18 @@ class LearnerGroup(Checkpointable):
         return self._learner.update(batches, timesteps=timesteps)
 
     def get_weights(self, module_ids: Sequence[ModuleID] | None = None, *,
-                    inference_only: bool = True) -> dict[ModuleID, dict[str, np.ndarray]]:
+                    inference_only: bool = False) -> dict[ModuleID, dict[str, np.ndarray]]:
+        """Numpy copies (not views) of the weights of all modules, learner-only ones
+        included, or of those in `module_ids` (RLlib's `LearnerGroup.get_weights`).
+
+        `inference_only=True` (rlmod's addition) keeps only what EnvRunners' inference-only
+        modules hold.
+        """
         return self._learner.get_weights(module_ids, inference_only=inference_only)
+
+    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Any]]) -> None:
+        """Loads weights by module ID into the Learner(s) (RLlib's name)."""
+        self._learner.set_weights(weights)
 
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
         return [("learner", self._learner)]

@@ -11,13 +11,15 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 from torch import nn
 
 from rlmod.core.columns import DEFAULT_MODULE_ID
 from rlmod.core.rl_module import RLModule, RLModuleSpec, TensorDict, spec_from_metadata
 from rlmod.errors import CheckpointError, UnknownModuleIDError
 from rlmod.utils.checkpoints import METADATA_FILE, Checkpointable, read_metadata, select_components
-from rlmod.utils.naming import did_you_mean
+from rlmod.utils.naming import did_you_mean, import_path
+from rlmod.utils.spaces import space_from_dict, space_to_dict
 from rlmod.utils.state_files import read_json, read_state
 
 ModuleID = str
@@ -25,6 +27,13 @@ ModuleID = str
 
 class MultiRLModule(nn.Module, Checkpointable):
     """RLModules by module ID; the unit Learners train and weight sync moves.
+
+    Built from modules (`MultiRLModule({"p0": module})`, rlmod's fast path) or, as RLlib,
+    from specs (`MultiRLModule(rl_module_specs={...})`), whose modules `setup()` builds. A
+    subclass may override `setup()` (call `super().setup()` first) to add parts shared by
+    its modules, e.g. an encoder, and `_forward_train` etc. to route batches through them;
+    Learners call `forward_train` of the whole MultiRLModule. (EnvRunners call each
+    module's acting forward directly.)
 
     Example:
         >>> import gymnasium as gym
@@ -38,9 +47,40 @@ class MultiRLModule(nn.Module, Checkpointable):
         ['p0']
     """
 
-    def __init__(self, modules: Mapping[ModuleID, RLModule] | None = None) -> None:
+    def __init__(self, modules: Mapping[ModuleID, RLModule] | None = None, *,
+                 observation_space: gym.Space | None = None,
+                 action_space: gym.Space | None = None, inference_only: bool | None = None,
+                 learner_only: bool | None = None, model_config: Mapping[str, Any] | None = None,
+                 rl_module_specs: Mapping[ModuleID, RLModuleSpec] | None = None) -> None:
+        """Args as RLlib's (`modules` is rlmod's: ready-built modules by ID).
+
+        `inference_only=None` means "True iff all specs say so"; True makes every spec
+        inference-only before its module is built (the given specs stay as they are).
+        """
         super().__init__()
-        self._rl_modules = nn.ModuleDict(dict(modules or {}))
+        specs = dict(rl_module_specs or {})
+        built = dict(modules or {})
+        if inference_only is None:
+            flags = [sp.inference_only for sp in specs.values()]
+            flags += [m.inference_only for m in built.values()]
+            inference_only = bool(flags) and all(flags)
+        if inference_only:
+            specs = {m: dataclasses.replace(sp, inference_only=True, learner_only=False)
+                     for m, sp in specs.items()}
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.inference_only = inference_only
+        self.learner_only = learner_only
+        self.model_config = model_config
+        self.rl_module_specs: dict[ModuleID, RLModuleSpec] = specs
+        self._rl_modules = nn.ModuleDict(built)
+        self.setup()
+
+    def setup(self) -> None:
+        """Builds a module for every spec in `rl_module_specs` (RLlib's hook)."""
+        for mid, spec in self.rl_module_specs.items():
+            if mid not in self._rl_modules:
+                self._rl_modules[mid] = spec.build()
 
     def __getitem__(self, module_id: ModuleID) -> RLModule:
         try:
@@ -51,6 +91,10 @@ class MultiRLModule(nn.Module, Checkpointable):
                 f"{did_you_mean(str(module_id), self._rl_modules.keys())}"
                 f" Modules: {list(self._rl_modules.keys())[:10]}"
             ) from None
+
+    def get(self, module_id: ModuleID, default: RLModule | None = None) -> RLModule | None:
+        """The module `module_id`, or `default` if there is none (RLlib's)."""
+        return self._rl_modules[module_id] if module_id in self else default  # type: ignore[return-value]
 
     def __contains__(self, module_id: object) -> bool:
         return isinstance(module_id, str) and module_id in self._rl_modules
@@ -64,18 +108,71 @@ class MultiRLModule(nn.Module, Checkpointable):
     def keys(self) -> list[ModuleID]:
         return list(self._rl_modules.keys())
 
+    def values(self) -> list[RLModule]:
+        return list(self._rl_modules.values())  # type: ignore[arg-type]
+
     def items(self) -> list[tuple[ModuleID, RLModule]]:
         return list(self._rl_modules.items())  # type: ignore[arg-type]
 
-    def add_module(self, module_id: ModuleID, module: RLModule) -> None:  # type: ignore[override]
+    def add_module(self, module_id: ModuleID, module: RLModule, *,  # type: ignore[override]
+                   override: bool = False) -> None:
+        """Adds `module` under `module_id` (RLlib's signature): an existing ID is a
+        ValueError unless `override`."""
+        if module_id in self._rl_modules and not override:
+            raise ValueError(
+                f"Module ID {module_id!r} already exists in this MultiRLModule; pass "
+                "override=True to replace it.")
+        if not module.inference_only:
+            self.inference_only = False
         self._rl_modules[module_id] = module
+        self.rl_module_specs[module_id] = RLModuleSpec.from_module(module)
 
-    def remove_module(self, module_id: ModuleID) -> None:
-        self[module_id]  # raises a clear error for unknown IDs
+    def remove_module(self, module_id: ModuleID, *, raise_err_if_not_found: bool = True) -> None:
+        """Removes `module_id` (RLlib's signature); an unknown ID raises unless
+        `raise_err_if_not_found=False`."""
+        if module_id not in self._rl_modules:
+            if raise_err_if_not_found:
+                self[module_id]  # raises UnknownModuleIDError (a KeyError, as RLlib's)
+            return
         del self._rl_modules[module_id]
+        self.rl_module_specs.pop(module_id, None)
 
-    def forward_train(self, batch: Mapping[ModuleID, TensorDict]) -> dict[ModuleID, TensorDict]:
-        return {mid: self[mid].forward_train(b) for mid, b in batch.items()}
+    def as_multi_rl_module(self) -> MultiRLModule:
+        """Itself (RLlib's: no double wrapping)."""
+        return self
+
+    def unwrapped(self) -> MultiRLModule:
+        """Itself (RLlib's name; rlmod never wraps modules)."""
+        return self
+
+    # RLlib's forwards: batch and outputs by module ID; IDs with no module are skipped.
+    def _forward(self, batch: Mapping[ModuleID, TensorDict], **kwargs: Any) -> dict[ModuleID, TensorDict]:
+        return {m: self[m]._forward(b, **kwargs) for m, b in batch.items() if m in self}
+
+    def _forward_inference(self, batch: Mapping[ModuleID, TensorDict],
+                           **kwargs: Any) -> dict[ModuleID, TensorDict]:
+        return {m: self[m].forward_inference(b, **kwargs) for m, b in batch.items() if m in self}
+
+    def _forward_exploration(self, batch: Mapping[ModuleID, TensorDict],
+                             **kwargs: Any) -> dict[ModuleID, TensorDict]:
+        return {m: self[m].forward_exploration(b, **kwargs) for m, b in batch.items()
+                if m in self}
+
+    def _forward_train(self, batch: Mapping[ModuleID, TensorDict],
+                       **kwargs: Any) -> dict[ModuleID, TensorDict]:
+        return {m: self[m].forward_train(b, **kwargs) for m, b in batch.items() if m in self}
+
+    def forward_inference(self, batch: Mapping[ModuleID, TensorDict],
+                          **kwargs: Any) -> dict[ModuleID, TensorDict]:
+        return self._forward_inference(batch, **kwargs)
+
+    def forward_exploration(self, batch: Mapping[ModuleID, TensorDict],
+                            **kwargs: Any) -> dict[ModuleID, TensorDict]:
+        return self._forward_exploration(batch, **kwargs)
+
+    def forward_train(self, batch: Mapping[ModuleID, TensorDict],
+                      **kwargs: Any) -> dict[ModuleID, TensorDict]:
+        return self._forward_train(batch, **kwargs)
 
     def get_state(self, components: str | Collection[str] | None = None, *,
                   not_components: str | Collection[str] | None = None,
@@ -142,15 +239,31 @@ class MultiRLModule(nn.Module, Checkpointable):
 
 @dataclasses.dataclass
 class MultiRLModuleSpec:
-    """Specs by module ID; `build()` returns the MultiRLModule.
+    """Specs by module ID, plus the MultiRLModule class; `build()` returns the
+    MultiRLModule. Fields, their order and defaults are RLlib's.
 
     Attributes:
+        multi_rl_module_class: The MultiRLModule (sub)class to build, e.g. one whose
+            `setup()` adds an encoder its modules share.
+        observation_space: Optional space of parts shared by all modules.
+        action_space: Optional action space of shared parts.
+        inference_only: None means "True iff every sub-spec is inference-only".
+        model_config: Optional settings of the shared parts.
         rl_module_specs: One RLModuleSpec per module ID.
     """
 
+    multi_rl_module_class: type[MultiRLModule] = MultiRLModule
+    observation_space: gym.Space | None = None
+    action_space: gym.Space | None = None
+    inference_only: bool | None = None
+    model_config: dict[str, Any] | None = None
     rl_module_specs: dict[ModuleID, RLModuleSpec] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.rl_module_specs, dict):
+            raise TypeError(
+                "MultiRLModuleSpec(rl_module_specs=...) must be a dict of module ID -> "
+                f"RLModuleSpec, got {type(self.rl_module_specs).__name__}.")
         for mid, spec in self.rl_module_specs.items():
             if not isinstance(mid, str):
                 raise TypeError(
@@ -161,6 +274,13 @@ class MultiRLModuleSpec:
                 raise TypeError(
                     f"rl_module_specs[{mid!r}] must be an RLModuleSpec, got {type(spec).__name__}."
                 )
+        if not (isinstance(self.multi_rl_module_class, type)
+                and issubclass(self.multi_rl_module_class, MultiRLModule)):
+            raise TypeError(
+                f"multi_rl_module_class={self.multi_rl_module_class!r} must be a subclass of "
+                "rlmod.core.MultiRLModule.")
+        if self.inference_only is None:  # as RLlib: all sub-specs inference-only
+            self.inference_only = all(sp.inference_only for sp in self.rl_module_specs.values())
 
     def __getitem__(self, module_id: ModuleID) -> RLModuleSpec:
         try:
@@ -174,18 +294,101 @@ class MultiRLModuleSpec:
     def __contains__(self, module_id: object) -> bool:
         return module_id in self.rl_module_specs
 
-    def build(self) -> MultiRLModule:
-        return MultiRLModule({mid: spec.build() for mid, spec in self.rl_module_specs.items()})
+    def __len__(self) -> int:
+        return len(self.rl_module_specs)
+
+    def build(self, module_id: ModuleID | None = None) -> Any:
+        """The MultiRLModule, or only the module `module_id` if given (RLlib's)."""
+        if module_id is not None:
+            return self[module_id].build()
+        if self.multi_rl_module_class is MultiRLModule and self.observation_space is None \
+                and self.model_config is None:  # the plain case: no spec copies
+            return MultiRLModule({m: sp.build() for m, sp in self.rl_module_specs.items()},
+                                 inference_only=self.inference_only)
+        return self.multi_rl_module_class(
+            observation_space=self.observation_space, action_space=self.action_space,
+            inference_only=self.inference_only, model_config=self.model_config,
+            rl_module_specs=self.rl_module_specs)
+
+    @classmethod
+    def from_module(cls, module: MultiRLModule) -> MultiRLModuleSpec:
+        """The spec that builds a MultiRLModule like `module`: its class, shared spaces and
+        model config, and one spec per sub-module (RLlib's)."""
+        return cls(multi_rl_module_class=type(module),
+                   observation_space=module.observation_space,
+                   action_space=module.action_space, inference_only=module.inference_only,
+                   model_config=None if module.model_config is None else dict(module.model_config),
+                   rl_module_specs={m: RLModuleSpec.from_module(sub) for m, sub in module.items()})
+
+    def add_modules(self, module_specs: Mapping[ModuleID, RLModuleSpec],
+                    override: bool = True) -> None:
+        """Adds specs by module ID; an existing one is replaced if `override`, else
+        updated in place from the new one (RLlib's)."""
+        for mid, spec in module_specs.items():
+            if override or mid not in self.rl_module_specs:
+                if not spec.inference_only:
+                    self.inference_only = False
+                self.rl_module_specs[mid] = spec
+            else:
+                self.rl_module_specs[mid].update(spec)
+
+    def remove_modules(self, module_ids: ModuleID | Iterable[ModuleID]) -> None:
+        """Drops the specs of `module_ids`; unknown IDs are ignored (RLlib's)."""
+        for mid in [module_ids] if isinstance(module_ids, str) else module_ids:
+            self.rl_module_specs.pop(mid, None)
+
+    def update(self, other: MultiRLModuleSpec | RLModuleSpec, override: bool = False) -> None:
+        """Updates this spec in place (RLlib's semantics).
+
+        An RLModuleSpec fills what is unset in every sub-spec (`update(override=False)`);
+        a MultiRLModuleSpec's sub-specs are added, replacing existing ones if `override`,
+        else updating them.
+        """
+        if isinstance(other, RLModuleSpec):
+            if not other.inference_only:
+                self.inference_only = False
+            for spec in self.rl_module_specs.values():
+                spec.update(other, override=False)
+        elif isinstance(other, MultiRLModuleSpec):
+            self.add_modules(other.rl_module_specs, override=override)
+        else:
+            raise TypeError(f"Cannot update a MultiRLModuleSpec from a {type(other).__name__}.")
+
+    def as_multi_rl_module_spec(self) -> MultiRLModuleSpec:
+        """Itself (RLlib's, to match `RLModuleSpec.as_multi_rl_module_spec`)."""
+        return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rl_module_specs": {m: s.to_dict() for m, s in self.rl_module_specs.items()}}
+        """A JSON-able form with RLlib's keys; classes are stored as import paths."""
+        return {
+            "multi_rl_module_class": import_path(self.multi_rl_module_class,
+                                                 setting="multi_rl_module_class"),
+            "observation_space": space_to_dict(self.observation_space),
+            "action_space": space_to_dict(self.action_space),
+            "inference_only": self.inference_only,
+            "model_config": self.model_config,
+            "rl_module_specs": {m: s.to_dict() for m, s in self.rl_module_specs.items()},
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *,
                   trusted_modules: Iterable[str] = ()) -> MultiRLModuleSpec:
-        """Inverse of `to_dict` (module classes resolve under rlmod.utils.trust)."""
-        return cls({m: RLModuleSpec.from_dict(s, trusted_modules=trusted_modules)
-                    for m, s in data["rl_module_specs"].items()})
+        """Inverse of `to_dict` (classes resolve under rlmod.utils.trust); a dict with
+        only `rl_module_specs` (older rlmod configs) is read too."""
+        from rlmod.utils.trust import resolve_import_path
+
+        trusted = tuple(trusted_modules)
+        cls_path = data.get("multi_rl_module_class")
+        return cls(
+            multi_rl_module_class=MultiRLModule if cls_path is None else resolve_import_path(
+                cls_path, setting="multi_rl_module_class", kind="multi_rl_module",
+                trusted_modules=trusted),
+            observation_space=space_from_dict(data.get("observation_space")),
+            action_space=space_from_dict(data.get("action_space")),
+            inference_only=data.get("inference_only"),
+            model_config=data.get("model_config"),
+            rl_module_specs={m: RLModuleSpec.from_dict(s, trusted_modules=trusted)
+                             for m, s in data["rl_module_specs"].items()})
 
 
 def locate_module_checkpoint(path: str | Path, module_id: ModuleID | None) -> tuple[Path, ModuleID | None]:

@@ -49,6 +49,13 @@ class RLModule(nn.Module, Checkpointable):
     """
 
     training_only_submodules: tuple[str, ...] = ()
+    _auto_forwards: frozenset[str] = frozenset()
+    framework: str = "torch"
+    """RLlib's class attribute; rlmod modules are always PyTorch modules."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _bind_acting_forwards(cls)
 
     def __init__(
         self,
@@ -57,33 +64,75 @@ class RLModule(nn.Module, Checkpointable):
         action_space: gym.Space,
         inference_only: bool = False,
         learner_only: bool = False,
-        model_config: Mapping[str, Any] | None = None,
+        model_config: Mapping[str, Any] | Any | None = None,
     ) -> None:
         super().__init__()
         self.observation_space = observation_space
         self.action_space = action_space
         self.inference_only = inference_only
         self.learner_only = learner_only
-        self.model_config: dict[str, Any] = dict(model_config or {})
+        # As RLlib: the dict the spec was built with ({} for None); a model-config
+        # dataclass passed to the constructor directly is kept as it is.
+        self.model_config: dict[str, Any] | Any = (
+            model_config if dataclasses.is_dataclass(model_config) else dict(model_config or {}))
         self.setup()
 
     def setup(self) -> None:
         """Builds the layers. Skip `training_only_submodules` when `self.inference_only`."""
 
-    def _forward(self, batch: TensorDict) -> TensorDict:
-        raise NotImplementedError(f"{type(self).__name__} must implement _forward().")
+    # The forwards follow RLlib's contract: `forward_X` calls `_forward_X` if the class
+    # defines it, else the generic `_forward`. For the two acting forwards (the EnvRunner
+    # hot path) that choice is made once per class in `_bind_acting_forwards`, so a call
+    # costs no extra Python frame.
+    def _forward(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+        """The generic forward pass that the three public forwards fall back to."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement _forward() (or _forward_inference, "
+            "_forward_exploration and _forward_train).")
 
-    def forward_inference(self, batch: TensorDict) -> TensorDict:
+    def _forward_inference(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+        """Override for acting without exploration only where it differs from `_forward`."""
+        return self._forward(batch, **kwargs)
+
+    def _forward_exploration(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+        """Override for exploratory acting only where it differs from `_forward`."""
+        return self._forward(batch, **kwargs)
+
+    def _forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+        """Override for what the loss needs (e.g. `Columns.EMBEDDINGS`)."""
+        return self._forward(batch, **kwargs)
+
+    def forward_inference(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         """Outputs for acting greedily (evaluation, production)."""
-        return self._forward(batch)
+        return self._forward_inference(batch, **kwargs)
 
-    def forward_exploration(self, batch: TensorDict) -> TensorDict:
+    def forward_exploration(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         """Outputs for acting while collecting training data."""
-        return self._forward(batch)
+        return self._forward_exploration(batch, **kwargs)
 
-    def forward_train(self, batch: TensorDict) -> TensorDict:
-        """Outputs the loss needs (on Learners only)."""
-        return self._forward(batch)
+    def forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+        """Outputs the loss needs (on Learners only); RLlib's RuntimeError on an
+        inference-only module."""
+        if self.inference_only:
+            raise RuntimeError(
+                f"forward_train() called on an inference-only {type(self).__name__}; build "
+                "it with RLModuleSpec(inference_only=False) (Learners do) to train it.")
+        return self._forward_train(batch, **kwargs)
+
+    def as_multi_rl_module(self) -> Any:
+        """A MultiRLModule holding this module under `default_policy` (RLlib's name).
+
+        Deliberate difference: RLlib builds a new module from this one's spec (fresh
+        weights); rlmod's MultiRLModule holds this very module, weights included.
+        """
+        from rlmod.core.columns import DEFAULT_MODULE_ID
+        from rlmod.core.multi_rl_module import MultiRLModule
+
+        return MultiRLModule({DEFAULT_MODULE_ID: self})
+
+    def unwrapped(self) -> RLModule:
+        """This module (RLlib's name; rlmod never wraps modules)."""
+        return self
 
     def action_dist(self, dist_inputs: torch.Tensor) -> Distribution:
         """The action distribution that `dist_inputs` (from a forward pass) parameterize."""
@@ -251,10 +300,36 @@ class RLModuleSpec:
             model_config=model_config,
         )
 
-    def update(self, other: RLModuleSpec) -> RLModuleSpec:
-        """A copy of self with every field that `other` sets (not None) taken from `other`.
+    def update(self, other: RLModuleSpec, override: bool = True) -> None:
+        """Updates this spec in place from `other`, as RLlib's `RLModuleSpec.update`.
 
-        The two flags are always taken from `other`; model configs are merged, `other` wins.
+        With `override`, every field `other` sets (not None) replaces this one's, the
+        `model_config` whole (not merged); `inference_only` becomes `other's or self's`,
+        `learner_only` `other's and self's`. Without `override`, only fields that are None
+        here are filled from `other`, and the two flags stay.
+        """
+        if not isinstance(other, RLModuleSpec):
+            raise ValueError(  # RLlib's error type
+                f"RLModuleSpec.update() takes another RLModuleSpec, got {type(other).__name__}.")
+        if override:
+            self.module_class = other.module_class or self.module_class
+            self.observation_space = other.observation_space or self.observation_space
+            self.action_space = other.action_space or self.action_space
+            self.inference_only = other.inference_only or self.inference_only
+            self.learner_only = other.learner_only and self.learner_only
+            self.model_config = other.model_config or self.model_config
+        else:
+            self.module_class = self.module_class or other.module_class
+            self.observation_space = self.observation_space or other.observation_space
+            self.action_space = self.action_space or other.action_space
+            self.model_config = self.model_config or other.model_config
+
+    def _merged_with(self, other: RLModuleSpec) -> RLModuleSpec:
+        """A copy of self with every field that `other` sets (not None) taken from `other`;
+        the two flags always from `other`, model configs merged (`other` wins).
+
+        How AlgorithmConfig layers a user's spec over the algorithm's default (not RLlib's
+        `update`, which works in place and replaces the model config).
         """
         merged = dict(_as_dict(self.model_config))
         merged.update(_as_dict(other.model_config))
@@ -267,12 +342,20 @@ class RLModuleSpec:
             model_config=merged or None,
         )
 
+    def as_multi_rl_module_spec(self) -> Any:
+        """A MultiRLModuleSpec with this spec under `default_policy` (RLlib's name)."""
+        from rlmod.core.columns import DEFAULT_MODULE_ID
+        from rlmod.core.multi_rl_module import MultiRLModuleSpec
+
+        return MultiRLModuleSpec(rl_module_specs={DEFAULT_MODULE_ID: self})
+
     @classmethod
     def from_module(cls, module: RLModule) -> RLModuleSpec:
         """The spec that builds a module like `module` (RLlib's name)."""
         return cls(module_class=type(module), observation_space=module.observation_space,
                    action_space=module.action_space, inference_only=module.inference_only,
-                   learner_only=module.learner_only, model_config=dict(module.model_config))
+                   learner_only=module.learner_only,
+                   model_config=_as_dict(module.model_config))
 
     def to_dict(self, *, allow_unnamed: bool = False) -> dict[str, Any]:
         """A JSON-able form (spaces included); the class is stored as an import path.
@@ -346,6 +429,36 @@ def spec_from_metadata(stored: Any, *, file: Any, module_id: str | None,
         spec.inference_only = inference_only
         spec.learner_only = spec.learner_only and not inference_only
     return spec
+
+
+def _bind_acting_forwards(cls: type[RLModule]) -> None:
+    """Points `cls.forward_inference` / `forward_exploration` straight at the method that
+    does the work: the class's `_forward_inference` / `_forward_exploration` if it (or a
+    base) overrides it, else its `_forward` (RLlib's dispatch, decided once per class).
+
+    A public forward that a class writes itself is left alone, as is every subclass's.
+    """
+    auto: set[str] = set()
+    for public, private in (("forward_inference", "_forward_inference"),
+                            ("forward_exploration", "_forward_exploration")):
+        owner = next(k for k in cls.__mro__ if public in k.__dict__)
+        if owner is not RLModule and public not in owner.__dict__.get("_auto_forwards", ()):
+            continue  # written by hand in `owner`
+        impl = getattr(cls, private)
+        if impl is getattr(RLModule, private):  # not overridden: straight to `_forward`
+            impl = cls._forward
+        setattr(cls, public, impl)
+        auto.add(public)
+    cls._auto_forwards = frozenset(auto)
+
+
+TorchRLModule = RLModule
+"""RLlib's base class of PyTorch modules; rlmod's RLModule is one (rlmod is PyTorch only).
+
+Deliberate difference: RLlib's `TorchRLModule._forward_inference/_exploration` add a
+`torch.no_grad()`; rlmod's EnvRunners and InferencePolicy already act under
+`torch.inference_mode()`, so the hot path does not pay for a second context.
+"""
 
 
 def _as_dict(model_config: Any) -> dict[str, Any]:

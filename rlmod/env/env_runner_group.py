@@ -75,7 +75,9 @@ class EnvRunnerGroup:
         """Sends the inference-only weights of the modules EnvRunners hold (never any
         learner-only module's) to every EnvRunner."""
         runner = self.local_env_runner
-        module_ids = runner.module_ids if runner is not None else None
+        # Named explicitly: get_weights() alone returns learner-only modules too (as RLlib).
+        module_ids = runner.module_ids if runner is not None else [
+            m for m in self.config.module_ids if m not in self.config.learner_only_module_ids]
         weights = from_learner_group.get_weights(module_ids=module_ids, inference_only=True)
         state = {"rl_module": weights}
         if runner is not None:

@@ -59,6 +59,16 @@ def _kind_checks() -> dict[str, tuple[str, Callable[[Any], bool]]]:
 
         return subclass(EnvRunner)(obj)
 
+    def learner_class(obj: Any) -> bool:
+        from rlmod.core.learner import Learner
+
+        return subclass(Learner)(obj)
+
+    def multi_rl_module_class(obj: Any) -> bool:
+        from rlmod.core.multi_rl_module import MultiRLModule
+
+        return subclass(MultiRLModule)(obj)
+
     def algorithm_class(obj: Any) -> bool:
         from rlmod.algorithms.algorithm import Algorithm
 
@@ -77,6 +87,8 @@ def _kind_checks() -> dict[str, tuple[str, Callable[[Any], bool]]]:
         "policy_mapping_fn": ("a mapping function (agent_id, episode, **kwargs) -> module ID",
                               lambda obj: False),
         "env_runner": ("an rlmod EnvRunner subclass", env_runner_class),
+        "learner": ("an rlmod Learner subclass", learner_class),
+        "multi_rl_module": ("an rlmod MultiRLModule subclass", multi_rl_module_class),
         "algorithm": ("an rlmod Algorithm subclass", algorithm_class),
         "config": ("an rlmod AlgorithmConfig subclass", config_class),
         "callable": ("a function", lambda obj: False),

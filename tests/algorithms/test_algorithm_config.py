@@ -109,8 +109,8 @@ def test_multi_spec_single_module_case_has_exactly_the_default_policy(inference_
                                                               (3, 1333, 3999)])
 def test_per_learner_batch_derived_from_train_batch_size(num_learners, per_learner, total):
     config = PPOConfig().training(train_batch_size=4000).learners(num_learners=num_learners)
-    assert config.train_batch_size_per_learner is None
-    assert config.train_batch_size_per_learner_effective == per_learner
+    assert config.train_batch_size_per_learner == per_learner  # derived on read, as RLlib
+    assert config.to_dict()["train_batch_size_per_learner"] is None  # what the user set
     assert config.total_train_batch_size == total
 
 
@@ -118,7 +118,7 @@ def test_per_learner_batch_derived_from_train_batch_size(num_learners, per_learn
 def test_per_learner_batch_set_wins_over_train_batch_size(num_learners, total):
     config = (PPOConfig().training(train_batch_size=4000, train_batch_size_per_learner=500)
               .learners(num_learners=num_learners))
-    assert config.train_batch_size_per_learner_effective == 500
+    assert config.train_batch_size_per_learner == 500
     assert config.total_train_batch_size == total
 
 

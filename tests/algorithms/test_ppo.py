@@ -72,7 +72,7 @@ def test_result_dict_has_the_rllib_keys(cartpole_config: PPOConfig) -> None:
     assert result["num_env_steps_sampled_lifetime"] >= 256
     for key in ("episode_return_mean", "episode_len_mean", "num_episodes"):
         assert key in result["env_runners"]
-    for key in ("policy_loss", "vf_loss", "entropy", "mean_kl_loss", "curr_lr"):
+    for key in ("policy_loss", "vf_loss", "entropy", "mean_kl_loss", "default_optimizer_learning_rate"):
         assert key in result["learners"]["default_policy"]
     assert {"sample_time_s", "learn_time_s", "sync_weights_time_s"} <= set(result["timers"])
 

@@ -93,14 +93,15 @@ def test_icm_gets_the_default_modules_spaces(algo):
 
 
 def test_weight_sync_carries_no_icm_weights(algo, monkeypatch):
-    weights = algo.learner_group.get_weights()
-    assert list(weights) == [DEFAULT_MODULE_ID]
-    assert not any(k.startswith(("feature_net", "inverse_net", "forward_net", "vf"))
-                   for k in weights[DEFAULT_MODULE_ID])
+    # get_weights() holds every module, the learner-only one too (RLlib's LearnerGroup)...
+    assert set(algo.learner_group.get_weights()) == {DEFAULT_MODULE_ID, "icm"}
     sent = []
     monkeypatch.setattr(algo.env_runner, "set_state", lambda state: sent.append(state))
     algo.env_runner_group.sync_weights(from_learner_group=algo.learner_group)
+    # ... but EnvRunners receive only their own module's inference-only weights.
     assert [list(s["rl_module"]) for s in sent] == [[DEFAULT_MODULE_ID]]
+    assert not any(k.startswith(("feature_net", "inverse_net", "forward_net", "vf"))
+                   for k in sent[0]["rl_module"][DEFAULT_MODULE_ID])
 
 
 def test_icm_optimizer_uses_the_overridden_learning_rate(algo):
@@ -110,8 +111,8 @@ def test_icm_optimizer_uses_the_overridden_learning_rate(algo):
     assert algo.config.get_config_for_module("icm").lr == ICM_LR
     assert algo.config.get_config_for_module(DEFAULT_MODULE_ID) is algo.config
     result = algo.train()  # update() re-reads each module's lr (schedules): still overridden
-    assert result["learners"]["icm"]["curr_lr"] == ICM_LR
-    assert result["learners"][DEFAULT_MODULE_ID]["curr_lr"] == 3e-4
+    assert result["learners"]["icm"]["default_optimizer_learning_rate"] == ICM_LR
+    assert result["learners"][DEFAULT_MODULE_ID]["default_optimizer_learning_rate"] == 3e-4
 
 
 def test_icm_is_trained_in_the_same_update_with_its_own_loss(algo):
@@ -293,5 +294,5 @@ def test_json_config_equals_the_examples_config_and_trains_through_the_cli():
         algo.stop()
     assert algo.learner_group.learner.module.keys() == [DEFAULT_MODULE_ID, "icm"]
     assert algo.env_runner.module_ids == [DEFAULT_MODULE_ID]
-    assert result["learners"]["icm"]["curr_lr"] == 1e-3
+    assert result["learners"]["icm"]["default_optimizer_learning_rate"] == 1e-3
     assert config.env is make_with_terminal_time_limit  # the task's step limit is terminal

@@ -80,7 +80,8 @@ def test_value_loss_moves_only_value_parameters():
     module = group.learner.module["default_policy"]
     batch = train_batch(group)
     fwd = module.forward_train(batch)
-    vf_loss = (fwd[Columns.VF_PREDS] - batch[Columns.VALUE_TARGETS]).pow(2).mean()
+    values = module.compute_values(batch, embeddings=fwd[Columns.EMBEDDINGS])
+    vf_loss = (values - batch[Columns.VALUE_TARGETS]).pow(2).mean()
     moved = touched(grads_of(module, vf_loss))
     assert moved and all(is_value_param(n) for n in moved)
     assert {n for n, _ in module.named_parameters() if is_value_param(n)} == moved
@@ -152,7 +153,7 @@ def test_lr_schedule_is_applied_at_the_sampled_env_steps(now, expected):
     group = build_learner_group(envless_config(lr=[[0, 1e-3], [1000, 0]]))
     results = group.update([synthetic_episodes()],
                            timesteps={"num_env_steps_sampled_lifetime": now})
-    assert results["default_policy"]["curr_lr"] == pytest.approx(expected)
+    assert results["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(expected)
 
 
 def test_lr_schedule_at_zero_freezes_the_weights():
@@ -167,7 +168,7 @@ def test_per_module_lr_override_reaches_the_optimizer():
     config = envless_config().rl_module(
         algorithm_config_overrides_per_module={"default_policy": {"lr": 1e-2}})
     results = build_learner_group(config).update([synthetic_episodes()])
-    assert results["default_policy"]["curr_lr"] == pytest.approx(1e-2)
+    assert results["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(1e-2)
 
 
 # ---------------------------------------------------------------------- no env on Learners

@@ -6,6 +6,7 @@ function, and its state is the inference-only part of a full module's state.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import gymnasium as gym
@@ -51,17 +52,40 @@ def test_spec_build_without_spaces_names_the_missing_field():
         RLModuleSpec(module_class=DefaultPPORLModule, action_space=DISCRETE2).build()
 
 
-def test_spec_update_takes_what_other_sets_and_merges_model_configs():
+def test_spec_update_works_in_place_and_replaces_the_model_config_as_rllib():
+    # RLlib's RLModuleSpec.update: like dict.update, returns None, model_config replaced.
     base = ppo_spec(model_config={"fcnet_hiddens": [8], "fcnet_activation": "relu"})
     other_space = gym.spaces.Discrete(5)
-    merged = base.update(RLModuleSpec(action_space=other_space, inference_only=True,
-                                      model_config={"fcnet_hiddens": [16]}))
-    assert merged.module_class is DefaultPPORLModule  # other leaves it None: kept
-    assert merged.observation_space == BOX4
-    assert merged.action_space == other_space
-    assert merged.inference_only and not merged.learner_only  # flags come from other
+    assert base.update(RLModuleSpec(action_space=other_space, inference_only=True,
+                                    model_config={"fcnet_hiddens": [16]})) is None
+    assert base.module_class is DefaultPPORLModule  # other leaves it None: kept
+    assert base.observation_space == BOX4
+    assert base.action_space == other_space
+    assert base.inference_only and not base.learner_only  # other's or self's
+    assert base.model_config == {"fcnet_hiddens": [16]}  # replaced, not merged
+
+
+def test_spec_update_without_override_fills_only_what_is_unset():
+    spec = RLModuleSpec(module_class=DefaultPPORLModule, model_config={"a": 1})
+    spec.update(RLModuleSpec(observation_space=BOX4, action_space=DISCRETE2,
+                             model_config={"b": 2}, inference_only=True), override=False)
+    assert (spec.observation_space, spec.action_space) == (BOX4, DISCRETE2)
+    assert spec.model_config == {"a": 1} and not spec.inference_only  # flags stay
+
+
+def test_spec_update_with_a_non_spec_is_a_value_error():
+    with pytest.raises(ValueError, match="takes another RLModuleSpec"):
+        ppo_spec().update({"model_config": {}})  # type: ignore[arg-type]
+
+
+def test_config_layering_merges_model_configs_and_takes_flags_from_the_user_spec():
+    # The config's own (private) layering of a user's spec over the algorithm's default.
+    base = ppo_spec(model_config={"fcnet_hiddens": [8], "fcnet_activation": "relu"})
+    merged = base._merged_with(RLModuleSpec(inference_only=True,
+                                            model_config={"fcnet_hiddens": [16]}))
     assert merged.model_config == {"fcnet_hiddens": [16], "fcnet_activation": "relu"}
-    assert base.action_space == DISCRETE2 and not base.inference_only  # base unchanged
+    assert merged.inference_only and merged.action_space == DISCRETE2
+    assert base.model_config == {"fcnet_hiddens": [8], "fcnet_activation": "relu"}
 
 
 @pytest.mark.parametrize("obs_space, act_space", [
@@ -104,7 +128,7 @@ def test_inference_only_ppo_module_has_no_value_function_parameters():
 
 def test_inference_only_module_with_shared_layers_also_has_no_value_head():
     spec = ppo_spec(model_config={"vf_share_layers": True})
-    assert vf_names(spec.update(RLModuleSpec(inference_only=True)).build()) == []
+    assert vf_names(dataclasses.replace(spec, inference_only=True).build()) == []
     assert {n.split(".")[0] for n in vf_names(spec.build())} == {"vf"}
 
 
@@ -150,7 +174,7 @@ def test_forward_sample_and_logp_per_action_space(action_space, inputs_dim, acti
         assert out[Columns.ACTION_DIST_INPUTS].shape == (7, inputs_dim)
     train_out = module.forward_train(batch)
     assert train_out[Columns.ACTION_DIST_INPUTS].shape == (7, inputs_dim)
-    assert train_out[Columns.VF_PREDS].shape == (7,)
+    assert module.compute_values(batch, train_out[Columns.EMBEDDINGS]).shape == (7,)
     dist = module.action_dist(train_out[Columns.ACTION_DIST_INPUTS])
     actions = dist.sample()
     assert actions.shape == (7, *action_shape)

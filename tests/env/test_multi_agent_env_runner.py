@@ -421,8 +421,8 @@ def test_learner_optimizer_uses_the_overridden_lr():
     assert learner._optimizers["p0"].param_groups[0]["lr"] == 3e-4
     assert learner._optimizers["p1"].param_groups[0]["lr"] == 1e-2
     result = algo.train()
-    assert result["learners"]["p1"]["curr_lr"] == 1e-2
-    assert result["learners"]["p0"]["curr_lr"] == 3e-4
+    assert result["learners"]["p1"]["default_optimizer_learning_rate"] == 1e-2
+    assert result["learners"]["p0"]["default_optimizer_learning_rate"] == 3e-4
     algo.stop()
 
 

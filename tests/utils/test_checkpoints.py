@@ -75,7 +75,7 @@ def test_save_and_restore_give_identical_outputs_and_optimizer_state(
     obs = torch.randn(16, 4)
     for a in (algo, restored):
         a.fwd = a.learner_group.learner.module["default_policy"].forward_train({"obs": obs})
-    for key in ("action_dist_inputs", "vf_preds"):
+    for key in ("action_dist_inputs", "embeddings"):
         assert torch.equal(algo.fwd[key], restored.fwd[key])
     before = algo.learner_group.learner._optimizers["default_policy"].state_dict()
     after = restored.learner_group.learner._optimizers["default_policy"].state_dict()

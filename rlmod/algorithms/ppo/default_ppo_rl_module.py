@@ -11,17 +11,21 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlmod.core.apis import ValueFunctionAPI
 from rlmod.core.columns import Columns
 from rlmod.core.distributions import dist_inputs_dim
 from rlmod.core.models import DefaultModelConfig, mlp
 from rlmod.core.rl_module import RLModule, TensorDict
 
 
-class DefaultPPORLModule(RLModule):
+class DefaultPPORLModule(RLModule, ValueFunctionAPI):
     """Policy MLP (`encoder` + `pi`) and, on Learners only, a value MLP (`vf_encoder` + `vf`).
 
     Discrete, MultiDiscrete and Box actions; for Box, a free log-std parameter (or a network
-    output with `free_log_std=False`). `compute_values` is the value function GAE uses.
+    output with `free_log_std=False`). `compute_values` is the value function GAE and the
+    loss use (RLlib's ValueFunctionAPI); `forward_train` returns the value function's input
+    as `Columns.EMBEDDINGS`, as RLlib's DefaultPPOTorchRLModule does, so the loss does not
+    run the encoder twice.
     """
 
     training_only_submodules = ("vf_encoder", "vf")
@@ -68,26 +72,24 @@ class DefaultPPORLModule(RLModule):
         obs = batch[Columns.OBS]
         return obs if obs.dim() == 2 else obs.flatten(1)
 
-    def _forward(self, batch: TensorDict) -> TensorDict:
+    def _forward(self, batch: TensorDict, **kwargs: object) -> TensorDict:
         x = self._flat_obs(batch)
         for layer in self._policy_layers:
             x = layer(x)
         return {Columns.ACTION_DIST_INPUTS: self._with_log_std(x)}
 
-    def forward_train(self, batch: TensorDict) -> TensorDict:
+    def _forward_train(self, batch: TensorDict, **kwargs: object) -> TensorDict:
         obs = self._flat_obs(batch)
         embeddings = self.encoder(obs)
-        return {
-            Columns.ACTION_DIST_INPUTS: self._dist_inputs(embeddings),
-            Columns.VF_PREDS: self.compute_values(batch, embeddings=embeddings),
-        }
+        vf_embeddings = embeddings if self.config.vf_share_layers else self.vf_encoder(obs)
+        return {Columns.ACTION_DIST_INPUTS: self._dist_inputs(embeddings),
+                Columns.EMBEDDINGS: vf_embeddings}
 
     def compute_values(self, batch: TensorDict,
                        embeddings: torch.Tensor | None = None) -> torch.Tensor:
-        """V(obs), `[B]`."""
-        obs = self._flat_obs(batch)
-        if self.config.vf_share_layers:
-            features = self.encoder(obs) if embeddings is None else embeddings
-        else:
-            features = self.vf_encoder(obs)
-        return self.vf(features).squeeze(-1)
+        """V(obs), `[B]`; `embeddings` are the value MLP's input (`_forward_train`'s)."""
+        if embeddings is None:
+            obs = self._flat_obs(batch)
+            encoder = self.encoder if self.config.vf_share_layers else self.vf_encoder
+            embeddings = encoder(obs)
+        return self.vf(embeddings).squeeze(-1)

@@ -20,6 +20,15 @@ class PPOLearner(Learner):
 
     def build(self) -> None:
         super().build()
+        assert self.module is not None
+        for mid in self._optimizers:
+            module = self.module[mid]
+            if not (hasattr(module, "compute_values")
+                    or hasattr(module, "compute_self_supervised_loss")):
+                raise TypeError(
+                    f"PPO trains module {mid!r} ({type(module).__name__}), which has no value "
+                    "function: subclass rlmod.core.ValueFunctionAPI and implement "
+                    "compute_values(batch, embeddings=None) -> V(obs) of shape [B], as in RLlib.")
         self.curr_kl_coeffs = {mid: self.config.get_config_for_module(mid).kl_coeff
                                for mid in self._optimizers}
 
@@ -27,7 +36,7 @@ class PPOLearner(Learner):
                                 batch: dict[str, torch.Tensor],
                                 fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
         assert self.module is not None
-        module = self.module[module_id]
+        module: Any = self.module[module_id]
         dist = module.action_dist(fwd_out[Columns.ACTION_DIST_INPUTS])
         logp = dist.logp(batch[Columns.ACTIONS])
         ratio = torch.exp(logp - batch[Columns.ACTION_LOGP])  # [B]
@@ -40,9 +49,12 @@ class PPOLearner(Learner):
         with torch.set_grad_enabled(config.use_kl_loss):  # else only logged: no graph
             mean_kl = old_dist.kl(dist).mean()
         entropy = dist.entropy().mean()
-        vf_preds = fwd_out[Columns.VF_PREDS]
+        # As RLlib's PPOTorchLearner: values come from the module's ValueFunctionAPI,
+        # reusing forward_train's embeddings when it returned them.
+        vf_preds = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
         vf_targets = batch[Columns.VALUE_TARGETS]
-        vf_loss = (vf_preds - vf_targets).pow(2)
+        vf_loss_unclipped = (vf_preds - vf_targets).pow(2)
+        vf_loss = vf_loss_unclipped
         if config.vf_clip_param is not None:
             vf_loss = vf_loss.clamp(0.0, config.vf_clip_param)
         vf_loss = vf_loss.mean()
@@ -54,7 +66,7 @@ class PPOLearner(Learner):
             explained_var = 1.0 - (vf_targets - vf_preds).var() / vf_targets.var().clamp_min(1e-8)
             clip_fraction = ((ratio - 1.0).abs() > config.clip_param).float().mean()
         self.log(module_id, total_loss=total, policy_loss=policy_loss, vf_loss=vf_loss,
-                 entropy=entropy, mean_kl_loss=mean_kl, vf_explained_var=explained_var,
+                 vf_loss_unclipped=vf_loss_unclipped.detach().mean(), entropy=entropy, mean_kl_loss=mean_kl, vf_explained_var=explained_var,
                  clip_fraction=clip_fraction)
         if config.use_kl_loss:
             self.log(module_id, curr_kl_coeff=self.curr_kl_coeffs[module_id])
