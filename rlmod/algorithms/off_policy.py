@@ -1,0 +1,181 @@
+"""OffPolicyConfig and OffPolicyAlgorithm: the replay loop DQN and SAC share.
+
+DQNConfig/SACConfig extend the config with their own settings; DQN and SAC inherit
+`training_step`: sample, store n-step transitions, replay and update, sync weights.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlmod.algorithms import settings as s
+from rlmod.algorithms.algorithm import Algorithm
+from rlmod.algorithms.algorithm_config import _UNSET, AlgorithmConfig
+from rlmod.algorithms.settings import Invalid, Setting
+from rlmod.core.columns import ALL_MODULES
+from rlmod.replay import MultiAgentReplayBuffer, check_replay_buffer_config
+
+if TYPE_CHECKING:
+    from typing import Self
+
+TD_ERROR = "td_error"
+"""Key of the per-row TD errors a Learner returns per module (for prioritized replay)."""
+
+
+def _replay_buffer_config(v: Any) -> dict[str, Any]:
+    try:
+        return check_replay_buffer_config(v)
+    except ValueError as e:
+        raise Invalid(str(e)) from None
+
+
+class OffPolicyConfig(AlgorithmConfig):
+    """Settings of replay-based algorithms (RLlib's names and meanings).
+
+    `train_batch_size` is the number of transitions replayed per gradient step (per module).
+    """
+
+    replay_buffer_config = Setting(
+        {"type": "PrioritizedEpisodeReplayBuffer", "capacity": 50_000, "alpha": 0.6,
+         "beta": 0.4}, section="training", check=_replay_buffer_config, doc=(
+            "type ('EpisodeReplayBuffer': uniform, 'PrioritizedEpisodeReplayBuffer'), capacity "
+            "(transitions per module), alpha and beta of prioritized replay; beta may be a "
+            "schedule [[env_step, beta], ...] to anneal it towards 1."))
+    n_step = Setting(1, section="training", check=s.integer(min=1), doc=(
+        "Rewards summed per transition before bootstrapping (n-step Q-learning); computed "
+        "once when transitions enter the buffer."))
+    tau = Setting(1.0, section="training", check=s.number(low=0.0, high=1.0, low_open=True),
+                  doc="Target update: target <- tau * online + (1 - tau) * target; 1.0 copies.")
+    target_network_update_freq = Setting(500, section="training", check=s.integer(min=0), doc=(
+        "Update the target networks when this many env steps were sampled since the last "
+        "update (0: after every gradient step)."))
+    num_steps_sampled_before_learning_starts = Setting(1000, section="training",
+                                                       check=s.integer(min=0), doc=(
+        "Env steps to sample (and store) before the first gradient step."))
+    training_intensity = Setting(None, section="training",
+                                 check=s.optional(s.number(low=0.0, low_open=True)), doc=(
+        "Replay ratio: transitions trained on per transition sampled (per module). None: "
+        "one gradient step per iteration, RLlib's 'natural' ratio."))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.train_batch_size = 32
+        self.minibatch_size = None  # one gradient step on each replayed batch
+        self.num_epochs = 1
+
+    def training(self, *, replay_buffer_config: dict = _UNSET, n_step: int = _UNSET,  # type: ignore[override]
+                 tau: float = _UNSET, target_network_update_freq: int = _UNSET,
+                 num_steps_sampled_before_learning_starts: int = _UNSET,
+                 training_intensity: float | None = _UNSET, **common: Any) -> Self:
+        """The replay settings, plus all of `AlgorithmConfig.training`."""
+        values = dict(locals())
+        values.pop("common")
+        self._set_section("training", values)
+        return super().training(**common)
+
+    def get_rollout_fragment_length(self) -> int:
+        """'auto' is `n_step` steps per sub-env per iteration (RLlib's DQN and SAC)."""
+        if self.rollout_fragment_length == "auto":
+            return self.n_step
+        return int(self.rollout_fragment_length)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.num_epochs != 1 or self.minibatch_size is not None:
+            raise ValueError(
+                f"num_epochs={self.num_epochs}, minibatch_size={self.minibatch_size}: "
+                f"{type(self).__name__} takes one gradient step per replayed batch of "
+                "train_batch_size transitions; set num_epochs=1, minibatch_size=None, and use "
+                "training_intensity for more gradient steps per sampled step.")
+
+
+def update_target_network(target: nn.Module, online: nn.Module, *, tau: float) -> None:
+    """Polyak averaging `target <- tau * online + (1 - tau) * target` (Lillicrap et al. 2016,
+    Algorithm 1); tau = 1 is DQN's periodic copy (Mnih et al. 2015)."""
+    with torch.no_grad():
+        for t, o in zip(target.parameters(), online.parameters(), strict=True):
+            if tau == 1.0:
+                t.copy_(o)
+            else:
+                t.lerp_(o, tau)
+
+
+class OffPolicyAlgorithm(Algorithm):
+    """Sample, store n-step transitions per module, replay them to the Learners, sync."""
+
+    config: OffPolicyConfig
+
+    def setup(self) -> None:
+        super().setup()
+        config = self.config
+
+        def n_step(module_id: str) -> tuple[int, float]:
+            module_config: Any = config.get_config_for_module(module_id)
+            return module_config.n_step, module_config.gamma
+
+        self.replay_buffer = MultiAgentReplayBuffer(
+            replay_buffer_config=config.replay_buffer_config, n_step=n_step, seed=config.seed)
+        self._train_credit = 0.0  # gradient steps owed by training_intensity
+
+    def _num_gradient_steps(self, rows_per_module: float) -> int:
+        intensity = self.config.training_intensity
+        if intensity is None:
+            return 1
+        self._train_credit += intensity * rows_per_module / self.config.train_batch_size
+        steps = int(self._train_credit)
+        self._train_credit -= steps
+        return steps
+
+    def _num_env_steps_sampled(self) -> int:
+        """Env steps sampled so far, this iteration's included (with remote EnvRunners: as
+        of the previous iteration, which the result dict reported)."""
+        runner = self.env_runner_group.local_env_runner
+        count = getattr(runner, "num_env_steps_sampled_lifetime", None)
+        if count is not None and self.env_runner_group.num_remote_env_runners == 0:
+            return int(count)
+        return self.metrics.num_env_steps_lifetime
+
+    def training_step(self) -> dict[str, Any]:
+        samples = self._timed("sample_time_s", self.env_runner_group.sample)
+        rows = [len(b[next(iter(b))]) for sample in samples for b in sample.values() if b]
+        for i, sample in enumerate(samples):
+            self._timed("replay_add_time_s", self.replay_buffer.add, sample, source=i)
+        now = self._num_env_steps_sampled()
+        if now < self.config.num_steps_sampled_before_learning_starts:
+            return {}
+        num_modules = max(1, len(rows))
+        results: list[dict[str, dict[str, Any]]] = []
+        for _ in range(self._num_gradient_steps(sum(rows) / num_modules)):
+            batch, indices = self._timed("replay_sample_time_s", self.replay_buffer.sample,
+                                         self.config.train_batch_size,
+                                         num_env_steps_sampled_lifetime=now)
+            out = self._timed("learn_time_s", self.learner_group.update, batch,
+                              timesteps={"num_env_steps_sampled_lifetime": now})
+            td = {mid: r.pop(TD_ERROR) for mid, r in out.items() if TD_ERROR in r}
+            self.replay_buffer.update_priorities(indices, td)
+            results.append(out)
+        if results:
+            self._timed("sync_weights_time_s", self.env_runner_group.sync_weights,
+                        from_learner_group=self.learner_group)
+        return _mean_results(results)
+
+
+def _mean_results(results: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per-module means over the gradient steps of one iteration; counters are summed."""
+    if not results:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for mid in results[-1]:
+        keys = results[-1][mid].keys()
+        out[mid] = {}
+        for k in keys:
+            values = [r[mid][k] for r in results if mid in r and k in r[mid]]
+            summed = k.startswith("num_") and k != "num_trainable_parameters"
+            out[mid][k] = float(np.sum(values) if summed else np.mean(values))
+    out.setdefault(ALL_MODULES, {})["num_gradient_steps"] = len(results)
+    return out
+
