@@ -6,6 +6,7 @@ DQNConfig/SACConfig extend the config with their own settings; DQN and SAC inher
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from rlmod.algorithms.algorithm import Algorithm
 from rlmod.algorithms.algorithm_config import _UNSET, AlgorithmConfig
 from rlmod.algorithms.settings import Invalid, Setting
 from rlmod.core.columns import ALL_MODULES
+from rlmod.core.learner import Learner, NumpyBatch
 from rlmod.replay import MultiAgentReplayBuffer, check_replay_buffer_config
 
 if TYPE_CHECKING:
@@ -102,6 +104,49 @@ def update_target_network(target: nn.Module, online: nn.Module, *, tau: float) -
                 t.copy_(o)
             else:
                 t.lerp_(o, tau)
+
+
+class OffPolicyLearner(Learner):
+    """A Learner with target networks and per-row TD errors (DQN's and SAC's base).
+
+    Modules name their (target, online) network pairs in `target_network_pairs()`; the
+    algorithm's loss stores each module's TD errors in `self.td_errors[module_id]`, and
+    `update()` returns them as numpy arrays under `td_error` for the replay priorities.
+    """
+
+    def build(self) -> None:
+        super().build()
+        self._last_target_update: dict[str, int] = dict.fromkeys(self._optimizers, 0)
+        self.td_errors: dict[str, torch.Tensor] = {}
+
+    def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
+               timesteps: Mapping[str, int] | None = None) -> dict[str, dict[str, Any]]:
+        self.td_errors = {}
+        results: dict[str, dict[str, Any]] = super().update(batches, timesteps=timesteps)
+        for mid, td in self.td_errors.items():
+            results[mid][TD_ERROR] = td.numpy()
+        return results
+
+    def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
+        """Target networks: `target <- tau * online + (1 - tau) * target` once
+        `target_network_update_freq` env steps were sampled since the last update."""
+        assert self.module is not None
+        now = int(timesteps.get("num_env_steps_sampled_lifetime", 0))
+        for mid in self._optimizers:
+            config: Any = self.config.get_config_for_module(mid)
+            if now - self._last_target_update[mid] >= config.target_network_update_freq:
+                module: Any = self.module[mid]
+                for target, online in module.target_network_pairs():
+                    update_target_network(target, online, tau=config.tau)
+                self._last_target_update[mid] = now
+
+    def get_state(self) -> dict[str, Any]:
+        return {**super().get_state(), "last_target_update": dict(self._last_target_update)}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        super().set_state(state)
+        self._last_target_update.update(
+            {m: int(t) for m, t in state.get("last_target_update", {}).items()})
 
 
 class OffPolicyAlgorithm(Algorithm):

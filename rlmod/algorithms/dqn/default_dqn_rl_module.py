@@ -79,6 +79,10 @@ class DefaultDQNRLModule(RLModule):
             return  # EnvRunners: no target network
         self.target_q = copy.deepcopy(self.q).requires_grad_(False)
 
+    def target_network_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(target, online) pairs that OffPolicyLearner moves by tau."""
+        return [(self.target_q, self.q)]
+
     @staticmethod
     def _flat(obs: torch.Tensor) -> torch.Tensor:
         return obs if obs.dim() == 2 else obs.flatten(1)

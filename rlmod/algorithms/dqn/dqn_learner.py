@@ -17,9 +17,9 @@ from rlmod.algorithms.dqn.default_dqn_rl_module import (
     QF_PREDS,
     QF_TARGET_NEXT_PREDS,
 )
-from rlmod.algorithms.off_policy import TD_ERROR, update_target_network
+from rlmod.algorithms.off_policy import OffPolicyLearner
 from rlmod.core.columns import Columns
-from rlmod.core.learner import Learner, NumpyBatch
+from rlmod.core.learner import NumpyBatch
 from rlmod.replay import N_STEP, WEIGHTS
 from rlmod.utils.schedules import scheduled_value
 
@@ -39,18 +39,13 @@ def q_learning_targets(rewards: torch.Tensor, terminateds: torch.Tensor, n_step:
     return rewards + discount * q_next
 
 
-class DQNLearner(Learner):
+class DQNLearner(OffPolicyLearner):
     """DQN with Rainbow's double Q, dueling, n-step and prioritized replay (Hessel et al. 2018).
 
     Per update: epsilon follows its schedule, one gradient step on the importance-weighted
-    TD loss, then the target network moves when `target_network_update_freq` env steps
-    passed since its last update (by `tau`).
+    TD loss, then (OffPolicyLearner) the target network moves by `tau` when
+    `target_network_update_freq` env steps passed since its last update.
     """
-
-    def build(self) -> None:
-        super().build()
-        self._last_target_update: dict[str, int] = dict.fromkeys(self._optimizers, 0)
-        self._td_errors: dict[str, torch.Tensor] = {}
 
     def compute_loss_for_module(self, *, module_id: str, config: Any,
                                 batch: dict[str, torch.Tensor],
@@ -68,43 +63,21 @@ class DQNLearner(Learner):
         else:
             per_row = 0.5 * td_error.pow(2)
         loss = (batch[WEIGHTS] * per_row).mean()  # prioritized replay's IS correction
-        self._td_errors[module_id] = td_error.detach()
+        self.td_errors[module_id] = td_error.detach()
         self.log(module_id, qf_loss=loss, qf_mean=q_taken.mean(), qf_max=q.max(-1).values.mean(),
                  td_error_mean=td_error.abs().mean())
         return loss
 
     def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
                timesteps: Mapping[str, int] | None = None) -> dict[str, dict[str, Any]]:
-        """Sets each module's epsilon from its schedule, then one gradient step; the results
-        carry each module's per-row `td_error` (a numpy array) for the priorities."""
+        """Sets each module's epsilon from its schedule, then one gradient step."""
         assert self.module is not None
         now = int((timesteps or {}).get("num_env_steps_sampled_lifetime", 0))
         for mid in self._optimizers:
             epsilon = scheduled_value(self.config.get_config_for_module(mid).epsilon, now)
             self.module[mid].get_buffer("epsilon").fill_(epsilon)
-        self._td_errors = {}
-        results: dict[str, dict[str, Any]] = super().update(batches, timesteps=timesteps)
-        for mid, td in self._td_errors.items():
-            results[mid][TD_ERROR] = td.numpy()
-            results[mid]["epsilon"] = float(self.module[mid].get_buffer("epsilon"))
-        return results
-
-    def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
-        """Target networks: `target <- tau * online + (1 - tau) * target` once
-        `target_network_update_freq` env steps were sampled since the last update."""
-        assert self.module is not None
-        now = int(timesteps.get("num_env_steps_sampled_lifetime", 0))
+        results = super().update(batches, timesteps=timesteps)
         for mid in self._optimizers:
-            config = self.config.get_config_for_module(mid)
-            if now - self._last_target_update[mid] >= config.target_network_update_freq:
-                module: Any = self.module[mid]
-                update_target_network(module.target_q, module.q, tau=config.tau)
-                self._last_target_update[mid] = now
-
-    def get_state(self) -> dict[str, Any]:
-        return {**super().get_state(), "last_target_update": dict(self._last_target_update)}
-
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        super().set_state(state)
-        self._last_target_update.update(
-            {m: int(t) for m, t in state.get("last_target_update", {}).items()})
+            if mid in results:
+                results[mid]["epsilon"] = float(self.module[mid].get_buffer("epsilon"))
+        return results
