@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rlmod.cli import main
-from rlmod.tuned import TUNED
+from rlmod.cli import build_config, main
+from rlmod.tuned import TUNED, TUNED_DQN, TUNED_SAC
 from rlmod.utils.loggers import RunLogger
 
 
@@ -151,3 +151,15 @@ def test_ppo_solves_cartpole_from_the_cli(tmp_path: Path) -> None:
     """`make train`'s command, with --as-test: mean return >= 475 over 100 episodes."""
     command = "train --algo PPO --env CartPole-v1 --stop-reward 475 --stop-timesteps 500000"
     assert _run(command, "--seed", "0", "--as-test", "--run-dir", tmp_path / "run") == 0
+
+
+@pytest.mark.parametrize(("algo", "env", "table"), [("DQN", "CartPole-v1", TUNED_DQN),
+                                                     ("sac", "Pendulum-v1", TUNED_SAC)])
+def test_off_policy_algorithms_get_their_tuned_settings(algo: str, env: str,
+                                                        table: dict) -> None:
+    config, applied = build_config(algo=algo, env=env, settings={"n_step": 3})
+    assert applied == table[env]
+    assert config.replay_buffer_config["type"] == "EpisodeReplayBuffer"
+    assert config.n_step == 3
+    again = type(config).from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again.replay_buffer_config == config.replay_buffer_config
