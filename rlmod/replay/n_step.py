@@ -71,6 +71,12 @@ class NStepCollector:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The transitions complete with `batch`: `TRANSITION_COLUMNS` plus `n_step`."""
+        if self.n == 1:  # every row is its own transition: no window, no copies
+            out = {c: np.asarray(batch[c]) for c in TRANSITION_COLUMNS}
+            out[Columns.REWARDS] = out[Columns.REWARDS].astype(np.float32, copy=False)
+            out[Columns.TERMINATEDS] = out[Columns.TERMINATEDS].astype(bool, copy=False)
+            out[N_STEP] = np.ones(len(out[Columns.REWARDS]), np.int32)
+            return out
         cols = {c: np.asarray(batch[c]) for c in (*TRANSITION_COLUMNS, Columns.TRUNCATEDS,
                                                    Columns.EPS_ID)}
         for flag in (Columns.TERMINATEDS, Columns.TRUNCATEDS):
@@ -97,10 +103,13 @@ class NStepCollector:
                                            gamma=self.gamma)
         last = np.arange(len(eps)) + horizons - 1
         complete = (horizons == self.n) | done[last] | stale[last]
-        held = ~complete
-        self._held = {c: v[held] for c, v in cols.items()} if held.any() else {}
-        keep = np.flatnonzero(complete)
-        last = last[keep]
+        if complete.all():  # nothing to hold: no gathers for the rows themselves
+            self._held = {}
+            keep: slice | np.ndarray = slice(None)
+        else:
+            self._held = {c: v[~complete] for c, v in cols.items()}
+            keep = np.flatnonzero(complete)
+            last = last[keep]
         return {
             Columns.OBS: cols[Columns.OBS][keep],
             Columns.ACTIONS: cols[Columns.ACTIONS][keep],
