@@ -76,6 +76,37 @@ def timed(fn: Callable[[], object], repeats: int) -> float:
     return time.perf_counter() - start
 
 
+def measure_once(rng: np.random.Generator, data: list[dict[str, np.ndarray]],
+                  record: Callable[[str, int, float], None]) -> None:
+    """One timed round of every operation."""
+    ring = RingBuffer(CAPACITY, data[0])
+    uni, per = ReplayBuffer(CAPACITY, seed=0), PrioritizedReplayBuffer(CAPACITY, seed=0)
+    for name, buf in (("ring", ring), ("uniform", uni), ("prioritized", per)):
+        it = iter(range(NUM_ADDS))
+        record(f"{name} add", ADD_ROWS * NUM_ADDS,
+               timed(lambda b=buf, i=it: b.add(data[next(i) % 16]), NUM_ADDS))
+    record("ring sample", BATCH * NUM_SAMPLES, timed(lambda: ring.sample(BATCH), NUM_SAMPLES))
+    record("uniform sample", BATCH * NUM_SAMPLES,
+           timed(lambda: uni.sample(BATCH), NUM_SAMPLES))
+    td = rng.random(BATCH)
+
+    def per_step() -> None:
+        _, idx = per.sample(BATCH, beta=0.4)
+        per.update_priorities(idx, td)
+
+    record("prioritized sample", BATCH * NUM_SAMPLES,
+           timed(lambda: per.sample(BATCH, beta=0.4), NUM_SAMPLES))
+    record("prioritized sample+update", BATCH * NUM_SAMPLES, timed(per_step, NUM_SAMPLES))
+    batches = [runner_batch(rng, 100_000 * i) for i in range(NUM_ADDS // 4)]
+    for n in (1, 3):
+        multi = MultiAgentReplayBuffer(
+            replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": CAPACITY},
+            n_step=lambda mid, n=n: (n, 0.99))
+        it = iter(batches)
+        record(f"MultiAgentReplayBuffer add, n_step={n}", ADD_ROWS * len(batches),
+               timed(lambda m=multi, i=it: m.add({"p": next(i)}), len(batches)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=5)
@@ -89,32 +120,7 @@ def main() -> None:
         best[name] = max(best.get(name, 0.0), rows / seconds)
 
     for _ in range(args.repeats):
-        ring = RingBuffer(CAPACITY, data[0])
-        uni, per = ReplayBuffer(CAPACITY, seed=0), PrioritizedReplayBuffer(CAPACITY, seed=0)
-        for name, buf in (("ring", ring), ("uniform", uni), ("prioritized", per)):
-            it = iter(range(NUM_ADDS))
-            record(f"{name} add", ADD_ROWS * NUM_ADDS,
-                   timed(lambda b=buf, i=it: b.add(data[next(i) % 16]), NUM_ADDS))
-        record("ring sample", BATCH * NUM_SAMPLES, timed(lambda: ring.sample(BATCH), NUM_SAMPLES))
-        record("uniform sample", BATCH * NUM_SAMPLES,
-               timed(lambda: uni.sample(BATCH), NUM_SAMPLES))
-        td = rng.random(BATCH)
-
-        def per_step() -> None:
-            _, idx = per.sample(BATCH, beta=0.4)
-            per.update_priorities(idx, td)
-
-        record("prioritized sample", BATCH * NUM_SAMPLES,
-               timed(lambda: per.sample(BATCH, beta=0.4), NUM_SAMPLES))
-        record("prioritized sample+update", BATCH * NUM_SAMPLES, timed(per_step, NUM_SAMPLES))
-        batches = [runner_batch(rng, 100_000 * i) for i in range(NUM_ADDS // 4)]
-        for n in (1, 3):
-            multi = MultiAgentReplayBuffer(
-                replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": CAPACITY},
-                n_step=lambda mid, n=n: (n, 0.99))
-            it = iter(batches)
-            record(f"MultiAgentReplayBuffer add, n_step={n}", ADD_ROWS * len(batches),
-                   timed(lambda m=multi, i=it: m.add({"p": next(i)}), len(batches)))
+        measure_once(rng, data, record)
     rows = []
     for op in ("add", "sample"):
         base = best[f"ring {op}"]
