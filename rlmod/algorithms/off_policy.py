@@ -6,6 +6,7 @@ DQNConfig/SACConfig extend the config with their own settings; DQN and SAC inher
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,10 +16,12 @@ from torch import nn
 
 from rlmod.algorithms import settings as s
 from rlmod.algorithms.algorithm import Algorithm
-from rlmod.algorithms.algorithm_config import _UNSET, AlgorithmConfig
+from rlmod.algorithms.algorithm_config import _UNSET, AlgorithmConfig, _plain
 from rlmod.algorithms.settings import Invalid, Setting
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.learner import Learner, NumpyBatch
+from rlmod.core.multi_rl_module import MultiRLModuleSpec
+from rlmod.core.rl_module import RLModuleSpec
 from rlmod.replay import MultiAgentReplayBuffer, check_replay_buffer_config
 
 if TYPE_CHECKING:
@@ -79,6 +82,36 @@ class OffPolicyConfig(AlgorithmConfig):
         self._set_section("training", values)
         return super().training(**common)
 
+    # ------------------------------------------------------------------ module flags
+    def module_flags(self) -> dict[str, Any]:
+        """Settings the algorithm's default module reads from its model_config (DQN's
+        `dueling`, SAC's `twin_q`); subclasses override."""
+        return {}
+
+    def _with_module_flags(self, spec: RLModuleSpec, config: OffPolicyConfig) -> RLModuleSpec:
+        """`spec` with `config.module_flags()` in its model_config if it builds the default
+        module (a user's model_config keys win); other modules, e.g. a learner-only
+        curiosity model beside it, do not get keys they do not know."""
+        default_class = self.get_default_rl_module_spec().module_class
+        if spec.module_class is not default_class:
+            return spec
+        model_config = {**config.module_flags(), **_plain(spec.model_config)}
+        return dataclasses.replace(spec, model_config=model_config)
+
+    def get_rl_module_spec(self, env: Any = None, spaces: Mapping[str, tuple] | None = None,
+                           inference_only: bool | None = None) -> RLModuleSpec:
+        spec = super().get_rl_module_spec(env, spaces, inference_only)
+        return self._with_module_flags(spec, self)
+
+    def get_multi_rl_module_spec(self, *, env: Any = None,
+                                 spaces: Mapping[str, tuple] | None = None,
+                                 inference_only: bool = False) -> MultiRLModuleSpec:
+        multi = super().get_multi_rl_module_spec(env=env, spaces=spaces,
+                                                 inference_only=inference_only)
+        return MultiRLModuleSpec(rl_module_specs={
+            mid: self._with_module_flags(spec, self.get_config_for_module(mid))  # type: ignore[arg-type]
+            for mid, spec in multi.rl_module_specs.items()})
+
     def get_rollout_fragment_length(self) -> int:
         """'auto' is `n_step` steps per sub-env per iteration (RLlib's DQN and SAC)."""
         if self.rollout_fragment_length == "auto":
@@ -135,8 +168,8 @@ class OffPolicyLearner(Learner):
         for mid in self._optimizers:
             config: Any = self.config.get_config_for_module(mid)
             if now - self._last_target_update[mid] >= config.target_network_update_freq:
-                module: Any = self.module[mid]
-                for target, online in module.target_network_pairs():
+                pairs = getattr(self.module[mid], "target_network_pairs", list)  # none: ICM
+                for target, online in pairs():
                     update_target_network(target, online, tau=config.tau)
                 self._last_target_update[mid] = now
 

@@ -138,3 +138,32 @@ def test_bad_settings_name_the_setting() -> None:
         DQNConfig().get_rl_module_spec(spaces={DEFAULT_MODULE_ID: (BOX, BOX)}).build()
     with pytest.raises(ValueError, match="replay_buffer_config"):
         DQNConfig().training(replay_buffer_config={"type": "Nope"})
+
+
+def test_a_learner_only_curiosity_module_beside_the_q_module() -> None:
+    from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
+    from rlmod.core import MultiRLModuleSpec, RLModuleSpec
+    from rlmod.core.curiosity import IntrinsicCuriosityModel
+
+    config = _small(DQNConfig()).training(
+        learner_connector=IntrinsicCuriosityModelConnector).rl_module(
+        rl_module_spec=MultiRLModuleSpec(rl_module_specs={
+            DEFAULT_MODULE_ID: RLModuleSpec(),
+            "icm": RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True)}))
+    algo = config.build_algo()
+    try:
+        for _ in range(8):
+            result = algo.train()
+        assert algo.env_runner.module_ids == [DEFAULT_MODULE_ID]  # no ICM on EnvRunners
+        assert set(algo.replay_buffer.buffers) == {DEFAULT_MODULE_ID}
+        assert {DEFAULT_MODULE_ID, "icm"} <= set(result["learners"])
+        assert "epsilon" in result["learners"][DEFAULT_MODULE_ID]
+    finally:
+        algo.stop()
+
+
+def test_dueling_setting_reaches_the_module() -> None:
+    spaces = {DEFAULT_MODULE_ID: (BOX, TWO)}
+    assert DQNConfig().get_rl_module_spec(spaces=spaces).build().q.vf is not None
+    plain = DQNConfig().training(dueling=False).get_multi_rl_module_spec(spaces=spaces).build()
+    assert plain[DEFAULT_MODULE_ID].q.vf is None

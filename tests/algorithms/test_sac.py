@@ -113,3 +113,11 @@ def test_discrete_sac_trains_on_cartpole_briefly() -> None:
 def test_target_entropy_must_be_auto_or_a_number() -> None:
     with pytest.raises(ValueError, match="target_entropy"):
         SACConfig().training(target_entropy="high")
+
+
+def test_twin_q_and_initial_alpha_reach_the_module() -> None:
+    spaces = {DEFAULT_MODULE_ID: (BOX, BOX)}
+    config = SACConfig().training(twin_q=False, initial_alpha=0.2)
+    module = config.get_multi_rl_module_spec(spaces=spaces).build()[DEFAULT_MODULE_ID]
+    assert not hasattr(module, "qf_twin") and len(module.critics()) == 1
+    assert float(module.alpha.log_alpha.exp()) == pytest.approx(0.2)

@@ -67,8 +67,10 @@ class DQNConfig(OffPolicyConfig):
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from rlmod.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule
 
-        return RLModuleSpec(module_class=DefaultDQNRLModule,
-                            model_config={"dueling": self.dueling})
+        return RLModuleSpec(module_class=DefaultDQNRLModule)
+
+    def module_flags(self) -> dict[str, Any]:
+        return {"dueling": self.dueling}
 
     def get_default_learner_class(self) -> type:
         from rlmod.algorithms.dqn.dqn_learner import DQNLearner

@@ -73,11 +73,12 @@ class DQNLearner(OffPolicyLearner):
         """Sets each module's epsilon from its schedule, then one gradient step."""
         assert self.module is not None
         now = int((timesteps or {}).get("num_env_steps_sampled_lifetime", 0))
-        for mid in self._optimizers:
+        q_modules = [m for m in self._optimizers if hasattr(self.module[m], "epsilon")]
+        for mid in q_modules:  # (a learner-only module beside them has no epsilon)
             epsilon = scheduled_value(self.config.get_config_for_module(mid).epsilon, now)
             self.module[mid].get_buffer("epsilon").fill_(epsilon)
         results = super().update(batches, timesteps=timesteps)
-        for mid in self._optimizers:
+        for mid in q_modules:
             if mid in results:
                 results[mid]["epsilon"] = float(self.module[mid].get_buffer("epsilon"))
         return results

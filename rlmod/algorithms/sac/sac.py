@@ -69,8 +69,10 @@ class SACConfig(OffPolicyConfig):
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from rlmod.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
 
-        return RLModuleSpec(module_class=DefaultSACRLModule, model_config={
-            "twin_q": self.twin_q, "initial_alpha": self.initial_alpha})
+        return RLModuleSpec(module_class=DefaultSACRLModule)
+
+    def module_flags(self) -> dict[str, Any]:
+        return {"twin_q": self.twin_q, "initial_alpha": self.initial_alpha}
 
     def get_default_learner_class(self) -> type:
         from rlmod.algorithms.sac.sac_learner import SACLearner
