@@ -33,7 +33,7 @@ while steps < max_steps and best < 475:
     steps = algo.train()["num_env_steps_sampled_lifetime"]
     if steps % 2560 == 0:
         best = algo.evaluate()["env_runners"]["episode_return_mean"]
-print(json.dumps({"steps": steps, "reached": best >= 475}))
+print(json.dumps({"steps": steps, "reached": bool(best >= 475)}))
 """
 
 SB3_DQN = r"""
@@ -61,7 +61,7 @@ model = DQN("MlpPolicy", "CartPole-v1", learning_rate=2.3e-3, batch_size=64,
             exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256]), seed=seed)
 cb = Stop()
 model.learn(max_steps, callback=cb)
-print(json.dumps({"steps": model.num_timesteps, "reached": cb.reached}))
+print(json.dumps({"steps": model.num_timesteps, "reached": bool(cb.reached)}))
 """
 
 RLMOD_SAC = r"""
@@ -80,7 +80,7 @@ while True:
     reached = r["num_episodes_lifetime"] >= 10 and r["env_runners"]["episode_return_mean"] >= -200
     if reached or steps >= max_steps:
         break
-print(json.dumps({"steps": steps, "reached": reached}))
+print(json.dumps({"steps": steps, "reached": bool(reached)}))
 """
 
 SB3_SAC = r"""
@@ -102,7 +102,7 @@ class Stop(BaseCallback):
 model = SAC("MlpPolicy", "Pendulum-v1", learning_rate=1e-3, seed=seed)
 cb = Stop()
 model.learn(max_steps, callback=cb)
-print(json.dumps({"steps": model.num_timesteps, "reached": cb.reached}))
+print(json.dumps({"steps": model.num_timesteps, "reached": bool(cb.reached)}))
 """
 
 TASKS = {

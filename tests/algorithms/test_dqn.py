@@ -167,3 +167,10 @@ def test_dueling_setting_reaches_the_module() -> None:
     assert DQNConfig().get_rl_module_spec(spaces=spaces).build().q.vf is not None
     plain = DQNConfig().training(dueling=False).get_multi_rl_module_spec(spaces=spaces).build()
     assert plain[DEFAULT_MODULE_ID].q.vf is None
+
+
+def test_epsilon_starts_where_its_schedule_starts() -> None:
+    spaces = {DEFAULT_MODULE_ID: (BOX, TWO)}
+    config = DQNConfig().training(epsilon=0.1)
+    module = config.get_rl_module_spec(spaces=spaces, inference_only=True).build()
+    assert float(module.get_buffer("epsilon")) == pytest.approx(0.1)

@@ -120,4 +120,4 @@ def test_twin_q_and_initial_alpha_reach_the_module() -> None:
     config = SACConfig().training(twin_q=False, initial_alpha=0.2)
     module = config.get_multi_rl_module_spec(spaces=spaces).build()[DEFAULT_MODULE_ID]
     assert not hasattr(module, "qf_twin") and len(module.critics()) == 1
-    assert float(module.alpha.log_alpha.exp()) == pytest.approx(0.2)
+    assert float(module.alpha.log_alpha.detach().exp()) == pytest.approx(0.2)

@@ -52,7 +52,8 @@ class DefaultDQNRLModule(RLModule):
     """Q-network `q`, an `epsilon` buffer (synced to EnvRunners with the weights) and, on
     Learners only, the target network `target_q`.
 
-    `model_config` takes the default MLP keys plus `dueling` (default True). Acting:
+    `model_config` takes the default MLP keys plus `dueling` (default True) and the initial
+    `epsilon` (default 1.0), which DQNConfig fills in from its settings. Acting:
     `forward_inference` is greedy (the Q-values are the action-distribution inputs, whose
     mode is the argmax); `forward_exploration` is epsilon-greedy.
     """
@@ -62,6 +63,7 @@ class DefaultDQNRLModule(RLModule):
     def setup(self) -> None:
         model_config = dict(self.model_config)
         dueling = bool(model_config.pop("dueling", True))
+        epsilon = float(model_config.pop("epsilon", 1.0))
         cfg = DefaultModelConfig.from_any(model_config)
         if not isinstance(self.action_space, gym.spaces.Discrete):
             raise TypeError(
@@ -74,7 +76,7 @@ class DefaultDQNRLModule(RLModule):
         self.num_actions = int(self.action_space.n)
         in_dim = int(np.prod(self.observation_space.shape))
         self.q = QNetwork(in_dim, self.num_actions, cfg, dueling=dueling)
-        self.register_buffer("epsilon", torch.tensor(1.0))  # set by DQNLearner, synced
+        self.register_buffer("epsilon", torch.tensor(epsilon))  # set by DQNLearner, synced
         if self.inference_only:
             return  # EnvRunners: no target network
         self.target_q = copy.deepcopy(self.q).requires_grad_(False)

@@ -13,6 +13,7 @@ from rlmod.algorithms.algorithm_config import _UNSET
 from rlmod.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from rlmod.algorithms.settings import Invalid, Setting
 from rlmod.core.rl_module import RLModuleSpec
+from rlmod.utils.schedules import scheduled_value
 
 if TYPE_CHECKING:
     from typing import Self
@@ -70,7 +71,9 @@ class DQNConfig(OffPolicyConfig):
         return RLModuleSpec(module_class=DefaultDQNRLModule)
 
     def module_flags(self) -> dict[str, Any]:
-        return {"dueling": self.dueling}
+        """`dueling`, and `epsilon` (the schedule's start) for acting before the first
+        update, which sets epsilon from the schedule from then on."""
+        return {"dueling": self.dueling, "epsilon": scheduled_value(self.epsilon, 0)}
 
     def get_default_learner_class(self) -> type:
         from rlmod.algorithms.dqn.dqn_learner import DQNLearner
