@@ -19,13 +19,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlmod.tuned import TUNED
+from rlmod.tuned import TUNED, TUNED_DQN, TUNED_SAC
 from rlmod.utils.naming import did_you_mean, from_import_path
 
-ALGORITHMS: dict[str, str] = {"PPO": "rlmod.algorithms.ppo:PPOConfig"}
+ALGORITHMS: dict[str, str] = {
+    "PPO": "rlmod.algorithms.ppo:PPOConfig",
+    "DQN": "rlmod.algorithms.dqn:DQNConfig",
+    "SAC": "rlmod.algorithms.sac:SACConfig",
+}
 """Algorithm name -> import path of its config class (imported only when used)."""
 
-TUNED_BY_ALGORITHM: dict[str, dict[str, dict[str, Any]]] = {"PPO": TUNED}
+TUNED_BY_ALGORITHM: dict[str, dict[str, dict[str, Any]]] = {
+    "PPO": TUNED, "DQN": TUNED_DQN, "SAC": TUNED_SAC}
 """Algorithm name -> {env ID -> tuned settings}; the settings of one algorithm do not
 carry over to another."""
 

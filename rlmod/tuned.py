@@ -1,6 +1,7 @@
-"""Tuned PPO settings per env: the one place the CLI and the benchmarks take them from.
+"""Tuned settings per env (PPO: TUNED, DQN: TUNED_DQN, SAC: TUNED_SAC): the one place the
+CLI and the benchmarks take them from.
 
-Used by `rlmod train` (applied on top of `PPOConfig()` before `--config`) and by
+Used by `rlmod train` (applied on top of the algorithm's config before `--config`) and by
 benchmarks. Keys are flat setting names, as `AlgorithmConfig.to_dict()` writes them.
 """
 
@@ -40,3 +41,54 @@ TUNED: dict[str, dict[str, Any]] = {
     },
 }
 """Env ID -> PPO settings that solve it quickly on one machine (measured, see comments)."""
+
+TUNED_DQN: dict[str, dict[str, Any]] = {
+    # rl-baselines3-zoo's DQN settings for CartPole-v1 (lr 2.3e-3, batch 64, 100k buffer,
+    # 1000 learning starts, epsilon to 0.04 over 8k steps, 128 gradient steps per 256 env
+    # steps, target copied every 10 env steps) on RLlib's default double-Q dueling 256x256
+    # ReLU network. Greedy evaluation reached 500 at 25.6k (seed 0) and 20.5k (seed 1) env
+    # steps, 70-80 s on a shared CPU core. Uniform replay, 1-step: PER and n-step did not
+    # speed this task up in short trials.
+    "CartPole-v1": {
+        "lr": 2.3e-3,
+        "train_batch_size": 64,
+        "rollout_fragment_length": 256,
+        "training_intensity": 32,
+        "target_network_update_freq": 10,
+        "num_steps_sampled_before_learning_starts": 1000,
+        "epsilon": [[0, 1.0], [8000, 0.04]],
+        "replay_buffer_config": {"type": "EpisodeReplayBuffer", "capacity": 100_000},
+    },
+}
+"""Env ID -> DQN settings (measured, see comments)."""
+
+TUNED_SAC: dict[str, dict[str, Any]] = {
+    # One gradient step of 256 transitions per env step (rl-baselines3-zoo's SAC ratio),
+    # taken 8 at a time; lr 1e-3 as the zoo's Pendulum entry; a 64x64 ReLU network, 10x
+    # cheaper per step than 256x256 and as sample-efficient here. The mean return over the
+    # last 10 episodes passed -200 at about 6k env steps (seed 0).
+    "Pendulum-v1": {
+        "lr": 1e-3,
+        "gamma": 0.98,
+        "rollout_fragment_length": 8,
+        "training_intensity": 256,
+        "num_steps_sampled_before_learning_starts": 1000,
+        "replay_buffer_config": {"type": "EpisodeReplayBuffer", "capacity": 100_000},
+        "model_config": {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"},
+    },
+    # Discrete SAC (Christodoulou 2019): one gradient step of 64 per env step. The 'auto'
+    # target entropy, 0.98 * log 2, keeps the policy near uniform on CartPole; 0.3 nats
+    # let the mean return over 20 episodes rise from 26 to about 200 within 6k env steps
+    # (seed 0), where it stayed (near 220 at 20k).
+    "CartPole-v1": {
+        "lr": 1e-3,
+        "train_batch_size": 64,
+        "rollout_fragment_length": 8,
+        "training_intensity": 64,
+        "num_steps_sampled_before_learning_starts": 1000,
+        "target_entropy": 0.3,
+        "replay_buffer_config": {"type": "EpisodeReplayBuffer", "capacity": 100_000},
+        "model_config": {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"},
+    },
+}
+"""Env ID -> SAC settings (measured, see comments)."""

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rlmod.cli import main
-from rlmod.tuned import TUNED
+from rlmod.cli import build_config, main
+from rlmod.tuned import TUNED, TUNED_DQN, TUNED_SAC
 from rlmod.utils.loggers import RunLogger
 
 
@@ -246,3 +246,15 @@ def test_help_does_not_import_torch() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize(("algo", "env", "table"), [("DQN", "CartPole-v1", TUNED_DQN),
+                                                     ("sac", "Pendulum-v1", TUNED_SAC)])
+def test_off_policy_algorithms_get_their_tuned_settings(algo: str, env: str,
+                                                        table: dict) -> None:
+    config, applied = build_config(algo=algo, env=env, settings={"n_step": 3})
+    assert applied == table[env]
+    assert config.replay_buffer_config["type"] == "EpisodeReplayBuffer"
+    assert config.n_step == 3
+    again = type(config).from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again.replay_buffer_config == config.replay_buffer_config

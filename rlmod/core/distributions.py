@@ -243,6 +243,45 @@ def action_dim(action_space: gym.Space) -> int:
     raise TypeError(f"Action space {action_space} is not supported; use {_SUPPORTED}.")
 
 
+class TanhGaussian(Distribution):
+    """`a = tanh(u)`, `u ~ N(mean, std)`: a Gaussian squashed into (-1, 1) (SAC's policy).
+
+    Inputs `[B, 2 * D]`: means, then log standard deviations (clamped to [-20, 2], as in
+    SAC implementations). The log-density carries the change of variables (Haarnoja et
+    al. 2018, appendix C, eq. 21): `log pi(a) = log N(u) - sum log(1 - tanh(u)^2)`, with
+    `log(1 - tanh(u)^2) = 2 * (log 2 - u - softplus(-2u))`, exact and stable for large |u|.
+    """
+
+    def __init__(self, inputs: torch.Tensor) -> None:
+        mean, log_std = torch.chunk(inputs, 2, dim=-1)
+        self.gaussian = DiagGaussian(torch.cat([mean, log_std.clamp(-20.0, 2.0)], dim=-1))
+
+    @staticmethod
+    def _log_det_jacobian(u: torch.Tensor) -> torch.Tensor:
+        return (2.0 * (math.log(2.0) - u - torch.nn.functional.softplus(-2.0 * u))).sum(-1)
+
+    def sample(self) -> torch.Tensor:
+        return torch.tanh(self.gaussian.sample())
+
+    def rsample_with_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterized sample (gradients flow to the inputs) and its log-density."""
+        u = self.gaussian.sample()  # mean + std * noise: differentiable in mean and std
+        return torch.tanh(u), self.gaussian.logp(u) - self._log_det_jacobian(u)
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return torch.tanh(self.gaussian.mean)
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        # atanh of actions on the boundary (float32 rounding) would be infinite: clamp.
+        bound = 1.0 - torch.finfo(actions.dtype).eps
+        u = torch.atanh(actions.clamp(-bound, bound))
+        return self.gaussian.logp(u) - self._log_det_jacobian(u)
+
+    def entropy(self) -> torch.Tensor:
+        """A one-sample estimate, -log pi(a) at a ~ pi (no closed form exists)."""
+        return -self.rsample_with_logp()[1]
+
+
 def dist_inputs_dim(action_space: gym.Space) -> int:
     """Width of the action-distribution inputs a module must output for `action_space`."""
     if isinstance(action_space, gym.spaces.Discrete):
@@ -280,6 +319,7 @@ __all__ = [
     "DiagGaussian",
     "Distribution",
     "MultiCategorical",
+    "TanhGaussian",
     "action_dim",
     "dist_inputs_dim",
     "make_action_dist",

@@ -1,0 +1,110 @@
+"""DefaultDQNRLModule: the (dueling) Q-network, epsilon-greedy exploration, and on Learners
+the target network.
+
+Built from specs by EnvRunners (inference-only: the online Q-network and epsilon) and
+Learners (plus `target_q`); DQNLearner computes the loss and moves epsilon and the target.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlmod.core.columns import Columns
+from rlmod.core.models import DefaultModelConfig, mlp
+from rlmod.core.rl_module import RLModule, TensorDict
+
+QF_PREDS = "qf_preds"
+"""forward_train output: Q(obs, .), `[B, num_actions]`."""
+QF_NEXT_PREDS = "qf_next_preds"
+"""forward_train output: the online network's Q(new_obs, .) (double Q's argmax)."""
+QF_TARGET_NEXT_PREDS = "qf_target_next_preds"
+"""forward_train output: the target network's Q(new_obs, .)."""
+
+
+class QNetwork(nn.Module):
+    """Q(s, .) from an MLP encoder and either one head or the dueling pair of heads
+    (Wang et al. 2016, eq. 9: Q = V + A - mean_a A)."""
+
+    def __init__(self, in_dim: int, num_actions: int, cfg: DefaultModelConfig, *,
+                 dueling: bool) -> None:
+        super().__init__()
+        enc_dim = cfg.fcnet_hiddens[-1] if cfg.fcnet_hiddens else in_dim
+        self.encoder = mlp(in_dim, cfg.fcnet_hiddens, activation_name=cfg.fcnet_activation)
+        self.af = mlp(enc_dim, cfg.head_fcnet_hiddens, activation_name=cfg.head_fcnet_activation,
+                      out_dim=num_actions, out_gain=0.01)
+        self.vf = (mlp(enc_dim, cfg.head_fcnet_hiddens, activation_name=cfg.head_fcnet_activation,
+                       out_dim=1, out_gain=1.0) if dueling else None)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        features = self.encoder(obs)
+        advantages = self.af(features)  # [B, A]
+        if self.vf is None:
+            return advantages
+        return self.vf(features) + advantages - advantages.mean(-1, keepdim=True)
+
+
+class DefaultDQNRLModule(RLModule):
+    """Q-network `q`, an `epsilon` buffer (synced to EnvRunners with the weights) and, on
+    Learners only, the target network `target_q`.
+
+    `model_config` takes the default MLP keys plus `dueling` (default True) and the initial
+    `epsilon` (default 1.0), which DQNConfig fills in from its settings. Acting:
+    `forward_inference` is greedy (the Q-values are the action-distribution inputs, whose
+    mode is the argmax); `forward_exploration` is epsilon-greedy.
+    """
+
+    training_only_submodules = ("target_q",)
+
+    def setup(self) -> None:
+        model_config = dict(self.model_config)
+        dueling = bool(model_config.pop("dueling", True))
+        epsilon = float(model_config.pop("epsilon", 1.0))
+        cfg = DefaultModelConfig.from_any(model_config)
+        if not isinstance(self.action_space, gym.spaces.Discrete):
+            raise TypeError(
+                f"DQN needs a Discrete action space, got {self.action_space}; use SAC "
+                "(rlmod.algorithms.sac) for Box actions.")
+        if not isinstance(self.observation_space, gym.spaces.Box):
+            raise TypeError(
+                f"DefaultDQNRLModule needs Box observations, got {self.observation_space}; the "
+                "default env-to-module connectors flatten and one-hot other spaces.")
+        self.num_actions = int(self.action_space.n)
+        in_dim = int(np.prod(self.observation_space.shape))
+        self.q = QNetwork(in_dim, self.num_actions, cfg, dueling=dueling)
+        self.register_buffer("epsilon", torch.tensor(epsilon))  # set by DQNLearner, synced
+        if self.inference_only:
+            return  # EnvRunners: no target network
+        self.target_q = copy.deepcopy(self.q).requires_grad_(False)
+
+    def target_network_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(target, online) pairs that OffPolicyLearner moves by tau."""
+        return [(self.target_q, self.q)]
+
+    @staticmethod
+    def _flat(obs: torch.Tensor) -> torch.Tensor:
+        return obs if obs.dim() == 2 else obs.flatten(1)
+
+    def _forward(self, batch: TensorDict) -> TensorDict:
+        return {Columns.ACTION_DIST_INPUTS: self.q(self._flat(batch[Columns.OBS]))}
+
+    def forward_exploration(self, batch: TensorDict) -> TensorDict:
+        """Epsilon-greedy: a uniformly random action with probability `epsilon`."""
+        q = self.q(self._flat(batch[Columns.OBS]))
+        greedy = q.argmax(-1)
+        random = torch.randint(0, self.num_actions, greedy.shape)
+        explore = torch.rand(greedy.shape) < self.get_buffer("epsilon")
+        return {Columns.ACTION_DIST_INPUTS: q, Columns.ACTIONS: torch.where(explore, random, greedy)}
+
+    def forward_train(self, batch: TensorDict) -> TensorDict:
+        obs, next_obs = self._flat(batch[Columns.OBS]), self._flat(batch[Columns.NEXT_OBS])
+        n = obs.shape[0]
+        q_both = self.q(torch.cat([obs, next_obs]))  # one pass for obs and new_obs
+        with torch.no_grad():
+            q_target_next = self.target_q(next_obs)
+        return {QF_PREDS: q_both[:n], QF_NEXT_PREDS: q_both[n:].detach(),
+                QF_TARGET_NEXT_PREDS: q_target_next}

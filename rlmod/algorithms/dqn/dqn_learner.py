@@ -1,0 +1,84 @@
+"""DQNLearner: the (double, n-step, prioritized) Q-learning loss, target updates, epsilon.
+
+Used by LearnerGroup for DQN; its batches are replayed n-step transitions with importance
+weights (`weights`), and it returns per-row TD errors for the priorities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from rlmod.algorithms.dqn.default_dqn_rl_module import (
+    QF_NEXT_PREDS,
+    QF_PREDS,
+    QF_TARGET_NEXT_PREDS,
+)
+from rlmod.algorithms.off_policy import OffPolicyLearner
+from rlmod.core.columns import Columns
+from rlmod.core.learner import NumpyBatch
+from rlmod.replay import N_STEP, WEIGHTS
+from rlmod.utils.schedules import scheduled_value
+
+
+def q_learning_targets(rewards: torch.Tensor, terminateds: torch.Tensor, n_step: torch.Tensor,
+                       q_target_next: torch.Tensor, q_online_next: torch.Tensor | None, *,
+                       gamma: float) -> torch.Tensor:
+    """`r + gamma^n * (1 - terminated) * Q_target(s', a')`, `[B]`.
+
+    `a' = argmax_a Q_online(s', a)` with `q_online_next` (double Q, van Hasselt et al.
+    2016, eq. 4), else `argmax_a Q_target(s', a)` (Mnih et al. 2015). `rewards` are n-step
+    returns already (Hessel et al. 2018, sec. 3: multi-step learning).
+    """
+    greedy = (q_target_next if q_online_next is None else q_online_next).argmax(-1, keepdim=True)
+    q_next = q_target_next.gather(-1, greedy).squeeze(-1)
+    discount = gamma ** n_step.to(q_next.dtype) * (1.0 - terminateds.to(q_next.dtype))
+    return rewards + discount * q_next
+
+
+class DQNLearner(OffPolicyLearner):
+    """DQN with Rainbow's double Q, dueling, n-step and prioritized replay (Hessel et al. 2018).
+
+    Per update: epsilon follows its schedule, one gradient step on the importance-weighted
+    TD loss, then (OffPolicyLearner) the target network moves by `tau` when
+    `target_network_update_freq` env steps passed since its last update.
+    """
+
+    def compute_loss_for_module(self, *, module_id: str, config: Any,
+                                batch: dict[str, torch.Tensor],
+                                fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
+        q = fwd_out[QF_PREDS]  # [B, A]
+        q_taken = q.gather(-1, batch[Columns.ACTIONS].long().unsqueeze(-1)).squeeze(-1)  # [B]
+        with torch.no_grad():
+            targets = q_learning_targets(
+                batch[Columns.REWARDS], batch[Columns.TERMINATEDS], batch[N_STEP],
+                fwd_out[QF_TARGET_NEXT_PREDS],
+                fwd_out[QF_NEXT_PREDS] if config.double_q else None, gamma=config.gamma)
+        td_error = q_taken - targets
+        if config.td_error_loss_fn == "huber":
+            per_row = F.huber_loss(q_taken, targets, reduction="none", delta=1.0)
+        else:
+            per_row = 0.5 * td_error.pow(2)
+        loss = (batch[WEIGHTS] * per_row).mean()  # prioritized replay's IS correction
+        self.td_errors[module_id] = td_error.detach()
+        self.log(module_id, qf_loss=loss, qf_mean=q_taken.mean(), qf_max=q.max(-1).values.mean(),
+                 td_error_mean=td_error.abs().mean())
+        return loss
+
+    def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
+               timesteps: Mapping[str, int] | None = None) -> dict[str, dict[str, Any]]:
+        """Sets each module's epsilon from its schedule, then one gradient step."""
+        assert self.module is not None
+        now = int((timesteps or {}).get("num_env_steps_sampled_lifetime", 0))
+        q_modules = [m for m in self._optimizers if hasattr(self.module[m], "epsilon")]
+        for mid in q_modules:  # (a learner-only module beside them has no epsilon)
+            epsilon = scheduled_value(self.config.get_config_for_module(mid).epsilon, now)
+            self.module[mid].get_buffer("epsilon").fill_(epsilon)
+        results = super().update(batches, timesteps=timesteps)
+        for mid in q_modules:
+            if mid in results:
+                results[mid]["epsilon"] = float(self.module[mid].get_buffer("epsilon"))
+        return results

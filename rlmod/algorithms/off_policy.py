@@ -1,0 +1,259 @@
+"""OffPolicyConfig and OffPolicyAlgorithm: the replay loop DQN and SAC share.
+
+DQNConfig/SACConfig extend the config with their own settings; DQN and SAC inherit
+`training_step`: sample, store n-step transitions, replay and update, sync weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlmod.algorithms import settings as s
+from rlmod.algorithms.algorithm import Algorithm
+from rlmod.algorithms.algorithm_config import _UNSET, AlgorithmConfig, _plain
+from rlmod.algorithms.settings import Invalid, Setting
+from rlmod.core.columns import ALL_MODULES
+from rlmod.core.learner import Learner, NumpyBatch
+from rlmod.core.multi_rl_module import MultiRLModuleSpec
+from rlmod.core.rl_module import RLModuleSpec
+from rlmod.replay import MultiAgentReplayBuffer, check_replay_buffer_config
+
+if TYPE_CHECKING:
+    from typing import Self
+
+TD_ERROR = "td_error"
+"""Key of the per-row TD errors a Learner returns per module (for prioritized replay)."""
+
+
+def _replay_buffer_config(v: Any) -> dict[str, Any]:
+    try:
+        return check_replay_buffer_config(v)
+    except ValueError as e:
+        raise Invalid(str(e)) from None
+
+
+class OffPolicyConfig(AlgorithmConfig):
+    """Settings of replay-based algorithms (RLlib's names and meanings).
+
+    `train_batch_size` is the number of transitions replayed per gradient step (per module).
+    """
+
+    replay_buffer_config = Setting(
+        {"type": "PrioritizedEpisodeReplayBuffer", "capacity": 50_000, "alpha": 0.6,
+         "beta": 0.4}, section="training", check=_replay_buffer_config, doc=(
+            "type ('EpisodeReplayBuffer': uniform, 'PrioritizedEpisodeReplayBuffer'), capacity "
+            "(transitions per module), alpha and beta of prioritized replay; beta may be a "
+            "schedule [[env_step, beta], ...] to anneal it towards 1."))
+    n_step = Setting(1, section="training", check=s.integer(min=1), doc=(
+        "Rewards summed per transition before bootstrapping (n-step Q-learning); computed "
+        "once when transitions enter the buffer."))
+    tau = Setting(1.0, section="training", check=s.number(low=0.0, high=1.0, low_open=True),
+                  doc="Target update: target <- tau * online + (1 - tau) * target; 1.0 copies.")
+    target_network_update_freq = Setting(500, section="training", check=s.integer(min=0), doc=(
+        "Update the target networks when this many env steps were sampled since the last "
+        "update (0: after every gradient step)."))
+    num_steps_sampled_before_learning_starts = Setting(1000, section="training",
+                                                       check=s.integer(min=0), doc=(
+        "Env steps to sample (and store) before the first gradient step."))
+    training_intensity = Setting(None, section="training",
+                                 check=s.optional(s.number(low=0.0, low_open=True)), doc=(
+        "Replay ratio: transitions trained on per transition sampled (per module). None: "
+        "one gradient step per iteration, RLlib's 'natural' ratio."))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.train_batch_size = 32
+        self.minibatch_size = None  # one gradient step on each replayed batch
+        self.num_epochs = 1
+
+    def training(self, *, replay_buffer_config: dict = _UNSET, n_step: int = _UNSET,  # type: ignore[override]
+                 tau: float = _UNSET, target_network_update_freq: int = _UNSET,
+                 num_steps_sampled_before_learning_starts: int = _UNSET,
+                 training_intensity: float | None = _UNSET, **common: Any) -> Self:
+        """The replay settings, plus all of `AlgorithmConfig.training`."""
+        values = dict(locals())
+        values.pop("common")
+        self._set_section("training", values)
+        return super().training(**common)
+
+    # ------------------------------------------------------------------ module flags
+    def module_flags(self) -> dict[str, Any]:
+        """Settings the algorithm's default module reads from its model_config (DQN's
+        `dueling`, SAC's `twin_q`); subclasses override."""
+        return {}
+
+    def _with_module_flags(self, spec: RLModuleSpec, config: OffPolicyConfig) -> RLModuleSpec:
+        """`spec` with `config.module_flags()` in its model_config if it builds the default
+        module (a user's model_config keys win); other modules, e.g. a learner-only
+        curiosity model beside it, do not get keys they do not know."""
+        default_class = self.get_default_rl_module_spec().module_class
+        if spec.module_class is not default_class:
+            return spec
+        model_config = {**config.module_flags(), **_plain(spec.model_config)}
+        return dataclasses.replace(spec, model_config=model_config)
+
+    def get_rl_module_spec(self, env: Any = None, spaces: Mapping[str, tuple] | None = None,
+                           inference_only: bool | None = None) -> RLModuleSpec:
+        spec = super().get_rl_module_spec(env, spaces, inference_only)
+        return self._with_module_flags(spec, self)
+
+    def get_multi_rl_module_spec(self, *, env: Any = None,
+                                 spaces: Mapping[str, tuple] | None = None,
+                                 inference_only: bool = False) -> MultiRLModuleSpec:
+        multi = super().get_multi_rl_module_spec(env=env, spaces=spaces,
+                                                 inference_only=inference_only)
+        return MultiRLModuleSpec(rl_module_specs={
+            mid: self._with_module_flags(spec, self.get_config_for_module(mid))  # type: ignore[arg-type]
+            for mid, spec in multi.rl_module_specs.items()})
+
+    def get_rollout_fragment_length(self) -> int:
+        """'auto' is `n_step` steps per sub-env per iteration (RLlib's DQN and SAC)."""
+        if self.rollout_fragment_length == "auto":
+            return self.n_step
+        return int(self.rollout_fragment_length)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.num_epochs != 1 or self.minibatch_size is not None:
+            raise ValueError(
+                f"num_epochs={self.num_epochs}, minibatch_size={self.minibatch_size}: "
+                f"{type(self).__name__} takes one gradient step per replayed batch of "
+                "train_batch_size transitions; set num_epochs=1, minibatch_size=None, and use "
+                "training_intensity for more gradient steps per sampled step.")
+
+
+def update_target_network(target: nn.Module, online: nn.Module, *, tau: float) -> None:
+    """Polyak averaging `target <- tau * online + (1 - tau) * target` (Lillicrap et al. 2016,
+    Algorithm 1); tau = 1 is DQN's periodic copy (Mnih et al. 2015)."""
+    with torch.no_grad():
+        for t, o in zip(target.parameters(), online.parameters(), strict=True):
+            if tau == 1.0:
+                t.copy_(o)
+            else:
+                t.lerp_(o, tau)
+
+
+class OffPolicyLearner(Learner):
+    """A Learner with target networks and per-row TD errors (DQN's and SAC's base).
+
+    Modules name their (target, online) network pairs in `target_network_pairs()`; the
+    algorithm's loss stores each module's TD errors in `self.td_errors[module_id]`, and
+    `update()` returns them as numpy arrays under `td_error` for the replay priorities.
+    """
+
+    def build(self) -> None:
+        super().build()
+        self._last_target_update: dict[str, int] = dict.fromkeys(self._optimizers, 0)
+        self.td_errors: dict[str, torch.Tensor] = {}
+
+    def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
+               timesteps: Mapping[str, int] | None = None) -> dict[str, dict[str, Any]]:
+        self.td_errors = {}
+        results: dict[str, dict[str, Any]] = super().update(batches, timesteps=timesteps)
+        for mid, td in self.td_errors.items():
+            results[mid][TD_ERROR] = td.numpy()
+        return results
+
+    def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
+        """Target networks: `target <- tau * online + (1 - tau) * target` once
+        `target_network_update_freq` env steps were sampled since the last update."""
+        assert self.module is not None
+        now = int(timesteps.get("num_env_steps_sampled_lifetime", 0))
+        for mid in self._optimizers:
+            config: Any = self.config.get_config_for_module(mid)
+            if now - self._last_target_update[mid] >= config.target_network_update_freq:
+                pairs = getattr(self.module[mid], "target_network_pairs", list)  # none: ICM
+                for target, online in pairs():
+                    update_target_network(target, online, tau=config.tau)
+                self._last_target_update[mid] = now
+
+    def get_state(self) -> dict[str, Any]:
+        return {**super().get_state(), "last_target_update": dict(self._last_target_update)}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        super().set_state(state)
+        self._last_target_update.update(
+            {m: int(t) for m, t in state.get("last_target_update", {}).items()})
+
+
+class OffPolicyAlgorithm(Algorithm):
+    """Sample, store n-step transitions per module, replay them to the Learners, sync."""
+
+    config: OffPolicyConfig
+
+    def setup(self) -> None:
+        super().setup()
+        config = self.config
+
+        def n_step(module_id: str) -> tuple[int, float]:
+            module_config: Any = config.get_config_for_module(module_id)
+            return module_config.n_step, module_config.gamma
+
+        self.replay_buffer = MultiAgentReplayBuffer(
+            replay_buffer_config=config.replay_buffer_config, n_step=n_step, seed=config.seed)
+        self._train_credit = 0.0  # gradient steps owed by training_intensity
+
+    def _num_gradient_steps(self, rows_per_module: float) -> int:
+        intensity = self.config.training_intensity
+        if intensity is None:
+            return 1
+        self._train_credit += intensity * rows_per_module / self.config.train_batch_size
+        steps = int(self._train_credit)
+        self._train_credit -= steps
+        return steps
+
+    def _num_env_steps_sampled(self) -> int:
+        """Env steps sampled so far, this iteration's included (with remote EnvRunners: as
+        of the previous iteration, which the result dict reported)."""
+        runner = self.env_runner_group.local_env_runner
+        count = getattr(runner, "num_env_steps_sampled_lifetime", None)
+        if count is not None and self.env_runner_group.num_remote_env_runners == 0:
+            return int(count)
+        return self.metrics.num_env_steps_lifetime
+
+    def training_step(self) -> dict[str, Any]:
+        samples = self._timed("sample_time_s", self.env_runner_group.sample)
+        rows = [len(b[next(iter(b))]) for sample in samples for b in sample.values() if b]
+        for i, sample in enumerate(samples):
+            self._timed("replay_add_time_s", self.replay_buffer.add, sample, source=i)
+        now = self._num_env_steps_sampled()
+        if now < self.config.num_steps_sampled_before_learning_starts:
+            return {}
+        num_modules = max(1, len(rows))
+        results: list[dict[str, dict[str, Any]]] = []
+        for _ in range(self._num_gradient_steps(sum(rows) / num_modules)):
+            batch, indices = self._timed("replay_sample_time_s", self.replay_buffer.sample,
+                                         self.config.train_batch_size,
+                                         num_env_steps_sampled_lifetime=now)
+            out = self._timed("learn_time_s", self.learner_group.update, batch,
+                              timesteps={"num_env_steps_sampled_lifetime": now})
+            td = {mid: r.pop(TD_ERROR) for mid, r in out.items() if TD_ERROR in r}
+            self.replay_buffer.update_priorities(indices, td)
+            results.append(out)
+        if results:
+            self._timed("sync_weights_time_s", self.env_runner_group.sync_weights,
+                        from_learner_group=self.learner_group)
+        return _mean_results(results)
+
+
+def _mean_results(results: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per-module means over the gradient steps of one iteration; counters are summed."""
+    if not results:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for mid in results[-1]:
+        keys = results[-1][mid].keys()
+        out[mid] = {}
+        for k in keys:
+            values = [r[mid][k] for r in results if mid in r and k in r[mid]]
+            summed = k.startswith("num_") and k != "num_trainable_parameters"
+            out[mid][k] = float(np.sum(values) if summed else np.mean(values))
+    out.setdefault(ALL_MODULES, {})["num_gradient_steps"] = len(results)
+    return out
+

@@ -1,0 +1,113 @@
+"""DefaultSACRLModule: SAC's actor and, on Learners only, twin critics, their targets and
+the entropy temperature.
+
+Built from specs by EnvRunners (inference-only: the actor alone) and Learners (everything);
+SACLearner computes the losses, OffPolicyLearner moves the targets.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlmod.core.columns import Columns
+from rlmod.core.distributions import Categorical, Distribution, TanhGaussian
+from rlmod.core.models import DefaultModelConfig, mlp
+from rlmod.core.rl_module import RLModule, TensorDict
+
+
+class Temperature(nn.Module):
+    """The entropy temperature `alpha = exp(log_alpha)`, learned (Haarnoja et al. 2018b)."""
+
+    def __init__(self, initial_alpha: float) -> None:
+        super().__init__()
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha)))
+
+
+class DefaultSACRLModule(RLModule):
+    """Actor `pi_encoder` + `pi`; on Learners, critics `qf` (+ `qf_twin`), their targets and
+    `alpha`.
+
+    Box actions: the actor outputs a TanhGaussian over [-1, 1] (the module-to-env
+    connector rescales to the env's bounds) and critics take (obs, action). Discrete
+    actions (Christodoulou 2019): the actor outputs logits and critics output Q(obs, .)
+    for all actions. `model_config` takes the default MLP keys plus `twin_q` and
+    `initial_alpha`, which SACConfig fills in from its settings.
+    """
+
+    training_only_submodules = ("qf", "qf_twin", "qf_target", "qf_twin_target", "alpha")
+
+    def setup(self) -> None:
+        model_config = dict(self.model_config)
+        self.twin_q = bool(model_config.pop("twin_q", True))
+        initial_alpha = float(model_config.pop("initial_alpha", 1.0))
+        cfg = DefaultModelConfig.from_any(model_config)
+        space = self.action_space
+        self.discrete = isinstance(space, gym.spaces.Discrete)
+        if not (self.discrete or (isinstance(space, gym.spaces.Box) and len(space.shape) == 1)):
+            raise TypeError(f"SAC needs a Discrete or a 1-D Box action space, got {space}.")
+        if not isinstance(self.observation_space, gym.spaces.Box):
+            raise TypeError(
+                f"DefaultSACRLModule needs Box observations, got {self.observation_space}; the "
+                "default env-to-module connectors flatten and one-hot other spaces.")
+        obs_dim = int(np.prod(self.observation_space.shape))
+        self.action_dim = gym.spaces.flatdim(space)  # n, or the Box's number of entries
+        enc_dim = cfg.fcnet_hiddens[-1] if cfg.fcnet_hiddens else obs_dim
+        act = cfg.fcnet_activation
+        self.pi_encoder = mlp(obs_dim, cfg.fcnet_hiddens, activation_name=act)
+        pi_out = self.action_dim if self.discrete else 2 * self.action_dim
+        self.pi = mlp(enc_dim, cfg.head_fcnet_hiddens, activation_name=cfg.head_fcnet_activation,
+                      out_dim=pi_out, out_gain=0.01)
+        if self.inference_only:
+            return  # EnvRunners: the actor alone
+        q_in = obs_dim if self.discrete else obs_dim + self.action_dim
+        q_out = self.action_dim if self.discrete else 1
+        hiddens = (*cfg.fcnet_hiddens, *cfg.head_fcnet_hiddens)
+        self.qf = mlp(q_in, hiddens, activation_name=act, out_dim=q_out)
+        self.qf_target = copy.deepcopy(self.qf).requires_grad_(False)
+        if self.twin_q:
+            self.qf_twin = mlp(q_in, hiddens, activation_name=act, out_dim=q_out)
+            self.qf_twin_target = copy.deepcopy(self.qf_twin).requires_grad_(False)
+        self.alpha = Temperature(initial_alpha)
+
+    def action_dist(self, dist_inputs: torch.Tensor) -> Distribution:
+        return Categorical(dist_inputs) if self.discrete else TanhGaussian(dist_inputs)
+
+    @staticmethod
+    def _flat(obs: torch.Tensor) -> torch.Tensor:
+        return obs if obs.dim() == 2 else obs.flatten(1)
+
+    def _forward(self, batch: TensorDict) -> TensorDict:
+        features = self.pi_encoder(self._flat(batch[Columns.OBS]))
+        return {Columns.ACTION_DIST_INPUTS: self.pi(features)}
+
+    def forward_train(self, batch: TensorDict) -> TensorDict:
+        """The actor's distribution inputs for `obs` and `new_obs` (one pass)."""
+        obs, next_obs = self._flat(batch[Columns.OBS]), self._flat(batch[Columns.NEXT_OBS])
+        out = self.pi(self.pi_encoder(torch.cat([obs, next_obs])))
+        n = obs.shape[0]
+        return {Columns.ACTION_DIST_INPUTS: out[:n], "next_action_dist_inputs": out[n:]}
+
+    def critics(self, *, target: bool = False) -> list[nn.Module]:
+        """The online critics, or their targets."""
+        if target:
+            return [self.qf_target, self.qf_twin_target] if self.twin_q else [self.qf_target]
+        return [self.qf, self.qf_twin] if self.twin_q else [self.qf]
+
+    def q_values(self, critic: nn.Module, obs: torch.Tensor,
+                 actions: torch.Tensor | None = None) -> torch.Tensor:
+        """Box: Q(obs, actions) `[B]`; Discrete: Q(obs, .) `[B, num_actions]`."""
+        obs = self._flat(obs)
+        if self.discrete:
+            return critic(obs)
+        assert actions is not None
+        return critic(torch.cat([obs, actions], dim=-1)).squeeze(-1)
+
+    def target_network_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(target, online) pairs that OffPolicyLearner moves by tau."""
+        return list(zip(self.critics(target=True), self.critics(), strict=True))

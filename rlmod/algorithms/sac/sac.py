@@ -1,0 +1,89 @@
+"""SACConfig and SAC: Soft Actor-Critic on replay buffers, for Box and Discrete actions.
+
+`SACConfig().environment(...).build_algo()` returns a SAC; SACLearner holds the losses,
+DefaultSACRLModule the actor and critics, OffPolicyAlgorithm the replay loop.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rlmod.algorithms import settings as s
+from rlmod.algorithms.algorithm_config import _UNSET
+from rlmod.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
+from rlmod.algorithms.settings import Invalid, Setting
+from rlmod.core.rl_module import RLModuleSpec
+
+if TYPE_CHECKING:
+    from typing import Self
+
+
+def _target_entropy(v: Any) -> Any:
+    if v == "auto":
+        return v
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise Invalid("expected 'auto' or a number (nats).")
+    return float(v)
+
+
+class SACConfig(OffPolicyConfig):
+    """SAC's settings; names and defaults follow RLlib's SACConfig, except one `lr` for
+    actor, critics and temperature (Stable-Baselines3's choice; RLlib has actor_lr,
+    critic_lr and alpha_lr).
+
+    Example:
+        >>> from rlmod.algorithms.sac import SACConfig
+        >>> config = SACConfig().environment("Pendulum-v1").training(initial_alpha=0.5)
+        >>> config.twin_q, config.target_entropy, config.tau
+        (True, 'auto', 0.005)
+    """
+
+    twin_q = Setting(True, section="training", check=s.boolean, doc=(
+        "Two critics and the minimum of their targets (clipped double Q, Fujimoto et al. "
+        "2018), against overestimation."))
+    initial_alpha = Setting(1.0, section="training", check=s.number(low=0.0, low_open=True),
+                            doc="Initial entropy temperature alpha.")
+    target_entropy = Setting("auto", section="training", check=_target_entropy, doc=(
+        "Entropy the temperature steers the policy to: 'auto' is -dim(A) for Box actions "
+        "and 0.98 * log(n) for Discrete ones, or a number."))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lr = 3e-4
+        self.train_batch_size = 256
+        self.tau = 5e-3
+        self.target_network_update_freq = 0
+        self.num_steps_sampled_before_learning_starts = 1500
+        self.replay_buffer_config = {"type": "PrioritizedEpisodeReplayBuffer",
+                                     "capacity": 1_000_000, "alpha": 0.6, "beta": 0.4}
+        self.model_config = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}
+
+    def training(self, *, twin_q: bool = _UNSET, initial_alpha: float = _UNSET,  # type: ignore[override]
+                 target_entropy: str | float = _UNSET, **common: Any) -> Self:
+        """SAC's settings, plus the replay settings and all of `AlgorithmConfig.training`."""
+        values = dict(locals())
+        values.pop("common")
+        self._set_section("training", values)
+        return super().training(**common)
+
+    def get_default_rl_module_spec(self) -> RLModuleSpec:
+        from rlmod.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
+
+        return RLModuleSpec(module_class=DefaultSACRLModule)
+
+    def module_flags(self) -> dict[str, Any]:
+        return {"twin_q": self.twin_q, "initial_alpha": self.initial_alpha}
+
+    def get_default_learner_class(self) -> type:
+        from rlmod.algorithms.sac.sac_learner import SACLearner
+
+        return SACLearner
+
+
+class SAC(OffPolicyAlgorithm):
+    """Soft Actor-Critic (Haarnoja et al. 2018): maximum-entropy actor-critic on replay."""
+
+    config: SACConfig
+
+
+SACConfig.algo_class = SAC

@@ -1,0 +1,180 @@
+"""ReplayBuffer and PrioritizedReplayBuffer: transitions of one module in preallocated columns.
+
+Used by `MultiAgentReplayBuffer` (one buffer per module), which DQN and SAC fill with
+n-step transitions and sample train batches from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from rlmod.replay.sum_tree import SumTree
+
+WEIGHTS = "weights"
+"""Column of sampled batches: importance-sampling weights (all ones for uniform replay)."""
+
+
+class ReplayBuffer:
+    """A ring of `capacity` transitions (timesteps), stored column by column, sampled uniformly.
+
+    Columns are numpy arrays allocated on the first `add`, with the shapes and dtypes of
+    that first batch; when full, the oldest transitions are overwritten.
+
+    Example:
+        >>> import numpy as np
+        >>> buf = ReplayBuffer(capacity=4, seed=0)
+        >>> _ = buf.add({"obs": np.arange(6.0)[:, None], "rewards": np.ones(6)})
+        >>> len(buf), sorted(buf.sample(2)[0])
+        (4, ['obs', 'rewards', 'weights'])
+    """
+
+    def __init__(self, capacity: int, *, seed: int | None = None) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"replay_buffer_config['capacity']={capacity!r} must be an int >= 1.")
+        self.capacity = capacity
+        self.size = 0
+        self.next_index = 0
+        self.columns: dict[str, np.ndarray] = {}
+        self.rng = np.random.default_rng(seed)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, transitions: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Writes `transitions` (equal-length columns) at the ring's head; returns their
+        indices. Only the last `capacity` rows of an oversized batch are kept."""
+        num = len(next(iter(transitions.values()), ()))
+        if num == 0:
+            return np.zeros(0, np.int64)
+        if not self.columns:
+            self.columns = {c: np.empty((self.capacity, *np.shape(v)[1:]), np.asarray(v).dtype)
+                            for c, v in transitions.items()}
+        elif transitions.keys() != self.columns.keys():
+            raise ValueError(f"Transitions have columns {sorted(transitions)}; this buffer "
+                             f"stores {sorted(self.columns)}.")
+        skip = max(0, num - self.capacity)
+        num -= skip
+        start = self.next_index
+        first = min(num, self.capacity - start)  # rows before the ring wraps
+        for c, v in transitions.items():
+            dst = self.columns[c]
+            dst[start:start + first] = v[skip:skip + first]
+            if first < num:
+                dst[:num - first] = v[skip + first:]
+        self.next_index = (start + num) % self.capacity
+        self.size = min(self.capacity, self.size + num)
+        return (start + np.arange(num)) % self.capacity
+
+    def sample(self, batch_size: int, **kwargs: Any) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """`batch_size` transitions drawn uniformly with replacement, and their indices."""
+        self._check_can_sample(batch_size)
+        indices = self.rng.integers(0, self.size, batch_size)
+        batch = self._gather(indices)
+        batch[WEIGHTS] = np.ones(batch_size, np.float32)
+        return batch, indices
+
+    def _check_can_sample(self, batch_size: int) -> None:
+        if self.size == 0:
+            raise ValueError("Cannot sample from an empty replay buffer; add transitions first "
+                             "(num_steps_sampled_before_learning_starts guards this in DQN/SAC).")
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size} must be >= 1.")
+
+    def _gather(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        # np.take: about half the time of fancy indexing on 2-D columns.
+        return {c: np.take(v, indices, axis=0) for c, v in self.columns.items()}
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> dict[str, Any]:
+        """Arrays (the filled rows of each column) and JSON-able scalars; no pickle."""
+        return {
+            "capacity": self.capacity,
+            "size": self.size,
+            "next_index": self.next_index,
+            "columns": {c: v[:self.size].copy() for c, v in self.columns.items()},
+        }
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        if int(state["capacity"]) != self.capacity:
+            raise ValueError(f"The saved buffer has capacity {state['capacity']}, this one "
+                             f"{self.capacity}; set replay_buffer_config['capacity'] to match.")
+        self.size = int(state["size"])
+        self.next_index = int(state["next_index"])
+        self.columns = {}
+        for c, v in state["columns"].items():
+            v = np.asarray(v)
+            self.columns[c] = np.empty((self.capacity, *v.shape[1:]), v.dtype)
+            self.columns[c][:self.size] = v
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Proportional prioritized replay (Schaul et al. 2016, sec. 3.3 and Algorithm 1).
+
+    Item i is drawn with probability `P(i) = p_i^alpha / sum_k p_k^alpha`, where `p_i` is
+    its last absolute TD error plus `epsilon` (new items get the largest priority so far, so
+    each is replayed at least once soon). Sampling is stratified: one draw from each of
+    `batch_size` equal slices of the total. The importance-sampling weights
+    `w_i = (N * P(i))^-beta / max_j w_j` (max over all stored items) correct the bias;
+    `beta` is annealed towards 1 by the caller (`sample(beta=...)`).
+    """
+
+    def __init__(self, capacity: int, *, alpha: float = 0.6, epsilon: float = 1e-6,
+                 seed: int | None = None) -> None:
+        super().__init__(capacity, seed=seed)
+        if alpha < 0:
+            raise ValueError(f"replay_buffer_config['alpha']={alpha} must be >= 0.")
+        self.alpha = float(alpha)
+        self.epsilon = float(epsilon)
+        self.tree = SumTree(capacity)
+        self.max_priority = 1.0
+
+    def add(self, transitions: Mapping[str, np.ndarray]) -> np.ndarray:
+        indices = super().add(transitions)
+        if len(indices):
+            self.tree.update(indices, np.full(len(indices), self.max_priority ** self.alpha))
+        return indices
+
+    def probabilities(self, indices: np.ndarray) -> np.ndarray:
+        """`P(i)` of the items `indices`."""
+        return self.tree.leaves[indices] / self.tree.total
+
+    def sample(self, batch_size: int, *, beta: float = 0.4, **kwargs: Any
+               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """`batch_size` transitions by priority, with importance weights in `weights`."""
+        self._check_can_sample(batch_size)
+        total = self.tree.total
+        bounds = np.arange(batch_size) * (total / batch_size)
+        values = bounds + self.rng.random(batch_size) * (total / batch_size)
+        indices = self.tree.find(np.minimum(values, np.nextafter(total, 0.0)))
+        batch = self._gather(indices)
+        batch[WEIGHTS] = self.importance_weights(indices, beta=beta)
+        return batch, indices
+
+    def importance_weights(self, indices: np.ndarray, *, beta: float) -> np.ndarray:
+        """`(N * P(i))^-beta`, divided by the largest such weight over all stored items."""
+        leaves = self.tree.leaves[:self.size]
+        min_prob = leaves.min() / self.tree.total
+        weights = (self.size * self.probabilities(indices)) ** -beta
+        return (weights / (self.size * min_prob) ** -beta).astype(np.float32)
+
+    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        """Sets `p_i = |td_error_i| + epsilon` for the sampled items `indices`."""
+        priorities = np.abs(np.asarray(td_errors, np.float64)) + self.epsilon
+        if not np.all(np.isfinite(priorities)):
+            raise ValueError("update_priorities got non-finite TD errors; the Q loss diverged "
+                             "(lower lr, set grad_clip, or check the rewards' scale).")
+        self.max_priority = max(self.max_priority, float(priorities.max(initial=0.0)))
+        self.tree.update(indices, priorities ** self.alpha)
+
+    def get_state(self) -> dict[str, Any]:
+        return {**super().get_state(), "priorities": self.tree.leaves[:self.size].copy(),
+                "max_priority": self.max_priority}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        super().set_state(state)
+        self.tree = SumTree(self.capacity)
+        self.tree.update(np.arange(self.size), np.asarray(state["priorities"], np.float64))
+        self.max_priority = float(state["max_priority"])

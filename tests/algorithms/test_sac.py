@@ -1,0 +1,123 @@
+"""SAC: the tanh log-prob correction, inference-only actors, targets, both action kinds."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlmod.algorithms.sac import SACConfig, SACLearner
+from rlmod.algorithms.sac.sac_learner import auto_target_entropy, frozen
+from rlmod.core.columns import DEFAULT_MODULE_ID
+from rlmod.core.distributions import TanhGaussian
+
+BOX = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+
+
+def test_tanh_gaussian_logp_matches_a_monte_carlo_density() -> None:
+    torch.manual_seed(0)
+    inputs = torch.tensor([[0.7, math.log(0.8)]])  # mean 0.7, std 0.8 before tanh
+    dist = TanhGaussian(inputs.expand(400_000, 2))
+    samples = dist.sample()[:, 0].numpy()
+    edges = np.linspace(-0.95, 0.95, 20)
+    counts, _ = np.histogram(samples, bins=edges)
+    mc_density = counts / len(samples) / np.diff(edges)
+    centers = torch.tensor((edges[:-1] + edges[1:]) / 2, dtype=torch.float32)[:, None]
+    # The bin's mean density, by the midpoint rule on a fine grid inside each bin.
+    fine = torch.linspace(0, 1, 51)[1::2]
+    width = float(edges[1] - edges[0])
+    grid = centers - width / 2 + fine[None, :] * width  # [bins, 25]
+    logp = TanhGaussian(inputs.expand(grid.numel(), 2)).logp(grid.reshape(-1, 1))
+    density = logp.exp().reshape(grid.shape).mean(1).numpy()
+    np.testing.assert_allclose(mc_density, density, rtol=0.03, atol=0.01)
+    # Without the correction the density would be the Gaussian's: far off near the bounds.
+    a, logp_sample = TanhGaussian(inputs.expand(5, 2)).rsample_with_logp()
+    torch.testing.assert_close(TanhGaussian(inputs.expand(5, 2)).logp(a), logp_sample,
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_inference_only_sac_module_holds_the_actor_alone() -> None:
+    config = SACConfig().environment("Pendulum-v1").debugging(seed=0).training(
+        num_steps_sampled_before_learning_starts=8, train_batch_size=8).rl_module(
+        model_config={"fcnet_hiddens": [8]}).env_runners(rollout_fragment_length=4)
+    algo = config.build_algo()
+    try:
+        runner_keys = set(algo.env_runner.module.state_dict())
+        assert runner_keys and all(k.startswith(("pi_encoder.", "pi.")) for k in runner_keys)
+        learner_keys = set(algo.learner_group.learner.module[DEFAULT_MODULE_ID].state_dict())
+        assert {"alpha.log_alpha"} <= learner_keys
+        assert any(k.startswith("qf_twin_target.") for k in learner_keys)
+        assert set(algo.learner_group.get_weights()[DEFAULT_MODULE_ID]) == runner_keys
+        for _ in range(4):
+            result = algo.train()
+        learner = result["learners"][DEFAULT_MODULE_ID]
+        assert {"critic_loss", "actor_loss", "alpha_loss", "alpha_value", "entropy"} <= set(learner)
+        runner_w = algo.env_runner.module.state_dict()
+        for k, v in algo.learner_group.get_weights()[DEFAULT_MODULE_ID].items():
+            np.testing.assert_array_equal(runner_w[k].numpy(), v)
+    finally:
+        algo.stop()
+
+
+def test_soft_target_update_after_every_gradient_step() -> None:
+    config = SACConfig().training(tau=0.25)  # target_network_update_freq=0: every step
+    spec = config.get_multi_rl_module_spec(spaces={DEFAULT_MODULE_ID: (BOX, BOX)})
+    learner = SACLearner(config=config, module_spec=spec)
+    learner.build()
+    assert learner.module is not None
+    module = learner.module[DEFAULT_MODULE_ID]
+    with torch.no_grad():
+        for target in (module.qf_target, module.qf_twin_target):
+            for p in target.parameters():
+                p.zero_()
+    for step in (1, 1):  # no env step in between: still updated (freq 0)
+        learner.after_gradient_based_update(timesteps={"num_env_steps_sampled_lifetime": step})
+    for target, online in module.target_network_pairs():
+        for t, o in zip(target.parameters(), online.parameters(), strict=True):
+            torch.testing.assert_close(t, (1 - 0.75**2) * o)
+
+
+def test_frozen_critics_pass_gradients_to_actions_only() -> None:
+    critic = torch.nn.Linear(3, 1)
+    actions = torch.randn(4, 3, requires_grad=True)
+    with frozen([critic]):
+        critic(actions).sum().backward()
+    assert critic.weight.grad is None and actions.grad is not None
+    assert critic.weight.requires_grad  # restored
+
+
+def test_auto_target_entropy() -> None:
+    assert auto_target_entropy(BOX) == -3.0
+    assert auto_target_entropy(gym.spaces.Discrete(4)) == pytest.approx(0.98 * math.log(4))
+
+
+def test_discrete_sac_trains_on_cartpole_briefly() -> None:
+    config = SACConfig().environment("CartPole-v1").debugging(seed=0).training(
+        num_steps_sampled_before_learning_starts=8, train_batch_size=8,
+        replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 100}).rl_module(
+        model_config={"fcnet_hiddens": [8]}).env_runners(rollout_fragment_length=4)
+    algo = config.build_algo()
+    try:
+        for _ in range(4):
+            result = algo.train()
+        learner = result["learners"][DEFAULT_MODULE_ID]
+        assert learner["entropy"] > 0  # a distribution over 2 actions
+        assert all(math.isfinite(learner[k]) for k in ("critic_loss", "actor_loss"))
+    finally:
+        algo.stop()
+
+
+def test_target_entropy_must_be_auto_or_a_number() -> None:
+    with pytest.raises(ValueError, match="target_entropy"):
+        SACConfig().training(target_entropy="high")
+
+
+def test_twin_q_and_initial_alpha_reach_the_module() -> None:
+    spaces = {DEFAULT_MODULE_ID: (BOX, BOX)}
+    config = SACConfig().training(twin_q=False, initial_alpha=0.2)
+    module = config.get_multi_rl_module_spec(spaces=spaces).build()[DEFAULT_MODULE_ID]
+    assert not hasattr(module, "qf_twin") and len(module.critics()) == 1
+    assert float(module.alpha.log_alpha.detach().exp()) == pytest.approx(0.2)
