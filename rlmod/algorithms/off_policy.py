@@ -173,8 +173,13 @@ class OffPolicyLearner(Learner):
                     update_target_network(target, online, tau=config.tau)
                 self._last_target_update[mid] = now
 
-    def get_state(self) -> dict[str, Any]:
-        return {**super().get_state(), "last_target_update": dict(self._last_target_update)}
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        """The Learner's state plus when each module's target network last moved."""
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if components is None:
+            state["last_target_update"] = dict(self._last_target_update)
+        return state
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         super().set_state(state)

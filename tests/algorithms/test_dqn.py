@@ -31,7 +31,7 @@ def test_inference_only_module_has_no_target_network_and_sync_sends_the_online_h
         learner_module = algo.learner_group.learner.module[DEFAULT_MODULE_ID]
         assert not any(k.startswith("target_q.") for k in runner_module.state_dict())
         assert any(k.startswith("target_q.") for k in learner_module.state_dict())
-        synced = algo.learner_group.get_weights()[DEFAULT_MODULE_ID]
+        synced = algo.learner_group.get_weights(inference_only=True)[DEFAULT_MODULE_ID]
         assert set(synced) == set(runner_module.state_dict())
         assert all(k.startswith("q.") or k == "epsilon" for k in synced)
         for _ in range(8):  # past learning starts: epsilon moves and reaches the EnvRunner
@@ -107,7 +107,7 @@ def test_prioritized_replay_gets_td_errors_and_result_keys() -> None:
         assert isinstance(buf, PrioritizedReplayBuffer)
         assert len(np.unique(buf.tree.leaves[:len(buf)])) > 2  # priorities moved
         learner = result["learners"][DEFAULT_MODULE_ID]
-        assert {"qf_loss", "qf_mean", "td_error_mean", "epsilon", "curr_lr"} <= set(learner)
+        assert {"qf_loss", "qf_mean", "td_error_mean", "epsilon", "default_optimizer_learning_rate"} <= set(learner)
         assert "td_error" not in learner
         assert result["num_env_steps_sampled_lifetime"] == 80
         assert result["learners"]["__all_modules__"]["num_gradient_steps"] == 1

@@ -50,13 +50,13 @@ def test_inference_only_sac_module_holds_the_actor_alone() -> None:
         learner_keys = set(algo.learner_group.learner.module[DEFAULT_MODULE_ID].state_dict())
         assert {"alpha.log_alpha"} <= learner_keys
         assert any(k.startswith("qf_twin_target.") for k in learner_keys)
-        assert set(algo.learner_group.get_weights()[DEFAULT_MODULE_ID]) == runner_keys
+        assert set(algo.learner_group.get_weights(inference_only=True)[DEFAULT_MODULE_ID]) == runner_keys
         for _ in range(4):
             result = algo.train()
         learner = result["learners"][DEFAULT_MODULE_ID]
         assert {"critic_loss", "actor_loss", "alpha_loss", "alpha_value", "entropy"} <= set(learner)
         runner_w = algo.env_runner.module.state_dict()
-        for k, v in algo.learner_group.get_weights()[DEFAULT_MODULE_ID].items():
+        for k, v in algo.learner_group.get_weights(inference_only=True)[DEFAULT_MODULE_ID].items():
             np.testing.assert_array_equal(runner_w[k].numpy(), v)
     finally:
         algo.stop()

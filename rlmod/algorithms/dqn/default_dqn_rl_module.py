@@ -8,6 +8,7 @@ Learners (plus `target_q`); DQNLearner computes the loss and moves epsilon and t
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -89,10 +90,10 @@ class DefaultDQNRLModule(RLModule):
     def _flat(obs: torch.Tensor) -> torch.Tensor:
         return obs if obs.dim() == 2 else obs.flatten(1)
 
-    def _forward(self, batch: TensorDict) -> TensorDict:
+    def _forward(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         return {Columns.ACTION_DIST_INPUTS: self.q(self._flat(batch[Columns.OBS]))}
 
-    def forward_exploration(self, batch: TensorDict) -> TensorDict:
+    def _forward_exploration(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         """Epsilon-greedy: a uniformly random action with probability `epsilon`."""
         q = self.q(self._flat(batch[Columns.OBS]))
         greedy = q.argmax(-1)
@@ -100,7 +101,7 @@ class DefaultDQNRLModule(RLModule):
         explore = torch.rand(greedy.shape) < self.get_buffer("epsilon")
         return {Columns.ACTION_DIST_INPUTS: q, Columns.ACTIONS: torch.where(explore, random, greedy)}
 
-    def forward_train(self, batch: TensorDict) -> TensorDict:
+    def _forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         obs, next_obs = self._flat(batch[Columns.OBS]), self._flat(batch[Columns.NEXT_OBS])
         n = obs.shape[0]
         q_both = self.q(torch.cat([obs, next_obs]))  # one pass for obs and new_obs

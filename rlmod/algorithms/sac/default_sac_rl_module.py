@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -82,11 +83,11 @@ class DefaultSACRLModule(RLModule):
     def _flat(obs: torch.Tensor) -> torch.Tensor:
         return obs if obs.dim() == 2 else obs.flatten(1)
 
-    def _forward(self, batch: TensorDict) -> TensorDict:
+    def _forward(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         features = self.pi_encoder(self._flat(batch[Columns.OBS]))
         return {Columns.ACTION_DIST_INPUTS: self.pi(features)}
 
-    def forward_train(self, batch: TensorDict) -> TensorDict:
+    def _forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         """The actor's distribution inputs for `obs` and `new_obs` (one pass)."""
         obs, next_obs = self._flat(batch[Columns.OBS]), self._flat(batch[Columns.NEXT_OBS])
         out = self.pi(self.pi_encoder(torch.cat([obs, next_obs])))
