@@ -4,7 +4,8 @@ MultiAgentCartPole with one module per agent; RLlib's save_to_path / restore_fro
 by side where an interpreter has it (--rllib-python).
 
 Every timing is the median of --repeats; saves include fsync for both libraries (rlmod
-fsyncs every file; the torch baseline fsyncs its one file).
+flushes its directory to disk, with one syncfs() on Linux; the torch baseline fsyncs its one
+file).
 
     python benchmarks/checkpoint_io.py [--repeats 5] [--modules 1000]
         [--rllib-python /path/to/python] [--rllib-modules 100]

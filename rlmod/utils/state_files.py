@@ -11,7 +11,6 @@ alone: only the keys under that part are read from disk.
 from __future__ import annotations
 
 import json
-import os
 import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -74,7 +73,8 @@ def flatten_state(state: Any, prefix: str = "") -> tuple[Any, dict[str, torch.Te
 
 def write_safetensors(path: Path, tensors: Mapping[str, torch.Tensor]) -> None:
     """Writes `tensors` in the safetensors format (8-byte header size, JSON header, raw
-    little-endian data), then fsyncs.
+    little-endian data). Durability is the caller's: `checkpoints.atomic_directory` flushes
+    the whole directory at once before renaming it into place.
 
     Written here rather than with `safetensors.torch.save_file` because that one copies
     every tensor into a bytes object first: with 1,000 modules (12,000 tensors) this writer
@@ -101,18 +101,14 @@ def write_safetensors(path: Path, tensors: Mapping[str, torch.Tensor]) -> None:
         for t in parts:
             if t.numel():
                 f.write(t.reshape(-1).view(torch.uint8).numpy().data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def write_json(path: Path, data: Any, *, indent: int | None = None) -> None:
-    """Writes JSON and fsyncs (a checkpoint file is complete before its directory is
-    renamed into place). Compact by default: with `indent`, json falls back from its C
+    """Writes JSON (flushed to disk with its directory by `checkpoints.atomic_directory`).
+    Compact by default: with `indent`, json falls back from its C
     encoder to Python and takes 5x as long on 1,000 modules' metadata."""
     with open(path, "w") as f:
         json.dump(data, f, indent=indent, separators=None if indent else (",", ":"))
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def read_json(path: Path, *, expect: type = dict) -> Any:

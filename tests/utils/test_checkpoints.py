@@ -329,6 +329,29 @@ def test_a_save_killed_midway_leaves_the_last_good_checkpoint(tmp_path: Path) ->
         Algorithm.from_checkpoint(leftovers[0])
 
 
+@pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each-file"])
+def test_both_flush_paths_write_the_same_loadable_checkpoint(
+        trained: tuple[PPO, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        syncfs: bool) -> None:
+    algo, reference = trained
+    if syncfs and checkpoints._SYNCFS is None:
+        pytest.skip("no syncfs() on this platform")
+    if not syncfs:
+        monkeypatch.setattr(checkpoints, "_SYNCFS", None)
+    flushed: list[Path] = []
+    real_fsync_tree = checkpoints.fsync_tree
+    monkeypatch.setattr(checkpoints, "fsync_tree",
+                        lambda root: (flushed.append(root), real_fsync_tree(root)))
+    path = Path(algo.save_to_path(tmp_path / "again"))
+    assert len(flushed) == (0 if syncfs else 1)  # the portable path runs only without syncfs
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+                if p.is_file()}
+    assert files(path) == files(Path(reference))
+    Algorithm.from_checkpoint(path).stop()
+
+
 def test_keep_last_n_deletes_only_older_complete_checkpoints(
         cartpole_config: PPOConfig, tmp_path: Path) -> None:
     directory = tmp_path / "checkpoints"
