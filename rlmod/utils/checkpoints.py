@@ -1,8 +1,8 @@
 """Checkpointable: save any component to a directory of JSON + safetensors, and load it back.
 
-Implemented by Algorithm, LearnerGroup, Learner, EnvRunners and MultiRLModule, with
-RLlib's names (`save_to_path`, `restore_from_path`, `from_checkpoint`, `get_state`,
-`set_state`, `get_checkpointable_components`). A checkpoint is one directory per component,
+Implemented by Algorithm, LearnerGroup, Learner, EnvRunners, MultiRLModule and the replay
+buffers, with RLlib's names (`save_to_path`, `restore_from_path`, `from_checkpoint`,
+`get_state`, `set_state`, `get_checkpointable_components`). A checkpoint is one directory per component,
 laid out by the component tree, e.g. for an Algorithm:
 
     metadata.json                    format version, class (import path), counters
@@ -12,6 +12,8 @@ laid out by the component tree, e.g. for an Algorithm:
                                      their specs in metadata.json; one module loads alone
     learner_group/learner/optimizer/ optimizer moments and step counts, keys per module
     env_runner/                      connector states (e.g. the mean-std filter), spaces
+    replay_buffer/                   DQN/SAC with store_buffer_in_checkpoints=True: each
+                                     module's transitions, priorities, pointer, RNG
 
 Saves are atomic: everything is written and fsynced in a temporary directory beside the
 target, which is then renamed into place, so a crash mid-save leaves the previous
