@@ -2,8 +2,8 @@
 
 Implemented by Algorithm, LearnerGroup, Learner, EnvRunners, MultiRLModule and the replay
 buffers, with RLlib's names (`save_to_path`, `restore_from_path`, `from_checkpoint`,
-`get_state`, `set_state`, `get_checkpointable_components`). A checkpoint is one directory per component,
-laid out by the component tree, e.g. for an Algorithm:
+`get_state`, `set_state`, `get_checkpointable_components`). A checkpoint is one directory
+per component, laid out by the component tree, e.g. for an Algorithm:
 
     metadata.json                    format version, class (import path), counters
     algorithm_config.json            the config, classes and functions by import path
