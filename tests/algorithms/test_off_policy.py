@@ -164,3 +164,33 @@ def test_buffers_of_several_modules_are_saved(tmp_path: Path) -> None:
             np.testing.assert_array_equal(a.columns["obs"][:len(a)], b.columns["obs"][:len(a)])
     finally:
         restored.stop()
+
+
+@pytest.mark.parametrize("make, kept", [(_dqn, ("q.", "epsilon")), (_sac, ("pi_encoder.", "pi."))],
+                         ids=["DQN", "SAC"])
+def test_weight_sync_sends_only_what_the_env_runner_module_holds(make: Any, kept: tuple) -> None:
+    """Rule 1: EnvRunners get the online Q head (DQN) or the actor (SAC), never target
+    networks or critics, while `get_weights()` without `inference_only` has everything."""
+    algo = make().build_algo()
+    sent: list[dict[str, Any]] = []
+    runner = algo.env_runner
+    set_state = runner.set_state
+
+    def spy(state: dict[str, Any]) -> None:
+        sent.append(state)
+        set_state(state)
+
+    runner.set_state = spy  # type: ignore[method-assign]
+    try:
+        for _ in range(6):
+            algo.train()
+        synced = [s["rl_module"][DEFAULT_MODULE_ID] for s in sent if "rl_module" in s]
+        assert synced, "no weights reached the EnvRunner"
+        runner_keys = set(runner.module.state_dict())
+        for weights in synced:
+            assert set(weights) == runner_keys
+            assert all(k.startswith(kept) for k in weights), sorted(weights)
+        full = set(algo.learner_group.get_weights()[DEFAULT_MODULE_ID])
+        assert any("target" in k for k in full) and runner_keys < full
+    finally:
+        algo.stop()

@@ -190,3 +190,19 @@ def test_bad_replay_buffer_config_names_the_key() -> None:
         MultiAgentReplayBuffer(replay_buffer_config={"capacty": 5}, n_step=lambda m: (1, 0.9))
     with pytest.raises(ValueError, match=r"replay_buffer_config\['type'\]"):
         MultiAgentReplayBuffer(replay_buffer_config={"type": "Foo"}, n_step=lambda m: (1, 0.9))
+
+
+def test_beta_is_annealed_by_env_steps() -> None:
+    buf = MultiAgentReplayBuffer(
+        replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", "capacity": 8,
+                              "alpha": 1.0, "beta": [[0, 0.4], [100, 1.0]]},
+        n_step=lambda mid: (1, 0.9), seed=0)
+    buf.add({"p0": _env_runner_rows(4)})
+    per = buf.buffers["p0"]
+    assert isinstance(per, PrioritizedReplayBuffer)
+    per.update_priorities(np.arange(4), np.array([1.0, 2.0, 3.0, 4.0]))
+    for step, beta in ((0, 0.4), (50, 0.7), (100, 1.0), (500, 1.0)):
+        batch, idx = buf.sample(16, num_env_steps_sampled_lifetime=step)
+        # w_i = (N P_i)^-beta / max_j (N P_j)^-beta with P = p / 10 (alpha 1, epsilon 1e-6).
+        expected = ((per.tree.leaves[idx["p0"]] / per.tree.leaves[:4].min()) ** -beta)
+        np.testing.assert_allclose(batch["p0"]["weights"], expected, rtol=1e-5)
