@@ -208,7 +208,8 @@ class OffPolicyAlgorithm(Algorithm):
     `store_buffer_in_checkpoints=True` (RLlib's setting; off by default, as buffers are
     large). Without it, a restored algorithm starts with an empty buffer: its counters say
     learning has started, so it trains at once on the few transitions sampled since the
-    restore, as RLlib's does.
+    restore (raise `num_steps_sampled_before_learning_starts` by the steps already sampled
+    to refill it first).
     """
 
     config: OffPolicyConfig
