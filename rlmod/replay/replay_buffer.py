@@ -71,7 +71,9 @@ class ReplayBuffer(Checkpointable):
                 dst[:num - first] = v[skip + first:]
         self.next_index = (start + num) % self.capacity
         self.size = min(self.capacity, self.size + num)
-        return (start + np.arange(num)) % self.capacity
+        if first == num:  # no wrap: one arange (the modulo would double add()'s overhead)
+            return np.arange(start, start + num)
+        return np.concatenate([np.arange(start, self.capacity), np.arange(num - first)])
 
     def sample(self, batch_size: int, **kwargs: Any) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """`batch_size` transitions drawn uniformly with replacement, and their indices."""
