@@ -258,3 +258,24 @@ def test_off_policy_algorithms_get_their_tuned_settings(algo: str, env: str,
     assert config.n_step == 3
     again = type(config).from_dict(json.loads(json.dumps(config.to_dict())))
     assert again.replay_buffer_config == config.replay_buffer_config
+
+
+def test_dqn_resumes_with_its_replay_buffer_when_asked(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    settings = json.dumps({"store_buffer_in_checkpoints": True, "train_batch_size": 8,
+                           "num_steps_sampled_before_learning_starts": 16,
+                           "rollout_fragment_length": 4})
+    assert _run("train --algo DQN --env CartPole-v1 --no-tuned --stop-iters 5 --no-tensorboard "
+                "--seed 1 --config", settings, "--run-dir", first) == 0
+    checkpoint = next((first / "checkpoints").iterdir())
+    assert (checkpoint / "replay_buffer" / "state.safetensors").is_file()
+    assert _run("train --stop-iters 6 --no-tensorboard --resume", first,
+                "--run-dir", second) == 0
+    assert [r["training_iteration"] for r in _read_csv(second / "progress.csv")] == ["6"]
+    from rlmod.algorithms import Algorithm
+
+    algo = Algorithm.from_checkpoint(next((second / "checkpoints").iterdir()))
+    try:
+        assert len(algo.replay_buffer) == 24  # 5 + 1 iterations of 4 env steps
+    finally:
+        algo.stop()

@@ -183,9 +183,11 @@ class _GreedyActions(torch.nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         inputs = self.module.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+        # The module's own distribution gives the mode, as GetActions does: a Gaussian's
+        # mean, but tanh(mean) for SAC's squashed Gaussian.
+        actions = self.module.action_dist(inputs).deterministic_sample()
         if self.discrete:
-            return inputs.argmax(dim=-1) + self.start
-        mean = inputs[..., : inputs.shape[-1] // 2]
+            return actions + self.start
         if self.low.numel():  # as UnsquashAndClipActions: [-1, 1] -> the env's bounds
-            mean = self.low + (mean.clamp(-1.0, 1.0) + 1.0) * 0.5 * (self.high - self.low)
-        return mean
+            actions = self.low + (actions.clamp(-1.0, 1.0) + 1.0) * 0.5 * (self.high - self.low)
+        return actions

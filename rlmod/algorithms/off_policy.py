@@ -7,7 +7,9 @@ DQNConfig/SACConfig extend the config with their own settings; DQN and SAC inher
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,9 +25,15 @@ from rlmod.core.learner import Learner, NumpyBatch
 from rlmod.core.multi_rl_module import MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
 from rlmod.replay import MultiAgentReplayBuffer, check_replay_buffer_config
+from rlmod.utils.checkpoints import METADATA_FILE, Checkpointable
 
 if TYPE_CHECKING:
     from typing import Self
+
+logger = logging.getLogger(__name__)
+
+REPLAY_BUFFER = "replay_buffer"
+"""Name of the replay buffer's checkpoint component (a sub-directory of the checkpoint)."""
 
 TD_ERROR = "td_error"
 """Key of the per-row TD errors a Learner returns per module (for prioritized replay)."""
@@ -61,6 +69,11 @@ class OffPolicyConfig(AlgorithmConfig):
     num_steps_sampled_before_learning_starts = Setting(1000, section="training",
                                                        check=s.integer(min=0), doc=(
         "Env steps to sample (and store) before the first gradient step."))
+    store_buffer_in_checkpoints = Setting(False, section="training", check=s.boolean, doc=(
+        "Save the replay buffer (contents, priorities, insertion pointer, RNG) as the "
+        "`replay_buffer/` component of checkpoints, and restore it from them (RLlib's name "
+        "and default: off, since buffers are large). Off: a checkpoint loads with an empty "
+        "buffer, and learning resumes on transitions sampled after the restore."))
     training_intensity = Setting(None, section="training",
                                  check=s.optional(s.number(low=0.0, low_open=True)), doc=(
         "Replay ratio: transitions trained on per transition sampled (per module). None: "
@@ -75,7 +88,8 @@ class OffPolicyConfig(AlgorithmConfig):
     def training(self, *, replay_buffer_config: dict = _UNSET, n_step: int = _UNSET,  # type: ignore[override]
                  tau: float = _UNSET, target_network_update_freq: int = _UNSET,
                  num_steps_sampled_before_learning_starts: int = _UNSET,
-                 training_intensity: float | None = _UNSET, **common: Any) -> Self:
+                 training_intensity: float | None = _UNSET,
+                 store_buffer_in_checkpoints: bool = _UNSET, **common: Any) -> Self:
         """The replay settings, plus all of `AlgorithmConfig.training`."""
         values = dict(locals())
         values.pop("common")
@@ -188,7 +202,15 @@ class OffPolicyLearner(Learner):
 
 
 class OffPolicyAlgorithm(Algorithm):
-    """Sample, store n-step transitions per module, replay them to the Learners, sync."""
+    """Sample, store n-step transitions per module, replay them to the Learners, sync.
+
+    Checkpoints hold the replay buffer as the `replay_buffer/` component only with
+    `store_buffer_in_checkpoints=True` (RLlib's setting; off by default, as buffers are
+    large). Without it, a restored algorithm starts with an empty buffer: its counters say
+    learning has started, so it trains at once on the few transitions sampled since the
+    restore (raise `num_steps_sampled_before_learning_starts` by the steps already sampled
+    to refill it first).
+    """
 
     config: OffPolicyConfig
 
@@ -203,6 +225,57 @@ class OffPolicyAlgorithm(Algorithm):
         self.replay_buffer = MultiAgentReplayBuffer(
             replay_buffer_config=config.replay_buffer_config, n_step=n_step, seed=config.seed)
         self._train_credit = 0.0  # gradient steps owed by training_intensity
+
+    # ------------------------------------------------------------------ checkpoints
+    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
+        """The Algorithm's components, plus `replay_buffer` when
+        `store_buffer_in_checkpoints` is on."""
+        parts = super().get_checkpointable_components()
+        if self.config.store_buffer_in_checkpoints:
+            parts.append((REPLAY_BUFFER, self.replay_buffer))
+        return parts
+
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        """`Algorithm.get_state`, the replay buffer's state (if stored in checkpoints) and
+        the fraction of a gradient step `training_intensity` still owes."""
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if components is None:
+            state["train_credit"] = self._train_credit
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """`Algorithm.set_state`, plus the replay buffer if `state` has it."""
+        if REPLAY_BUFFER in state:
+            self.replay_buffer.set_state(state[REPLAY_BUFFER])
+        if "train_credit" in state:
+            self._train_credit = float(state["train_credit"])
+        super().set_state(state)
+
+    def _read_state(self, path: Path) -> dict[str, Any]:
+        """Reads the checkpoint; says so when its buffer and `store_buffer_in_checkpoints`
+        disagree, since training then resumes on an empty buffer."""
+        state = super()._read_state(path)
+        has_buffer = (path / REPLAY_BUFFER / METADATA_FILE).is_file()
+        if self.config.store_buffer_in_checkpoints and not has_buffer:
+            logger.warning(
+                "%s holds no replay buffer (it was saved with store_buffer_in_checkpoints="
+                "False): training resumes with an empty buffer.", path)
+        elif has_buffer and not self.config.store_buffer_in_checkpoints:
+            logger.warning(
+                "%s holds a replay buffer, but store_buffer_in_checkpoints=False: it is not "
+                "loaded and training resumes with an empty buffer; set "
+                "store_buffer_in_checkpoints=True to restore it.", path)
+        return state
+
+    def _restore_part(self, path: Path, name: str, rest: str) -> None:
+        """`restore_from_path(path, component="replay_buffer")` restores the buffer even
+        with `store_buffer_in_checkpoints=False`: it was asked for by name."""
+        if name != REPLAY_BUFFER or rest:
+            super()._restore_part(path, name, rest)
+            return
+        self.replay_buffer.restore_from_path(
+            path / REPLAY_BUFFER if (path / REPLAY_BUFFER).is_dir() else path)
 
     def _num_gradient_steps(self, rows_per_module: float) -> int:
         intensity = self.config.training_intensity

@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.errors import CheckpointError
 from rlmod.replay.n_step import NStepCollector
 from rlmod.replay.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
+from rlmod.utils.checkpoints import Checkpointable
 from rlmod.utils.naming import did_you_mean
 from rlmod.utils.schedules import scheduled_value
 
@@ -50,8 +52,11 @@ def check_replay_buffer_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-class MultiAgentReplayBuffer:
+class MultiAgentReplayBuffer(Checkpointable):
     """A `ReplayBuffer` or `PrioritizedReplayBuffer` per module, each with n-step collectors.
+
+    `Checkpointable`: DQN and SAC save it as their `replay_buffer/` checkpoint component
+    when `store_buffer_in_checkpoints=True` (see `get_state` for what is saved).
 
     Args:
         replay_buffer_config: RLlib's dict: `type`, `capacity` (transitions per module),
@@ -118,11 +123,41 @@ class MultiAgentReplayBuffer:
                 assert isinstance(buf, PrioritizedReplayBuffer)
                 buf.update_priorities(idx, td_errors[mid])
 
-    def get_state(self) -> dict[str, Any]:
-        """Each module's buffer state (numpy arrays and JSON scalars); rows still waiting
-        for their n-step window are not saved (they are at most n - 1 per episode)."""
-        return {"buffers": {mid: buf.get_state() for mid, buf in self.buffers.items()}}
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        """Each module's buffer (contents, priorities, insertion pointer, RNG) and the rows
+        each n-step collector still holds back, keyed `module_id -> source`.
+
+        `components` / `not_components` are ignored (no sub-components).
+        """
+        held: dict[str, dict[str, dict[str, np.ndarray]]] = {}
+        for (mid, source), collector in self._collectors.items():
+            if collector.num_held:
+                held.setdefault(mid, {})[str(source)] = collector.get_state()
+        return {"buffers": {mid: buf.get_state() for mid, buf in self.buffers.items()},
+                "held": held}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        for mid, buf_state in state.get("buffers", {}).items():
-            self._buffer(mid).set_state(buf_state)
+        """Restores the saved buffers (replacing any the buffer has) and stores the held
+        rows as transitions.
+
+        Held rows are rows whose n-step window was still open when saved. EnvRunners do
+        not save envs in the middle of an episode, so a restored run starts new episodes
+        and those windows never close: each such row is stored with the shorter window it
+        has (as for an episode cut by an env reset), instead of being lost or joined to a
+        new episode that happens to reuse its episode ID.
+        """
+        if "buffers" in state:
+            self.buffers = {}
+            for mid, buf_state in state["buffers"].items():
+                self._buffer(mid).set_state(buf_state)
+        self._collectors = {}
+        for mid, by_source in state.get("held", {}).items():
+            n, gamma = self._n_step(mid)
+            for rows in by_source.values():
+                collector = NStepCollector(n=n, gamma=gamma)
+                try:
+                    collector.set_state(rows)
+                except ValueError as e:
+                    raise CheckpointError(f"replay_buffer: module {mid!r}: {e}") from None
+                self._buffer(mid).add(collector.flush())

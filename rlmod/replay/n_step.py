@@ -7,6 +7,8 @@ many discounts the bootstrap needs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from rlmod.core.columns import Columns
@@ -71,7 +73,7 @@ class NStepCollector:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The transitions complete with `batch`: `TRANSITION_COLUMNS` plus `n_step`."""
-        if self.n == 1:  # every row is its own transition: no window, no copies
+        if self.n == 1 and not self._held:  # each row is a transition: no window, no copies
             out = {c: np.asarray(batch[c]) for c in TRANSITION_COLUMNS}
             out[Columns.REWARDS] = out[Columns.REWARDS].astype(np.float32, copy=False)
             out[Columns.TERMINATEDS] = out[Columns.TERMINATEDS].astype(bool, copy=False)
@@ -118,6 +120,26 @@ class NStepCollector:
             Columns.TERMINATEDS: cols[Columns.TERMINATEDS][last],
             N_STEP: horizons[keep].astype(np.int32),
         }
+
+    def flush(self) -> dict[str, np.ndarray]:
+        """The held rows as transitions with the windows they have (their episodes will
+        not go on, e.g. after a restore), as `__call__` stores rows of an episode that an
+        env reset cut; nothing is held afterwards."""
+        if not self._held:
+            return {}
+        return self({c: v[:0] for c, v in self._held.items()})
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """The held rows (columns of the EnvRunner batch, episode IDs included)."""
+        return {c: v.copy() for c, v in self._held.items()}
+
+    def set_state(self, state: Mapping[str, np.ndarray]) -> None:
+        """Holds the rows `get_state` returned; ValueError if columns are missing."""
+        missing = [c for c in (*TRANSITION_COLUMNS, Columns.TRUNCATEDS, Columns.EPS_ID)
+                   if c not in state]
+        if state and missing:
+            raise ValueError(f"held n-step rows lack the columns {missing}.")
+        self._held = {c: np.asarray(v) for c, v in state.items()}
 
     @property
     def num_held(self) -> int:

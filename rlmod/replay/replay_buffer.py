@@ -11,17 +11,22 @@ from typing import Any
 
 import numpy as np
 
+from rlmod.errors import CheckpointError
 from rlmod.replay.sum_tree import SumTree
+from rlmod.utils.checkpoints import Checkpointable
 
 WEIGHTS = "weights"
 """Column of sampled batches: importance-sampling weights (all ones for uniform replay)."""
 
 
-class ReplayBuffer:
+class ReplayBuffer(Checkpointable):
     """A ring of `capacity` transitions (timesteps), stored column by column, sampled uniformly.
 
     Columns are numpy arrays allocated on the first `add`, with the shapes and dtypes of
-    that first batch; when full, the oldest transitions are overwritten.
+    that first batch; when full, the oldest transitions are overwritten. The buffer is
+    `Checkpointable`: `save_to_path(dir)` writes its filled rows to safetensors and its
+    insertion pointer and RNG state to JSON, so that a restored buffer samples exactly the
+    transitions the saved one would have.
 
     Example:
         >>> import numpy as np
@@ -66,7 +71,9 @@ class ReplayBuffer:
                 dst[:num - first] = v[skip + first:]
         self.next_index = (start + num) % self.capacity
         self.size = min(self.capacity, self.size + num)
-        return (start + np.arange(num)) % self.capacity
+        if first == num:  # no wrap: one arange (the modulo would double add()'s overhead)
+            return np.arange(start, start + num)
+        return np.concatenate([np.arange(start, self.capacity), np.arange(num - first)])
 
     def sample(self, batch_size: int, **kwargs: Any) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """`batch_size` transitions drawn uniformly with replacement, and their indices."""
@@ -88,26 +95,46 @@ class ReplayBuffer:
         return {c: np.take(v, indices, axis=0) for c, v in self.columns.items()}
 
     # ------------------------------------------------------------------ state
-    def get_state(self) -> dict[str, Any]:
-        """Arrays (the filled rows of each column) and JSON-able scalars; no pickle."""
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        """A snapshot: the filled rows of each column (copies, in ring order), the
+        insertion pointer and the sampling RNG's state (numpy arrays and JSON; no pickle).
+        A buffer has no sub-components, so `components` / `not_components` are ignored."""
         return {
+            "type": type(self).__name__,
             "capacity": self.capacity,
             "size": self.size,
             "next_index": self.next_index,
+            "rng": self.rng.bit_generator.state,
             "columns": {c: v[:self.size].copy() for c, v in self.columns.items()},
         }
 
     def set_state(self, state: Mapping[str, Any]) -> None:
+        """Restores what `get_state` returned; the buffer must have the saved type and
+        capacity (CheckpointError naming the setting otherwise)."""
+        kind = state.get("type", type(self).__name__)
+        if kind != type(self).__name__:
+            raise CheckpointError(
+                f"The saved replay buffer is a {kind}, this one a {type(self).__name__}; set "
+                "replay_buffer_config['type'] to the type it was saved with.")
         if int(state["capacity"]) != self.capacity:
-            raise ValueError(f"The saved buffer has capacity {state['capacity']}, this one "
-                             f"{self.capacity}; set replay_buffer_config['capacity'] to match.")
-        self.size = int(state["size"])
+            raise CheckpointError(
+                f"The saved replay buffer has capacity {state['capacity']}, this one "
+                f"{self.capacity}; set replay_buffer_config['capacity'] to match.")
+        size = int(state["size"])
+        columns = {c: np.asarray(v) for c, v in state["columns"].items()}
+        if any(len(v) != size for v in columns.values()):
+            raise CheckpointError(
+                f"The saved replay buffer says size {size} but its columns have "
+                f"{ {c: len(v) for c, v in columns.items()} } rows; the checkpoint is corrupt.")
+        self.size = size
         self.next_index = int(state["next_index"])
         self.columns = {}
-        for c, v in state["columns"].items():
-            v = np.asarray(v)
+        for c, v in columns.items():
             self.columns[c] = np.empty((self.capacity, *v.shape[1:]), v.dtype)
-            self.columns[c][:self.size] = v
+            self.columns[c][:size] = v
+        if "rng" in state:
+            self.rng.bit_generator.state = state["rng"]
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -169,11 +196,22 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = max(self.max_priority, float(priorities.max(initial=0.0)))
         self.tree.update(indices, priorities ** self.alpha)
 
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self, components: Any = None, *, not_components: Any = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        """`ReplayBuffer.get_state` plus the tree's leaves (`p_i ** alpha`), `alpha` and the
+        largest priority so far."""
         return {**super().get_state(), "priorities": self.tree.leaves[:self.size].copy(),
-                "max_priority": self.max_priority}
+                "alpha": self.alpha, "max_priority": self.max_priority}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
+        """Restores contents, pointer, RNG and priorities; the sum tree is rebuilt from the
+        leaves, which gives the very same sums (every level is recomputed from the one
+        below, never updated by differences)."""
+        alpha = float(state.get("alpha", self.alpha))
+        if alpha != self.alpha:  # the stored leaves are p ** alpha of the saving buffer
+            raise CheckpointError(
+                f"The saved prioritized replay buffer has alpha={alpha}, this one "
+                f"alpha={self.alpha}; set replay_buffer_config['alpha'] to {alpha}.")
         super().set_state(state)
         self.tree = SumTree(self.capacity)
         self.tree.update(np.arange(self.size), np.asarray(state["priorities"], np.float64))

@@ -1,9 +1,9 @@
 """Checkpointable: save any component to a directory of JSON + safetensors, and load it back.
 
-Implemented by Algorithm, LearnerGroup, Learner, EnvRunners and MultiRLModule, with
-RLlib's names (`save_to_path`, `restore_from_path`, `from_checkpoint`, `get_state`,
-`set_state`, `get_checkpointable_components`). A checkpoint is one directory per component,
-laid out by the component tree, e.g. for an Algorithm:
+Implemented by Algorithm, LearnerGroup, Learner, EnvRunners, MultiRLModule and the replay
+buffers, with RLlib's names (`save_to_path`, `restore_from_path`, `from_checkpoint`,
+`get_state`, `set_state`, `get_checkpointable_components`). A checkpoint is one directory
+per component, laid out by the component tree, e.g. for an Algorithm:
 
     metadata.json                    format version, class (import path), counters
     algorithm_config.json            the config, classes and functions by import path
@@ -12,6 +12,8 @@ laid out by the component tree, e.g. for an Algorithm:
                                      their specs in metadata.json; one module loads alone
     learner_group/learner/optimizer/ optimizer moments and step counts, keys per module
     env_runner/                      connector states (e.g. the mean-std filter), spaces
+    replay_buffer/                   DQN/SAC with store_buffer_in_checkpoints=True: each
+                                     module's transitions, priorities, pointer, RNG
 
 Saves are atomic: everything is written into a temporary directory beside the target,
 flushed to disk (`flush_to_disk`), then renamed into place, so a crash mid-save leaves the

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 from rlmod.algorithms import InferencePolicy
+from rlmod.algorithms.dqn import DQNConfig
 from rlmod.algorithms.ppo import PPOConfig
+from rlmod.algorithms.sac import SACConfig
 from rlmod.cli import main
 from rlmod.connectors.env_to_module import MeanStdFilter
 from rlmod.core.columns import Columns
@@ -153,3 +156,47 @@ def test_evaluate_renders_and_explains_a_missing_video_dependency(
         assert main(["evaluate", checkpoint, "--episodes", "1", "--render", "rgb_array",
                      "--video-dir", str(tmp_path / "v")]) == 0
         assert list((tmp_path / "v").glob("*.mp4"))
+
+
+def _off_policy(config: DQNConfig | SACConfig) -> DQNConfig | SACConfig:
+    return (config.debugging(seed=0).env_runners(rollout_fragment_length=4)
+            .rl_module(model_config={"fcnet_hiddens": [16]})
+            .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8))
+
+
+@pytest.mark.parametrize("config", [
+    DQNConfig().environment("CartPole-v1"),
+    SACConfig().environment("Pendulum-v1"),
+    SACConfig().environment("CartPole-v1"),  # discrete SAC
+], ids=["DQN", "SAC", "discrete-SAC"])
+def test_dqn_and_sac_checkpoints_act_greedily_evaluate_and_export(
+        config: DQNConfig | SACConfig, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    algo = _off_policy(config).build_algo()
+    for _ in range(6):
+        algo.train()
+    learner_module = algo.learner_group.learner.module["default_policy"]
+    if isinstance(config, SACConfig) and not learner_module.discrete:
+        with torch.no_grad():  # large means: tanh(mean) and clamp(mean) disagree
+            learner_module.pi[-1].bias[0].fill_(1.5)
+    checkpoint = algo.save_to_path(tmp_path / "ckpt")
+    policy = InferencePolicy.from_checkpoint(checkpoint)
+    # The small module: no target networks, no critics (DQN keeps its online Q head).
+    keys = set(policy.module.state_dict())
+    assert not any("target" in k or k.startswith(("qf", "alpha")) for k in keys), keys
+    algo.env_runner.set_state({"rl_module": algo.learner_group.get_weights(inference_only=True)})
+    batch = algo.env_runner.sample(num_timesteps=32, explore=False)["default_policy"]
+    actions = policy.compute_actions(batch[Columns.OBS])
+    space = algo.env_runner.env.single_action_space
+    if isinstance(space, gym.spaces.Box):  # the batch holds the module's [-1, 1] actions
+        expected = space.low + (batch[Columns.ACTIONS] + 1.0) * 0.5 * (space.high - space.low)
+        np.testing.assert_allclose(actions, expected, rtol=1e-6)
+        assert np.abs(batch[Columns.ACTIONS]).max() > 0.5  # tanh(1.5 + ...): far from 0
+    else:
+        np.testing.assert_array_equal(actions, batch[Columns.ACTIONS])
+    program = torch.export.load(policy.export(tmp_path / "policy.pt2")).module()
+    obs = policy.env_to_module(batch[Columns.OBS], episode_starts=np.ones(32, bool))
+    exported = program(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
+    np.testing.assert_allclose(exported.reshape(actions.shape), actions, rtol=1e-5, atol=1e-6)
+    algo.stop()
+    assert main(["evaluate", checkpoint, "--episodes", "2"]) == 0
+    assert "over 2 episodes" in capsys.readouterr().out

@@ -1,14 +1,16 @@
-"""Replay buffers: ring storage, prioritized probabilities and weights by hand, state."""
+"""Replay buffers: ring storage, prioritized probabilities and weights by hand, checkpoints."""
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from rlmod.core.columns import Columns
+from rlmod.errors import CheckpointError
 from rlmod.replay import (
+    N_STEP,
     MultiAgentReplayBuffer,
     PrioritizedReplayBuffer,
     ReplayBuffer,
@@ -71,59 +73,116 @@ def test_non_finite_td_errors_are_refused() -> None:
         buf.update_priorities(idx, np.array([1.0, np.nan]))
 
 
-def _checkpoint_round_trip(state: dict) -> dict:
-    """What a checkpoint does generically: arrays to safetensors, the rest to JSON."""
-    from safetensors.numpy import load, save
+def _assert_same_buffer(a: ReplayBuffer, b: ReplayBuffer) -> None:
+    """Bit for bit: contents, insertion pointer, RNG state, priorities and tree sums."""
+    assert type(a) is type(b)
+    assert (len(a), a.next_index, a.capacity) == (len(b), b.next_index, b.capacity)
+    assert a.rng.bit_generator.state == b.rng.bit_generator.state
+    assert a.columns.keys() == b.columns.keys()
+    for col in a.columns:
+        x, y = a.columns[col][:len(a)], b.columns[col][:len(b)]
+        assert x.dtype == y.dtype and x.shape == y.shape
+        assert x.tobytes() == y.tobytes(), col
+    if isinstance(a, PrioritizedReplayBuffer):
+        assert isinstance(b, PrioritizedReplayBuffer)
+        assert a.max_priority == b.max_priority
+        for la, lb in zip(a.tree.levels, b.tree.levels, strict=True):
+            assert la.tobytes() == lb.tobytes()
 
-    arrays: dict[str, np.ndarray] = {}
 
-    def split(node: object, path: str) -> object:
-        if isinstance(node, dict):
-            return {k: split(v, f"{path}/{k}") for k, v in node.items()}
-        if isinstance(node, np.ndarray):
-            arrays[path] = node
-            return {"__array__": path}
-        return node
+@pytest.mark.parametrize("cls", [ReplayBuffer, PrioritizedReplayBuffer])
+def test_a_buffer_round_trips_through_a_checkpoint_bit_for_bit(cls: type, tmp_path: Path
+                                                              ) -> None:
+    buf = cls(7, seed=1)
+    buf.add(_transitions(0, 5))
+    buf.add(_transitions(5, 4))  # wraps: the pointer is mid-ring, rows out of order
+    _, idx = buf.sample(6)
+    if isinstance(buf, PrioritizedReplayBuffer):
+        buf.update_priorities(idx, np.linspace(-3.0, 5.0, 6))
+    buf.save_to_path(tmp_path / "rb")
+    restored = cls(7, seed=99)  # another seed: the RNG state must come from the checkpoint
+    restored.restore_from_path(tmp_path / "rb")
+    _assert_same_buffer(buf, restored)
+    # Both go on identically: the same draws, the same weights, the same next slots.
+    (batch_a, idx_a), (batch_b, idx_b) = buf.sample(5, beta=0.5), restored.sample(5, beta=0.5)
+    np.testing.assert_array_equal(idx_a, idx_b)
+    for col in batch_a:
+        np.testing.assert_array_equal(batch_a[col], batch_b[col])
+    np.testing.assert_array_equal(buf.add(_transitions(9, 2)), restored.add(_transitions(9, 2)))
+    _assert_same_buffer(buf, restored)
 
-    meta = json.loads(json.dumps(split(state, "")))
-    loaded = load(save(arrays))
 
-    def join(node: object) -> object:
-        if isinstance(node, dict):
-            if set(node) == {"__array__"}:
-                return loaded[node["__array__"]]
-            return {k: join(v) for k, v in node.items()}
-        return node
+def test_an_empty_buffer_round_trips(tmp_path: Path) -> None:
+    PrioritizedReplayBuffer(4, seed=0).save_to_path(tmp_path / "rb")
+    restored = PrioritizedReplayBuffer(4)
+    restored.restore_from_path(tmp_path / "rb")
+    assert len(restored) == 0 and restored.tree.total == 0.0
+    restored.add(_transitions(0, 2))
+    assert len(restored) == 2
 
-    return join(meta)  # type: ignore[return-value]
+
+def test_a_mismatched_buffer_is_refused_with_the_setting_to_change(tmp_path: Path) -> None:
+    buf = PrioritizedReplayBuffer(4, alpha=0.6)
+    buf.add(_transitions(0, 3))
+    buf.save_to_path(tmp_path / "rb")
+    with pytest.raises(CheckpointError, match=r"capacity 4.*replay_buffer_config\['capacity'\]"):
+        PrioritizedReplayBuffer(5, alpha=0.6).restore_from_path(tmp_path / "rb")
+    with pytest.raises(CheckpointError, match=r"replay_buffer_config\['alpha'\] to 0.6"):
+        PrioritizedReplayBuffer(4, alpha=0.5).restore_from_path(tmp_path / "rb")
+    with pytest.raises(CheckpointError, match=r"PrioritizedReplayBuffer.*replay_buffer_config"
+                                              r"\['type'\]"):
+        ReplayBuffer(4).restore_from_path(tmp_path / "rb")
+
+
+def _env_runner_rows(num: int, *, eps: int = 0) -> dict[str, np.ndarray]:
+    """`num` rows of one ongoing episode, as an EnvRunner's sample() gives them."""
+    return {Columns.OBS: np.arange(num, dtype=np.float32)[:, None],
+            Columns.NEXT_OBS: np.arange(1, num + 1, dtype=np.float32)[:, None],
+            Columns.ACTIONS: np.arange(num), Columns.REWARDS: np.ones(num, np.float32),
+            Columns.TERMINATEDS: np.zeros(num, bool), Columns.TRUNCATEDS: np.zeros(num, bool),
+            Columns.EPS_ID: np.full(num, eps, np.int64)}
 
 
 @pytest.mark.parametrize("kind", ["EpisodeReplayBuffer", "PrioritizedEpisodeReplayBuffer"])
-def test_buffers_round_trip_through_safetensors_and_json(kind: str) -> None:
-    def make() -> MultiAgentReplayBuffer:
+def test_multi_agent_buffers_round_trip_through_a_checkpoint(kind: str, tmp_path: Path) -> None:
+    def make(n: int) -> MultiAgentReplayBuffer:
         return MultiAgentReplayBuffer(replay_buffer_config={"type": kind, "capacity": 6},
-                                      n_step=lambda mid: (1, 0.99), seed=3)
+                                      n_step=lambda mid: (n, 0.5), seed=3)
 
-    rows = {Columns.OBS: np.arange(8, dtype=np.float32)[:, None],
-            Columns.NEXT_OBS: np.arange(1, 9, dtype=np.float32)[:, None],
-            Columns.ACTIONS: np.arange(8), Columns.REWARDS: np.ones(8, np.float32),
-            Columns.TERMINATEDS: np.zeros(8, bool), Columns.TRUNCATEDS: np.zeros(8, bool),
-            Columns.EPS_ID: np.zeros(8, np.int64)}
-    buf = make()
-    buf.add({"p0": rows, "p1": {k: v[:3] for k, v in rows.items()}})
+    buf = make(1)
+    buf.add({"p0": _env_runner_rows(8), "p/1": _env_runner_rows(3)})  # '/' in a module ID
     _, idx = buf.sample(4)
     buf.update_priorities(idx, {m: np.arange(1.0, 5.0) for m in idx})
+    buf.save_to_path(tmp_path / "rb")
+    restored = make(1)
+    restored.restore_from_path(tmp_path / "rb")
+    assert list(restored.buffers) == ["p0", "p/1"]
+    for mid in buf.buffers:
+        _assert_same_buffer(buf.buffers[mid], restored.buffers[mid])
+
+
+def test_held_n_step_rows_are_stored_with_their_shorter_windows_on_restore(tmp_path: Path
+                                                                         ) -> None:
+    """A restored run starts new episodes (envs are not saved mid-episode): rows whose
+    window was still open become transitions with the window they have, not lost."""
+    def make() -> MultiAgentReplayBuffer:
+        return MultiAgentReplayBuffer(replay_buffer_config={"type": "EpisodeReplayBuffer",
+                                                            "capacity": 10},
+                                      n_step=lambda mid: (3, 0.5), seed=0)
+
+    buf = make()
+    assert buf.add({"p0": _env_runner_rows(5, eps=7)}, source=1) == 3  # 2 rows wait
+    buf.save_to_path(tmp_path / "rb")
     restored = make()
-    restored.set_state(_checkpoint_round_trip(buf.get_state()))
-    for mid in ("p0", "p1"):
-        a, b = buf.buffers[mid], restored.buffers[mid]
-        assert (len(a), a.next_index) == (len(b), b.next_index)
-        for col in a.columns:
-            np.testing.assert_array_equal(a.columns[col][:len(a)], b.columns[col][:len(b)])
-        if isinstance(a, PrioritizedReplayBuffer):
-            assert isinstance(b, PrioritizedReplayBuffer)
-            np.testing.assert_allclose(a.probabilities(np.arange(len(a))),
-                                       b.probabilities(np.arange(len(b))))
+    restored.restore_from_path(tmp_path / "rb")
+    stored = restored.buffers["p0"]
+    assert len(stored) == 5
+    np.testing.assert_array_equal(stored.columns[Columns.OBS][3:5, 0], [3.0, 4.0])
+    np.testing.assert_allclose(stored.columns[Columns.REWARDS][:5], [1.75] * 3 + [1.5, 1.0])
+    np.testing.assert_array_equal(stored.columns[N_STEP][:5], [3, 3, 3, 2, 1])
+    np.testing.assert_array_equal(stored.columns[Columns.NEXT_OBS][3:5, 0], [5.0, 5.0])
+    # A new episode that reuses episode ID 7 is not joined to the old rows.
+    assert restored.add({"p0": _env_runner_rows(3, eps=7)}, source=1) == 1
 
 
 def test_bad_replay_buffer_config_names_the_key() -> None:
@@ -131,3 +190,19 @@ def test_bad_replay_buffer_config_names_the_key() -> None:
         MultiAgentReplayBuffer(replay_buffer_config={"capacty": 5}, n_step=lambda m: (1, 0.9))
     with pytest.raises(ValueError, match=r"replay_buffer_config\['type'\]"):
         MultiAgentReplayBuffer(replay_buffer_config={"type": "Foo"}, n_step=lambda m: (1, 0.9))
+
+
+def test_beta_is_annealed_by_env_steps() -> None:
+    buf = MultiAgentReplayBuffer(
+        replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", "capacity": 8,
+                              "alpha": 1.0, "beta": [[0, 0.4], [100, 1.0]]},
+        n_step=lambda mid: (1, 0.9), seed=0)
+    buf.add({"p0": _env_runner_rows(4)})
+    per = buf.buffers["p0"]
+    assert isinstance(per, PrioritizedReplayBuffer)
+    per.update_priorities(np.arange(4), np.array([1.0, 2.0, 3.0, 4.0]))
+    for step, beta in ((0, 0.4), (50, 0.7), (100, 1.0), (500, 1.0)):
+        batch, idx = buf.sample(16, num_env_steps_sampled_lifetime=step)
+        # w_i = (N P_i)^-beta / max_j (N P_j)^-beta with P = p / 10 (alpha 1, epsilon 1e-6).
+        expected = ((per.tree.leaves[idx["p0"]] / per.tree.leaves[:4].min()) ** -beta)
+        np.testing.assert_allclose(batch["p0"]["weights"], expected, rtol=1e-5)
