@@ -15,7 +15,7 @@ import torch
 
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.optim import Adam, clip_grad_norm_, grad_norm
+from rlmod.core.optim import Adam, grad_norm
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
@@ -162,7 +162,7 @@ class Learner(Checkpointable):
             # The gradient norm doubles as the finiteness check (NaN/inf anywhere makes it
             # NaN/inf): free where clipping computes it anyway, one fused kernel otherwise.
             if clip is not None:
-                norm = clip_grad_norm_(params, clip)
+                norm = torch.nn.utils.clip_grad_norm_(params, clip)
             elif self._guard_non_finite:
                 norm = grad_norm(params)
             # One sync per module and minibatch: whether loss and gradients are finite.
