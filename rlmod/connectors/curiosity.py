@@ -11,9 +11,10 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlmod.connectors.learner import Batch, LearnerConnector
+from rlmod.connectors.learner import LearnerConnector
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.core.curiosity import ICM_MODULE_ID, CuriosityModelConfig
+from rlmod.core.learner import TensorBatch
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.errors import UnknownModuleIDError
 
@@ -72,8 +73,8 @@ class IntrinsicCuriosityModelConnector(LearnerConnector):
         self.policy_module_id = policy_module_id
 
     def __call__(  # type: ignore[override]
-        self, batch: Batch, *, rl_module: MultiRLModule, **kwargs: Any
-    ) -> Batch:
+        self, batch: TensorBatch, *, rl_module: MultiRLModule, **kwargs: Any
+    ) -> TensorBatch:
         if self.module_id not in rl_module:
             raise UnknownModuleIDError(
                 f"IntrinsicCuriosityModelConnector(module_id={self.module_id!r}) found no such "

@@ -14,17 +14,16 @@ import torch
 
 from rlmod.connectors.pipeline import Connector
 from rlmod.core.columns import Columns
+from rlmod.core.learner import TensorBatch
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
-
-Batch = dict[ModuleID, dict[str, torch.Tensor]]
 
 
 class LearnerConnector(Connector):
     """Base: `(batch: {module_id: {column: tensor}}, *, rl_module) -> batch`."""
 
     def __call__(
-        self, batch: Batch, *, rl_module: MultiRLModule, **kwargs: Any
-    ) -> Batch:
+        self, batch: TensorBatch, *, rl_module: MultiRLModule, **kwargs: Any
+    ) -> TensorBatch:
         raise NotImplementedError
 
 
@@ -85,8 +84,8 @@ class GeneralAdvantageEstimation(LearnerConnector):
         return cfg.gamma, cfg.lambda_
 
     def __call__(
-        self, batch: Batch, *, rl_module: MultiRLModule, **kwargs: Any
-    ) -> Batch:
+        self, batch: TensorBatch, *, rl_module: MultiRLModule, **kwargs: Any
+    ) -> TensorBatch:
         for mid, cols in batch.items():
             compute_values = getattr(rl_module[mid], "compute_values", None)
             if compute_values is None or Columns.REWARDS not in cols:

@@ -26,7 +26,9 @@ GRAD_NORM_KEY = "gradients_default_optimizer_global_norm"
 """RLlib's result key of a module's gradient norm before clipping."""
 
 NumpyBatch = Mapping[ModuleID, Mapping[str, np.ndarray]]
+"""Per module ID, its rows as numpy columns: what Learners receive (a `SampleResult`)."""
 TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
+"""Per module ID, its rows as tensor columns: what learner connectors and losses see."""
 
 
 class Learner(Checkpointable):
