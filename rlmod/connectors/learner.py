@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from rlmod.connectors.pipeline import Connector
+from rlmod.core.apis import find_compute_values
 from rlmod.core.columns import Columns
 from rlmod.core.learner import TensorBatch
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
@@ -87,7 +88,7 @@ class GeneralAdvantageEstimation(LearnerConnector):
         self, batch: TensorBatch, *, rl_module: MultiRLModule, **kwargs: Any
     ) -> TensorBatch:
         for mid, cols in batch.items():
-            compute_values = getattr(rl_module[mid], "compute_values", None)
+            compute_values = find_compute_values(rl_module[mid])
             if compute_values is None or Columns.REWARDS not in cols:
                 continue
             obs, next_obs = cols[Columns.OBS], cols[Columns.NEXT_OBS]

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, grad_norm
@@ -145,7 +146,7 @@ class Learner(Checkpointable):
         for mid, cols in mb.items():
             module = self.module[mid]
             fwd_out = fwd_outs[mid]
-            own_loss = getattr(module, "compute_self_supervised_loss", None)
+            own_loss = find_self_supervised_loss(module)
             if own_loss is not None:
                 loss = own_loss(learner=self, module_id=mid, config=configs[mid], batch=cols,
                                 fwd_out=fwd_out)
