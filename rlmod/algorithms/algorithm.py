@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,11 +150,19 @@ class Algorithm(Checkpointable):
             checkpoints.keep_last_n(directory, keep)
         return path
 
-    def _timed(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    @contextmanager
+    def _timer(self, name: str) -> Iterator[None]:
+        """Adds the block's wall time to `result["timers"][name]` of this iteration."""
         start = time.perf_counter()
-        out = fn(*args, **kwargs)
-        self._timers[name] = self._timers.get(name, 0.0) + time.perf_counter() - start
-        return out
+        try:
+            yield
+        finally:
+            self._timers[name] = self._timers.get(name, 0.0) + time.perf_counter() - start
+
+    def _timed(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """`fn(*args, **kwargs)` inside `self._timer(name)`."""
+        with self._timer(name):
+            return fn(*args, **kwargs)
 
     def evaluate(self) -> dict[str, Any]:
         """Runs `evaluation_duration` episodes (or timesteps) on a separate EnvRunner with the

@@ -108,7 +108,9 @@ class AlgorithmConfig:
         "the cause otherwise). Turn off for speed once an env is known to be right."))
     # --- learners ---
     num_learners = Setting(0, section="learners", check=s.integer(min=0), doc=(
-        "Remote Learner actors (needs Ray), trained data-parallel. 0 trains in-process."))
+        "Remote Learner actors trained data-parallel: not built yet (validate() refuses "
+        "more than 0); it already divides train_batch_size into the per-learner batch. "
+        "0 trains in-process."))
     num_threads_per_learner = Setting(1, section="learners", check=s.integer(min=1), doc=(
         "torch intra-op threads of in-process components. Small networks run fastest "
         "on one thread: more threads cost more in synchronization than they save."))
@@ -717,6 +719,12 @@ class AlgorithmConfig:
                 f"minibatch_size ({self.minibatch_size}) is larger than "
                 f"train_batch_size_per_learner ({per_learner}); lower minibatch_size or "
                 "raise the batch."
+            )
+        if self.num_learners > 0:
+            raise ValueError(
+                f"num_learners={self.num_learners} asks for remote data-parallel Learners, "
+                "which rlmod does not build yet; use num_learners=0 (the default), which "
+                "trains on one in-process Learner."
             )
         if self.checkpoint_frequency and self.checkpoint_dir is None:
             raise ValueError(

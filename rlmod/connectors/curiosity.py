@@ -11,9 +11,11 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlmod.connectors.learner import Batch, LearnerConnector
+from rlmod.connectors.learner import LearnerConnector
+from rlmod.core.apis import find_intrinsic_rewards
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.core.curiosity import ICM_MODULE_ID, CuriosityModelConfig
+from rlmod.core.learner import TensorBatch
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.errors import UnknownModuleIDError
 
@@ -72,8 +74,8 @@ class IntrinsicCuriosityModelConnector(LearnerConnector):
         self.policy_module_id = policy_module_id
 
     def __call__(  # type: ignore[override]
-        self, batch: Batch, *, rl_module: MultiRLModule, **kwargs: Any
-    ) -> Batch:
+        self, batch: TensorBatch, *, rl_module: MultiRLModule, **kwargs: Any
+    ) -> TensorBatch:
         if self.module_id not in rl_module:
             raise UnknownModuleIDError(
                 f"IntrinsicCuriosityModelConnector(module_id={self.module_id!r}) found no such "
@@ -86,8 +88,8 @@ class IntrinsicCuriosityModelConnector(LearnerConnector):
         if cols is None:  # this Learner got no rows of the policy this time
             return batch
         curiosity = rl_module[self.module_id]
-        compute_intrinsic_rewards = getattr(curiosity, "compute_intrinsic_rewards", None)
-        if not callable(compute_intrinsic_rewards):
+        compute_intrinsic_rewards = find_intrinsic_rewards(curiosity)
+        if compute_intrinsic_rewards is None:
             raise TypeError(
                 f"Module {self.module_id!r} ({type(curiosity).__name__}) has no "
                 "compute_intrinsic_rewards(batch) -> [B] tensor; use IntrinsicCuriosityModel, "

@@ -97,9 +97,10 @@ class _RunningStat:
 class MeanStdFilter(EnvToModule):
     """Normalizes observations by a running mean and standard deviation, then clips.
 
-    Each EnvRunner keeps the statistics synced last (`base`) and what it has seen since
-    (`delta`); `EnvRunnerGroup.sync_connector_states` merges all deltas into one base, so
-    every EnvRunner normalizes alike. The state is part of checkpoints.
+    Each EnvRunner keeps a `base` and what it has seen since (`delta`); `merge_states`
+    folds EnvRunners' deltas into one base. Nothing calls it yet: with remote EnvRunners
+    each one normalizes by its own statistics until the group syncs them (the Ray issue).
+    The state (`get_state()`) is saved in checkpoints with the EnvRunner's.
     """
 
     def __init__(self, *, clip: float = 10.0, update: bool = True) -> None:

@@ -13,18 +13,18 @@ import numpy as np
 import torch
 
 from rlmod.connectors.pipeline import Connector
+from rlmod.core.apis import find_compute_values
 from rlmod.core.columns import Columns
+from rlmod.core.learner import TensorBatch
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
-
-Batch = dict[ModuleID, dict[str, torch.Tensor]]
 
 
 class LearnerConnector(Connector):
     """Base: `(batch: {module_id: {column: tensor}}, *, rl_module) -> batch`."""
 
     def __call__(
-        self, batch: Batch, *, rl_module: MultiRLModule, **kwargs: Any
-    ) -> Batch:
+        self, batch: TensorBatch, *, rl_module: MultiRLModule, **kwargs: Any
+    ) -> TensorBatch:
         raise NotImplementedError
 
 
@@ -85,10 +85,10 @@ class GeneralAdvantageEstimation(LearnerConnector):
         return cfg.gamma, cfg.lambda_
 
     def __call__(
-        self, batch: Batch, *, rl_module: MultiRLModule, **kwargs: Any
-    ) -> Batch:
+        self, batch: TensorBatch, *, rl_module: MultiRLModule, **kwargs: Any
+    ) -> TensorBatch:
         for mid, cols in batch.items():
-            compute_values = getattr(rl_module[mid], "compute_values", None)
+            compute_values = find_compute_values(rl_module[mid])
             if compute_values is None or Columns.REWARDS not in cols:
                 continue
             obs, next_obs = cols[Columns.OBS], cols[Columns.NEXT_OBS]

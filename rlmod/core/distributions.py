@@ -33,13 +33,13 @@ class Distribution:
         raise NotImplementedError
 
 
-# Below this many logits the binary fast paths of Categorical lose to the general ones
-# (they run more, smaller ops; measured at 256 rows of 2 actions).
-_BINARY_FAST_PATH_ENTRIES = 1024
-
-
 class Categorical(Distribution):
-    """Categorical over `n` actions from logits `[B, n]` (unnormalized)."""
+    """Categorical over `n` actions from logits `[B, n]` (unnormalized).
+
+    Sampling is Gumbel-max: it draws exactly `B * n` uniforms from torch's global
+    generator, whatever the batch size, so a seeded run's actions depend only on the
+    logits and the seed.
+    """
 
     def __init__(self, logits: torch.Tensor) -> None:
         self.inputs = logits
@@ -47,30 +47,17 @@ class Categorical(Distribution):
 
     @property
     def logits(self) -> torch.Tensor:
-        """Normalized log-probs, computed on first use (sampling does not need them).
-
-        Large batches use `x - logsumexp(x)`, the same stable result as log_softmax and 2x
-        faster at 100k rows of 2 actions (4x at 6); below ~2k rows log_softmax is the
-        faster one (2x at 256 rows, with or without autograd)."""
+        """Normalized log-probs (`log_softmax`), computed on first use (sampling does not
+        need them)."""
         if self._log_probs is None:
-            x = self.inputs
-            self._log_probs = (x - x.logsumexp(-1, keepdim=True) if x.numel() >= 4096
-                               else torch.log_softmax(x, dim=-1))
+            self._log_probs = torch.log_softmax(self.inputs, dim=-1)
         return self._log_probs
 
     def sample(self) -> torch.Tensor:
         x = self.inputs
-        if x.shape[-1] == 2 and x.numel() >= _BINARY_FAST_PATH_ENTRIES:
-            # Two actions: a = 1 with probability sigmoid(x1 - x0) = 1 / (1 + e^(x0 - x1)),
-            # i.e. when U * (1 + e^(x0 - x1)) < 1: one uniform and one exp per row instead
-            # of two uniforms, four logs and an argmax over a dim of 2 (slow in torch).
-            # e^(x0 - x1) = inf (x0 >> x1) gives a = 0, as it should.
-            u = torch.rand(x.shape[:-1], dtype=x.dtype, device=x.device)
-            return (u * (x[..., 0] - x[..., 1]).exp_().add_(1.0) < 1.0).long()
         # Gumbel-max: -log(-log(U)) is Gumbel noise, so argmax(logits + noise) is a sample
         # (argmax is shift-invariant: no normalization needed). U = 0 makes the noise +inf
         # and rules that action out, with probability 2^-24 per entry.
-        # (exponential_() would save an op but is 2x slower than rand_like on large batches.)
         noise = torch.rand_like(x).log_().neg_().log_()
         return torch.argmax(x - noise, dim=-1)
 
@@ -78,12 +65,6 @@ class Categorical(Distribution):
         return torch.argmax(self.inputs, dim=-1)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
-        x = self.inputs
-        if x.shape[-1] == 2 and x.numel() >= _BINARY_FAST_PATH_ENTRIES and self._log_probs is None:
-            # Two actions: log p(a) = -softplus(x_other - x_a), one op per row where the
-            # general path reduces over a dim of 2 (4x faster at 70k rows).
-            d = x[..., 0] - x[..., 1]  # x_other - x_a for a = 1; negated for a = 0
-            return -torch.nn.functional.softplus(torch.where(actions.bool(), d, -d))
         return self.logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
 
     def entropy(self) -> torch.Tensor:

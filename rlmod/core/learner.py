@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.optim import Adam, clip_grad_norm_, grad_norm
+from rlmod.core.optim import Adam, grad_norm
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
@@ -26,7 +27,9 @@ GRAD_NORM_KEY = "gradients_default_optimizer_global_norm"
 """RLlib's result key of a module's gradient norm before clipping."""
 
 NumpyBatch = Mapping[ModuleID, Mapping[str, np.ndarray]]
+"""Per module ID, its rows as numpy columns: what Learners receive (a `SampleResult`)."""
 TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
+"""Per module ID, its rows as tensor columns: what learner connectors and losses see."""
 
 
 class Learner(Checkpointable):
@@ -143,7 +146,7 @@ class Learner(Checkpointable):
         for mid, cols in mb.items():
             module = self.module[mid]
             fwd_out = fwd_outs[mid]
-            own_loss = getattr(module, "compute_self_supervised_loss", None)
+            own_loss = find_self_supervised_loss(module)
             if own_loss is not None:
                 loss = own_loss(learner=self, module_id=mid, config=configs[mid], batch=cols,
                                 fwd_out=fwd_out)
@@ -162,7 +165,7 @@ class Learner(Checkpointable):
             # The gradient norm doubles as the finiteness check (NaN/inf anywhere makes it
             # NaN/inf): free where clipping computes it anyway, one fused kernel otherwise.
             if clip is not None:
-                norm = clip_grad_norm_(params, clip)
+                norm = torch.nn.utils.clip_grad_norm_(params, clip)
             elif self._guard_non_finite:
                 norm = grad_norm(params)
             # One sync per module and minibatch: whether loss and gradients are finite.

@@ -10,7 +10,6 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
-import torch
 from torch import nn
 
 from rlmod.utils.naming import did_you_mean
@@ -18,23 +17,8 @@ from rlmod.utils.naming import did_you_mean
 _T = TypeVar("_T")
 
 
-class Tanh(nn.Tanh):
-    """nn.Tanh whose no-grad float32 CPU path runs numpy's tanh.
-
-    EnvRunners act without autograd, and there torch 2.13's float32 tanh kernel was the
-    largest part of a [64, 64] policy's forward pass: 1.5 ms for 6,400 x 64 entries on
-    this project's AVX-512 CPU, numpy's 0.18 ms (same results within 6e-8). With autograd
-    (Learners) it is torch's kernel, whose backward numpy cannot provide.
-    """
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.requires_grad or x.dtype != torch.float32 or x.device.type != "cpu":
-            return torch.tanh(x)
-        return torch.from_numpy(np.tanh(x.numpy()))
-
-
 _ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "tanh": Tanh,
+    "tanh": nn.Tanh,
     "relu": nn.ReLU,
     "elu": nn.ELU,
     "silu": nn.SiLU,

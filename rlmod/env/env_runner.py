@@ -20,9 +20,11 @@ from rlmod.utils.spaces import space_to_dict
 ENV_SPACES_KEY = "__env__"
 """Key of the raw env's (observation_space, action_space) in `get_spaces()`."""
 
-Batch = dict[str, np.ndarray]
-SampleResult = dict[ModuleID, Batch]
-"""What `sample()` returns: the episodes it collected, as flat column arrays per module.
+NumpyColumns = dict[str, np.ndarray]
+"""One module's rows as flat numpy column arrays, keyed by `Columns` names."""
+SampleResult = dict[ModuleID, NumpyColumns]
+"""What `sample()` returns: per module ID, the rows it sampled as flat column arrays (not
+episode objects, which RLlib's EnvRunners return).
 
 Rows of one (sub-env, agent) sequence are contiguous and in time order; `eps_id` tells
 the episodes apart and `seq_ends` marks the last row of each sequence.

@@ -57,8 +57,8 @@
     num_env_runners=2 without ray, build_algo()        -> ImportError
         num_env_runners=2 runs components as Ray actors, but ray is not installed.
         Install it with `pip install 'rlmod[ray]'` ...
-    num_learners=2 without ray, build_algo()           -> ImportError
-        num_learners=2 runs components as Ray actors, ... `pip install 'rlmod[ray]'`
+    num_learners=2, validate()                         -> ValueError
+        num_learners=2 asks for remote data-parallel Learners, which rlmod does not build yet; ...
     no spaces anywhere: get_rl_module_spec()           -> ValueError
         Cannot infer the observation and action spaces of module 'default_policy': ...
         Pass get_*_spec(spaces=env_runner_group.get_spaces()) or env=..., set
@@ -192,12 +192,9 @@ CASES = [
         "with `pip install 'rlmod[ray]'`",
         marks=pytest.mark.skipif(not ray_is_missing(), reason="ray is installed here"),
         id="ray-env-runners"),
-    pytest.param(
-        "ray-learners", lambda: small().learners(num_learners=2).build_algo(), ImportError,
-        "num_learners=2 runs components as Ray actors, but ray is not installed. Install it "
-        "with `pip install 'rlmod[ray]'`",
-        marks=pytest.mark.skipif(not ray_is_missing(), reason="ray is installed here"),
-        id="ray-learners"),
+    ("learners-not-built", lambda: small().learners(num_learners=2).build_algo(), ValueError,
+     "num_learners=2 asks for remote data-parallel Learners, which rlmod does not build yet; "
+     "use num_learners=0 (the default), which trains on one in-process Learner."),
     # --- specs and EnvRunners
     ("spaces-missing", lambda: PPOConfig().get_rl_module_spec(), ValueError,
      "Cannot infer the observation and action spaces of module 'default_policy': no "

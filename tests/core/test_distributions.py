@@ -146,12 +146,11 @@ def test_logp_of_box_actions_is_per_row(gen):
     assert np.isfinite(DiagGaussian(inputs).entropy().numpy()).all()
 
 
-def test_binary_categorical_fast_paths_match_torch():
-    # 2 actions and >= 1024 logits take the one-uniform sampler and the softplus log-prob.
+def test_categorical_with_extreme_logits_matches_torch():
     gen = torch.Generator().manual_seed(1)
     logits = torch.randn(4096, 2, generator=gen) * 4
-    logits[0] = torch.tensor([60.0, -60.0])  # e^(x0 - x1) overflows to inf: action 0 only
-    logits[1] = torch.tensor([-60.0, 60.0])
+    logits[0] = torch.tensor([60.0, -60.0])  # all mass on action 0
+    logits[1] = torch.tensor([-60.0, 60.0])  # all mass on action 1
     actions = torch.randint(0, 2, (4096,), generator=gen)
     ref = td.Categorical(logits=logits)
     torch.testing.assert_close(Categorical(logits).logp(actions), ref.log_prob(actions))
@@ -161,8 +160,20 @@ def test_binary_categorical_fast_paths_match_torch():
     assert samples[0] == 0 and samples[1] == 1
 
 
-def test_binary_categorical_fast_sampler_follows_the_probabilities():
+def test_categorical_sample_follows_the_probabilities():
     torch.manual_seed(0)
     probs = torch.tensor([0.3, 0.7])
     samples = Categorical(probs.log().expand(40_000, 2)).sample()
     assert abs(samples.float().mean().item() - 0.7) < 0.01
+
+
+@pytest.mark.parametrize("num_actions", [2, 5])
+def test_categorical_sampling_stream_does_not_depend_on_the_batch_size(num_actions):
+    # One RNG stream, B * n uniforms in row order: a seeded batch's first rows get the
+    # same actions whether the batch has 16 rows or 8,192 (no size-dependent sampler).
+    logits = torch.randn(8192, num_actions, generator=torch.Generator().manual_seed(2))
+    torch.manual_seed(0)
+    small = Categorical(logits[:16]).sample()
+    torch.manual_seed(0)
+    large = Categorical(logits).sample()
+    assert torch.equal(small, large[:16])

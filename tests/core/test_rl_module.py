@@ -16,7 +16,6 @@ import torch
 
 from rlmod.algorithms.ppo import DefaultPPORLModule
 from rlmod.core import Columns, MultiRLModule, MultiRLModuleSpec, RLModuleSpec
-from rlmod.core.models import Tanh
 from rlmod.errors import UnknownModuleIDError
 
 BOX4 = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -213,14 +212,3 @@ def test_multi_rl_module_spec_unknown_id_names_it():
     spec = MultiRLModuleSpec(rl_module_specs={"policy_a": ppo_spec()})
     with pytest.raises(UnknownModuleIDError, match="No spec for module 'policy_x'"):
         spec["policy_x"]
-
-
-def test_tanh_without_autograd_matches_torch_and_keeps_gradients_with_it():
-    x = torch.randn(512, 64) * 3
-    with torch.inference_mode():
-        fast = Tanh()(x)
-    torch.testing.assert_close(fast, torch.tanh(x), atol=1e-6, rtol=0)
-    leaf = x.clone().requires_grad_(True)
-    Tanh()(leaf).sum().backward()  # the autograd path is torch's own
-    torch.testing.assert_close(leaf.grad, 1 - torch.tanh(x) ** 2)
-    assert Tanh()(x.double()).dtype == torch.float64  # other dtypes: torch's kernel

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from rlmod.core.apis import find_compute_values, find_self_supervised_loss
 from rlmod.core.columns import Columns
 from rlmod.core.learner import Learner
 
@@ -23,8 +24,7 @@ class PPOLearner(Learner):
         assert self.module is not None
         for mid in self._optimizers:
             module = self.module[mid]
-            if not (hasattr(module, "compute_values")
-                    or hasattr(module, "compute_self_supervised_loss")):
+            if find_compute_values(module) is None and find_self_supervised_loss(module) is None:
                 raise TypeError(
                     f"PPO trains module {mid!r} ({type(module).__name__}), which has no value "
                     "function: subclass rlmod.core.ValueFunctionAPI and implement "
