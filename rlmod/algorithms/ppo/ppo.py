@@ -95,12 +95,14 @@ class PPO(Algorithm):
     config: PPOConfig
 
     def training_step(self) -> dict[str, Any]:
-        episodes = self._timed("sample_time_s", self.env_runner_group.sample)
+        group = self.env_runner_group
+        assert group is not None  # an online algorithm: setup() built it
+        episodes = self._timed("sample_time_s", group.sample)
         # Env steps before this iteration (rows would count agent steps in multi-agent runs).
         timesteps = {"num_env_steps_sampled_lifetime": self.metrics.num_env_steps_lifetime}
         results = self._timed("learn_time_s", self.learner_group.update, episodes,
                               timesteps=timesteps)
-        self._timed("sync_weights_time_s", self.env_runner_group.sync_weights,
+        self._timed("sync_weights_time_s", group.sync_weights,
                     from_learner_group=self.learner_group)
         return results
 
