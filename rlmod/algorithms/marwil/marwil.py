@@ -109,7 +109,7 @@ class MARWIL(Algorithm):
         obs_space = module_spec.rl_module_specs[DEFAULT_MODULE_ID].observation_space
         shape = tuple(getattr(obs_space, "shape", None) or ())
         self.reader = OfflineReader(
-            files, batch_size=config.train_batch_size_per_learner_effective, gamma=config.gamma,
+            files, batch_size=config.train_batch_size_per_learner, gamma=config.gamma,
             shuffle_buffer_size=config.shuffle_buffer_size, seed=config.seed,
             shapes={"obs": shape, "new_obs": shape})
         self.env_runner_group = None
