@@ -7,6 +7,7 @@ BC is MARWIL with beta=0 (rlmod.algorithms.bc), as in RLlib.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -16,11 +17,13 @@ from rlmod.algorithms import settings as s
 from rlmod.algorithms.algorithm import Algorithm
 from rlmod.algorithms.algorithm_config import _UNSET, AlgorithmConfig
 from rlmod.algorithms.settings import Setting
-from rlmod.core.columns import DEFAULT_MODULE_ID
+from rlmod.core.columns import ALL_MODULES, DEFAULT_MODULE_ID, Columns
 from rlmod.core.learner_group import LearnerGroup
 from rlmod.core.rl_module import RLModuleSpec
 from rlmod.errors import OfflineDataError
-from rlmod.offline.reader import OfflineReader, read_spaces, resolve_files
+from rlmod.offline.reader import OfflineReader, check_files, read_spaces, resolve_files
+from rlmod.offline.transforms import module_view
+from rlmod.offline.writer import ENV_KEY, SPACES_FILE
 from rlmod.utils.metrics import EpisodeMetrics
 from rlmod.utils.seeding import seed_everything
 
@@ -86,65 +89,75 @@ class MARWILConfig(AlgorithmConfig):
 
 
 class MARWIL(Algorithm):
-    """Monotonic advantage re-weighted imitation learning on recorded episodes."""
+    """Monotonic advantage re-weighted imitation learning on recorded episodes.
+
+    `setup()` never builds an env: the module's spaces come from
+    `.environment(observation_space=..., action_space=...)` or from the `spaces.json`
+    stored beside the data, through the same env-to-module connectors an EnvRunner runs.
+    Evaluation (`.evaluation(...)` with `.environment(env)` set) runs on an EnvRunner.
+    """
 
     config: MARWILConfig
 
     def setup(self) -> None:
-        """Spaces from the config or the data; one Learner; no env (rule 3: components
-        without an env get their spaces from elsewhere)."""
         config = self.config
         seed_everything(config.seed)
         torch.set_num_threads(config.num_threads_per_learner)
         files = resolve_files(config.input_)
-        if config.observation_space is not None and config.action_space is not None:
-            self._check_spaces(files)
-            module_spec = config.get_multi_rl_module_spec(inference_only=False)
-        else:
-            spaces = read_spaces(files)
-            if DEFAULT_MODULE_ID not in spaces:
-                raise OfflineDataError(f"The data's spaces.json has no {DEFAULT_MODULE_ID!r}.")
-            module_spec = config.get_multi_rl_module_spec(spaces=spaces, inference_only=False)
+        check_files(files)
+        env_spaces = self._env_spaces(files)
+        pipeline = config.build_env_to_module_connector(None, *env_spaces)
+        assert pipeline.observation_space is not None
+        module_spec = config.get_multi_rl_module_spec(inference_only=False, spaces={
+            ENV_KEY: env_spaces,
+            DEFAULT_MODULE_ID: (pipeline.observation_space, env_spaces[1])})
         self.learner_group = LearnerGroup(config=config, module_spec=module_spec)
-        obs_space = module_spec.rl_module_specs[DEFAULT_MODULE_ID].observation_space
-        shape = tuple(getattr(obs_space, "shape", None) or ())
         self.reader = OfflineReader(
             files, batch_size=config.train_batch_size_per_learner, gamma=config.gamma,
             shuffle_buffer_size=config.shuffle_buffer_size, seed=config.seed,
-            shapes={"obs": shape, "new_obs": shape})
+            obs_shape=tuple(getattr(env_spaces[0], "shape", None) or ()),
+            transform=module_view(pipeline, env_spaces[1]))
         self.env_runner_group = None
         self.eval_env_runner_group = None
         self.metrics = EpisodeMetrics(config.metrics_num_episodes_for_smoothing)
         self._timers: dict[str, float] = {}
         self._num_rows_trained = 0
 
-    def _check_spaces(self, files: list) -> None:
-        """The config's spaces must be the data's (when the data stores any)."""
-        try:
-            stored = read_spaces(files).get("__env__")
-        except OfflineDataError:
-            return  # no spaces.json (e.g. converted data): the config's spaces rule
+    def _env_spaces(self, files: list[Path]) -> tuple[gym.Space, gym.Space]:
+        """The raw env's spaces: the config's, else the data's; both must agree."""
         given = (self.config.observation_space, self.config.action_space)
-        if stored is not None and not _same_spaces(stored, given):
+        stored = read_spaces(files)
+        recorded = None if stored is None else stored.get(ENV_KEY)
+        where = f"{files[0].parent / SPACES_FILE}"
+        if given[0] is not None and given[1] is not None:
+            if recorded is not None and not all(
+                    x == y for x, y in zip(recorded, given, strict=True)):
+                raise OfflineDataError(
+                    f"config.environment(observation_space={given[0]}, action_space="
+                    f"{given[1]}) differs from the recorded data's spaces (observation_space="
+                    f"{recorded[0]}, action_space={recorded[1]}) in {where}; fix the config "
+                    "or read data recorded from this env.")
+            return given[0], given[1]
+        if recorded is None:
             raise OfflineDataError(
-                f"config.environment(observation_space={given[0]}, action_space={given[1]}) "
-                f"differs from the recorded data's spaces {stored} (spaces.json beside "
-                f"{files[0]}); fix the config or read other data.")
+                f"{type(self).__name__} has no spaces to build its module from: the config "
+                "sets no config.environment(observation_space=..., action_space=...) and "
+                f"the data has no {where} (rlmod's writers store one). Set the spaces in "
+                "the config, or record the data with config.offline_data(output=...), "
+                "`rlmod record` or rlmod.offline.record_episodes.")
+        return recorded
 
     def training_step(self) -> dict[str, Any]:
+        """Read a batch, update the Learner; there are no EnvRunners to sync."""
         batch = self._timed("read_time_s", self.reader.next_batch)
         results = self._timed("learn_time_s", self.learner_group.update,
                               [{DEFAULT_MODULE_ID: batch}],
                               timesteps={"num_env_steps_sampled_lifetime":
                                          self._num_rows_trained})
-        self._num_rows_trained += len(batch["rewards"])
-        results.setdefault("__all_modules__", {})["num_env_steps_trained_lifetime"] = (
+        self._num_rows_trained += len(batch[Columns.REWARDS])
+        results.setdefault(ALL_MODULES, {})["num_env_steps_trained_lifetime"] = (
             self._num_rows_trained)
         return results
-
-
-def _same_spaces(a: tuple[gym.Space, gym.Space], b: tuple[Any, Any]) -> bool:
-    return all(x == y for x, y in zip(a, b, strict=True))
 
 
 MARWILConfig.algo_class = MARWIL

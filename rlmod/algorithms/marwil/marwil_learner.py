@@ -36,7 +36,9 @@ class MARWILLearner(Learner):
             policy_loss = -logp.mean()
             self.log(module_id, policy_loss=policy_loss, total_loss=policy_loss)
             return policy_loss
-        values = fwd_out[Columns.VF_PREDS]  # [B]
+        # The value head reuses the encoder output where the module offers it (RLlib's
+        # ValueFunctionAPI), as PPO's learner does.
+        values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))  # [B]
         returns = batch[Columns.VALUE_TARGETS]  # [B]
         advantages = returns - values.detach()
         # c^2 <- c^2 + rate * (mean(A^2) - c^2), the paper's running normalizer.
