@@ -21,6 +21,15 @@ class MARWILLearner(Learner):
 
     def build(self) -> None:
         super().build()
+        assert self.module is not None
+        for mid in self._optimizers:
+            if (self.config.get_config_for_module(mid).beta > 0.0
+                    and not hasattr(self.module[mid], "compute_values")):
+                raise TypeError(
+                    f"MARWIL with beta > 0 trains module {mid!r} "
+                    f"({type(self.module[mid]).__name__}), which has no value function: "
+                    "subclass rlmod.core.ValueFunctionAPI and implement compute_values(batch, "
+                    "embeddings=None), or use beta=0 (BC).")
         self.moving_avg_sqd_adv_norms = {
             mid: self.config.get_config_for_module(mid).moving_average_sqd_adv_norm_start
             for mid in self._optimizers}
@@ -29,7 +38,7 @@ class MARWILLearner(Learner):
                                 batch: dict[str, torch.Tensor],
                                 fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
         assert self.module is not None
-        module = self.module[module_id]
+        module: Any = self.module[module_id]
         logp = module.action_dist(fwd_out[Columns.ACTION_DIST_INPUTS]).logp(
             batch[Columns.ACTIONS])  # [B]
         if config.beta == 0.0:
