@@ -164,6 +164,7 @@ class Algorithm(Checkpointable):
             eval_config = self.config.copy()
             eval_config.num_env_runners = 0
             eval_config.explore = self.config.evaluation_explore
+            eval_config.output = None  # offline_data(output=...) records training only
             if self.config.seed is not None:
                 eval_config.seed = self.config.seed + 10_000  # other episodes than training
             self.eval_env_runner_group = EnvRunnerGroup(config=eval_config)

@@ -180,6 +180,10 @@ class EpisodeWriter:
         self._num_files += 1
         self.num_rows_written += table.num_rows
 
+    def drop_pending(self) -> None:
+        """Forgets the rows of unfinished episodes (their env was reset: they never end)."""
+        self._pending.clear()
+
     def close(self) -> None:
         """Writes what is queued; rows of unfinished episodes are dropped (never written
         half)."""
