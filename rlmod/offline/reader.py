@@ -150,7 +150,7 @@ def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | 
 
     carry: Columns_ = {}
     with _named_errors(file):
-        parquet = pq.ParquetFile(file)
+        parquet = pq.ParquetFile(file, page_checksum_verification=True)
         names = parquet.schema_arrow.names
         wanted = [c for c in (columns or names) if c in names]
         if module_id is not None and MODULE_ID in names and MODULE_ID not in wanted:

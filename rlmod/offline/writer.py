@@ -173,7 +173,8 @@ class EpisodeWriter:
                           for c in columns})
         name = f"{self.prefix}-{self._num_files:05d}.parquet"
         tmp = self.output_dir / f".{name}.tmp"
-        pq.write_table(table, tmp)
+        # Page CRCs: a reader verifies them, so flipped bytes fail loudly, never silently.
+        pq.write_table(table, tmp, write_page_checksum=True)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, self.output_dir / name)  # readers never see a half-written file
