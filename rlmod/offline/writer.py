@@ -42,12 +42,19 @@ RECORDED_COLUMNS = (Columns.EPS_ID, AGENT_ID, TIMESTEP, Columns.OBS, Columns.ACT
 """The columns of a file, in order (`agent_id` and `action_logp` only where known), plus
 `module_id`."""
 
+ROW_GROUP_ROWS = 8192
+"""Rows per Parquet row group: a reader holds one row group's column chunks at a time, so
+this bounds its memory however large the files are."""
+
 STORABLE_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
                    gym.spaces.MultiBinary)
 
 
 class EpisodeWriter:
     """Collects rows per episode and writes finished episodes to Parquet.
+
+    Stored episode IDs are the given ones plus `episode_id_offset` (random per writer), so
+    that episodes of writers sharing a directory keep apart.
 
     Args:
         output_dir: Where the files go (created if missing).
@@ -86,7 +93,11 @@ class EpisodeWriter:
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.max_rows_per_file = max_rows_per_file
-        self.prefix = f"{file_prefix or 'episodes'}-{uuid.uuid4().hex[:8]}"
+        uid = uuid.uuid4()
+        self.prefix = f"{file_prefix or 'episodes'}-{uid.hex[:8]}"
+        # Episode IDs are unique per EnvRunner only: a random 31-bit high half makes the
+        # stored IDs unique across the writers (runs, EnvRunners) that share a directory.
+        self.episode_id_offset = (uid.int & 0x7FFF_FFFF) << 32
         self._write_spaces(spaces)
         self._pending: dict[tuple[str, int, str | None], list[dict[str, np.ndarray]]] = {}
         self._ready: list[dict[str, np.ndarray]] = []
@@ -119,7 +130,10 @@ class EpisodeWriter:
         Rows of one episode (and agent) must be contiguous and in time order, as
         EnvRunners return them; an episode may continue in a later batch.
         """
-        for module_id, cols in batch.items():
+        for module_id, given in batch.items():
+            # Copied: a Learner may change the batch in place (torch.from_numpy shares
+            # memory) before the rows are written.
+            cols = {k: np.array(v) for k, v in given.items() if k in RECORDED_COLUMNS}
             eps_id = cols[Columns.EPS_ID]
             if not len(eps_id):
                 continue
@@ -132,7 +146,7 @@ class EpisodeWriter:
             starts = np.flatnonzero(np.r_[True, change])
             ends = np.r_[starts[1:], len(eps_id)]
             for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-                rows = {k: v[s:e] for k, v in cols.items() if k in RECORDED_COLUMNS}
+                rows = {k: v[s:e] for k, v in cols.items()}
                 key = (module_id, int(eps_id[s]), None if agent is None else str(agent[s]))
                 self._pending.setdefault(key, []).append(rows)
                 if done[e - 1]:
@@ -145,6 +159,8 @@ class EpisodeWriter:
             k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         n = len(episode[Columns.EPS_ID])
         episode[TIMESTEP] = np.arange(n, dtype=np.int32)
+        episode[Columns.EPS_ID] = (episode[Columns.EPS_ID].astype(np.int64)
+                                   + self.episode_id_offset)
         episode[MODULE_ID] = np.full(n, module_id, dtype=object)
         self._ready.append(episode)
         self._num_ready += n
@@ -174,7 +190,7 @@ class EpisodeWriter:
         name = f"{self.prefix}-{self._num_files:05d}.parquet"
         tmp = self.output_dir / f".{name}.tmp"
         # Page CRCs: a reader verifies them, so flipped bytes fail loudly, never silently.
-        pq.write_table(table, tmp, write_page_checksum=True)
+        pq.write_table(table, tmp, write_page_checksum=True, row_group_size=ROW_GROUP_ROWS)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, self.output_dir / name)  # readers never see a half-written file
@@ -207,12 +223,15 @@ def _to_arrow(values: np.ndarray) -> Any:
 
 def record_episodes(env: gym.Env, policy: Callable[[Any], Any], *, num_episodes: int,
                     output_dir: str | os.PathLike, seed: int | None = None,
-                    max_rows_per_file: int = 100_000) -> int:
+                    max_rows_per_file: int = 100_000,
+                    on_episode_start: Callable[[], Any] | None = None) -> int:
     """Runs `policy(observation) -> action` (any policy, e.g. a scripted controller) on
     `env` for `num_episodes` episodes and writes them as an EnvRunner would (raw
-    observations, env spaces in `spaces.json`); returns the number of rows written.
+    observations and env actions, the env's spaces in `spaces.json`); returns the number
+    of rows written.
 
-    Episode `i` is reset with `seed + i` when `seed` is given.
+    Episode `i` is reset with `seed + i` when `seed` is given; `on_episode_start` is
+    called before each episode (e.g. `InferencePolicy.reset` for stateful connectors).
 
     Example:
         >>> import gymnasium as gym, tempfile
@@ -221,11 +240,12 @@ def record_episodes(env: gym.Env, policy: Callable[[Any], Any], *, num_episodes:
         ...                 output_dir=tempfile.mkdtemp(), seed=0) > 0
         True
     """
-    spaces = (env.observation_space, env.action_space)
     writer = EpisodeWriter(output_dir, max_rows_per_file=max_rows_per_file,
-                           spaces={ENV_KEY: spaces, DEFAULT_MODULE_ID: spaces})
+                           spaces={ENV_KEY: (env.observation_space, env.action_space)})
     for i in range(num_episodes):
         obs, _ = env.reset(seed=None if seed is None else seed + i)
+        if on_episode_start is not None:
+            on_episode_start()
         rows: dict[str, list[Any]] = {c: [] for c in (
             Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
             Columns.TRUNCATEDS, Columns.NEXT_OBS)}
