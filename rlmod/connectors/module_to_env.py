@@ -146,12 +146,14 @@ def add_action_logp(batch: dict[str, np.ndarray], rl_module: RLModule) -> None:
     batch[Columns.ACTION_LOGP] = logp.numpy()
 
 
-def actions_from_env(action_space: gym.Space, env_actions: np.ndarray) -> np.ndarray:
+def actions_from_env(action_space: gym.Space, env_actions: np.ndarray, *,
+                     plan: Any = None) -> np.ndarray:
     """The inverse of `ActionsToEnvSpace` for recorded env actions `[N, ...]`: what the
     module's action distribution takes (Discrete shifted to 0, Box bounds mapped back to
     [-1, 1] where both are finite, flat rows). Offline data stores env actions; BC and
-    MARWIL need the module's, to score them with `logp`."""
-    plan = _plan(action_space)
+    MARWIL need the module's, to score them with `logp`. `plan`: `_plan(action_space)`,
+    precomputed by callers that map many batches."""
+    plan = _plan(action_space) if plan is None else plan
     kind, n = plan[0], len(env_actions)
     if kind == "discrete":
         return np.asarray(env_actions).reshape(n).astype(np.int64) - plan[1]

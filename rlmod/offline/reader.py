@@ -31,8 +31,13 @@ Columns_ = dict[str, np.ndarray]
 Transform = Callable[[Columns_], Columns_]
 """Maps the columns of whole episodes (rows contiguous, in time order) to new columns."""
 
-REQUIRED_COLUMNS = (Columns.EPS_ID, Columns.OBS, Columns.ACTIONS, Columns.REWARDS,
-                    Columns.TERMINATEDS, Columns.TRUNCATEDS)
+READ_CHUNK_BYTES = 1 << 20
+MAX_READ_ROWS = 65_536
+"""Rows are read in chunks of about READ_CHUNK_BYTES (at most MAX_READ_ROWS rows): large
+enough that per-chunk overheads vanish, small enough to bound memory for large rows."""
+
+REQUIRED_COLUMNS = (Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
+                    Columns.TRUNCATEDS)
 """What MARWIL and BC read; other recorded columns stay on disk."""
 
 
@@ -148,7 +153,7 @@ def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | 
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    carry: Columns_ = {}
+    carry: Columns_ = {Columns.REWARDS: np.zeros(0)}  # rows of an unfinished episode
     with _named_errors(file):
         parquet = pq.ParquetFile(file, page_checksum_verification=True)
         names = parquet.schema_arrow.names
@@ -164,17 +169,22 @@ def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | 
                     for name in record_batch.schema.names
                     if not (name == MODULE_ID and columns is not None
                             and MODULE_ID not in columns)}
-            if carry:
-                cols = {k: np.concatenate([carry[k], v]) for k, v in cols.items()}
             ends = np.flatnonzero(cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS])
-            cut = int(ends[-1]) + 1 if len(ends) else 0
+            start = 0
+            if len(carry[Columns.REWARDS]):  # an episode began in an earlier batch
+                if not len(ends):
+                    carry = {k: np.concatenate([carry[k], v]) for k, v in cols.items()}
+                    continue
+                start = int(ends[0]) + 1
+                yield {k: np.concatenate([carry[k], v[:start]]) for k, v in cols.items()}
+            cut = int(ends[-1]) + 1 if len(ends) else start
+            if cut > start:
+                yield {k: v[start:cut] for k, v in cols.items()}
             carry = {k: v[cut:] for k, v in cols.items()}
-            if cut:
-                yield {k: v[:cut] for k, v in cols.items()}
-    if carry and len(carry[Columns.REWARDS]):
+    if len(carry[Columns.REWARDS]):
         raise OfflineDataError(
-            f"{file} ends in the middle of episode {carry[Columns.EPS_ID][0]} (no row with "
-            "terminated or truncated set); it is truncated or not written by rlmod's "
+            f"{file} ends in the middle of an episode (no row with terminated or truncated "
+            "set after its last rows); it is truncated or not written by rlmod's "
             "EpisodeWriter. Remove or re-record it.")
 
 
@@ -241,7 +251,7 @@ class OfflineReader:
         files: Parquet files written by EpisodeWriter (see `resolve_files`).
         batch_size: Rows per batch.
         gamma: Discount of the returns added as `value_targets` (MARWIL's regression
-            target). A truncated episode's return is cut at the truncation (not
+            target); None adds none (BC needs none). A truncated episode's return is cut at the truncation (not
             bootstrapped: offline there is no value estimate of the next state to trust).
         shuffle_buffer_size: Rows kept back to mix with the next read chunk; each refill
             shuffles these, what is left of the last one and one new chunk of whole
@@ -254,7 +264,7 @@ class OfflineReader:
         columns: Which stored columns to read.
     """
 
-    def __init__(self, files: Sequence[Path], *, batch_size: int, gamma: float = 0.99,
+    def __init__(self, files: Sequence[Path], *, batch_size: int, gamma: float | None = 0.99,
                  shuffle_buffer_size: int = 10_000, module_id: str | None = None,
                  seed: int | None = None, obs_shape: tuple[int, ...] | None = None,
                  transform: Transform | None = None,
@@ -265,7 +275,7 @@ class OfflineReader:
         self.batch_size = batch_size
         self.gamma = gamma
         self.keep = shuffle_buffer_size
-        self.read_rows = max(shuffle_buffer_size, batch_size, 1024)
+        self.read_rows = max(batch_size, 1024)  # grown to READ_CHUNK_BYTES after one chunk
         self.module_id = module_id
         self.obs_shape = obs_shape
         self.transform = transform
@@ -292,13 +302,20 @@ class OfflineReader:
         return len(self._pool[Columns.REWARDS]) - self._pos if self._pool else 0
 
     def _refill(self) -> None:
-        """Adds one chunk to what is left of the pool and shuffles them together (one
-        gather per column: about two copies per row over its life in the pool)."""
-        chunk = next(self._chunks)
-        if self._pool:
-            chunk = {k: np.concatenate([self._pool[k][self._pos:], v]) for k, v in chunk.items()}
-        order = self._rng.permutation(len(chunk[Columns.REWARDS]))
-        self._pool = {k: np.take(v, order, axis=0) for k, v in chunk.items()}
+        """Reads chunks of at least `read_rows` rows and shuffles them together with what
+        is left of the pool into a new pool (a join and a gather per column)."""
+        sources = [{k: v[self._pos:] for k, v in self._pool.items()}] if self._left() else []
+        need = max(self.read_rows, self.batch_size + self.keep - self._left())
+        new_rows = 0
+        while new_rows < need:
+            chunk = next(self._chunks)
+            sources.append(chunk)
+            new_rows += len(chunk[Columns.REWARDS])
+        joined = sources[0] if len(sources) == 1 else {
+            k: np.concatenate([src[k] for src in sources]) for k in sources[-1]}
+        # A gather (np.take) is twice as fast as a scatter into a new pool (measured).
+        order = self._rng.permutation(len(joined[Columns.REWARDS]))
+        self._pool = {k: np.take(v, order, axis=0) for k, v in joined.items()}
         self._pos = 0
 
     def _endless_chunks(self) -> Iterator[Columns_]:
@@ -309,12 +326,17 @@ class OfflineReader:
                 for cols in _file_chunks(self.files[i], columns=self.columns,
                                          module_id=self.module_id, obs_shape=self.obs_shape,
                                          rows=self.read_rows):
-                    cols[Columns.VALUE_TARGETS] = discounted_returns(
-                        cols[Columns.REWARDS],
-                        cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS], self.gamma)
+                    if self.gamma is not None:
+                        cols[Columns.VALUE_TARGETS] = discounted_returns(
+                            cols[Columns.REWARDS],
+                            cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS], self.gamma)
                     if self.transform is not None:
                         cols = self.transform(cols)
                     n = len(cols[Columns.REWARDS])
+                    if n and self.read_rows == max(self.batch_size, 1024):
+                        row_bytes = sum(v.nbytes for v in cols.values()) / n
+                        self.read_rows = int(min(MAX_READ_ROWS, max(
+                            self.read_rows, READ_CHUNK_BYTES // row_bytes)))
                     rows_this_pass += n
                     self.num_rows_read += n
                     yield cols

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from rlmod.connectors.module_to_env import actions_from_env
+from rlmod.connectors.module_to_env import _plan, actions_from_env
 from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.columns import Columns
 from rlmod.offline.reader import Columns_, Transform
@@ -33,10 +33,11 @@ def module_view(pipeline: ConnectorPipeline, action_space: gym.Space) -> Transfo
             "supported for offline training: the recorded data would be normalized by "
             "statistics no EnvRunner shares. Leave them out of the offline config.")
     row_wise = all(getattr(c, "row_wise", False) for c in pipeline.connectors)
+    plan = _plan(action_space)
 
     def transform(cols: Columns_) -> Columns_:
         cols = dict(cols)
-        cols[Columns.ACTIONS] = actions_from_env(action_space, cols[Columns.ACTIONS])
+        cols[Columns.ACTIONS] = actions_from_env(action_space, cols[Columns.ACTIONS], plan=plan)
         if not len(pipeline):
             return cols
         obs = cols[Columns.OBS]

@@ -17,7 +17,13 @@ from rlmod.connectors.module_to_env import _plan, _to_env, actions_from_env
 from rlmod.core.columns import Columns
 from rlmod.errors import OfflineDataError
 from rlmod.offline import OfflineReader, record_episodes
-from rlmod.offline.reader import check_files, discounted_returns, read_columns, resolve_files
+from rlmod.offline.reader import (
+    REQUIRED_COLUMNS,
+    check_files,
+    discounted_returns,
+    read_columns,
+    resolve_files,
+)
 from rlmod.offline.writer import TIMESTEP
 
 
@@ -63,7 +69,7 @@ def test_small_batches_mix_files_and_episodes(expert_dir: Path) -> None:
     files = resolve_files(expert_dir)
     assert len(files) == 3
     reader = OfflineReader(files, batch_size=100, shuffle_buffer_size=4000, seed=0,
-                           obs_shape=(4,))
+                           obs_shape=(4,), columns=[*REQUIRED_COLUMNS, Columns.EPS_ID])
     batch = reader.next_batch()
     assert len(np.unique(batch[Columns.EPS_ID])) >= 6  # of 10 episodes in 3 files
     # value_targets: the discounted return from each row's state on.
@@ -111,7 +117,7 @@ def test_a_file_that_ends_mid_episode_is_refused(tmp_path: Path) -> None:
     file = resolve_files(tmp_path)[0]
     table = pq.read_table(file)
     pq.write_table(table.slice(0, table.num_rows - 2), file)
-    with pytest.raises(OfflineDataError, match=f"{file.name} ends in the middle of episode"):
+    with pytest.raises(OfflineDataError, match=f"{file.name} ends in the middle of an episode"):
         read_columns([file])
 
 

@@ -113,7 +113,8 @@ class MARWIL(Algorithm):
             DEFAULT_MODULE_ID: (pipeline.observation_space, env_spaces[1])})
         self.learner_group = LearnerGroup(config=config, module_spec=module_spec)
         self.reader = OfflineReader(
-            files, batch_size=config.train_batch_size_per_learner, gamma=config.gamma,
+            files, batch_size=config.train_batch_size_per_learner,
+            gamma=config.gamma if config.beta > 0.0 else None,  # BC needs no returns
             shuffle_buffer_size=config.shuffle_buffer_size, seed=config.seed,
             obs_shape=tuple(getattr(env_spaces[0], "shape", None) or ()),
             transform=module_view(pipeline, env_spaces[1]))
