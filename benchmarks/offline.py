@@ -7,8 +7,9 @@ and MARWIL vs BC on mixed data.
   example reports them, and from spawn as measured here.
 - Read throughput: rows/s from the same Parquet files into Learner batches (OfflineReader
   with BC's and MARWIL's settings: batch 2,000, shuffle buffer 10,000, the env-to-module
-  transform; MARWIL's also computes discounted returns) against pyarrow's own scan of the
-  files (`ParquetFile.iter_batches`, all columns; and only the columns the reader takes).
+  transform; MARWIL's also computes discounted returns), in steady state (the shuffle pool
+  filled once before timing), against pyarrow's own scan of the files
+  (`ParquetFile.iter_batches`, all columns; and only the columns the reader takes).
   Rounds interleaved, fastest of each kept.
 - Recording overhead: `SingleAgentEnvRunner.sample()` on CartPole-v1 with the tuned number
   of sub-envs, with `offline_data(output=...)` writing and without (one EnvRunner, its
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pyarrow.parquet as pq
+import torch
 from _common import header, table
 
 from rlmod.algorithms.bc import BCConfig
@@ -86,12 +88,14 @@ def read_throughput(data: Path, rounds: int) -> list[dict]:
         return go
 
     def reader(gamma: float | None) -> Callable[[], int]:
+        transform = module_view(ConnectorPipeline(
+            [], input_observation_space=env.observation_space,
+            input_action_space=env.action_space), env.action_space)
+        r = OfflineReader(files, batch_size=2000, shuffle_buffer_size=10_000, seed=0,
+                          gamma=gamma, obs_shape=(4,), transform=transform)
+        r.next_batch()  # steady state: the shuffle pool is full before timing
+
         def go() -> int:
-            transform = module_view(ConnectorPipeline(
-                [], input_observation_space=env.observation_space,
-                input_action_space=env.action_space), env.action_space)
-            r = OfflineReader(files, batch_size=2000, shuffle_buffer_size=10_000, seed=0,
-                              gamma=gamma, obs_shape=(4,), transform=transform)
             rows = 0
             while rows < passes * total:
                 rows += len(r.next_batch()["rewards"])
@@ -141,6 +145,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    torch.set_num_threads(1)  # as Algorithm does (num_threads_per_learner); 2 cores shared
     header("Offline RL (BC, MARWIL, Parquet)")
     work = Path(tempfile.mkdtemp(prefix="rlmod_offline_bench_"))
     expert = work / "expert"
