@@ -240,3 +240,52 @@ def test_env_runner_stores_raw_observations_that_the_connectors_turn_back(
     for ep in episodes:
         eps = int(ep[Columns.EPS_ID][0]) & 0xFFFF_FFFF
         assert ep["module_obs"].tobytes() == expected[eps][Columns.OBS].tobytes()
+
+
+def test_multi_agent_env_runner_writes_every_finished_agent_episode(tmp_path: Path) -> None:
+    from rlmod.testing import MultiAgentCartPole
+
+    config = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 3})
+              .env_runners(num_envs_per_env_runner=2)
+              .multi_agent(policies={"p0", "p1"},
+                           policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}")
+              .training(train_batch_size=300, minibatch_size=100, num_epochs=1)
+              .offline_data(output=str(tmp_path), output_max_rows_per_file=200)
+              .debugging(seed=0))
+    algo = config.build_algo()
+    runner = algo.env_runner
+    batches: list[dict[str, dict[str, np.ndarray]]] = []
+    sample = runner.sample
+
+    def keep(**kwargs: Any) -> Any:
+        out = sample(**kwargs)
+        batches.append({mid: {k: v.copy() for k, v in b.items()} for mid, b in out.items()})
+        return out
+
+    runner.sample = keep
+    for _ in range(3):
+        algo.train()
+    algo.stop()
+    files = resolve_files(tmp_path)
+    for mid in ("p0", "p1"):
+        expected = _finished_rows([b[mid] for b in batches if mid in b])
+        cols = read_columns(files, module_id=mid, obs_shape=(4,))
+        stored = {int(ep[Columns.EPS_ID][0]) & 0xFFFF_FFFF: ep for ep in _episodes(cols)}
+        assert stored.keys() == expected.keys() and len(stored) > 5
+        for eps, ep in stored.items():
+            assert len(set(ep[AGENT_ID])) == 1
+            assert int(ep[AGENT_ID][0]) % 2 == int(mid[1])  # the mapping: agent -> p{aid % 2}
+            for k in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS,
+                      Columns.TERMINATEDS, Columns.TRUNCATEDS):
+                assert ep[k].tobytes() == expected[eps][k].tobytes(), (mid, eps, k)
+
+
+def test_multi_agent_recording_refuses_transformed_observations(tmp_path: Path) -> None:
+    from rlmod.testing import MultiAgentCartPole
+
+    config = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 2})
+              .env_runners(env_to_module_connector=lambda env, spaces, device:
+                           FrameStacking(num_frames=2))
+              .offline_data(output=str(tmp_path)))
+    with pytest.raises(OfflineDataError, match="records what the modules see"):
+        config.build_algo()
