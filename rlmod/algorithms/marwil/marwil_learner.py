@@ -59,8 +59,11 @@ class MARWILLearner(Learner):
         policy_loss = -(weights * logp).mean()
         vf_loss = 0.5 * (values - returns).pow(2).mean()
         total = policy_loss + config.vf_coeff * vf_loss
+        explained_var = 1.0 - (returns - values).var() / returns.var().clamp_min(1e-8)
+        # Keys as RLlib's MARWIL learner logs them (plus the weights' mean).
         self.log(module_id, policy_loss=policy_loss, vf_loss=vf_loss, total_loss=total,
-                 moving_avg_sqd_adv_norm=c2, mean_advantage_weight=weights.mean())
+                 moving_avg_sqd_adv_norm=c2, vf_explained_variance=explained_var.detach(),
+                 mean_advantage_weight=weights.mean())
         return total
 
     def get_state(self, components: Any = None, *, not_components: Any = None,
