@@ -181,3 +181,49 @@ def test_checkpoint_round_trip_keeps_the_normalizer(tmp_path: Path) -> None:
     restored = MARWIL.from_checkpoint(path)
     assert (restored.learner_group.learner.moving_avg_sqd_adv_norms
             == algo.learner_group.learner.moving_avg_sqd_adv_norms)
+
+
+def test_marwil_loss_by_hand(tmp_path: Path) -> None:
+    """Wang et al. 2018, eq. 5 with RLlib's normalizer: c^2 moves towards mean(A^2) by
+    the update rate, weights exp(beta * A / c) are constants, the value loss is
+    0.5 * mean((V - R)^2) scaled by vf_coeff."""
+    record_episodes(gym.make("CartPole-v1"), cartpole_expert, num_episodes=1,
+                    output_dir=tmp_path, seed=0)
+    algo = _small(MARWILConfig(), tmp_path).training(
+        beta=0.7, vf_coeff=0.3, moving_average_sqd_adv_norm_update_rate=0.25,
+        moving_average_sqd_adv_norm_start=4.0).build_algo()
+    learner = algo.learner_group.learner
+    module = learner.module["default_policy"]
+    rng = np.random.default_rng(0)
+    batch = {Columns.OBS: torch.as_tensor(rng.normal(size=(6, 4)), dtype=torch.float32),
+             Columns.ACTIONS: torch.as_tensor(rng.integers(2, size=6)),
+             Columns.VALUE_TARGETS: torch.as_tensor(rng.normal(size=6) * 3,
+                                                    dtype=torch.float32)}
+    fwd_out = module.forward_train(batch)
+    loss = learner.compute_loss_for_module(module_id="default_policy", config=algo.config,
+                                           batch=batch, fwd_out=fwd_out)
+    with torch.no_grad():
+        logp = torch.log_softmax(fwd_out[Columns.ACTION_DIST_INPUTS], -1)[
+            torch.arange(6), batch[Columns.ACTIONS]]
+        values = module.compute_values(batch)
+        adv = batch[Columns.VALUE_TARGETS] - values
+        c2 = 4.0 + 0.25 * (float((adv ** 2).mean()) - 4.0)
+        weights = torch.exp(0.7 * adv / c2 ** 0.5)
+        expected = -(weights * logp).mean() + 0.3 * 0.5 * (adv ** 2).mean()
+    assert learner.moving_avg_sqd_adv_norms["default_policy"] == pytest.approx(c2)
+    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+    # The weights are constants: gradients are those of -mean(w * logp) with w fixed,
+    # plus the value loss's.
+    params = [p for p in module.parameters() if p.requires_grad]
+    got = torch.autograd.grad(loss, params, allow_unused=True)
+    out = module.forward_train(batch)
+    logp = torch.log_softmax(out[Columns.ACTION_DIST_INPUTS], -1)[
+        torch.arange(6), batch[Columns.ACTIONS]]
+    values = module.compute_values(batch)
+    by_hand = (-(weights * logp).mean()
+               + 0.3 * 0.5 * ((batch[Columns.VALUE_TARGETS] - values) ** 2).mean())
+    want = torch.autograd.grad(by_hand, params, allow_unused=True)
+    for g, w in zip(got, want, strict=True):
+        assert (g is None) == (w is None)
+        if g is not None:
+            torch.testing.assert_close(g, w)
