@@ -722,8 +722,17 @@ class AlgorithmConfig:
         )
 
     # ------------------------------------------------------------------ validate / build
+    reads_offline_data: bool = False
+    """True for algorithms that train on `offline_data(input_=...)` (BC, MARWIL); the others
+    refuse an input_ other than "sampler" instead of ignoring it."""
+
     def validate(self) -> None:
         """Checks the rules that span several settings; raises ValueError naming them."""
+        if self.input_ != "sampler" and not self.reads_offline_data:
+            raise ValueError(
+                f"offline_data(input_={self.input_!r}) is read by offline algorithms (BC, "
+                f"MARWIL); {type(self).__name__} trains on what its EnvRunners sample. Use "
+                "BCConfig or MARWILConfig, or leave input_ at 'sampler'.")
         per_learner = self.train_batch_size_per_learner
         if per_learner < 1:
             raise ValueError(

@@ -107,6 +107,13 @@ def test_input_must_be_set(expert_dir: Path) -> None:
         BCConfig().build_algo()
 
 
+def test_online_algorithms_refuse_an_offline_input(expert_dir: Path) -> None:
+    from rlmod.algorithms.ppo import PPOConfig
+
+    with pytest.raises(ValueError, match="read by offline algorithms"):
+        PPOConfig().environment("CartPole-v1").offline_data(input_=str(expert_dir)).validate()
+
+
 def test_a_corrupt_file_stops_build_with_its_name(expert_dir: Path) -> None:
     file = sorted(expert_dir.glob("*.parquet"))[0]
     file.write_bytes(file.read_bytes()[:100])

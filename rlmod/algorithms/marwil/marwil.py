@@ -51,6 +51,8 @@ class MARWILConfig(AlgorithmConfig):
         100.0, section="training", check=s.number(low=0.0, low_open=True),
         doc="Start value of c^2.")
 
+    reads_offline_data = True
+
     def __init__(self) -> None:
         super().__init__()
         self.lr = 1e-4
