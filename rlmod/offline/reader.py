@@ -262,6 +262,18 @@ class OfflineReader:
         transform: Applied to each chunk of whole episodes after reading (MARWIL passes
             the env-to-module connectors here).
         columns: Which stored columns to read.
+
+    Example:
+        >>> import gymnasium as gym, tempfile
+        >>> from rlmod.offline import record_episodes
+        >>> data = tempfile.mkdtemp()
+        >>> rows = record_episodes(gym.make("CartPole-v1"), lambda obs: 0, num_episodes=5,
+        ...                        output_dir=data, seed=0)
+        >>> reader = OfflineReader(resolve_files(data), batch_size=8, obs_shape=(4,),
+        ...                        shuffle_buffer_size=16, seed=0)
+        >>> batch = reader.next_batch()
+        >>> batch["obs"].shape, batch["value_targets"].shape
+        ((8, 4), (8,))
     """
 
     def __init__(self, files: Sequence[Path], *, batch_size: int, gamma: float | None = 0.99,
