@@ -15,8 +15,9 @@ import glob
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -30,6 +31,17 @@ from rlmod.utils.state_files import read_json
 Columns_ = dict[str, np.ndarray]
 Transform = Callable[[Columns_], Columns_]
 """Maps the columns of whole episodes (rows contiguous, in time order) to new columns."""
+
+
+class ChunkSource(Protocol):
+    """Anything besides a Parquet file that yields chunks of whole episodes (Minari)."""
+
+    def chunks(self, *, columns: Sequence[str] | None, module_id: str | None,
+               obs_shape: tuple[int, ...] | None, rows: int) -> Iterator[Columns_]: ...
+
+
+def _source_chunks(source: ChunkSource, _: Any, **kwargs: Any) -> Iterator[Columns_]:
+    return source.chunks(**kwargs)
 
 READ_CHUNK_BYTES = 1 << 20
 MAX_READ_ROWS = 65_536
@@ -248,7 +260,8 @@ class OfflineReader:
     """Yields training batches of `batch_size` rows for one module, without end.
 
     Args:
-        files: Parquet files written by EpisodeWriter (see `resolve_files`).
+        files: Parquet files written by EpisodeWriter (see `resolve_files`), or other
+            sources of whole-episode chunks (e.g. `minari_source.MinariSource`).
         batch_size: Rows per batch.
         gamma: Discount of the returns added as `value_targets` (MARWIL's regression
             target); None adds none (BC needs none). A truncated episode's return is cut at the truncation (not
@@ -276,7 +289,7 @@ class OfflineReader:
         ((8, 4), (8,))
     """
 
-    def __init__(self, files: Sequence[Path], *, batch_size: int, gamma: float | None = 0.99,
+    def __init__(self, files: Sequence[Path | ChunkSource], *, batch_size: int, gamma: float | None = 0.99,
                  shuffle_buffer_size: int = 10_000, module_id: str | None = None,
                  seed: int | None = None, obs_shape: tuple[int, ...] | None = None,
                  transform: Transform | None = None,
@@ -335,9 +348,11 @@ class OfflineReader:
         while True:
             rows_this_pass = 0
             for i in self._rng.permutation(len(self.files)).tolist():
-                for cols in _file_chunks(self.files[i], columns=self.columns,
-                                         module_id=self.module_id, obs_shape=self.obs_shape,
-                                         rows=self.read_rows):
+                source = self.files[i]
+                read = (_file_chunks if isinstance(source, Path)
+                        else partial(_source_chunks, source))
+                for cols in read(source, columns=self.columns, module_id=self.module_id,
+                                 obs_shape=self.obs_shape, rows=self.read_rows):
                     if self.gamma is not None:
                         cols[Columns.VALUE_TARGETS] = discounted_returns(
                             cols[Columns.REWARDS],

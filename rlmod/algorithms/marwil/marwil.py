@@ -7,7 +7,6 @@ BC is MARWIL with beta=0 (rlmod.algorithms.bc), as in RLlib.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -21,6 +20,7 @@ from rlmod.core.columns import ALL_MODULES, DEFAULT_MODULE_ID, Columns
 from rlmod.core.learner_group import LearnerGroup
 from rlmod.core.rl_module import RLModuleSpec
 from rlmod.errors import OfflineDataError
+from rlmod.offline.minari_source import is_minari_input, load_minari
 from rlmod.offline.reader import OfflineReader, check_files, read_spaces, resolve_files
 from rlmod.offline.transforms import module_view
 from rlmod.offline.writer import ENV_KEY, SPACES_FILE
@@ -105,9 +105,16 @@ class MARWIL(Algorithm):
         config = self.config
         seed_everything(config.seed)
         torch.set_num_threads(config.num_threads_per_learner)
-        files = resolve_files(config.input_)
-        check_files(files)
-        env_spaces = self._env_spaces(files)
+        sources: list[Any]
+        if is_minari_input(config.input_):
+            sources, minari_spaces = load_minari(config.input_)
+            env_spaces = self._env_spaces(minari_spaces, where=config.input_)
+        else:
+            sources = resolve_files(config.input_)
+            check_files(sources)
+            stored = read_spaces(sources)
+            env_spaces = self._env_spaces(None if stored is None else stored.get(ENV_KEY),
+                                          where=str(sources[0].parent / SPACES_FILE))
         pipeline = config.build_env_to_module_connector(None, *env_spaces)
         assert pipeline.observation_space is not None
         module_spec = config.get_multi_rl_module_spec(inference_only=False, spaces={
@@ -115,7 +122,7 @@ class MARWIL(Algorithm):
             DEFAULT_MODULE_ID: (pipeline.observation_space, env_spaces[1])})
         self.learner_group = LearnerGroup(config=config, module_spec=module_spec)
         self.reader = OfflineReader(
-            files, batch_size=config.train_batch_size_per_learner,
+            sources, batch_size=config.train_batch_size_per_learner,
             gamma=config.gamma if config.beta > 0.0 else None,  # BC needs no returns
             shuffle_buffer_size=config.shuffle_buffer_size, seed=config.seed,
             obs_shape=tuple(getattr(env_spaces[0], "shape", None) or ()),
@@ -126,12 +133,11 @@ class MARWIL(Algorithm):
         self._timers: dict[str, float] = {}
         self._num_rows_trained = 0
 
-    def _env_spaces(self, files: list[Path]) -> tuple[gym.Space, gym.Space]:
-        """The raw env's spaces: the config's, else the data's; both must agree."""
+    def _env_spaces(self, recorded: tuple[gym.Space, gym.Space] | None, *,
+                    where: str) -> tuple[gym.Space, gym.Space]:
+        """The raw env's spaces: the config's, else the data's (`recorded`, stored in
+        `where`); both must agree."""
         given = (self.config.observation_space, self.config.action_space)
-        stored = read_spaces(files)
-        recorded = None if stored is None else stored.get(ENV_KEY)
-        where = f"{files[0].parent / SPACES_FILE}"
         if given[0] is not None and given[1] is not None:
             if recorded is not None and not all(
                     x == y for x, y in zip(recorded, given, strict=True)):
