@@ -234,3 +234,27 @@ def test_marwil_loss_by_hand(tmp_path: Path) -> None:
         assert (g is None) == (w is None)
         if g is not None:
             torch.testing.assert_close(g, w)
+
+
+def test_a_bc_checkpoint_serves_and_evaluates(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture) -> None:
+    """No EnvRunner, yet InferencePolicy and `rlmod evaluate` act from a BC checkpoint:
+    one-hot FrozenLake observations, the env's spaces from the checkpoint's metadata."""
+    from rlmod.algorithms.inference import InferencePolicy
+    from rlmod.cli import main
+
+    env = gym.make("FrozenLake-v1")
+    record_episodes(env, RandomPolicy(env.action_space, seed=0), num_episodes=20,
+                    output_dir=tmp_path / "data", seed=0)
+    algo = (_small(BCConfig(), tmp_path / "data").environment("FrozenLake-v1")
+            .training(train_batch_size=64, minibatch_size=32).build_algo())
+    algo.train()
+    path = algo.save_to_path(tmp_path / "ckpt")
+    policy = InferencePolicy.from_checkpoint(path)
+    module = algo.learner_group.learner.module["default_policy"]
+    for cell in range(16):
+        one_hot = torch.nn.functional.one_hot(torch.tensor([cell]), 16).float()
+        logits = module.forward_inference({Columns.OBS: one_hot})[Columns.ACTION_DIST_INPUTS]
+        assert policy.compute_single_action(cell) == int(logits.argmax())
+    assert main(["evaluate", path, "--episodes", "2"]) == 0
+    assert "over 2 episodes" in capsys.readouterr().out

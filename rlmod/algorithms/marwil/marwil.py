@@ -26,6 +26,7 @@ from rlmod.offline.transforms import module_view
 from rlmod.offline.writer import ENV_KEY, SPACES_FILE
 from rlmod.utils.metrics import EpisodeMetrics
 from rlmod.utils.seeding import seed_everything
+from rlmod.utils.spaces import space_to_dict
 
 if TYPE_CHECKING:
     from typing import Self
@@ -115,6 +116,7 @@ class MARWIL(Algorithm):
             stored = read_spaces(sources)
             env_spaces = self._env_spaces(None if stored is None else stored.get(ENV_KEY),
                                           where=str(sources[0].parent / SPACES_FILE))
+        self._env_spaces_used = env_spaces
         pipeline = config.build_env_to_module_connector(None, *env_spaces)
         assert pipeline.observation_space is not None
         module_spec = config.get_multi_rl_module_spec(inference_only=False, spaces={
@@ -155,6 +157,14 @@ class MARWIL(Algorithm):
                 "the config, or record the data with config.offline_data(output=...), "
                 "`rlmod record` or rlmod.offline.record_episodes.")
         return recorded
+
+    def get_metadata(self) -> dict[str, Any]:
+        """Counters plus the env's spaces (what an EnvRunner's metadata holds online), so
+        `InferencePolicy.from_checkpoint` can act from a BC or MARWIL checkpoint."""
+        obs, act = self._env_spaces_used
+        return {**super().get_metadata(), "num_env_steps_trained_lifetime":
+                self._num_rows_trained,
+                "spaces": {ENV_KEY: [space_to_dict(obs), space_to_dict(act)]}}
 
     def training_step(self) -> dict[str, Any]:
         """Read a batch, update the Learner; there are no EnvRunners to sync."""
