@@ -306,3 +306,18 @@ def test_remote_env_runners_write_their_episodes_before_they_are_killed(
     cols = read_columns(resolve_files(tmp_path), obs_shape=(4,))
     ends = cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS]
     assert int(ends.sum()) == result["num_episodes_lifetime"] > 0
+
+
+def test_evaluation_episodes_are_not_recorded(tmp_path: Path) -> None:
+    config = (PPOConfig().environment("CartPole-v1")
+              .env_runners(num_envs_per_env_runner=2)
+              .training(train_batch_size=200, minibatch_size=100, num_epochs=1)
+              .evaluation(evaluation_interval=1, evaluation_duration=3)
+              .offline_data(output=str(tmp_path)).debugging(seed=0))
+    algo = config.build_algo()
+    result = algo.train()
+    algo.stop()
+    assert result["evaluation"]["env_runners"]["num_episodes"] == 3
+    cols = read_columns(resolve_files(tmp_path), obs_shape=(4,))
+    ends = cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS]
+    assert int(ends.sum()) == result["num_episodes_lifetime"]
