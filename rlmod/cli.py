@@ -174,6 +174,30 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--video-dir", type=Path, metavar="DIR",
                           help="Where --render rgb_array writes videos (needs moviepy).")
     _add_trust_argument(evaluate)
+
+    record = commands.add_parser(
+        "record",
+        help="Run a checkpoint's policy and write its episodes to Parquet (offline data).",
+        description="Load the policy of a single-agent checkpoint (as `evaluate` does), run it "
+        "for --episodes episodes and write every step to Parquet files under --output, with "
+        "the env's spaces in spaces.json, for BC/MARWIL: "
+        "BCConfig().offline_data(input_=OUTPUT).",
+    )
+    record.set_defaults(command="record", run=_record)
+    record.add_argument("--checkpoint", type=Path, required=True, metavar="CKPT",
+                        help="A checkpoint directory, or a run dir (its newest checkpoint).")
+    record.add_argument("--episodes", type=_count(1), required=True, metavar="N",
+                        help="Episodes to record.")
+    record.add_argument("--output", type=Path, required=True, metavar="DIR",
+                        help="Directory of the Parquet files (created; may already hold "
+                        "episodes of the same env).")
+    record.add_argument("--seed", type=_count(0), default=0,
+                        help="Episode i resets the env with seed + i (default: 0).")
+    record.add_argument("--explore", action="store_true",
+                        help="Sample actions instead of taking the most likely one.")
+    record.add_argument("--max-rows-per-file", type=_count(1), default=100_000, metavar="N",
+                        help="Rows per Parquet file before a new one starts (default: 100000).")
+    _add_trust_argument(record)
     return parser
 
 
@@ -491,6 +515,36 @@ def _evaluate(args: argparse.Namespace) -> int:
     print(f"  episode_return_mean  {sum(returns) / len(returns):.2f}")
     print(f"  episode_return_min   {min(returns):.2f}")
     print(f"  episode_return_max   {max(returns):.2f}")
+    return EXIT_OK
+
+
+def _record(args: argparse.Namespace) -> int:
+    """`rlmod record --checkpoint CKPT --episodes N --output DIR`."""
+    from rlmod.algorithms.inference import InferencePolicy
+    from rlmod.env.registry import make_env
+    from rlmod.errors import CheckpointError, EnvError, OfflineDataError
+    from rlmod.offline import record_episodes
+
+    path = _checkpoint_path(args.checkpoint)
+    try:
+        policy = InferencePolicy.from_checkpoint(path, explore=args.explore,
+                                                 trusted_modules=tuple(args.trust))
+        if policy.config.env is None:
+            raise ValueError(f"{path}: the env was a lambda when saved and is not stored; "
+                             "record with rlmod.offline.record_episodes in your own script.")
+        env = make_env(policy.config.env, dict(policy.config.env_config))
+        try:
+            rows = record_episodes(env, policy.compute_single_action,
+                                   num_episodes=args.episodes, output_dir=args.output,
+                                   seed=args.seed, max_rows_per_file=args.max_rows_per_file,
+                                   on_episode_start=policy.reset)
+        finally:
+            env.close()
+    except (CheckpointError, OfflineDataError, EnvError, ValueError, TypeError,
+            ImportError) as e:
+        raise CLIError(str(e)) from None
+    print(f"Recorded {args.episodes} episodes ({rows:,} steps) of {path} in {args.output}.")
+    print(f"  train on them: BCConfig().offline_data(input_={str(args.output)!r})")
     return EXIT_OK
 
 

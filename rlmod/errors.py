@@ -23,3 +23,7 @@ class CheckpointError(RuntimeError):
 
 class NonFiniteUpdateError(FloatingPointError):
     """A module's loss or gradient was NaN/inf for several minibatches in a row."""
+
+
+class OfflineDataError(ValueError):
+    """Recorded data is missing, unreadable, or does not fit the config's spaces."""

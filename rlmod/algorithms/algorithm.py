@@ -68,7 +68,7 @@ class Algorithm(Checkpointable):
         config = self.config
         seed_everything(config.seed)
         torch.set_num_threads(config.num_threads_per_learner)
-        self.env_runner_group = EnvRunnerGroup(config=config)
+        self.env_runner_group: EnvRunnerGroup | None = EnvRunnerGroup(config=config)
         spaces = self.env_runner_group.get_spaces()
         module_spec = config.get_multi_rl_module_spec(spaces=spaces, inference_only=False)
         self.learner_group = LearnerGroup(config=config, module_spec=module_spec)
@@ -79,8 +79,9 @@ class Algorithm(Checkpointable):
 
     @property
     def env_runner(self) -> Any:
-        """The local EnvRunner (RLlib's name)."""
-        return self.env_runner_group.local_env_runner
+        """The local EnvRunner (RLlib's name); None for offline algorithms."""
+        group = self.env_runner_group
+        return None if group is None else group.local_env_runner
 
     def get_module(self, module_id: ModuleID = DEFAULT_MODULE_ID) -> RLModule:
         """The module `module_id` as the local EnvRunner holds it (RLlib's `get_module`):
@@ -116,7 +117,8 @@ class Algorithm(Checkpointable):
         self._timers = {}
         learner_results = self.training_step()
         self.iteration += 1
-        env_runner_results = self.metrics.add(self.env_runner_group.get_metrics())
+        group = self.env_runner_group
+        env_runner_results = self.metrics.add(group.get_metrics() if group else [])
         result: dict[str, Any] = {
             "training_iteration": self.iteration,
             "env_runners": env_runner_results,
@@ -171,6 +173,7 @@ class Algorithm(Checkpointable):
             eval_config = self.config.copy()
             eval_config.num_env_runners = 0
             eval_config.explore = self.config.evaluation_explore
+            eval_config.output = None  # offline_data(output=...) records training only
             if self.config.seed is not None:
                 eval_config.seed = self.config.seed + 10_000  # other episodes than training
             self.eval_env_runner_group = EnvRunnerGroup(config=eval_config)
@@ -220,13 +223,17 @@ class Algorithm(Checkpointable):
             self.metrics.set_state(state["metrics"])
         if "torch_rng" in state:
             torch.set_rng_state(state["torch_rng"])
-        self.env_runner_group.sync_weights(from_learner_group=self.learner_group)
+        self._sync_env_runner_weights()
 
     def restore_from_path(self, path: str | os.PathLike, *, component: str | None = None,
                           **kwargs: Any) -> None:
         """As `Checkpointable.restore_from_path`, then sends the weights to EnvRunners."""
         super().restore_from_path(path, component=component, **kwargs)
         if component is not None:
+            self._sync_env_runner_weights()
+
+    def _sync_env_runner_weights(self) -> None:
+        if self.env_runner_group is not None:
             self.env_runner_group.sync_weights(from_learner_group=self.learner_group)
 
     def get_metadata(self) -> dict[str, Any]:
@@ -279,7 +286,8 @@ class Algorithm(Checkpointable):
 
     def stop(self) -> None:
         """Closes envs and actors."""
-        self.env_runner_group.stop()
+        if self.env_runner_group is not None:
+            self.env_runner_group.stop()
         if self.eval_env_runner_group is not None:
             self.eval_env_runner_group.stop()
 

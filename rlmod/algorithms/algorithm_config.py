@@ -195,6 +195,19 @@ class AlgorithmConfig:
     metrics_num_episodes_for_smoothing = Setting(100, section="reporting",
                                                  check=s.integer(min=1), doc=(
         "Episodes in the window of episode_return_mean and friends."))
+    # --- offline_data ---
+    input_ = Setting("sampler", section="offline_data", check=s.offline_input, doc=(
+        "'sampler' (train on what EnvRunners sample), or recorded episodes to train on "
+        "offline: a Parquet file, a directory of them, a glob, or a list of these."))
+    output = Setting(None, section="offline_data", check=s.optional(s.path_string), doc=(
+        "Directory EnvRunners write every finished episode to, as Parquet (see "
+        "rlmod.offline); None writes nothing."))
+    output_max_rows_per_file = Setting(100_000, section="offline_data",
+                                       check=s.integer(min=1),
+                                       doc="Rows per Parquet file before a new one starts.")
+    shuffle_buffer_size = Setting(10_000, section="offline_data", check=s.integer(min=0), doc=(
+        "Rows held for shuffling offline data; batches are drawn at random from it (RLlib "
+        "defaults to 0 and leaves shuffling to Ray Data; rlmod reads files itself)."))
     # --- checkpointing ---
     checkpoint_frequency = Setting(0, section="checkpointing", check=s.integer(min=0), doc=(
         "Save a checkpoint into checkpoint_dir every this many train() calls; 0 never. "
@@ -330,6 +343,12 @@ class AlgorithmConfig:
                   **unknown: Any) -> Self:
         """Sets how metrics are smoothed."""
         return self._set_section("reporting", locals())
+
+    def offline_data(self, *, input_: Any = _UNSET, output: str | None = _UNSET,
+                     output_max_rows_per_file: int = _UNSET, shuffle_buffer_size: int = _UNSET,
+                     **unknown: Any) -> Self:
+        """Sets where offline algorithms read episodes and where EnvRunners write them."""
+        return self._set_section("offline_data", locals())
 
     def checkpointing(self, *, checkpoint_frequency: int = _UNSET,
                       checkpoint_dir: str | None = _UNSET, keep_last_n: int | None = _UNSET,
@@ -705,8 +724,17 @@ class AlgorithmConfig:
         )
 
     # ------------------------------------------------------------------ validate / build
+    reads_offline_data: bool = False
+    """True for algorithms that train on `offline_data(input_=...)` (BC, MARWIL); the others
+    refuse an input_ other than "sampler" instead of ignoring it."""
+
     def validate(self) -> None:
         """Checks the rules that span several settings; raises ValueError naming them."""
+        if self.input_ != "sampler" and not self.reads_offline_data:
+            raise ValueError(
+                f"offline_data(input_={self.input_!r}) is read by offline algorithms (BC, "
+                f"MARWIL); {type(self).__name__} trains on what its EnvRunners sample. Use "
+                "BCConfig or MARWILConfig, or leave input_ at 'sampler'.")
         per_learner = self.train_batch_size_per_learner
         if per_learner < 1:
             raise ValueError(

@@ -85,17 +85,21 @@ class InferencePolicy:
                 "ones. Load one module with RLModule.from_checkpoint(path, module_id=...)."
             )
         runner_dir = path / "env_runner"
-        spaces = read_metadata(runner_dir).get("spaces", {})
+        # Offline algorithms (BC, MARWIL) have no EnvRunner: their own metadata holds the
+        # env's spaces, and their connectors keep no state.
+        spaces_dir = runner_dir if runner_dir.is_dir() else path
+        spaces = read_metadata(spaces_dir).get("spaces", {})
         try:
             obs_space, act_space = (space_from_dict(d) for d in spaces["__env__"])
         except (KeyError, TypeError, ValueError) as e:
             raise CheckpointError(
-                f"{runner_dir / 'metadata.json'}: field 'spaces' has no valid '__env__' "
+                f"{spaces_dir / 'metadata.json'}: field 'spaces' has no valid '__env__' "
                 f"entry ({e!r})."
             ) from e
         assert isinstance(obs_space, gym.Space) and isinstance(act_space, gym.Space)
         env_to_module = config.build_env_to_module_connector(None, obs_space, act_space)
-        env_to_module.set_state(read_state(runner_dir).get("env_to_module", {}))
+        if runner_dir.is_dir():
+            env_to_module.set_state(read_state(runner_dir).get("env_to_module", {}))
         module = RLModule.from_checkpoint(path, inference_only=True, trusted_modules=trusted)
         module_to_env = config.build_module_to_env_connector(
             None, env_to_module.observation_space, act_space)

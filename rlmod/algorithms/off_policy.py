@@ -289,14 +289,17 @@ class OffPolicyAlgorithm(Algorithm):
     def _num_env_steps_sampled(self) -> int:
         """Env steps sampled so far, this iteration's included (with remote EnvRunners: as
         of the previous iteration, which the result dict reported)."""
-        runner = self.env_runner_group.local_env_runner
-        count = getattr(runner, "num_env_steps_sampled_lifetime", None)
-        if count is not None and self.env_runner_group.num_remote_env_runners == 0:
+        group = self.env_runner_group
+        assert group is not None  # an online algorithm: setup() built it
+        count = getattr(group.local_env_runner, "num_env_steps_sampled_lifetime", None)
+        if count is not None and group.num_remote_env_runners == 0:
             return int(count)
         return self.metrics.num_env_steps_lifetime
 
     def training_step(self) -> dict[str, Any]:
-        samples = self._timed("sample_time_s", self.env_runner_group.sample)
+        group = self.env_runner_group
+        assert group is not None  # an online algorithm: setup() built it
+        samples = self._timed("sample_time_s", group.sample)
         rows = [len(b[next(iter(b))]) for sample in samples for b in sample.values() if b]
         for i, sample in enumerate(samples):
             self._timed("replay_add_time_s", self.replay_buffer.add, sample, source=i)
@@ -315,7 +318,7 @@ class OffPolicyAlgorithm(Algorithm):
             self.replay_buffer.update_priorities(indices, td)
             results.append(out)
         if results:
-            self._timed("sync_weights_time_s", self.env_runner_group.sync_weights,
+            self._timed("sync_weights_time_s", group.sync_weights,
                         from_learner_group=self.learner_group)
         return _mean_results(results)
 

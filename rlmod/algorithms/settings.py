@@ -159,6 +159,17 @@ def path_string(v: Any) -> str:
     return v
 
 
+def offline_input(v: Any) -> Any:
+    """`input_`: 'sampler', or a path / glob / list of them (stored as strings)."""
+    if isinstance(v, os.PathLike):
+        v = os.fspath(v)
+    if isinstance(v, str) and v:
+        return v
+    if isinstance(v, list | tuple) and v and all(isinstance(p, str | os.PathLike) for p in v):
+        return [os.fspath(p) for p in v]
+    raise InvalidKind("expected 'sampler', a path or glob, or a non-empty list of paths.")
+
+
 def space_or_none(v: Any) -> Any:
     if v is not None and not isinstance(v, gym.Space):
         raise InvalidKind("expected a gymnasium.spaces.Space or None.")

@@ -19,12 +19,18 @@ from rlmod.utils.spaces import flat_box, flatten_batch
 class EnvToModule(Connector):
     """Base of env-to-module connectors: `(obs [N, ...], *, episode_starts [N]) -> obs`."""
 
+    row_wise: bool = False
+    """True where output row i depends on input row i only (no memory across steps): the
+    offline reader then transforms many rows in one call instead of stepping episodes."""
+
     def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> Any:
         raise NotImplementedError
 
 
 class FlattenObservations(EnvToModule):
     """Flattens Dict/Tuple/Box observations into one float32 vector per row."""
+
+    row_wise = True
 
     def recompute_output_observation_space(
         self, input_observation_space: gym.Space, input_action_space: gym.Space
@@ -55,6 +61,8 @@ def default_env_to_module(observation_space: gym.Space) -> list[EnvToModule]:
 
 class _ToFloat32(EnvToModule):
     """Casts image-like Box observations to float32, keeping their shape (for CNNs)."""
+
+    row_wise = True
 
     def recompute_output_observation_space(
         self, input_observation_space: gym.Space, input_action_space: gym.Space

@@ -144,3 +144,28 @@ def add_action_logp(batch: dict[str, np.ndarray], rl_module: RLModule) -> None:
         dist = rl_module.action_dist(torch.from_numpy(batch[Columns.ACTION_DIST_INPUTS]))
         logp = dist.logp(torch.from_numpy(batch[Columns.ACTIONS]))
     batch[Columns.ACTION_LOGP] = logp.numpy()
+
+
+def actions_from_env(action_space: gym.Space, env_actions: np.ndarray, *,
+                     plan: Any = None) -> np.ndarray:
+    """The inverse of `ActionsToEnvSpace` for recorded env actions `[N, ...]`: what the
+    module's action distribution takes (Discrete shifted to 0, Box bounds mapped back to
+    [-1, 1] where both are finite, flat rows). Offline data stores env actions; BC and
+    MARWIL need the module's, to score them with `logp`. `plan`: `_plan(action_space)`,
+    precomputed by callers that map many batches."""
+    plan = _plan(action_space) if plan is None else plan
+    kind, n = plan[0], len(env_actions)
+    if kind == "discrete":
+        return np.asarray(env_actions).reshape(n).astype(np.int64) - plan[1]
+    if kind == "multi_discrete":
+        return np.asarray(env_actions).reshape(n, -1).astype(np.int64) - plan[1]
+    if kind == "multi_binary":
+        return np.asarray(env_actions).reshape(n, -1)
+    if kind == "box":
+        _, both, scale, offset, *_ = plan
+        a = np.asarray(env_actions, dtype=np.float32).reshape(n, -1)
+        if both is not None:
+            a = np.where(both, (a - offset) / scale, a).astype(np.float32)
+        return a
+    raise TypeError(f"Recorded actions of space {action_space} cannot be mapped back; "
+                    "offline data supports Box, Discrete, MultiDiscrete and MultiBinary.")

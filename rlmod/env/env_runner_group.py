@@ -91,6 +91,8 @@ class EnvRunnerGroup:
         if self.local_env_runner is not None:
             self.local_env_runner.stop()
         if self._remote:
-            from rlmod.utils.ray_utils import kill_all
+            from rlmod.utils.ray_utils import call_all, kill_all
 
+            if self.config.output is not None:  # their writers flush queued episodes
+                call_all(self._remote, "stop")
             kill_all(self._remote)

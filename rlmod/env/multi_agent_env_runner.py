@@ -37,6 +37,7 @@ from rlmod.env.guards import bad_observation, non_finite_rows
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
 from rlmod.env.multi_agent_rows import (
+    SLOT,
     EpisodeInfo,
     ModuleRows,
     join_box_values,
@@ -46,7 +47,8 @@ from rlmod.env.multi_agent_rows import (
     step_flags,
 )
 from rlmod.env.registry import make_env
-from rlmod.errors import EnvError, UnknownModuleIDError
+from rlmod.errors import EnvError, OfflineDataError, UnknownModuleIDError
+from rlmod.offline.writer import AGENT_ID, EpisodeWriter
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
 
@@ -173,6 +175,27 @@ class MultiAgentEnvRunner(EnvRunner):
             self._module_to_env[mid] = config.build_module_to_env_connector(
                 self.env0, sub.observation_space, raw_act)
         self._init_bookkeeping()
+        self._writer = self._make_writer()  # config.offline_data(output=DIR)
+
+    def _make_writer(self) -> EpisodeWriter | None:
+        """An EpisodeWriter when `config.output` is set. Multi-agent rows are recorded as
+        the modules see them, so this needs modules whose env-to-module connectors leave
+        observations raw and whose actions reach the env unchanged; otherwise an error
+        says so (the single-agent EnvRunner records raw data in every case)."""
+        if self.config.output is None:
+            return None
+        for mid in self._module_ids:
+            pipeline = self._spaces.env_to_module.get(mid)
+            if (pipeline is not None and len(pipeline)) or len(self._module_to_env[mid]) > 1:
+                raise OfflineDataError(
+                    f"offline_data(output=...) with a MultiAgentEnvRunner records what the "
+                    f"modules see; module {mid!r} sees transformed observations ({pipeline}) "
+                    "or maps its actions into the env's space, which would make the "
+                    "recorded rows differ from the env's. Record envs with flat float32 Box "
+                    "observations and Discrete actions starting at 0, or leave output unset.")
+        return EpisodeWriter(self.config.output, spaces=self.get_spaces(),
+                             max_rows_per_file=self.config.output_max_rows_per_file,
+                             file_prefix=f"env_runner_{self.worker_index}")
 
     def _init_bookkeeping(self) -> None:
         # Per (env, agent) slot: flat arrays, see the module docstring.
@@ -290,6 +313,9 @@ class MultiAgentEnvRunner(EnvRunner):
     # ------------------------------------------------------------------ episodes
     def _reset_all(self) -> None:
         """Starts every env afresh; rows of unfinished episodes are dropped."""
+        writer = getattr(self, "_writer", None)  # None while __init__ runs
+        if writer is not None:
+            writer.drop_pending()  # episodes cut off by this reset are never written
         self._buffers = [ModuleRows() for _ in self._module_ids]
         self._num_carried = [0] * len(self._module_ids)
         self._closings = []
@@ -786,11 +812,14 @@ class MultiAgentEnvRunner(EnvRunner):
                     part = np.flatnonzero(~in_drop) + offsets[m]
                 batch, carried = module_batch(cols, store,
                                               {k: v[part] for k, v in outcome.items()},
-                                              keep_eps, radix=len(self._module_of_slot) <= 2**16)
+                                              keep_eps, radix=len(self._module_of_slot) <= 2**16,
+                                              with_slots=self._writer is not None)
                 if keep_eps is not None:  # rows of unfinished episodes are dropped: the
                     self._open_row[cols["slot"]] = -1  # next call starts them afresh
                 if batch is not None:
                     add_action_logp(batch, self.module[self._module_ids[m]])
+                    if self._writer is not None:
+                        self._write(self._module_ids[m], batch)
                     result[self._module_ids[m]] = batch
             self._rebase(m, store, acting.get(m), carried)
         self._closings = []
@@ -857,7 +886,19 @@ class MultiAgentEnvRunner(EnvRunner):
             if key in state:
                 setattr(self, key, int(state[key]))
 
+    def _write(self, module_id: ModuleID, batch: dict[str, np.ndarray]) -> None:
+        """Hands a module's rows to the EpisodeWriter with each row's agent ID (the slot
+        column is popped off the batch)."""
+        slots = batch.pop(SLOT)
+        names = np.array([str(a) for a in self._agents], dtype=object)
+        assert self._writer is not None
+        self._writer.add_batch({module_id: {**batch,
+                                            AGENT_ID: names[slots % len(self._agents)]}})
+
     def stop(self) -> None:
+        """Closes the envs and writes the recorded episodes still queued."""
+        if self._writer is not None:
+            self._writer.close()
         for env in self.envs:
             env.close()
 

@@ -153,13 +153,19 @@ def step_flags(flagged: list, keys_l: list[tuple], num_obs: int
     return term, trunc, over, extras
 
 
+SLOT = "_slot"
+"""Batch column of `module_batch(with_slots=True)`: slot = env index * num agents + agent."""
+
+
 def module_batch(rows: dict[str, np.ndarray], store: Any, outcome: dict[str, np.ndarray],
-                 keep_eps: np.ndarray | None, *, radix: bool
+                 keep_eps: np.ndarray | None, *, radix: bool, with_slots: bool = False
                  ) -> tuple[dict[str, np.ndarray] | None, dict[str, np.ndarray] | None]:
     """One module's batch from its rows of a `sample()` call and their outcomes: the
     closed rows (of the episodes in `keep_eps`, if given), each (env, agent) sequence
     contiguous and in time order; and, when `keep_eps` is None, the rows still open, to
-    carry into the next call (with their observations). `radix`: slot IDs fit in uint16."""
+    carry into the next call (with their observations). `radix`: slot IDs fit in uint16.
+    `with_slots`: the batch also holds each row's (env, agent) slot as `SLOT` (recording
+    needs the agent; Learners do not)."""
     closed, rewards = outcome["closed"], outcome["rewards"]
     term, trunc = outcome["term"], outcome["trunc"]
     new_obs_idx = np.where(outcome["new_obs"] >= 0, outcome["new_obs"], rows["obs_idx"])
@@ -195,6 +201,8 @@ def module_batch(rows: dict[str, np.ndarray], store: Any, outcome: dict[str, np.
     seq_ends[:-1] |= (slots[1:] != slots[:-1]) | (eps[1:] != eps[:-1])
     seq_ends[-1] = True
     batch[Columns.SEQ_ENDS] = seq_ends
+    if with_slots:
+        batch[SLOT] = slots
     return batch, carried
 
 

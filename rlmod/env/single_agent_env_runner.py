@@ -20,10 +20,14 @@ from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
 from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
 from rlmod.errors import EnvError
+from rlmod.offline.writer import EpisodeWriter
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
 
 logger = logging.getLogger(__name__)
+
+# Recording only: step columns of raw observations and env actions (what the writer stores).
+_RAW_OBS, _RAW_NEXT_OBS, _ENV_ACTIONS = "_raw_obs", "_raw_new_obs", "_env_actions"
 
 
 class SingleAgentEnvRunner(EnvRunner):
@@ -83,6 +87,19 @@ class SingleAgentEnvRunner(EnvRunner):
         self._num_truncated_non_finite = 0
         self._num_restarts = 0
         self._check_finite_data = True  # benchmarks/guard_overhead.py turns it off to compare
+        self._writer = self._make_writer()  # config.offline_data(output=DIR)
+        self._raw: Any = None  # recording: the raw observations the module sees next
+
+    def _make_writer(self) -> EpisodeWriter | None:
+        """An EpisodeWriter when `config.output` is set; it stores raw observations and env
+        actions, so the data does not depend on this config's connectors."""
+        if self.config.output is None:
+            return None
+        self._record_raw_obs = bool(self._env_to_module)
+        self._record_env_actions = len(self._module_to_env) > 1  # actions are mapped
+        return EpisodeWriter(self.config.output, spaces=self.get_spaces(),
+                             max_rows_per_file=self.config.output_max_rows_per_file,
+                             file_prefix=f"env_runner_{self.worker_index}")
 
     def _guard(self, env: gym.Env, index: int) -> gym.Env:
         return SubEnvGuard(env, index=index, failures=self._failures,
@@ -111,6 +128,9 @@ class SingleAgentEnvRunner(EnvRunner):
         self._failures.clear()  # a sub-env recreated while resetting: nothing to drop
         if self._truncate_non_finite:
             self._last_raw = _copy(raw)
+        if self._writer is not None:
+            self._writer.drop_pending()  # episodes cut off by this reset are never written
+            self._raw = raw
         self._obs = self._env_to_module(raw, episode_starts=np.ones(self.num_envs, bool))
 
     def sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None,
@@ -195,6 +215,12 @@ class SingleAgentEnvRunner(EnvRunner):
         if Columns.ACTION_LOGP in data:  # else computed for the whole batch in _to_batch
             step[Columns.ACTION_LOGP] = data[Columns.ACTION_LOGP].numpy()
             self._logp_recorded = True
+        if self._writer is not None:
+            if self._record_raw_obs:
+                step[_RAW_OBS] = self._raw
+                self._raw = raw
+            if self._record_env_actions:
+                step[_ENV_ACTIONS] = data[ENV_ACTIONS]
         cols.add(step)
         # NEXT_STEP autoreset: a sub-env done at the previous step is reset by this step
         # (its action ignored, reward 0, flags False); its observation now starts an episode.
@@ -248,6 +274,11 @@ class SingleAgentEnvRunner(EnvRunner):
         rows = time_i * n + env_i
         if self._logp_recorded:
             stacked[Columns.ACTION_LOGP] = cols[Columns.ACTION_LOGP]
+        if self._writer is not None and self._record_raw_obs:
+            raw_all = cols.with_next(_RAW_OBS, self._raw)
+            stacked[_RAW_OBS], stacked[_RAW_NEXT_OBS] = raw_all[:-1], raw_all[1:]
+        if self._writer is not None and self._record_env_actions:
+            stacked[_ENV_ACTIONS] = cols[_ENV_ACTIONS]
         # np.take: half the time of fancy indexing for the 2-D columns.
         batch = {k: np.take(v.reshape(t * n, *v.shape[2:]), rows, axis=0)
                  for k, v in stacked.items()}
@@ -256,10 +287,24 @@ class SingleAgentEnvRunner(EnvRunner):
         seq_end = np.ones(len(rows), dtype=bool)
         seq_end[:-1] = env_i[1:] != env_i[:-1]
         batch[Columns.SEQ_ENDS] = seq_end | batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS]
+        if self._writer is not None:
+            self._write(batch)
         steps = int(valid.sum())
         self._num_env_steps += steps
         self.num_env_steps_sampled_lifetime += steps
         return batch, done_eps_ids
+
+    def _write(self, batch: dict[str, np.ndarray]) -> None:
+        """Hands the batch's rows to the EpisodeWriter with raw observations and env
+        actions in place of the module's (popped off the batch, which keeps the module's)."""
+        rows = dict(batch)
+        for ours, recorded in ((_RAW_OBS, Columns.OBS), (_RAW_NEXT_OBS, Columns.NEXT_OBS),
+                               (_ENV_ACTIONS, Columns.ACTIONS)):
+            if ours in batch:
+                rows[recorded] = batch.pop(ours)
+                del rows[ours]
+        assert self._writer is not None
+        self._writer.add_batch({DEFAULT_MODULE_ID: rows})
 
     def _assign_episode_ids(self, started: np.ndarray) -> np.ndarray:
         """`[T, N]` episode IDs: each reset row starts a new, globally unique ID."""
@@ -396,6 +441,9 @@ class SingleAgentEnvRunner(EnvRunner):
             self.num_env_steps_sampled_lifetime = int(state["num_env_steps_sampled_lifetime"])
 
     def stop(self) -> None:
+        """Closes the envs and writes the recorded episodes still queued."""
+        if self._writer is not None:
+            self._writer.close()
         self.env.close()
 
 

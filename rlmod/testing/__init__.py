@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from rlmod.testing.envs import MultiAgentCartPole
+from rlmod.testing.policies import RandomPolicy, cartpole_expert
 
-__all__ = ["MultiAgentCartPole", "TwoTeamGuessingEnv"]
+__all__ = ["MultiAgentCartPole", "RandomPolicy", "TwoTeamGuessingEnv", "cartpole_expert"]
 
 
 def __getattr__(name: str) -> Any:

@@ -95,14 +95,16 @@ class PPO(Algorithm):
     config: PPOConfig
 
     def training_step(self) -> dict[str, Any]:
+        group = self.env_runner_group
+        assert group is not None  # an online algorithm: setup() built it
         with self._timer("sample_time_s"):
-            episodes = self.env_runner_group.sample()
+            episodes = group.sample()
         # Env steps before this iteration (rows would count agent steps in multi-agent runs).
         timesteps = {"num_env_steps_sampled_lifetime": self.metrics.num_env_steps_lifetime}
         with self._timer("learn_time_s"):
             results = self.learner_group.update(episodes, timesteps=timesteps)
         with self._timer("sync_weights_time_s"):
-            self.env_runner_group.sync_weights(from_learner_group=self.learner_group)
+            group.sync_weights(from_learner_group=self.learner_group)
         return results
 
 

@@ -1,0 +1,7 @@
+"""Offline data: episodes to Parquet (EpisodeWriter, record_episodes) and back as training
+batches (OfflineReader), for BC and MARWIL."""
+
+from rlmod.offline.reader import OfflineReader, read_spaces, resolve_files
+from rlmod.offline.writer import EpisodeWriter, record_episodes
+
+__all__ = ["EpisodeWriter", "OfflineReader", "read_spaces", "record_episodes", "resolve_files"]

@@ -1,0 +1,373 @@
+"""OfflineReader: recorded episodes from Parquet files, as shuffled training batches.
+
+Used by offline algorithms (BC, MARWIL) in place of EnvRunners. Files are streamed with
+pyarrow in record batches, a new random file order each pass; rows are cut at episode
+ends (an episode's discounted returns need all its rows; episodes never span files), the
+env-to-module transform runs on whole episodes, and rows then go through a shuffle buffer
+that mixes rows of many episodes and files. Memory is bounded by the shuffle buffer, the
+batch, one read chunk and the longest episode, not by the dataset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from rlmod.core.columns import Columns
+from rlmod.errors import CheckpointError, OfflineDataError
+from rlmod.offline.writer import MODULE_ID, SPACES_FILE
+from rlmod.utils.spaces import space_from_dict
+from rlmod.utils.state_files import read_json
+
+Columns_ = dict[str, np.ndarray]
+Transform = Callable[[Columns_], Columns_]
+"""Maps the columns of whole episodes (rows contiguous, in time order) to new columns."""
+
+
+class ChunkSource(Protocol):
+    """Anything besides a Parquet file that yields chunks of whole episodes (Minari)."""
+
+    def chunks(self, *, columns: Sequence[str] | None, module_id: str | None,
+               obs_shape: tuple[int, ...] | None, rows: int) -> Iterator[Columns_]: ...
+
+
+def _source_chunks(source: ChunkSource, _: Any, **kwargs: Any) -> Iterator[Columns_]:
+    return source.chunks(**kwargs)
+
+READ_CHUNK_BYTES = 1 << 20
+MAX_READ_ROWS = 65_536
+"""Rows are read in chunks of about READ_CHUNK_BYTES (at most MAX_READ_ROWS rows): large
+enough that per-chunk overheads vanish, small enough to bound memory for large rows."""
+
+REQUIRED_COLUMNS = (Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
+                    Columns.TRUNCATEDS)
+"""What MARWIL and BC read; other recorded columns stay on disk."""
+
+
+def resolve_files(input_: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+    """The Parquet files of a directory, a glob, a file, or a list of these (sorted);
+    temporary files of unfinished writes (hidden names) are never taken."""
+    items = [input_] if isinstance(input_, str | os.PathLike) else list(input_)
+    files: list[Path] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            found = sorted(path.glob("*.parquet"))
+        elif any(ch in str(item) for ch in "*?["):
+            found = sorted(Path(p) for p in glob.glob(str(item)))
+        else:
+            found = [path] if path.exists() else []
+        found = [f for f in found if not f.name.startswith(".")]
+        if not found:
+            raise OfflineDataError(
+                f"offline_data(input_={str(item)!r}) matches no Parquet file; record some "
+                "with config.offline_data(output=DIR), `rlmod record` or "
+                "rlmod.offline.record_episodes.")
+        files += found
+    return files
+
+
+def load_spaces_json(file: Path) -> dict[str, Any]:
+    """The raw JSON of one `spaces.json`; OfflineDataError naming it if unreadable."""
+    try:
+        return dict(read_json(file))
+    except CheckpointError as e:
+        raise OfflineDataError(str(e)) from None
+
+
+def read_spaces(files: Sequence[Path]) -> dict[str, tuple[gym.Space, gym.Space]] | None:
+    """The spaces stored beside the files (`{"__env__" or module_id: (obs, act)}`), or
+    None if no directory of theirs has a `spaces.json`; all that have one must agree."""
+    found: dict[str, Any] | None = None
+    source = None
+    for directory in sorted({f.parent for f in files}):
+        file = directory / SPACES_FILE
+        if not file.exists():
+            continue
+        data = load_spaces_json(file)
+        if found is not None and data != found:
+            raise OfflineDataError(
+                f"{file} and {source} describe different spaces; read data of one env at "
+                "a time.")
+        found, source = data, file
+    if found is None:
+        return None
+    spaces: dict[str, tuple[gym.Space, gym.Space]] = {}
+    try:
+        for key, value in found.items():
+            obs = space_from_dict(value["observation_space"])
+            act = space_from_dict(value["action_space"])
+            if obs is None or act is None:
+                raise ValueError("a space is null")
+            spaces[key] = (obs, act)
+    except (KeyError, TypeError, ValueError) as e:
+        raise OfflineDataError(f"{source}: a space is malformed ({e!r}).") from e
+    return spaces
+
+
+def check_files(files: Sequence[Path], columns: Sequence[str] = REQUIRED_COLUMNS) -> int:
+    """Opens every file's footer (cheap) and checks its columns, before any training;
+    returns the total number of rows. A truncated or corrupt file raises an
+    OfflineDataError naming it: no file is ever skipped silently."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for file in files:
+        with _named_errors(file):
+            parquet = pq.ParquetFile(file)
+        names = set(parquet.schema_arrow.names)
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise OfflineDataError(f"{file} has no column {missing[0]!r}; it was not written "
+                                   "by rlmod's EpisodeWriter.")
+        total += parquet.metadata.num_rows
+    return total
+
+
+@contextlib.contextmanager
+def _named_errors(file: Path) -> Iterator[None]:
+    """Turns pyarrow's and the OS's errors while reading `file` into OfflineDataErrors."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except (pa.ArrowException, OSError) as e:
+        raise OfflineDataError(
+            f"{file} is not a readable Parquet file ({e}); it is truncated or corrupt. "
+            "Remove or re-record it: rlmod never skips a file silently.") from e
+
+
+def read_columns(files: Sequence[Path], *, columns: Sequence[str] | None = None,
+                 module_id: str | None = None,
+                 obs_shape: tuple[int, ...] | None = None) -> Columns_:
+    """All rows of `files` in stored order, as numpy columns (observations reshaped to
+    `obs_shape`); for inspection and tests, as it holds the whole dataset in memory."""
+    parts = [part for file in files for part in _file_chunks(
+        file, columns=columns, module_id=module_id, obs_shape=obs_shape, rows=1 << 20)]
+    if not parts:
+        return {}
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | None,
+                 obs_shape: tuple[int, ...] | None, rows: int) -> Iterator[Columns_]:
+    """One file's rows in chunks of whole episodes (of `module_id`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    carry: Columns_ = {Columns.REWARDS: np.zeros(0)}  # rows of an unfinished episode
+    with _named_errors(file):
+        parquet = pq.ParquetFile(file, page_checksum_verification=True)
+        names = parquet.schema_arrow.names
+        wanted = [c for c in (columns or names) if c in names]
+        if module_id is not None and MODULE_ID in names and MODULE_ID not in wanted:
+            wanted.append(MODULE_ID)
+        for record_batch in parquet.iter_batches(batch_size=rows, columns=wanted):
+            if module_id is not None and MODULE_ID in names:
+                record_batch = record_batch.filter(
+                    pc.equal(record_batch.column(MODULE_ID), pa.scalar(module_id)))
+            cols = {name: _to_numpy(record_batch.column(name), obs_shape
+                                    if name in (Columns.OBS, Columns.NEXT_OBS) else None)
+                    for name in record_batch.schema.names
+                    if not (name == MODULE_ID and columns is not None
+                            and MODULE_ID not in columns)}
+            ends = np.flatnonzero(cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS])
+            start = 0
+            if len(carry[Columns.REWARDS]):  # an episode began in an earlier batch
+                if not len(ends):
+                    carry = {k: np.concatenate([carry[k], v]) for k, v in cols.items()}
+                    continue
+                start = int(ends[0]) + 1
+                yield {k: np.concatenate([carry[k], v[:start]]) for k, v in cols.items()}
+            cut = int(ends[-1]) + 1 if len(ends) else start
+            if cut > start:
+                yield {k: v[start:cut] for k, v in cols.items()}
+            carry = {k: v[cut:] for k, v in cols.items()}
+    if len(carry[Columns.REWARDS]):
+        raise OfflineDataError(
+            f"{file} ends in the middle of an episode (no row with terminated or truncated "
+            "set after its last rows); it is truncated or not written by rlmod's "
+            "EpisodeWriter. Remove or re-record it.")
+
+
+def _to_numpy(column: Any, shape: tuple[int, ...] | None) -> np.ndarray:
+    import pyarrow as pa
+
+    if pa.types.is_fixed_size_list(column.type):
+        flat = column.flatten().to_numpy(zero_copy_only=False)
+        return flat.reshape(len(column), *(shape or (column.type.list_size,)))
+    return column.to_numpy(zero_copy_only=False)
+
+
+def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
+                       gamma: float) -> np.ndarray:
+    """G_t = r_t + gamma * G_{t+1} within each episode, vectorized; `[N] -> [N]` float32.
+
+    Rows of an episode are contiguous and `episode_ends` marks each episode's last row.
+    Within a segment, G_t = sum_k gamma^(k-t) r_k is a reverse cumulative sum of
+    r_k * gamma^(k-s) divided by gamma^(t-s) (s: the segment start); segments are cut
+    where gamma^(k-s) would fall below 1e-3 (bounding the rounding that division
+    amplifies), and the returns at the cuts are carried backwards in a short loop.
+    """
+    n = len(rewards)
+    r = rewards.astype(np.float64)
+    if n == 0 or gamma == 0.0:
+        return r.astype(np.float32)
+    ends = episode_ends.astype(bool)
+    max_len = n if gamma >= 1.0 else max(1, int(math.log(1e-3) / math.log(gamma)))
+    # Segment starts: episode starts, plus every max_len rows within an episode.
+    ep_start = np.zeros(n, dtype=bool)
+    ep_start[0] = True
+    ep_start[1:] = ends[:-1]
+    start_idx = np.maximum.accumulate(np.where(ep_start, np.arange(n), 0))
+    k_in_ep = np.arange(n) - start_idx
+    seg_start = ep_start | ((k_in_ep % max_len) == 0)
+    seg_first = np.maximum.accumulate(np.where(seg_start, np.arange(n), 0))
+    log_gamma = math.log(gamma)
+    w = np.exp((np.arange(n) - seg_first) * log_gamma)  # gamma**k; exp is 7x faster than **
+    x = r * w
+    # Reverse cumulative sums restarted at each segment: suffix sums minus the suffix
+    # sum after the segment's last row.
+    suffix = np.cumsum(x[::-1])[::-1]
+    seg_last = np.empty(n, dtype=np.int64)  # each row's segment's last row
+    seg_end_mask = np.zeros(n, dtype=bool)
+    seg_end_mask[:-1] = seg_start[1:]
+    seg_end_mask[-1] = True
+    idx = np.where(seg_end_mask, np.arange(n), n)
+    seg_last[:] = np.minimum.accumulate(idx[::-1])[::-1]
+    after = np.append(suffix, 0.0)[seg_last + 1]
+    g = (suffix - after) / w
+    # Segments cut inside an episode carry the next segment's first return backwards.
+    cuts = np.flatnonzero(seg_end_mask & ~ends)
+    for last in cuts[::-1].tolist():
+        first = int(seg_first[last])
+        g[first:last + 1] += g[last + 1] * np.exp((last + 1 - np.arange(first, last + 1))
+                                                  * log_gamma)
+    return g.astype(np.float32)
+
+
+class OfflineReader:
+    """Yields training batches of `batch_size` rows for one module, without end.
+
+    Args:
+        files: Parquet files written by EpisodeWriter (see `resolve_files`), or other
+            sources of whole-episode chunks (e.g. `minari_source.MinariSource`).
+        batch_size: Rows per batch.
+        gamma: Discount of the returns added as `value_targets` (MARWIL's regression
+            target); None adds none (BC needs none). A truncated episode's return is cut at the truncation (not
+            bootstrapped: offline there is no value estimate of the next state to trust).
+        shuffle_buffer_size: Rows kept back to mix with the next read chunk; each refill
+            shuffles these, what is left of the last one and one new chunk of whole
+            episodes together.
+        module_id: Which module's rows to read (multi-agent data).
+        seed: Seeds the file order and the shuffle.
+        obs_shape: Shape of one stored (raw) observation.
+        transform: Applied to each chunk of whole episodes after reading (MARWIL passes
+            the env-to-module connectors here).
+        columns: Which stored columns to read.
+
+    Example:
+        >>> import gymnasium as gym, tempfile
+        >>> from rlmod.offline import record_episodes
+        >>> data = tempfile.mkdtemp()
+        >>> rows = record_episodes(gym.make("CartPole-v1"), lambda obs: 0, num_episodes=5,
+        ...                        output_dir=data, seed=0)
+        >>> reader = OfflineReader(resolve_files(data), batch_size=8, obs_shape=(4,),
+        ...                        shuffle_buffer_size=16, seed=0)
+        >>> batch = reader.next_batch()
+        >>> batch["obs"].shape, batch["value_targets"].shape
+        ((8, 4), (8,))
+    """
+
+    def __init__(self, files: Sequence[Path | ChunkSource], *, batch_size: int, gamma: float | None = 0.99,
+                 shuffle_buffer_size: int = 10_000, module_id: str | None = None,
+                 seed: int | None = None, obs_shape: tuple[int, ...] | None = None,
+                 transform: Transform | None = None,
+                 columns: Sequence[str] = REQUIRED_COLUMNS) -> None:
+        if not files:
+            raise OfflineDataError("OfflineReader got no files to read.")
+        self.files = list(files)
+        self.batch_size = batch_size
+        self.gamma = gamma
+        self.keep = shuffle_buffer_size
+        self.read_rows = max(batch_size, 1024)  # grown to READ_CHUNK_BYTES after one chunk
+        self.module_id = module_id
+        self.obs_shape = obs_shape
+        self.transform = transform
+        self.columns = list(columns)
+        self._rng = np.random.default_rng(seed)
+        self._pool: Columns_ = {}
+        self._pos = 0
+        self._chunks = self._endless_chunks()
+        self.num_rows_read = 0
+
+    def __iter__(self) -> Iterator[Columns_]:
+        while True:
+            yield self.next_batch()
+
+    def next_batch(self) -> Columns_:
+        """The next `batch_size` rows, from a shuffled pool that always keeps
+        `shuffle_buffer_size` rows back to mix with the next chunk."""
+        while self._left() < self.batch_size + self.keep:
+            self._refill()
+        pos, self._pos = self._pos, self._pos + self.batch_size
+        return {k: v[pos:self._pos] for k, v in self._pool.items()}
+
+    def _left(self) -> int:
+        return len(self._pool[Columns.REWARDS]) - self._pos if self._pool else 0
+
+    def _refill(self) -> None:
+        """Reads chunks of at least `read_rows` rows and shuffles them together with what
+        is left of the pool into a new pool (a join and a gather per column)."""
+        sources = [{k: v[self._pos:] for k, v in self._pool.items()}] if self._left() else []
+        need = max(self.read_rows, self.batch_size + self.keep - self._left())
+        new_rows = 0
+        while new_rows < need:
+            chunk = next(self._chunks)
+            sources.append(chunk)
+            new_rows += len(chunk[Columns.REWARDS])
+        joined = sources[0] if len(sources) == 1 else {
+            k: np.concatenate([src[k] for src in sources]) for k in sources[-1]}
+        # A gather (np.take) is twice as fast as a scatter into a new pool (measured).
+        order = self._rng.permutation(len(joined[Columns.REWARDS]))
+        self._pool = {k: np.take(v, order, axis=0) for k, v in joined.items()}
+        self._pos = 0
+
+    def _endless_chunks(self) -> Iterator[Columns_]:
+        """Chunks of whole episodes with `value_targets`, a new file order every pass."""
+        while True:
+            rows_this_pass = 0
+            for i in self._rng.permutation(len(self.files)).tolist():
+                source = self.files[i]
+                read = (_file_chunks if isinstance(source, Path)
+                        else partial(_source_chunks, source))
+                for cols in read(source, columns=self.columns, module_id=self.module_id,
+                                 obs_shape=self.obs_shape, rows=self.read_rows):
+                    if self.gamma is not None:
+                        cols[Columns.VALUE_TARGETS] = discounted_returns(
+                            cols[Columns.REWARDS],
+                            cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS], self.gamma)
+                    if self.transform is not None:
+                        cols = self.transform(cols)
+                    n = len(cols[Columns.REWARDS])
+                    if n and self.read_rows == max(self.batch_size, 1024):
+                        row_bytes = sum(v.nbytes for v in cols.values()) / n
+                        self.read_rows = int(min(MAX_READ_ROWS, max(
+                            self.read_rows, READ_CHUNK_BYTES // row_bytes)))
+                    rows_this_pass += n
+                    self.num_rows_read += n
+                    yield cols
+            if not rows_this_pass:
+                raise OfflineDataError(
+                    f"The offline data ({len(self.files)} files, e.g. {self.files[0]}) holds "
+                    "no rows" + (f" of module {self.module_id!r}." if self.module_id else "."))

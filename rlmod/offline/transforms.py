@@ -1,0 +1,70 @@
+"""Recorded (raw) episodes to what a module sees: the env-to-module connectors, offline.
+
+Used by MARWIL and BC to build the OfflineReader's transform from the same
+`config.build_env_to_module_connector` an EnvRunner uses, so a module trained offline runs
+unchanged on an EnvRunner (e.g. one-hot observations for a Discrete space).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+from rlmod.connectors.module_to_env import _plan, actions_from_env
+from rlmod.connectors.pipeline import ConnectorPipeline
+from rlmod.core.columns import Columns
+from rlmod.offline.reader import Columns_, Transform
+
+
+def module_view(pipeline: ConnectorPipeline, action_space: gym.Space) -> Transform:
+    """A transform of whole-episode columns: raw observations through `pipeline`, env
+    actions back to the module's scale (`actions_from_env`).
+
+    Connectors whose output depends on earlier steps (e.g. FrameStacking) are run step by
+    step over all episodes of a chunk at once, with `episode_starts` set at each first
+    step, as an EnvRunner with one sub-env per episode would; row-wise ones run on all
+    rows in one call. Connectors that keep statistics (MeanStdFilter) are refused: offline
+    there is no EnvRunner whose statistics the data and the module would share.
+    """
+    stateful = [type(c).__name__ for c in pipeline.connectors if c.get_state()]
+    if stateful:
+        raise ValueError(
+            f"env_to_module_connector pieces with running statistics ({stateful}) are not "
+            "supported for offline training: the recorded data would be normalized by "
+            "statistics no EnvRunner shares. Leave them out of the offline config.")
+    row_wise = all(getattr(c, "row_wise", False) for c in pipeline.connectors)
+    plan = _plan(action_space)
+
+    def transform(cols: Columns_) -> Columns_:
+        cols = dict(cols)
+        cols[Columns.ACTIONS] = actions_from_env(action_space, cols[Columns.ACTIONS], plan=plan)
+        if not len(pipeline):
+            return cols
+        obs = cols[Columns.OBS]
+        ends = cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS]
+        if row_wise:
+            starts = np.r_[True, ends[:-1]]
+            cols[Columns.OBS] = pipeline(obs, episode_starts=starts)
+        else:
+            cols[Columns.OBS] = _by_episode(pipeline, obs, ends)
+        return cols
+
+    return transform
+
+
+def _by_episode(pipeline: ConnectorPipeline, obs: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Runs `pipeline` at step t of all episodes at once, t = 0 .. longest episode - 1
+    (ended episodes repeat their last row; those outputs are dropped)."""
+    last = np.flatnonzero(ends)
+    first = np.r_[0, last[:-1] + 1]
+    lens = last - first + 1
+    out: np.ndarray | None = None
+    for t in range(int(lens.max())):
+        rows = first + np.minimum(t, lens - 1)
+        y = np.asarray(pipeline(obs[rows], episode_starts=np.full(len(first), t == 0)))
+        if out is None:
+            out = np.empty((len(obs), *y.shape[1:]), dtype=y.dtype)
+        live = t < lens
+        out[(first + t)[live]] = y[live]
+    assert out is not None
+    return out
