@@ -23,3 +23,8 @@ class CheckpointError(RuntimeError):
 
 class NonFiniteUpdateError(FloatingPointError):
     """A module's loss or gradient was NaN/inf for several minibatches in a row."""
+
+
+class EnvRunnerError(RuntimeError):
+    """A remote EnvRunner died or raised, and was neither restarted nor ignored
+    (`.fault_tolerance(...)`); the message names the runner and the original exception."""

@@ -115,7 +115,11 @@ class Algorithm(Checkpointable):
         self._timers = {}
         learner_results = self.training_step()
         self.iteration += 1
-        env_runner_results = self.metrics.add(self.env_runner_group.get_metrics())
+        group = self.env_runner_group
+        self._timed("sync_env_runner_states_time_s", group.sync_env_runner_states)
+        env_runner_results = self.metrics.add(group.get_metrics())
+        env_runner_results["num_healthy_env_runners"] = group.num_healthy_env_runners()
+        env_runner_results["num_env_runner_restarts"] = group.num_remote_env_runner_restarts()
         result: dict[str, Any] = {
             "training_iteration": self.iteration,
             "env_runners": env_runner_results,
@@ -176,8 +180,9 @@ class Algorithm(Checkpointable):
     # ------------------------------------------------------------------ checkpoints
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
         parts: list[tuple[str, Checkpointable]] = [("learner_group", self.learner_group)]
-        if self.env_runner is not None:
-            parts.append(("env_runner", self.env_runner))
+        runner = self.env_runner_group.checkpointable_env_runner()  # remote ones too
+        if runner is not None:
+            parts.append(("env_runner", runner))
         return parts
 
     def get_state(self, components: Any = None, *, not_components: Any = None,
@@ -201,8 +206,8 @@ class Algorithm(Checkpointable):
         EnvRunners."""
         if "learner_group" in state:
             self.learner_group.set_state(state["learner_group"])
-        if "env_runner" in state and self.env_runner is not None:
-            self.env_runner.set_state(state["env_runner"])
+        if "env_runner" in state:
+            self.env_runner_group.set_env_runner_state(state["env_runner"])
         if "iteration" in state:
             self.iteration = int(state["iteration"])
             self._time_total_s = float(state.get("time_total_s", 0.0))

@@ -218,7 +218,7 @@ class OffPolicyAlgorithm(Algorithm):
         of the previous iteration, which the result dict reported)."""
         runner = self.env_runner_group.local_env_runner
         count = getattr(runner, "num_env_steps_sampled_lifetime", None)
-        if count is not None and self.env_runner_group.num_remote_env_runners == 0:
+        if count is not None and self.env_runner_group.num_remote_env_runners() == 0:
             return int(count)
         return self.metrics.num_env_steps_lifetime
 

@@ -232,10 +232,12 @@ class Learner(Checkpointable):
             if mid not in self.module:
                 continue
             parts = [b[mid] for b in seq if mid in b]
+            # Writable and contiguous: arrays from Ray's object store are read-only (copied
+            # here once; torch warns on a read-only view), local ones are taken as they are.
             out[mid] = {
-                col: torch.from_numpy(np.ascontiguousarray(
+                col: torch.from_numpy(np.require(
                     parts[0][col] if len(parts) == 1
-                    else np.concatenate([p[col] for p in parts])))
+                    else np.concatenate([p[col] for p in parts]), requirements=("C", "W")))
                 for col in parts[0]
             }
         return out
