@@ -76,6 +76,29 @@ class Algorithm(Checkpointable):
         self.eval_env_runner_group: EnvRunnerGroup | None = None
         self._timers: dict[str, float] = {}
 
+    @classmethod
+    def get_default_config(cls) -> Any:
+        """A fresh config of this algorithm's config class (RLlib's classmethod)."""
+        from rlmod.algorithms.algorithm_config import AlgorithmConfig
+
+        todo: list[type] = [AlgorithmConfig]
+        while todo:
+            config_cls = todo.pop()
+            if getattr(config_cls, "algo_class", None) is cls:
+                return config_cls()
+            todo += config_cls.__subclasses__()
+        raise TypeError(f"No AlgorithmConfig subclass has algo_class={cls.__name__}.")
+
+    @classmethod
+    def as_trainable(cls) -> type:
+        """This algorithm as a Ray Tune trainable (needs `pip install 'rlmod[tune]'`):
+        `tune.Tuner(PPO.as_trainable(), param_space={**config.to_dict(), "lr":
+        tune.grid_search([1e-3, 3e-4])})`; each step is one `train()`, checkpoints are
+        rlmod's (JSON + safetensors)."""
+        from rlmod.utils.ray_utils import tune_trainable
+
+        return tune_trainable(cls)
+
     @property
     def env_runner(self) -> Any:
         """The local EnvRunner (RLlib's name)."""
@@ -276,6 +299,7 @@ class Algorithm(Checkpointable):
     def stop(self) -> None:
         """Closes envs and actors."""
         self.env_runner_group.stop()
+        self.learner_group.stop()
         if self.eval_env_runner_group is not None:
             self.eval_env_runner_group.stop()
 

@@ -122,7 +122,11 @@ class AlgorithmConfig:
         "the cause otherwise). Turn off for speed once an env is known to be right."))
     # --- learners ---
     num_learners = Setting(0, section="learners", check=s.integer(min=0), doc=(
-        "Remote Learner actors (needs Ray), trained data-parallel. 0 trains in-process."))
+        "Remote Learner actors (needs Ray), trained data-parallel with torch.distributed "
+        "(gloo): each trains on its share of the batch, gradients are averaged, all hold "
+        "the same weights. 0 trains in-process."))
+    num_cpus_per_learner = Setting(1.0, section="learners", check=s.number(low=0.0), doc=(
+        "CPUs Ray reserves for each remote Learner actor (num_learners > 0)."))
     num_threads_per_learner = Setting(1, section="learners", check=s.integer(min=1), doc=(
         "torch intra-op threads of in-process components. Small networks run fastest "
         "on one thread: more threads cost more in synchronization than they save."))
@@ -299,7 +303,8 @@ class AlgorithmConfig:
         """Sets how EnvRunners sample."""
         return self._set_section("env_runners", locals())
 
-    def learners(self, *, num_learners: int = _UNSET, num_threads_per_learner: int = _UNSET,
+    def learners(self, *, num_learners: int = _UNSET, num_cpus_per_learner: float = _UNSET,
+                 num_threads_per_learner: int = _UNSET,
                  max_consecutive_non_finite_updates: int = _UNSET,
                  learner_config_dict: dict | None = _UNSET, **unknown: Any) -> Self:
         """Sets how many Learners train, what they do with a NaN/inf update, and free

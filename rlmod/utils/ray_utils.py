@@ -1,6 +1,6 @@
-"""The one place that imports Ray: the same EnvRunner classes as Ray actors, and calls on them.
+"""The one place that imports Ray: the same EnvRunner / Learner classes as Ray actors.
 
-Used by EnvRunnerGroup when `num_env_runners > 0` (and by LearnerGroup to ask for Ray).
+Used by EnvRunnerGroup when `num_env_runners > 0` and LearnerGroup when `num_learners > 0`.
 Ray is imported lazily, so rlmod works without it; asking for remote components without
 it raises an ImportError that says how to install it. Everything here is transport: what
 runs inside an actor is the in-process class's own method.
@@ -45,6 +45,39 @@ def make_actor(runner_cls: type, config: Any, worker_index: int) -> Any:
     actor_cls = ray.remote(runner_cls).options(
         num_cpus=config.num_cpus_per_env_runner, max_restarts=0, max_task_retries=0)
     return actor_cls.remote(config=config, worker_index=worker_index)
+
+
+def make_data_parallel_learners(learner_cls: type, config: Any, module_spec: Any) -> list[Any]:
+    """`config.num_learners` actors of `learner_cls`, joined into one torch.distributed
+    (gloo) group whose rendezvous is a free port on rank 0's node, then built (rank 0's
+    initial weights broadcast to all). Each reserves `config.num_cpus_per_learner` CPUs."""
+    ray = require_ray(f"num_learners={config.num_learners}")
+    n = config.num_learners
+    actor_cls = ray.remote(learner_cls).options(num_cpus=config.num_cpus_per_learner,
+                                                max_restarts=0)
+    actors = [actor_cls.remote(config=config, module_spec=module_spec) for _ in range(n)]
+    host, port = ray.get(actors[0].apply.remote(_free_address))
+    init_method = f"tcp://{host}:{port}"
+    ray.get([a.setup_data_parallel.remote(rank=i, world_size=n, init_method=init_method)
+             for i, a in enumerate(actors)])
+    ray.get([a.build.remote() for a in actors])
+    return actors
+
+
+def _free_address(_learner: Any) -> tuple[str, int]:
+    import socket
+
+    import ray
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = int(s.getsockname()[1])
+    return str(ray.util.get_node_ip_address()), port
+
+
+def get(refs: Any) -> Any:
+    """`ray.get(refs)`: waits for remote results (a Learner's error is raised here)."""
+    return require_ray().get(refs)
 
 
 def put(value: Any) -> Any:
@@ -108,3 +141,35 @@ def _current_node_id(_runner: Any) -> str:
     import ray
 
     return str(ray.get_runtime_context().get_node_id())
+
+
+def tune_trainable(algo_cls: type) -> type:
+    """A `ray.tune.Trainable` that trains `algo_cls` (an Algorithm subclass): its `config`
+    is a config's `to_dict()` (Tune's search spaces resolved), each step one `train()`,
+    checkpoints rlmod's own (`save_to_path` / `restore_from_path`)."""
+    require_ray("Ray Tune")
+    try:
+        from ray import tune
+    except ImportError as e:
+        raise ImportError(f"{e} Install it with `pip install 'rlmod[tune]'`.") from e
+
+    class AlgorithmTrainable(tune.Trainable):  # type: ignore[misc]
+        def setup(self, config: dict[str, Any]) -> None:
+            settings = algo_cls.get_default_config().update_from_dict(  # type: ignore[attr-defined]
+                config)
+            self.algo = settings.build_algo()
+
+        def step(self) -> dict[str, Any]:
+            return dict(self.algo.train())
+
+        def save_checkpoint(self, checkpoint_dir: str) -> None:
+            self.algo.save_to_path(checkpoint_dir)
+
+        def load_checkpoint(self, checkpoint: Any) -> None:
+            self.algo.restore_from_path(checkpoint)
+
+        def cleanup(self) -> None:
+            self.algo.stop()
+
+    AlgorithmTrainable.__name__ = AlgorithmTrainable.__qualname__ = algo_cls.__name__
+    return AlgorithmTrainable
