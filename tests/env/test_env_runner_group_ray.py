@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -181,12 +182,14 @@ def test_a_killed_runner_is_restarted_with_the_current_weights_and_counted():
 
 
 class FailOnceAtStep(gym.Wrapper):
-    """CartPole whose `step` raises at step `at` of one EnvRunner, once over all processes
-    (the first to create `marker` raises; a restarted runner then samples normally)."""
+    """CartPole whose `step` raises (or, with `hang_s`, sleeps that long) at step `at` of
+    one sub-env, once over all processes (the first to create `marker` fails; a restarted
+    runner or sub-env then steps normally)."""
 
     def __init__(self, env_config):
         super().__init__(gym.make("CartPole-v1"))
         self.at, self.marker, self.num_steps = env_config["at"], env_config["marker"], 0
+        self.hang_s = env_config.get("hang_s")
 
     def step(self, action):
         self.num_steps += 1
@@ -196,14 +199,36 @@ class FailOnceAtStep(gym.Wrapper):
             except FileExistsError:
                 pass
             else:
-                raise RuntimeError(f"env failed at step {self.at}")
+                if self.hang_s:
+                    time.sleep(self.hang_s)
+                else:
+                    raise RuntimeError(f"env failed at step {self.at}")
         return self.env.step(action)
 
 
-def failing(tmp_path, **fault_tolerance) -> PPOConfig:
+def failing(tmp_path, hang_s=None, **fault_tolerance) -> PPOConfig:
     return (small(num_env_runners=2)
-            .environment(FailOnceAtStep, env_config={"at": 20, "marker": str(tmp_path / "m")})
+            .environment(FailOnceAtStep, env_config={"at": 20, "marker": str(tmp_path / "m"),
+                                                     "hang_s": hang_s})
             .fault_tolerance(**fault_tolerance))
+
+
+def test_a_raising_sub_env_is_recreated_in_place_without_restarting_its_runner(tmp_path):
+    algo = failing(tmp_path, restart_failed_sub_environments=True).build_algo()
+    result = algo.train()["env_runners"]
+    assert result["num_sub_env_restarts"] == 1 and result["num_env_runner_restarts"] == 0
+    # Both runners' batches arrived (less the failed sub-env's dropped episode).
+    assert result["num_env_steps_sampled"] > 200 and result["num_healthy_env_runners"] == 2
+    algo.stop()
+
+
+def test_a_runner_slower_than_sample_timeout_s_is_restarted(tmp_path):
+    algo = failing(tmp_path, hang_s=30).env_runners(sample_timeout_s=2).build_algo()
+    start = time.perf_counter()
+    result = algo.train()["env_runners"]
+    assert time.perf_counter() - start < 20  # did not wait for the hanging runner
+    assert result["num_env_runner_restarts"] == 1 and result["num_healthy_env_runners"] == 2
+    algo.stop()
 
 
 def test_an_env_that_raises_is_survived_by_restarting_its_runner(tmp_path):
