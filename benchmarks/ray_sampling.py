@@ -7,7 +7,8 @@
   `--repeats` calls, setups interleaved.
 - Start-up: `ray.init()`; `build_algo()` with 2 remote EnvRunners (actors started, spaces
   from a remote one, weights sent); the first `train()`; against the in-process
-  `build_algo()` and first `train()`.
+  `build_algo()` and first `train()`. The same for PPO on a 1,000-agent
+  MultiAgentCartPole with one module per agent (`--agents`).
 
     flock /tmp/bench.lock python benchmarks/ray_sampling.py [--steps 64000 --repeats 3]
 """
@@ -84,14 +85,50 @@ def startup() -> list[dict]:
     return rows
 
 
+def multi_agent_build(num_agents: int) -> list[dict]:
+    """`build_algo()` and the first `train()` of PPO on a `num_agents`-agent
+    MultiAgentCartPole with one module per agent (multi_module_scale.py's build case),
+    in-process and with 2 remote EnvRunners (Ray already running)."""
+    from rlmod.testing import MultiAgentCartPole
+
+    rows = []
+    for runners in (0, 2):
+        config = (PPOConfig()
+                  .environment(MultiAgentCartPole, env_config={"num_agents": num_agents})
+                  .multi_agent(policies={f"a{i}" for i in range(num_agents)},
+                               policy_mapping_fn=_one_module_per_agent)
+                  .env_runners(num_env_runners=runners)
+                  .training(train_batch_size=64, minibatch_size=None).debugging(seed=0))
+        start = time.perf_counter()
+        algo = config.build_algo()
+        built = time.perf_counter()
+        result = algo.train()
+        rows.append({"setup": "in-process" if runners == 0 else f"{runners} remote EnvRunners",
+                     "agents": f"{num_agents:,}", "build_algo s": f"{built - start:.2f}",
+                     "first train s": f"{time.perf_counter() - built:.2f}",
+                     "of it sample / learn / sync s": " / ".join(
+                         f"{result['timers'][k]:.2f}" for k in
+                         ("sample_time_s", "learn_time_s", "sync_weights_time_s"))})
+        algo.stop()
+    return rows
+
+
+def _one_module_per_agent(agent_id: int, episode: object, **kwargs: object) -> str:
+    return f"a{agent_id}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=64_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--env-cost-us", type=int, default=200)
+    parser.add_argument("--agents", type=int, default=1000)
     args = parser.parse_args()
     header("Remote EnvRunners (Ray) vs in-process: start-up and sampling throughput")
     table(startup(), ["setup", "ray.init s", "build_algo s", "first train s"])
+    print()
+    ma = multi_agent_build(args.agents)
+    table(ma, list(ma[0]))
     print()
     rows = []
     for name, env, env_config, steps in (
