@@ -225,8 +225,11 @@ class OffPolicyAlgorithm(Algorithm):
     def training_step(self) -> dict[str, Any]:
         samples = self._timed("sample_time_s", self.env_runner_group.sample)
         rows = [len(b[next(iter(b))]) for sample in samples for b in sample.values() if b]
-        for i, sample in enumerate(samples):
-            self._timed("replay_add_time_s", self.replay_buffer.add, sample, source=i)
+        # One n-step window per EnvRunner: by worker index (a failed runner's batch is
+        # missing from `samples`, so list positions would pair windows wrongly).
+        sources = self.env_runner_group.last_sampled_worker_indices
+        for source, sample in zip(sources, samples, strict=True):
+            self._timed("replay_add_time_s", self.replay_buffer.add, sample, source=source)
         now = self._num_env_steps_sampled()
         if now < self.config.num_steps_sampled_before_learning_starts:
             return {}

@@ -59,6 +59,9 @@ class EnvRunnerGroup:
         self._weights_ref: Any = None  # the last weights sent, for restarted EnvRunners
         self._connector_state: Any = None  # the last merged connector state, likewise
         self._pending_metrics: list[dict[str, Any]] = []  # fetched with remote samples
+        self.last_sampled_worker_indices: list[int] = []
+        """Which EnvRunner returned each batch of the last `sample()` (a failed one is
+        missing), e.g. for replay buffers that keep one n-step window per EnvRunner."""
         if config.num_env_runners > 0:
             from rlmod.utils import ray_utils
 
@@ -202,6 +205,7 @@ class EnvRunnerGroup:
         if not self._actors:
             if self.local_env_runner is None:
                 raise EnvRunnerError("No healthy EnvRunner is left to sample with.")
+            self.last_sampled_worker_indices = [0]
             return [self.local_env_runner.sample(explore=explore, **kwargs)]
         # The metrics come with the batch, so that episodes a runner finishes count in the
         # metrics exactly when its batch reaches a Learner (both or neither).
@@ -209,6 +213,7 @@ class EnvRunnerGroup:
             [("sample", (), {"explore": explore, **kwargs}), ("get_metrics", (), {})],
             timeout_s=self.config.sample_timeout_s, what="sample")
         batches = []
+        self.last_sampled_worker_indices = sorted(results)
         for _, (batch, metrics) in sorted(results.items()):
             batches.append(batch)
             self._pending_metrics.append(metrics)

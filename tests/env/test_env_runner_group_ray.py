@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from rlmod.algorithms.dqn import DQNConfig
 from rlmod.algorithms.ppo import PPO, PPOConfig
 from rlmod.connectors.env_to_module import MeanStdFilter
 from rlmod.env import EnvRunnerGroup, SingleAgentEnvRunner
@@ -258,6 +259,21 @@ def test_with_restart_and_ignore_off_the_error_names_the_runner_and_the_cause(tm
                        r"failed in sample\(\): EnvError\(.*env failed at step 20") as info:
         algo.train()
     assert "restart_failed_env_runners=True" in str(info.value)
+    algo.stop()
+
+
+# ---------------------------------------------------------------------- off-policy
+def test_dqn_fills_its_replay_buffer_from_two_remote_runners_one_window_each():
+    algo = (DQNConfig().environment("CartPole-v1")
+            .env_runners(num_env_runners=2, rollout_fragment_length=4)
+            .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8,
+                      n_step=3)
+            .debugging(seed=0)).build_algo()
+    for _ in range(6):
+        result = algo.train()
+    assert algo.env_runner_group.last_sampled_worker_indices == [1, 2]
+    assert {source for _, source in algo.replay_buffer._collectors} == {1, 2}
+    assert result["learners"]["default_policy"]["num_module_steps_trained"] > 0
     algo.stop()
 
 
