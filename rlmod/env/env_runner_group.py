@@ -58,6 +58,7 @@ class EnvRunnerGroup:
         self._weights_seq_no = 0
         self._weights_ref: Any = None  # the last weights sent, for restarted EnvRunners
         self._connector_state: Any = None  # the last merged connector state, likewise
+        self._connectors_are_stateless = False  # learned at the first sync
         self._pending_metrics: list[dict[str, Any]] = []  # fetched with remote samples
         self.last_sampled_worker_indices: list[int] = []
         """Which EnvRunner returned each batch of the last `sample()` (a failed one is
@@ -253,9 +254,13 @@ class EnvRunnerGroup:
         """Merges the sampling EnvRunners' connector states (mean-std filter statistics)
         and sends the merged state to every EnvRunner, so all normalize alike. Does
         nothing when the connectors keep no state."""
+        if self._connectors_are_stateless:
+            return
         states = self.foreach_env_runner(_env_to_module_state,
                                          local_env_runner=not self._actors)
         if not states or not any(states):
+            # Pipelines are fixed when EnvRunners are built: no state now, none ever.
+            self._connectors_are_stateless = bool(states)
             return
         self._connector_state = merge_env_to_module_states(states)
         update = {"env_to_module": self._connector_state}
