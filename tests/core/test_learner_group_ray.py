@@ -88,3 +88,30 @@ def test_ppo_trains_with_two_remote_learners():
         np.testing.assert_array_equal(v, weights[1]["default_policy"][k])
     assert first["learners"]["__all_modules__"]["num_module_steps_trained"] > 0
     algo.stop()
+
+
+def test_a_learner_only_icm_trains_data_parallel_too():
+    from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
+    from rlmod.core import DEFAULT_MODULE_ID, MultiRLModuleSpec, RLModuleSpec
+    from rlmod.core.curiosity import IntrinsicCuriosityModel
+
+    algo = (PPOConfig()
+            .environment("FrozenLake-v1", env_config={"is_slippery": False,
+                                                      "max_episode_steps": 8})
+            .env_runners(num_envs_per_env_runner=2)
+            .training(train_batch_size=128, minibatch_size=32, num_epochs=1,
+                      learner_connector=IntrinsicCuriosityModelConnector)
+            .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs={
+                DEFAULT_MODULE_ID: RLModuleSpec(),
+                "icm": RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True,
+                                    model_config={"feature_dim": 8})}))
+            .learners(num_learners=2, num_cpus_per_learner=0.5)
+            .debugging(seed=0)).build_algo()
+    before = algo.learner_group.get_weights(["icm"])["icm"]
+    result = algo.train()
+    assert result["learners"]["icm"]["num_module_steps_trained"] == 128
+    icm = [w["icm"] for w in algo.learner_group.foreach_learner(lambda lr: lr.get_weights())]
+    assert any(not np.array_equal(before[k], icm[0][k]) for k in before)
+    for k in before:
+        np.testing.assert_array_equal(icm[0][k], icm[1][k])
+    algo.stop()
