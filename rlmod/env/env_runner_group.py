@@ -110,8 +110,10 @@ class EnvRunnerGroup:
         (if `local_env_runner` and there is one) and on each healthy remote one (or those in
         `remote_worker_ids`), in parallel; the results in that order (RLlib's signature).
 
-        A remote EnvRunner that dies or raises is handled per `config.fault_tolerance()`:
-        restarted (its result left out), ignored (likewise), or an EnvRunnerError.
+        A remote EnvRunner that dies, raises or takes longer than `timeout_seconds` is
+        handled per `config.fault_tolerance()`: restarted (its result left out), ignored
+        (likewise), or an EnvRunnerError. (RLlib instead leaves a slow one running and
+        drops its result.)
         """
         kwargs = kwargs or {}
         out: list[Any] = []

@@ -96,6 +96,8 @@ def call(actors: Mapping[int, Any], calls: Sequence[Call], *, timeout_s: float |
     RayActorError for a dead actor, or a TimeoutError. An actor's calls run one after the
     other in submission order, so a failed call's later results are dropped as well.
     """
+    if not actors:
+        return {}, {}
     ray = require_ray()
     refs = {i: [_submit(actor, c) for c in calls] for i, actor in actors.items()}
     flat = [r for rs in refs.values() for r in rs]
