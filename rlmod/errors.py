@@ -27,3 +27,8 @@ class NonFiniteUpdateError(FloatingPointError):
 
 class OfflineDataError(ValueError):
     """Recorded data is missing, unreadable, or does not fit the config's spaces."""
+
+
+class EnvRunnerError(RuntimeError):
+    """A remote EnvRunner died or raised, and was neither restarted nor ignored
+    (`.fault_tolerance(...)`); the message names the runner and the original exception."""

@@ -77,6 +77,29 @@ class Algorithm(Checkpointable):
         self.eval_env_runner_group: EnvRunnerGroup | None = None
         self._timers: dict[str, float] = {}
 
+    @classmethod
+    def get_default_config(cls) -> Any:
+        """A fresh config of this algorithm's config class (RLlib's classmethod)."""
+        from rlmod.algorithms.algorithm_config import AlgorithmConfig
+
+        todo: list[type] = [AlgorithmConfig]
+        while todo:
+            config_cls = todo.pop()
+            if getattr(config_cls, "algo_class", None) is cls:
+                return config_cls()
+            todo += config_cls.__subclasses__()
+        raise TypeError(f"No AlgorithmConfig subclass has algo_class={cls.__name__}.")
+
+    @classmethod
+    def as_trainable(cls) -> type:
+        """This algorithm as a Ray Tune trainable (needs `pip install 'rlmod[tune]'`):
+        `tune.Tuner(PPO.as_trainable(), param_space={**config.to_dict(), "lr":
+        tune.grid_search([1e-3, 3e-4])})`; each step is one `train()`, checkpoints are
+        rlmod's (JSON + safetensors)."""
+        from rlmod.utils.ray_utils import tune_trainable
+
+        return tune_trainable(cls)
+
     @property
     def env_runner(self) -> Any:
         """The local EnvRunner (RLlib's name); None for offline algorithms."""
@@ -118,7 +141,15 @@ class Algorithm(Checkpointable):
         learner_results = self.training_step()
         self.iteration += 1
         group = self.env_runner_group
-        env_runner_results = self.metrics.add(group.get_metrics() if group else [])
+        if group is not None:
+            with self._timer("sync_env_runner_states_time_s"):
+                group.sync_env_runner_states()
+            env_runner_results = self.metrics.add(group.get_metrics())
+            env_runner_results["num_healthy_env_runners"] = group.num_healthy_env_runners()
+            env_runner_results["num_env_runner_restarts"] = (
+                group.num_remote_env_runner_restarts())
+        else:  # offline: nothing sampled
+            env_runner_results = self.metrics.add([])
         result: dict[str, Any] = {
             "training_iteration": self.iteration,
             "env_runners": env_runner_results,
@@ -188,8 +219,10 @@ class Algorithm(Checkpointable):
     # ------------------------------------------------------------------ checkpoints
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
         parts: list[tuple[str, Checkpointable]] = [("learner_group", self.learner_group)]
-        if self.env_runner is not None:
-            parts.append(("env_runner", self.env_runner))
+        group = self.env_runner_group  # None for offline algorithms
+        runner = group.checkpointable_env_runner() if group is not None else None  # remote too
+        if runner is not None:
+            parts.append(("env_runner", runner))
         return parts
 
     def get_state(self, components: Any = None, *, not_components: Any = None,
@@ -213,8 +246,8 @@ class Algorithm(Checkpointable):
         EnvRunners."""
         if "learner_group" in state:
             self.learner_group.set_state(state["learner_group"])
-        if "env_runner" in state and self.env_runner is not None:
-            self.env_runner.set_state(state["env_runner"])
+        if "env_runner" in state and self.env_runner_group is not None:
+            self.env_runner_group.set_env_runner_state(state["env_runner"])
         if "iteration" in state:
             self.iteration = int(state["iteration"])
             self._time_total_s = float(state.get("time_total_s", 0.0))
@@ -288,6 +321,7 @@ class Algorithm(Checkpointable):
         """Closes envs and actors."""
         if self.env_runner_group is not None:
             self.env_runner_group.stop()
+        self.learner_group.stop()
         if self.eval_env_runner_group is not None:
             self.eval_env_runner_group.stop()
 

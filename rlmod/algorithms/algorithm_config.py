@@ -102,15 +102,31 @@ class AlgorithmConfig:
         "'truncate_episode': end that sub-env's episode as truncated at that step (its "
         "last finite observation stands in for the final one, the reward counts as 0), "
         "reset it, and count it in `num_episodes_truncated_non_finite` (checked every step)."))
+    create_env_on_local_worker = Setting(False, section="env_runners", check=s.boolean, doc=(
+        "With num_env_runners > 0, also build an EnvRunner (and its env) in the driver "
+        "process; it never samples, it only answers get_spaces() (RLlib's default: False, "
+        "the spaces then come from the first healthy remote EnvRunner). With "
+        "num_env_runners=0 the local EnvRunner is always built: it is the one that samples."))
+    num_cpus_per_env_runner = Setting(1.0, section="env_runners",
+                                      check=s.number(low=0.0), doc=(
+        "CPUs Ray reserves for each remote EnvRunner actor (fractions allowed); Ray places "
+        "no more actors on a node than its CPUs hold."))
+    sample_timeout_s = Setting(60.0, section="env_runners",
+                               check=s.optional(s.number(low=0.0, low_open=True)), doc=(
+        "Seconds to wait for each remote EnvRunner's sample(); one that takes longer is "
+        "treated as failed (restarted or ignored per .fault_tolerance()). None waits "
+        "forever."))
     check_agent_observations = Setting(True, section="env_runners", check=s.boolean, doc=(
         "Multi-agent: check every step that each agent's observation has the shape and "
         "dtype of its declared space, naming the agent where not (a torch error far from "
         "the cause otherwise). Turn off for speed once an env is known to be right."))
     # --- learners ---
     num_learners = Setting(0, section="learners", check=s.integer(min=0), doc=(
-        "Remote Learner actors trained data-parallel: not built yet (validate() refuses "
-        "more than 0); it already divides train_batch_size into the per-learner batch. "
-        "0 trains in-process."))
+        "Remote Learner actors (needs Ray), trained data-parallel with torch.distributed "
+        "(gloo): each trains on its share of the batch, gradients are averaged, all hold "
+        "the same weights. 0 trains in-process."))
+    num_cpus_per_learner = Setting(1.0, section="learners", check=s.number(low=0.0), doc=(
+        "CPUs Ray reserves for each remote Learner actor (num_learners > 0)."))
     num_threads_per_learner = Setting(1, section="learners", check=s.integer(min=1), doc=(
         "torch intra-op threads of in-process components. Small networks run fastest "
         "on one thread: more threads cost more in synchronization than they save."))
@@ -180,6 +196,21 @@ class AlgorithmConfig:
         "unfinished episode and go on sampling (RLlib's name). Off: the EnvRunner raises an "
         "EnvError naming the env, sub-env and step, and the next sample() starts every "
         "sub-env afresh, so the Algorithm stays usable."))
+    restart_failed_env_runners = Setting(True, section="fault_tolerance", check=s.boolean,
+                                         doc=(
+        "Remote EnvRunners: replace one whose actor died or whose sample() raised (or took "
+        "longer than sample_timeout_s) by a new actor with the same worker_index, the "
+        "current weights and connector states; the episodes it was sampling are dropped "
+        "(RLlib's name and default)."))
+    max_num_env_runner_restarts = Setting(1000, section="fault_tolerance",
+                                          check=s.integer(min=0), doc=(
+        "Restarts allowed over the whole run, all remote EnvRunners together; past it a "
+        "failure is handled as with restart_failed_env_runners=False (RLlib's default)."))
+    ignore_env_runner_failures = Setting(False, section="fault_tolerance", check=s.boolean,
+                                         doc=(
+        "When a remote EnvRunner fails and is not restarted, go on sampling with the "
+        "healthy ones (False: raise an EnvRunnerError naming the runner and the original "
+        "exception). Training stops with an error once no healthy EnvRunner is left."))
     # --- evaluation ---
     evaluation_interval = Setting(None, section="evaluation",
                                   check=s.optional(s.integer(min=1)),
@@ -278,11 +309,15 @@ class AlgorithmConfig:
                     module_to_env_connector: Callable | None = _UNSET, explore: bool = _UNSET,
                     env_runner_cls: type | None = _UNSET,
                     on_non_finite_env_data: str = _UNSET,
-                    check_agent_observations: bool = _UNSET, **unknown: Any) -> Self:
+                    check_agent_observations: bool = _UNSET,
+                    create_env_on_local_worker: bool = _UNSET,
+                    num_cpus_per_env_runner: float = _UNSET,
+                    sample_timeout_s: float | None = _UNSET, **unknown: Any) -> Self:
         """Sets how EnvRunners sample."""
         return self._set_section("env_runners", locals())
 
-    def learners(self, *, num_learners: int = _UNSET, num_threads_per_learner: int = _UNSET,
+    def learners(self, *, num_learners: int = _UNSET, num_cpus_per_learner: float = _UNSET,
+                 num_threads_per_learner: int = _UNSET,
                  max_consecutive_non_finite_updates: int = _UNSET,
                  learner_config_dict: dict | None = _UNSET, **unknown: Any) -> Self:
         """Sets how many Learners train, what they do with a NaN/inf update, and free
@@ -328,9 +363,12 @@ class AlgorithmConfig:
         return self._set_section("multi_agent", locals())
 
     def fault_tolerance(self, *, restart_failed_sub_environments: bool = _UNSET,
+                        restart_failed_env_runners: bool = _UNSET,
+                        max_num_env_runner_restarts: int = _UNSET,
+                        ignore_env_runner_failures: bool = _UNSET,
                         **unknown: Any) -> Self:
-        """Sets how EnvRunners survive failing envs (RLlib's names). Restarting remote
-        EnvRunners arrives with them (the Ray issue)."""
+        """Sets how EnvRunners survive failing envs and dying actors (RLlib's names):
+        sub-envs recreated in place, remote EnvRunners restarted or ignored."""
         return self._set_section("fault_tolerance", locals())
 
     def evaluation(self, *, evaluation_interval: int | None = _UNSET,
@@ -747,12 +785,6 @@ class AlgorithmConfig:
                 f"minibatch_size ({self.minibatch_size}) is larger than "
                 f"train_batch_size_per_learner ({per_learner}); lower minibatch_size or "
                 "raise the batch."
-            )
-        if self.num_learners > 0:
-            raise ValueError(
-                f"num_learners={self.num_learners} asks for remote data-parallel Learners, "
-                "which rlmod does not build yet; use num_learners=0 (the default), which "
-                "trains on one in-process Learner."
             )
         if self.checkpoint_frequency and self.checkpoint_dir is None:
             raise ValueError(

@@ -292,7 +292,7 @@ class OffPolicyAlgorithm(Algorithm):
         group = self.env_runner_group
         assert group is not None  # an online algorithm: setup() built it
         count = getattr(group.local_env_runner, "num_env_steps_sampled_lifetime", None)
-        if count is not None and group.num_remote_env_runners == 0:
+        if count is not None and group.num_remote_env_runners() == 0:
             return int(count)
         return self.metrics.num_env_steps_lifetime
 
@@ -301,8 +301,11 @@ class OffPolicyAlgorithm(Algorithm):
         assert group is not None  # an online algorithm: setup() built it
         samples = self._timed("sample_time_s", group.sample)
         rows = [len(b[next(iter(b))]) for sample in samples for b in sample.values() if b]
-        for i, sample in enumerate(samples):
-            self._timed("replay_add_time_s", self.replay_buffer.add, sample, source=i)
+        # One n-step window per EnvRunner: by worker index (a failed runner's batch is
+        # missing from `samples`, so list positions would pair windows wrongly).
+        sources = group.last_sampled_worker_indices
+        for source, sample in zip(sources, samples, strict=True):
+            self._timed("replay_add_time_s", self.replay_buffer.add, sample, source=source)
         now = self._num_env_steps_sampled()
         if now < self.config.num_steps_sampled_before_learning_starts:
             return {}

@@ -198,3 +198,22 @@ class FrameStacking(EnvToModule):
             if starts.any():  # a new episode: fill its stack with the first frame
                 self._stack[starts] = x[starts, None]
         return self._stack.reshape(x.shape[0], -1).copy()
+
+
+def merge_env_to_module_states(states: list[Any]) -> Any:
+    """One env-to-module state from several EnvRunners' (EnvRunnerGroup's connector sync).
+
+    Walks the nested state dicts alike (a pipeline's `{"0:MeanStdFilter": {...}}`, or
+    multi-agent's `{module_id: pipeline_state}`); where it finds running statistics
+    (MeanStdFilter's `{"base", "delta"}`), the merged state has as base the shared base
+    plus every runner's delta, and an empty delta, so every EnvRunner normalizes alike
+    from then on. Any other state is taken from the first EnvRunner.
+    """
+    first = states[0]
+    if not isinstance(first, dict):
+        return first
+    if set(first) == {"base", "delta"}:
+        base = MeanStdFilter.merge_states(first["base"], [s["delta"] for s in states])
+        shape = np.asarray(base["mean"]).shape
+        return {"base": base, "delta": _RunningStat(shape).to_dict()}
+    return {k: merge_env_to_module_states([s[k] for s in states if k in s]) for k in first}

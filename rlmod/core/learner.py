@@ -57,12 +57,18 @@ class Learner(Checkpointable):
         self._non_finite_streak: dict[ModuleID, int] = {}  # skipped in a row, across updates
         self._guard_non_finite = True  # benchmarks/guard_overhead.py turns it off to compare
         self._rng = np.random.default_rng(config.seed)
+        self._world_size = 1  # Learners training data-parallel (setup_data_parallel)
 
     # ------------------------------------------------------------------ build
     def build(self) -> None:
         """Builds the modules, the optimizers and the learner connector pipeline."""
         self.module = self.module_spec.build()
         self.module.train()
+        if self._world_size > 1:  # every data-parallel Learner starts from rank 0's weights
+            import torch.distributed as dist
+
+            for _, param in sorted(self.module.named_parameters()):
+                dist.broadcast(param.data, src=0)
         for mid, sub in self.module.items():
             params = [p for p in sub.parameters() if p.requires_grad]
             if params and self.config.is_module_trainable(mid):
@@ -72,6 +78,28 @@ class Learner(Checkpointable):
         self._learner_connector = self.config.build_learner_connector(
             getattr(default, "observation_space", None), getattr(default, "action_space", None)
         )
+
+    def setup_data_parallel(self, *, rank: int, world_size: int, init_method: str) -> None:
+        """Joins a torch.distributed group (gloo) of `world_size` Learners; call before
+        `build()`, in every Learner at once (LearnerGroup does, in each Learner actor).
+
+        Each Learner then trains on its own share of the batch: after every backward pass
+        the gradients are averaged over all Learners, weighted by their minibatch rows, so
+        each step is the step of one Learner on the union of the minibatches (for losses
+        that are means over rows), and all Learners hold identical weights throughout.
+        """
+        import torch.distributed as dist
+
+        from rlmod.utils.seeding import seed_everything
+
+        seed_everything(self.config.seed)  # this process's RNG: as the driver's at build
+        dist.init_process_group("gloo", init_method=init_method, rank=rank,
+                                world_size=world_size)
+        self._world_size = world_size
+
+    def apply(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        """`func(self, *args, **kwargs)`, in-process or inside the Learner's Ray actor."""
+        return func(self, *args, **kwargs)
 
     # ------------------------------------------------------------------ the algorithm's math
     def compute_loss_for_module(self, *, module_id: ModuleID, config: Any,
@@ -159,6 +187,8 @@ class Learner(Checkpointable):
             self._optimizers[mid].zero_grad(set_to_none=True)
         assert isinstance(total, torch.Tensor)
         total.backward()
+        if self._world_size > 1:
+            self._all_reduce_gradients(mb)
         for mid in mb:
             clip = configs[mid].grad_clip
             params = self._optimizers[mid].params
@@ -176,6 +206,37 @@ class Learner(Checkpointable):
             if clip is not None:
                 self.log(mid, **{GRAD_NORM_KEY: norm})
             self._optimizers[mid].step()
+
+    def _all_reduce_gradients(self, mb: TensorBatch) -> None:
+        """Data-parallel: every module's gradient becomes the row-weighted mean over all
+        Learners (sum of rows x gradient, over the sum of rows), one all-reduce per module
+        in a fixed order. A module without rows here contributes zeros."""
+        import torch.distributed as dist
+
+        for mid in sorted(self._optimizers):
+            params = self._optimizers[mid].params
+            rows = float(next(iter(mb[mid].values())).shape[0]) if mid in mb else 0.0
+            flat = torch.cat([
+                *(p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
+                  for p in params),
+                torch.ones(1)]) * rows  # the last entry sums the rows
+            dist.all_reduce(flat)
+            flat = flat[:-1] / max(float(flat[-1]), 1.0)
+            offset = 0
+            for p in params:
+                p.grad = flat[offset:offset + p.numel()].view_as(p).clone()
+                offset += p.numel()
+
+    def _agree_max(self, value: int) -> int:
+        """The largest `value` over all data-parallel Learners (the number of minibatches,
+        so that every Learner makes the same number of all-reduces)."""
+        if self._world_size == 1:
+            return value
+        import torch.distributed as dist
+
+        t = torch.tensor([value], dtype=torch.int64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item())
 
     def _skip_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor,
                          marks: Mapping[str, int]) -> None:
@@ -205,12 +266,15 @@ class Learner(Checkpointable):
         iterator does."""
         size = self.config.minibatch_size
         longest = max(num_rows.values(), default=0)
+        whole = size is None or size >= longest
+        num_steps = self._agree_max(0 if longest == 0 else 1 if whole else
+                                    max(1, round(longest / size)))
         if longest == 0:
             return  # no trainable module (policies_to_train) has rows: nothing to step
-        if size is None or size >= longest:
+        if num_steps == 1:
             yield batch
             return
-        num_steps = max(1, round(longest / size))
+        size = longest if size is None else size
         # One gather per column and epoch, in shuffled order; minibatches are then slices
         # (views), not a gather per column and minibatch (small gathers cost ~4 us each).
         shuffled: TensorBatch = {}
@@ -235,10 +299,12 @@ class Learner(Checkpointable):
             if mid not in self.module:
                 continue
             parts = [b[mid] for b in seq if mid in b]
+            # Writable and contiguous: arrays from Ray's object store are read-only (copied
+            # here once; torch warns on a read-only view), local ones are taken as they are.
             out[mid] = {
-                col: torch.from_numpy(np.ascontiguousarray(
+                col: torch.from_numpy(np.require(
                     parts[0][col] if len(parts) == 1
-                    else np.concatenate([p[col] for p in parts])))
+                    else np.concatenate([p[col] for p in parts]), requirements=("C", "W")))
                 for col in parts[0]
             }
         return out

@@ -237,7 +237,10 @@ class RLModule(nn.Module, Checkpointable):
                 )
         with torch.no_grad():
             for name, tensor in own.items():
-                tensor.copy_(torch.as_tensor(state[name]))
+                value = state[name]
+                if isinstance(value, np.ndarray) and not value.flags.writeable:
+                    value = value.copy()  # read-only (Ray's object store): torch would warn
+                tensor.copy_(torch.as_tensor(value))
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

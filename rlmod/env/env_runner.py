@@ -8,17 +8,28 @@ arrays and plain containers, so it crosses a process boundary cheaply.
 from __future__ import annotations
 
 import abc
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.utils.checkpoints import Checkpointable
+from rlmod.utils.seeding import derive_seed
 from rlmod.utils.spaces import space_to_dict
 
 ENV_SPACES_KEY = "__env__"
 """Key of the raw env's (observation_space, action_space) in `get_spaces()`."""
+
+WEIGHTS_SEQ_NO = "weights_seq_no"
+"""Key of the weights' version in a `set_state()` state (RLlib's name): an EnvRunner
+applies `rl_module` weights only when this is newer than the version it holds."""
+
+_TORCH_STREAM = 7919
+"""Offset that gives an EnvRunner's torch RNG a seed of its own, apart from its envs'."""
 
 NumpyColumns = dict[str, np.ndarray]
 """One module's rows as flat numpy column arrays, keyed by `Columns` names."""
@@ -37,6 +48,54 @@ class EnvRunner(Checkpointable, abc.ABC):
     def __init__(self, *, config: Any, worker_index: int = 0) -> None:
         self.config = config
         self.worker_index = worker_index
+        self.weights_seq_no = 0
+        generator = torch.Generator()
+        seed = derive_seed(config.seed, self.seed_index, _TORCH_STREAM)
+        if seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(seed)
+        self._torch_rng_state = generator.get_state()
+
+    @property
+    def seed_index(self) -> int:
+        """Which seeds this EnvRunner's envs and action sampling derive from (with
+        `config.seed`): `worker_index`, except that the local EnvRunner (index 0) takes
+        remote EnvRunner 1's. The local one samples only when there are no remote ones, so
+        one seed gives the same episodes in-process and on one remote EnvRunner."""
+        return max(self.worker_index, 1)
+
+    @contextlib.contextmanager
+    def own_torch_rng(self) -> Iterator[None]:
+        """Runs the block on this EnvRunner's own torch RNG stream, then restores the
+        process's. Action sampling then depends on the seed and this runner's history
+        only, not on what else draws from torch's global RNG in the same process (the
+        Learner's minibatch shuffles in-process), which is what makes a remote EnvRunner
+        sample exactly what the local one would."""
+        saved = torch.get_rng_state()
+        torch.set_rng_state(self._torch_rng_state)
+        try:
+            yield
+        finally:
+            self._torch_rng_state = torch.get_rng_state()
+            torch.set_rng_state(saved)
+
+    def _drop_stale_weights(self, state: dict[str, Any]) -> dict[str, Any]:
+        """`state` without its `rl_module` weights when they are not newer than those held
+        (by `WEIGHTS_SEQ_NO`; a state without it always applies). Subclasses' `set_state`
+        calls this first."""
+        seq_no = state.get(WEIGHTS_SEQ_NO)
+        if seq_no is None:
+            return state
+        if seq_no <= self.weights_seq_no:
+            return {k: v for k, v in state.items() if k not in ("rl_module", WEIGHTS_SEQ_NO)}
+        self.weights_seq_no = int(seq_no)
+        return state
+
+    def apply(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`func(self, *args, **kwargs)`: how `EnvRunnerGroup.foreach_env_runner` runs a
+        function on an EnvRunner, in-process or inside its Ray actor."""
+        return func(self, *args, **kwargs)
 
     @abc.abstractmethod
     def sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None,

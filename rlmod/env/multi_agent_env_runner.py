@@ -161,7 +161,8 @@ class MultiAgentEnvRunner(EnvRunner):
         self._spaces = ModuleSpaces(config, self.envs, self._agents)
         spec = config.get_multi_rl_module_spec(env=self.env0, spaces=self.get_spaces(),
                                                inference_only=True)
-        self.module = spec.build()
+        with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
+            self.module = spec.build()
         self.module.eval()
         self._spaces.attach(self.module)
         self._module_ids: list[ModuleID] = self.module.keys()
@@ -223,7 +224,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._acting_agents: list[tuple] = [()] * self.num_envs  # next to act, env's order
         self._acting_slots: list[np.ndarray] = [np.zeros(0, np.int64)] * self.num_envs
         self._acting_offset = [0] * self.num_envs  # their offset in the step's acting order
-        self._seeds = [derive_seed(self.config.seed, self.worker_index, e)
+        self._seeds = [derive_seed(self.config.seed, self.seed_index, e)
                        for e in range(self.num_envs)]
         # Per sample() call.
         self._buffers = [ModuleRows() for _ in self._module_ids]
@@ -731,7 +732,8 @@ class MultiAgentEnvRunner(EnvRunner):
         marks = (len(self._done_returns), len(self._done_lens), len(self._agent_returns),
                  {mid: len(v) for mid, v in self._module_returns.items()})
         try:
-            return self._sample(num_timesteps, num_episodes, explore)
+            with self.own_torch_rng():
+                return self._sample(num_timesteps, num_episodes, explore)
         except BaseException:
             # This call's rows never reach a batch: its episodes leave the metrics, the
             # counters count none of its steps, and the next call starts every env afresh.
@@ -878,6 +880,7 @@ class MultiAgentEnvRunner(EnvRunner):
     def set_state(self, state: dict[str, Any]) -> None:
         """Restores any subset of `get_state()`; weights of a module this EnvRunner does
         not hold (e.g. a learner-only one) raise UnknownModuleIDError."""
+        state = self._drop_stale_weights(state)
         if "rl_module" in state:
             self.module.set_state(state["rl_module"])
         for mid, s in state.get("env_to_module", {}).items():

@@ -66,9 +66,10 @@ class SingleAgentEnvRunner(EnvRunner):
             self.env, self._env_to_module.observation_space, self._env_spaces[1]
         )
         spec = config.get_rl_module_spec(spaces=self.get_spaces(), inference_only=True)
-        self.module = spec.build()
+        with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
+            self.module = spec.build()
         self.module.eval()
-        self._seed = derive_seed(config.seed, worker_index)
+        self._seed = derive_seed(config.seed, self.seed_index)
         self._obs: np.ndarray | None = None  # what the module sees next, [N, ...]
         self._prev_done = np.zeros(self.num_envs, dtype=bool)
         self._eps_id = np.arange(self.num_envs, dtype=np.int64)
@@ -138,7 +139,8 @@ class SingleAgentEnvRunner(EnvRunner):
         if num_timesteps is not None and num_episodes is not None:
             raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
         try:
-            return self._sample(num_timesteps, num_episodes, explore)
+            with self.own_torch_rng():
+                return self._sample(num_timesteps, num_episodes, explore)
         except BaseException:
             # This call's rows never reach a batch (counters and episode metrics count
             # none of them); the next call starts every sub-env afresh.
@@ -433,6 +435,7 @@ class SingleAgentEnvRunner(EnvRunner):
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
+        state = self._drop_stale_weights(state)
         if "rl_module" in state and DEFAULT_MODULE_ID in state["rl_module"]:
             self.module.set_state(state["rl_module"][DEFAULT_MODULE_ID])
         if "env_to_module" in state:

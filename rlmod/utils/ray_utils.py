@@ -1,15 +1,29 @@
 """The one place that imports Ray: the same EnvRunner / Learner classes as Ray actors.
 
-Used by EnvRunnerGroup and LearnerGroup when `num_env_runners` / `num_learners` > 0.
+Used by EnvRunnerGroup when `num_env_runners > 0` and LearnerGroup when `num_learners > 0`.
+Ray is imported lazily, so rlmod works without it; asking for remote components without
+it raises an ImportError that says how to install it. Everything here is transport: what
+runs inside an actor is the in-process class's own method.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+Call = tuple[str | Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+"""One call on an actor: a method name or a function `f(env_runner, *args, **kwargs)`
+(run through `EnvRunner.apply`), with its positional and keyword arguments."""
 
 
 def require_ray(setting: str = "num_env_runners > 0 or num_learners > 0") -> Any:
-    """Imports ray, or explains how to install it; `setting` names what asked for Ray."""
+    """Imports ray and starts or joins a cluster, or explains how to install it.
+
+    `ray.init()` joins the cluster named by `RAY_ADDRESS` or one started on this machine
+    with `ray start --head`, else starts a local one; a session started earlier (a test's
+    `ray.init(num_cpus=2)`) is reused as it is. `setting` names what asked for Ray.
+    """
     try:
         import ray
     except ImportError as e:
@@ -23,33 +37,141 @@ def require_ray(setting: str = "num_env_runners > 0 or num_learners > 0") -> Any
     return ray
 
 
-def make_remote_env_runners(runner_cls: type, config: Any) -> list[Any]:
-    """`config.num_env_runners` actors of `runner_cls`, worker indices 1..N."""
+def make_actor(runner_cls: type, config: Any, worker_index: int) -> Any:
+    """A Ray actor of `runner_cls(config=config, worker_index=worker_index)`, reserving
+    `config.num_cpus_per_env_runner` CPUs. Ray does not restart it itself: EnvRunnerGroup
+    decides (and counts) restarts, so that a restarted runner gets the current state."""
     ray = require_ray(f"num_env_runners={config.num_env_runners}")
-    actor_cls = ray.remote(num_cpus=1)(runner_cls)
-    return [actor_cls.remote(config=config, worker_index=i + 1)
-            for i in range(config.num_env_runners)]
+    actor_cls = ray.remote(runner_cls).options(
+        num_cpus=config.num_cpus_per_env_runner, max_restarts=0, max_task_retries=0)
+    return actor_cls.remote(config=config, worker_index=worker_index)
 
 
-def call_all(actors: list[Any], method: str, *args: Any, **kwargs: Any) -> list[Any]:
-    """Calls `method` on all actors in parallel and waits for all results."""
+def make_data_parallel_learners(learner_cls: type, config: Any, module_spec: Any) -> list[Any]:
+    """`config.num_learners` actors of `learner_cls`, joined into one torch.distributed
+    (gloo) group whose rendezvous is a free port on rank 0's node, then built (rank 0's
+    initial weights broadcast to all). Each reserves `config.num_cpus_per_learner` CPUs."""
+    ray = require_ray(f"num_learners={config.num_learners}")
+    n = config.num_learners
+    actor_cls = ray.remote(learner_cls).options(num_cpus=config.num_cpus_per_learner,
+                                                max_restarts=0)
+    actors = [actor_cls.remote(config=config, module_spec=module_spec) for _ in range(n)]
+    host, port = ray.get(actors[0].apply.remote(_free_address))
+    init_method = f"tcp://{host}:{port}"
+    ray.get([a.setup_data_parallel.remote(rank=i, world_size=n, init_method=init_method)
+             for i, a in enumerate(actors)])
+    ray.get([a.build.remote() for a in actors])
+    return actors
+
+
+def _free_address(_learner: Any) -> tuple[str, int]:
+    import socket
+
+    import ray
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = int(s.getsockname()[1])
+    return str(ray.util.get_node_ip_address()), port
+
+
+def get(refs: Any) -> Any:
+    """`ray.get(refs)`: waits for remote results (a Learner's error is raised here)."""
+    return require_ray().get(refs)
+
+
+def put(value: Any) -> Any:
+    """Puts `value` into the object store once; the returned reference is what goes to
+    each actor (Ray resolves a reference passed as a top-level argument)."""
+    return require_ray().put(value)
+
+
+def call(actors: Mapping[int, Any], calls: Sequence[Call], *, timeout_s: float | None = None
+         ) -> tuple[dict[int, list[Any]], dict[int, BaseException]]:
+    """Submits `calls`, in order, to every actor at once and waits up to `timeout_s`
+    seconds (None: forever) for all of them.
+
+    Returns each actor's results (one per call) and, separately, the error of each actor
+    that failed: the exception its method raised (unwrapped from Ray's RayTaskError), a
+    RayActorError for a dead actor, or a TimeoutError. An actor's calls run one after the
+    other in submission order, so a failed call's later results are dropped as well.
+    """
+    if not actors:
+        return {}, {}
     ray = require_ray()
-    return ray.get([getattr(a, method).remote(*args, **kwargs) for a in actors])
-
-
-def first_healthy(actors: list[Any], method: str, *args: Any, **kwargs: Any) -> Any:
-    """The result of `method` on the first actor that answers."""
-    ray = require_ray()
-    errors = []
-    for actor in actors:
+    refs = {i: [_submit(actor, c) for c in calls] for i, actor in actors.items()}
+    flat = [r for rs in refs.values() for r in rs]
+    ready, _ = ray.wait(flat, num_returns=len(flat), timeout=timeout_s)
+    done = set(ready)
+    results: dict[int, list[Any]] = {}
+    errors: dict[int, BaseException] = {}
+    for i, rs in refs.items():
+        if not all(r in done for r in rs):
+            errors[i] = TimeoutError(f"no answer within sample_timeout_s={timeout_s} s")
+            continue
         try:
-            return ray.get(getattr(actor, method).remote(*args, **kwargs))
-        except ray.exceptions.RayError as e:  # a dead actor: try the next one
-            errors.append(e)
-    raise RuntimeError(f"No healthy remote EnvRunner answered {method}(): {errors}")
+            results[i] = ray.get(rs)
+        except ray.exceptions.RayTaskError as e:
+            cause = e.cause if isinstance(getattr(e, "cause", None), BaseException) else e
+            errors[i] = cause
+        except ray.exceptions.RayError as e:  # the actor died (killed, crashed, OOM)
+            errors[i] = e
+    return results, errors
 
 
-def kill_all(actors: list[Any]) -> None:
+def _submit(actor: Any, c: Call) -> Any:
+    func, args, kwargs = c
+    if isinstance(func, str):
+        return getattr(actor, func).remote(*args, **kwargs)
+    return actor.apply.remote(func, *args, **kwargs)
+
+
+def kill(actor: Any) -> None:
+    """Ends an actor's process now (no error if it is already dead)."""
     ray = require_ray()
-    for actor in actors:
-        ray.kill(actor)
+    with contextlib.suppress(Exception):  # already gone is what we want
+        ray.kill(actor, no_restart=True)
+
+
+def node_id_of(actor: Any) -> str:
+    """The ID of the Ray node an actor runs on (for placement checks)."""
+    ray = require_ray()
+    return str(ray.get(actor.apply.remote(_current_node_id)))
+
+
+def _current_node_id(_runner: Any) -> str:
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
+
+
+def tune_trainable(algo_cls: type) -> type:
+    """A `ray.tune.Trainable` that trains `algo_cls` (an Algorithm subclass): its `config`
+    is a config's `to_dict()` (Tune's search spaces resolved), each step one `train()`,
+    checkpoints rlmod's own (`save_to_path` / `restore_from_path`)."""
+    require_ray("Ray Tune")
+    try:
+        from ray import tune
+    except ImportError as e:
+        raise ImportError(f"{e} Install it with `pip install 'rlmod[tune]'`.") from e
+
+    class AlgorithmTrainable(tune.Trainable):  # type: ignore[misc]
+        def setup(self, config: dict[str, Any]) -> None:
+            settings = algo_cls.get_default_config().update_from_dict(  # type: ignore[attr-defined]
+                config)
+            self.algo = settings.build_algo()
+
+        def step(self) -> dict[str, Any]:
+            return dict(self.algo.train())
+
+        def save_checkpoint(self, checkpoint_dir: str) -> None:
+            self.algo.save_to_path(checkpoint_dir)
+
+        def load_checkpoint(self, checkpoint: Any) -> None:
+            self.algo.restore_from_path(checkpoint)
+
+        def cleanup(self) -> None:
+            self.algo.stop()
+
+    AlgorithmTrainable.__name__ = AlgorithmTrainable.__qualname__ = algo_cls.__name__
+    return AlgorithmTrainable

@@ -49,7 +49,8 @@ def flatten_state(state: Any, prefix: str = "") -> tuple[Any, dict[str, torch.Te
             tensors[path] = value
             return {_TENSOR: path}
         if isinstance(value, np.ndarray):
-            tensors[path] = torch.from_numpy(np.ascontiguousarray(value))
+            # Writable: arrays from Ray's object store are read-only (torch warns on those).
+            tensors[path] = torch.from_numpy(np.require(value, requirements=("C", "W")))
             return {_NDARRAY: path}
         if isinstance(value, np.generic):
             return value.item()

@@ -17,6 +17,7 @@ from rlmod.algorithms.ppo import PPOConfig
 from rlmod.connectors import ModuleToEnv
 from rlmod.core import Columns
 from rlmod.env import SingleAgentEnvRunner
+from rlmod.env.env_runner import WEIGHTS_SEQ_NO
 from rlmod.env.env_runner_group import EnvRunnerGroup
 from rlmod.errors import EnvError
 from rlmod.utils.seeding import seed_everything
@@ -74,7 +75,7 @@ def test_sync_weights_sends_only_inference_only_keys(cartpole_config):
 
     runner.set_state = spy
     algo.env_runner_group.sync_weights(from_learner_group=algo.learner_group)
-    assert len(sent) == 1 and set(sent[0]) == {"rl_module"}
+    assert len(sent) == 1 and set(sent[0]) == {"rl_module", WEIGHTS_SEQ_NO}
     weights = sent[0]["rl_module"]
     assert set(weights) == {"default_policy"}
     assert set(weights["default_policy"]) == set(runner.module.get_state())
