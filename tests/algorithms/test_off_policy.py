@@ -71,6 +71,7 @@ def test_a_resumed_algorithm_makes_the_same_updates_as_the_uninterrupted_one(
         for samples in new_samples:
             for a, stream in zip((algo, restored), streams, strict=True):
                 a.env_runner_group.sample = lambda s=samples, **kw: s  # type: ignore[method-assign]
+                a.env_runner_group.last_sampled_worker_indices = [0]  # what sample() sets
                 stream.train(a)
         a_state = algo.learner_group.learner.module[DEFAULT_MODULE_ID].state_dict()
         b_state = restored.learner_group.learner.module[DEFAULT_MODULE_ID].state_dict()
