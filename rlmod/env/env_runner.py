@@ -13,8 +13,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rlmod.callbacks import EPISODE_HOOKS, Callbacks
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.utils.checkpoints import Checkpointable
+from rlmod.utils.metrics_logger import MetricsLogger
 from rlmod.utils.spaces import space_to_dict
 
 ENV_SPACES_KEY = "__env__"
@@ -30,11 +32,19 @@ the episodes apart and `seq_ends` marks the last row of each sequence.
 
 
 class EnvRunner(Checkpointable, abc.ABC):
-    """Samples episodes with an inference-only module; no loss, no optimizer."""
+    """Samples episodes with an inference-only module; no loss, no optimizer.
+
+    `metrics` is the MetricsLogger EnvRunner-side callbacks log to (RLlib's
+    `env_runner.metrics`); `get_metrics()` ships what was logged to the Algorithm.
+    """
 
     def __init__(self, *, config: Any, worker_index: int = 0) -> None:
         self.config = config
         self.worker_index = worker_index
+        self.metrics = MetricsLogger()
+        self.callbacks = Callbacks.from_config(config)
+        # Decided once here: episode objects are built only if a hook will read them.
+        self._track_episodes = self.callbacks.any_of(EPISODE_HOOKS)
 
     @abc.abstractmethod
     def sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None,

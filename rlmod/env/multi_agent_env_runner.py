@@ -32,6 +32,7 @@ from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
+from rlmod.env.episodes import MultiAgentEpisode
 from rlmod.env.guards import bad_observation, non_finite_rows
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
@@ -88,6 +89,10 @@ class MultiAgentEnvRunner(EnvRunner):
         self.num_envs = config.num_envs_per_env_runner
         self.envs: list[MultiAgentEnv] = [self._make_env() for _ in range(self.num_envs)]
         self.env0 = self.envs[0]
+        for env in self.envs:
+            self.callbacks.call("on_environment_created", env_runner=self,
+                                metrics_logger=self.metrics, env=env,
+                                env_context=dict(config.env_config))
         self._agents: list[AgentID] = list(self.env0.possible_agents)
         if not self._agents:
             raise EnvError(f"env={config.env!r} has no possible_agents; set them in __init__.")
@@ -152,6 +157,9 @@ class MultiAgentEnvRunner(EnvRunner):
         # get_metrics(), once per call rather than a dict append per agent per episode.
         self._agent_returns: list[tuple[np.ndarray, np.ndarray]] = []
         self._done_eps: list[np.ndarray] = []
+        # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
+        self._ma_episodes: list[MultiAgentEpisode | None] = [None] * self.num_envs
+        self._ma_episodes_done: list[MultiAgentEpisode] = []
         self._num_env_steps = 0
         self._num_agent_steps = 0
         self.num_env_steps_sampled_lifetime = 0
@@ -241,7 +249,7 @@ class MultiAgentEnvRunner(EnvRunner):
         """Resets env `e`; its agents' first observations join this step's observations."""
         seed, self._seeds[e] = self._seeds[e], None  # seed once; later resets continue its RNG
         try:
-            obs, _ = self.envs[e].reset(seed=seed)
+            obs, infos = self.envs[e].reset(seed=seed)
         except Exception as err:
             raise EnvError(f"env={self.config.env!r} raised in reset(): {err!r}") from err
         self._episode[e] = EpisodeInfo(self._next_episode_id, e, self.worker_index)
@@ -249,6 +257,12 @@ class MultiAgentEnvRunner(EnvRunner):
         self._ep_len[e] = 0
         keys = tuple(obs)
         slots = self._slots_for(e, keys)
+        if self._track_episodes:
+            self._ma_episodes[e] = MultiAgentEpisode(
+                id_=self._next_episode_id - 1, observations=obs, infos=infos, env_index=e,
+                agent_to_module=self._modules_of(keys, slots))
+            self.callbacks.call("on_episode_created", **self._episode_kwargs(e))
+            self.callbacks.call("on_episode_start", **self._episode_kwargs(e))
         self._observed[slots] = True
         n = len(keys)
         self._add_segment(slots, self._mod_of[slots], [self._obs_chunk(obs.values())],
@@ -279,6 +293,21 @@ class MultiAgentEnvRunner(EnvRunner):
         self._ret[block] = 0.0
         self._pend_rew[block] = 0.0
         self._observed[block] = False
+        ma_episode = self._ma_episodes[e]
+        if ma_episode is not None:
+            self.callbacks.call("on_episode_end", prev_episode_chunks=[],
+                                **self._episode_kwargs(e))
+            self._ma_episodes_done.append(ma_episode)
+            self._ma_episodes[e] = None
+
+    def _episode_kwargs(self, e: int) -> dict[str, Any]:
+        return {"episode": self._ma_episodes[e], "env_runner": self,
+                "metrics_logger": self.metrics, "env": self.envs[e], "env_index": e,
+                "rl_module": self.module}
+
+    def _modules_of(self, keys: tuple, slots: np.ndarray) -> dict[AgentID, ModuleID]:
+        return {a: self._module_ids[m] for a, m in zip(keys, self._mod_of[slots].tolist(),
+                                                       strict=True)}
 
     # ------------------------------------------------------------------ one step
     def _begin_step(self) -> None:
@@ -341,9 +370,9 @@ class MultiAgentEnvRunner(EnvRunner):
         for e, env in enumerate(self.envs):
             keys, off = acted_keys[e], acted_off[e]
             agent_steps += len(keys)
+            action_dict = dict(zip(keys, actions[off:off + len(keys)], strict=True))
             try:
-                obs, rew, te, tr, _ = env.step(dict(zip(keys, actions[off:off + len(keys)],
-                                                        strict=True)))
+                obs, rew, te, tr, infos = env.step(action_dict)
             except Exception as err:
                 if not self._restart:
                     raise EnvError(
@@ -363,6 +392,12 @@ class MultiAgentEnvRunner(EnvRunner):
             okeys = tuple(obs)
             # Usually the agents that acted observe again (their final obs if done).
             slots = acted_slots[e] if okeys == keys else self._slots_for(e, okeys)
+            ma_episode = self._ma_episodes[e] if self._track_episodes else None
+            if ma_episode is not None:
+                ma_episode.agent_to_module.update(self._modules_of(okeys, slots))
+                ma_episode.add_env_step(obs, actions=action_dict, rewards=rew, infos=infos,
+                                        terminateds=te, truncateds=tr)
+                self.callbacks.call("on_episode_step", **self._episode_kwargs(e))
             if rew:
                 rkeys = tuple(rew)
                 if rkeys == okeys:
@@ -636,6 +671,7 @@ class MultiAgentEnvRunner(EnvRunner):
             num_timesteps = self.config.get_rollout_fragment_length() * self.num_envs
         first_done = len(self._done_returns)
         self._done_eps = []
+        self._ma_episodes_done = []
         env_steps = agent_steps = 0
         with torch.inference_mode():
             while (len(self._done_returns) - first_done < num_episodes
@@ -653,6 +689,10 @@ class MultiAgentEnvRunner(EnvRunner):
         self._num_agent_steps += agent_steps
         self.num_env_steps_sampled_lifetime += env_steps
         self.num_agent_steps_sampled_lifetime += agent_steps
+        if self._track_episodes:
+            ongoing = [ep for ep in self._ma_episodes if ep is not None and len(ep)]
+            self.callbacks.call("on_sample_end", env_runner=self, metrics_logger=self.metrics,
+                                samples=self._ma_episodes_done + ongoing)
         return result
 
     def _collect(self, keep_eps: np.ndarray | None) -> tuple[SampleResult, int]:
@@ -733,6 +773,8 @@ class MultiAgentEnvRunner(EnvRunner):
             "agent_episode_returns": returns_by_agent(self._agent_returns, self._agents),
             "num_sub_env_restarts": self._num_restarts,
         }
+        if self.metrics:
+            metrics["metrics_logger"] = self.metrics.export_period()
         self._num_restarts = 0
         self._done_returns, self._done_lens = [], []
         self._module_returns, self._agent_returns = {}, []

@@ -182,3 +182,49 @@ def test_learner_results_use_rllibs_keys():
     assert "curr_lr" not in learner
     assert learner["default_optimizer_learning_rate"] == pytest.approx(3e-4)
     algo.stop()
+
+
+# ---------------------------------------------------------------------- evaluation
+def test_evaluation_config_overrides_apply_to_the_evaluation_runner_only():
+    algo = small(PPOConfig().environment("CartPole-v1")).evaluation(
+        evaluation_interval=2, evaluation_duration=3, evaluation_num_env_runners=0,
+        evaluation_config=PPOConfig.overrides(explore=False),
+        evaluation_parallel_to_training=False).build_algo()
+    first = algo.train()
+    assert "evaluation" not in first  # not due yet
+    second = algo.train()
+    evaluation = second["evaluation"]["env_runners"]
+    assert evaluation["num_episodes"] >= 3
+    eval_config = algo.eval_env_runner_group.local_env_runner.config
+    assert eval_config.explore is False and eval_config.in_evaluation
+    assert algo.config.explore is True and not algo.config.in_evaluation
+    # RLlib keeps the last evaluation's numbers in later results until the next one.
+    third = algo.train()
+    assert third["evaluation"] is second["evaluation"]
+    assert algo.train()["evaluation"] is not second["evaluation"]
+    algo.stop()
+
+
+def test_evaluation_config_takes_a_whole_config_and_checks_keys():
+    eval_cfg = PPOConfig().env_runners(explore=False, num_envs_per_env_runner=2)
+    config = PPOConfig().environment("CartPole-v1").evaluation(evaluation_config=eval_cfg)
+    evaluated = config.get_evaluation_config_object()
+    assert evaluated.explore is False and evaluated.num_envs_per_env_runner == 2
+    assert evaluated.env is None  # taken whole, as RLlib takes an AlgorithmConfig
+    merged = PPOConfig().evaluation(evaluation_config={"explore": False}).evaluation(
+        evaluation_config={"num_envs_per_env_runner": 3})
+    assert merged.evaluation_config == {"explore": False, "num_envs_per_env_runner": 3}
+    with pytest.raises(KeyError, match="explor"):
+        PPOConfig().evaluation(evaluation_config={"explor": False})
+    with pytest.raises(ValueError, match="auto"):
+        PPOConfig().evaluation(evaluation_duration="auto")
+
+
+def test_evaluation_parallel_to_training_gives_the_same_iterations_results():
+    algo = small(PPOConfig().environment("CartPole-v1")).evaluation(
+        evaluation_interval=1, evaluation_duration=200, evaluation_duration_unit="timesteps",
+        evaluation_parallel_to_training=True).build_algo()
+    result = algo.train()
+    assert result["evaluation"]["env_runners"]["num_env_steps_sampled"] >= 200
+    assert result["num_env_steps_sampled_lifetime"] >= 128
+    algo.stop()
