@@ -173,7 +173,9 @@ def test_get_weights_returns_copies_of_all_modules_learner_only_ones_included():
 
 
 def test_learner_results_use_rllibs_keys():
-    algo = small(PPOConfig().environment("CartPole-v1")).build_algo()
+    # RLlib logs the global gradient norm where it clips by it (grad_clip set).
+    algo = small(PPOConfig().environment("CartPole-v1").training(
+        lr=3e-4, grad_clip=0.5)).build_algo()
     learner = algo.train()["learners"][DEFAULT_MODULE_ID]
     for key in ("default_optimizer_learning_rate", "vf_explained_var", "vf_loss",
                 "vf_loss_unclipped", "policy_loss", "entropy", "mean_kl_loss",
