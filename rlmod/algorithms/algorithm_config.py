@@ -569,13 +569,21 @@ class AlgorithmConfig:
 
     def build_env_to_module_connector(self, env: Any, observation_space: gym.Space,
                                       action_space: gym.Space) -> ConnectorPipeline:
-        """Default pieces (flatten, one-hot) then the user's, with spaces set."""
-        pieces: list[Any] = list(default_env_to_module(observation_space))
+        """The user's pieces, then the defaults (flatten, one-hot) for what they output.
+
+        As RLlib prepends user pieces to its default pipeline, a user's piece sees the
+        env's raw observations (e.g. a Dict) and the defaults only flatten what is left.
+        """
+        pieces: list[Any] = []
         if self.env_to_module_connector is not None:
             made = call_connector_factory(self.env_to_module_connector, env,
                                           _env_spaces(env, observation_space, action_space),
                                           torch.device("cpu"))
-            pieces += as_connector_list(made, setting="env_to_module_connector")
+            pieces = as_connector_list(made, setting="env_to_module_connector")
+        user = ConnectorPipeline(pieces, input_observation_space=observation_space,
+                                 input_action_space=action_space)
+        assert user.observation_space is not None
+        pieces += default_env_to_module(user.observation_space)
         return ConnectorPipeline(pieces, input_observation_space=observation_space,
                                  input_action_space=action_space)
 
@@ -923,8 +931,9 @@ def call_connector_factory(factory: Callable, env: Any, *args: Any) -> Any:
 
 def _env_spaces(env: Any, observation_space: gym.Space,
                 action_space: gym.Space) -> dict[str, tuple[gym.Space, gym.Space]]:
-    """The `spaces` a connector factory gets, keyed as RLlib's: `__env_single__` (one
-    sub-env's spaces) and, with an env, `__env__` (the env's own, vectorized ones)."""
+    """The `spaces` a connector factory gets, keyed as RLlib's (and as
+    `EnvRunner.get_spaces()`): `__env_single__` (one sub-env's spaces) and, with an env,
+    `__env__` (the env's own, vectorized ones)."""
     spaces = {"__env_single__": (observation_space, action_space)}
     if env is not None and hasattr(env, "observation_space"):
         spaces["__env__"] = (env.observation_space, env.action_space)

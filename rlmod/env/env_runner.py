@@ -20,7 +20,12 @@ from rlmod.utils.metrics_logger import MetricsLogger
 from rlmod.utils.spaces import space_to_dict
 
 ENV_SPACES_KEY = "__env__"
-"""Key of the raw env's (observation_space, action_space) in `get_spaces()`."""
+"""Key of the raw env's (observation_space, action_space) in `get_spaces()`: the vector
+env's batched spaces on a single-agent EnvRunner (RLlib's), the first agent's on a
+multi-agent one."""
+
+ENV_SINGLE_SPACES_KEY = "__env_single__"
+"""Key of one sub-env's (observation_space, action_space) in `get_spaces()` (RLlib's)."""
 
 Batch = dict[str, np.ndarray]
 SampleResult = dict[ModuleID, Batch]
@@ -54,8 +59,9 @@ class EnvRunner(Checkpointable, abc.ABC):
 
     @abc.abstractmethod
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        """`"__env__"` -> the env's spaces; each module ID -> the spaces that module sees
-        (after the env-to-module connectors)."""
+        """`"__env__"` -> the env's spaces, `"__env_single__"` -> one sub-env's (RLlib's
+        keys); each module ID -> the spaces that module sees (after the env-to-module
+        connectors)."""
 
     @abc.abstractmethod
     def get_metrics(self) -> dict[str, Any]:
@@ -79,7 +85,7 @@ class EnvRunner(Checkpointable, abc.ABC):
     @property
     def module_ids(self) -> list[ModuleID]:
         """The modules this EnvRunner holds (never learner-only ones)."""
-        return list(self.get_spaces().keys() - {ENV_SPACES_KEY})
+        return [k for k in self.get_spaces() if k not in (ENV_SPACES_KEY, ENV_SINGLE_SPACES_KEY)]
 
     def stop(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Closes the envs."""

@@ -15,7 +15,12 @@ import torch
 
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
-from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
+from rlmod.env.env_runner import (
+    ENV_SINGLE_SPACES_KEY,
+    ENV_SPACES_KEY,
+    EnvRunner,
+    SampleResult,
+)
 from rlmod.env.episodes import SingleAgentEpisode, info_of, row_of, scalar_or_item
 from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
 from rlmod.env.registry import make_env, make_vector_env
@@ -100,7 +105,8 @@ class SingleAgentEnvRunner(EnvRunner):
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
         assert self._env_to_module.observation_space is not None
         return {
-            ENV_SPACES_KEY: self._env_spaces,
+            ENV_SPACES_KEY: (self.env.observation_space, self.env.action_space),  # batched
+            ENV_SINGLE_SPACES_KEY: self._env_spaces,
             DEFAULT_MODULE_ID: (self._env_to_module.observation_space, self._env_spaces[1]),
         }
 
@@ -119,7 +125,8 @@ class SingleAgentEnvRunner(EnvRunner):
         self._failures.clear()  # a sub-env recreated while resetting: nothing to drop
         if self._truncate_non_finite:
             self._last_raw = _copy(raw)
-        self._obs = self._env_to_module(raw, episode_starts=np.ones(self.num_envs, bool))
+        self._obs = self._env_to_module(raw, episode_starts=np.ones(self.num_envs, bool),
+                                        rl_module=self.module, explore=self.config.explore)
         if self._track_episodes:
             for i in range(self.num_envs):
                 self._start_episode(i, raw, infos)
@@ -222,7 +229,8 @@ class SingleAgentEnvRunner(EnvRunner):
             self._episode_step(raw, data[Columns.ACTIONS].numpy(), rew, term, trunc, infos,
                                started, failed)
         if self._env_to_module:  # an empty pipeline (CartPole's) is skipped
-            raw = self._env_to_module(raw, episode_starts=started)
+            raw = self._env_to_module(raw, episode_starts=started, rl_module=self.module,
+                                      explore=explore)
         self._obs = raw
         return done
 
