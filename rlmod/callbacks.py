@@ -78,8 +78,9 @@ class RLlibCallback:
     def on_episode_created(self, *, episode: Any, env_runner: Any = None,
                            metrics_logger: Any = None, env: Any = None,
                            rl_module: Any = None, env_index: int, **kwargs: Any) -> None:
-        """When an episode object is made, right before its env's reset (RLlib's
-        order); it holds no observation yet."""
+        """When an episode object is made. RLlib calls it before the env's reset;
+        rlmod right after it, before on_episode_start (a vector env resets all sub-envs
+        at once), so the episode already holds its first observation."""
 
     def on_episode_start(self, *, episode: Any, env_runner: Any = None,
                          metrics_logger: Any = None, env: Any = None, env_index: int,
