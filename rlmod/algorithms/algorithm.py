@@ -64,6 +64,9 @@ class Algorithm(Checkpointable):
         self.iteration = 0
         self._time_total_s = 0.0
         self.setup()
+        # After the whole setup, subclasses' included (DQN's replay buffers, ...).
+        self.callbacks.call("on_algorithm_init", algorithm=self,
+                            metrics_logger=self.metrics_logger)
 
     def setup(self) -> None:
         """DESIGN.md's flow: EnvRunners first, their spaces define the Learners' modules."""
@@ -83,8 +86,6 @@ class Algorithm(Checkpointable):
         self._last_evaluation: dict[str, Any] | None = None
         self._eval_thread: ThreadPoolExecutor | None = None
         self._timers: dict[str, float] = {}
-        self.callbacks.call("on_algorithm_init", algorithm=self,
-                            metrics_logger=self.metrics_logger)
 
     @property
     def env_runner(self) -> Any:
