@@ -134,10 +134,11 @@ class Algorithm(Checkpointable):
         evaluate_now = bool(interval) and (self.iteration + 1) % interval == 0
         parallel = None
         if evaluate_now and self.config.evaluation_parallel_to_training:
-            self._eval_group()  # built here, not in the thread
+            # Built and given the weights here: the training step changes them meanwhile.
+            self._eval_group().sync_weights(from_learner_group=self.learner_group)
             if self._eval_thread is None:
                 self._eval_thread = ThreadPoolExecutor(max_workers=1)
-            parallel = self._eval_thread.submit(self.evaluate)
+            parallel = self._eval_thread.submit(self._evaluate, sync_weights=False)
         try:
             learner_results = self.training_step()
         finally:
@@ -207,10 +208,14 @@ class Algorithm(Checkpointable):
         EnvRunners) with the current weights and `evaluation_config`; returns
         `{"env_runners": {...}}` (RLlib's `Algorithm.evaluate()`), custom metrics of
         EnvRunner-side callbacks included. Calls on_evaluate_start / on_evaluate_end."""
+        return self._evaluate(sync_weights=True)
+
+    def _evaluate(self, *, sync_weights: bool) -> dict[str, Any]:
         self.callbacks.call("on_evaluate_start", algorithm=self,
                             metrics_logger=self.metrics_logger)
         group = self._eval_group()
-        group.sync_weights(from_learner_group=self.learner_group)
+        if sync_weights:
+            group.sync_weights(from_learner_group=self.learner_group)
         unit = self.config.evaluation_duration_unit
         key = "num_episodes" if unit == "episodes" else "num_timesteps"
         per_runner = -(-self.config.evaluation_duration // max(1, group.num_remote_env_runners))

@@ -226,7 +226,13 @@ def test_evaluation_parallel_to_training_gives_the_same_iterations_results():
     algo = small(PPOConfig().environment("CartPole-v1")).evaluation(
         evaluation_interval=1, evaluation_duration=200, evaluation_duration_unit="timesteps",
         evaluation_parallel_to_training=True).build_algo()
+    before = algo.learner_group.get_weights(inference_only=True)[DEFAULT_MODULE_ID]
     result = algo.train()
     assert result["evaluation"]["env_runners"]["num_env_steps_sampled"] >= 200
+    # As RLlib: the evaluation ran on the weights from before this iteration's update.
+    evaluated = algo.eval_env_runner_group.local_env_runner.module.get_state()
+    assert all(np.array_equal(before[k], evaluated[k].numpy()) for k in before)
+    after = algo.learner_group.get_weights(inference_only=True)[DEFAULT_MODULE_ID]
+    assert not all(np.array_equal(before[k], after[k]) for k in before)
     assert result["num_env_steps_sampled_lifetime"] >= 128
     algo.stop()
