@@ -236,3 +236,30 @@ def test_evaluation_parallel_to_training_gives_the_same_iterations_results():
     assert not all(np.array_equal(before[k], after[k]) for k in before)
     assert result["num_env_steps_sampled_lifetime"] >= 128
     algo.stop()
+
+
+# ---------------------------------------------------------------------- curiosity (RLlib's way)
+def test_curiosity_through_learner_class_and_learner_config_dict_as_rllibs_example():
+    from rlmod.algorithms.ppo.curiosity_learner import PPOTorchLearnerWithCuriosity
+    from rlmod.core.curiosity import IntrinsicCuriosityModel
+
+    spec = MultiRLModuleSpec(rl_module_specs={
+        DEFAULT_MODULE_ID: RLModuleSpec(),
+        "_intrinsic_curiosity_model": RLModuleSpec(module_class=IntrinsicCuriosityModel,
+                                                   learner_only=True)})
+    config = small(PPOConfig().environment("FrozenLake-v1")).training(
+        learner_class=PPOTorchLearnerWithCuriosity,
+        learner_config_dict={"intrinsic_reward_coeff": 0.05, "forward_loss_weight": 0.3},
+    ).rl_module(rl_module_spec=spec)
+    algo = config.build_algo()
+    learner = algo.learner_group.learner
+    assert learner.module["_intrinsic_curiosity_model"].config.forward_loss_weight == 0.3
+    result = algo.train()
+    assert "_intrinsic_curiosity_model" in result["learners"]  # trained in the same update
+    assert algo.env_runner.module_ids == [DEFAULT_MODULE_ID]  # learner-only: not sampled
+    algo.stop()
+    with pytest.raises(KeyError, match="forward_loss_weight"):
+        small(PPOConfig().environment("FrozenLake-v1")).training(
+            learner_class=PPOTorchLearnerWithCuriosity,
+            learner_config_dict={"intrinsic_reward_coeff": 0.05},
+        ).rl_module(rl_module_spec=spec).build_algo()
