@@ -203,9 +203,9 @@ class SingleAgentEnvRunner(EnvRunner):
                 "failing sub-env instead and goes on."
             ) from e
         self._num_steps += 1
-        failed: list[int] = []
+        failed: tuple[int, ...] = ()  # no allocation on the usual path
         if self._failures:  # restart mode: SubEnvGuard recreated these sub-envs
-            failed = [i for i, _ in self._failures]
+            failed = tuple(i for i, _ in self._failures)
             self._drop_failed(cols.t)
         if self._truncate_non_finite:
             raw, rew, trunc = self._truncate_non_finite_rows(raw, rew, trunc)
