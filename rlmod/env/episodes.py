@@ -11,8 +11,6 @@ import time
 from collections.abc import Collection, Mapping
 from typing import Any
 
-import numpy as np
-
 Indices = int | list[int] | slice | None
 
 
@@ -86,14 +84,15 @@ class SingleAgentEpisode:
     def add_env_step(self, observation: Any, *, action: Any, reward: float,
                      info: dict[str, Any], terminated: bool = False,
                      truncated: bool = False) -> None:
-        """Appends one env step (what the EnvRunner calls, as RLlib's `add_env_step`)."""
+        """Appends one env step (what the EnvRunner calls, as RLlib's `add_env_step`);
+        `reward`, `terminated` and `truncated` as Python scalars."""
         self.observations.append(observation)
         self.actions.append(action)
-        self.rewards.append(float(reward))
+        self.rewards.append(reward)
         self.infos.append(info)
-        self.is_terminated = bool(terminated)
-        self.is_truncated = bool(truncated)
-        if self.is_done:
+        self.is_terminated = terminated
+        self.is_truncated = truncated
+        if terminated or truncated:
             self._end_time = time.perf_counter()
 
     @property
@@ -236,7 +235,3 @@ class MultiAgentEpisode:
     def __len__(self) -> int:
         return len(self.actions)
 
-
-def scalar_or_item(x: Any) -> Any:
-    """A numpy scalar as a Python number (what callbacks expect from an env's data)."""
-    return x.item() if isinstance(x, np.generic) else x

@@ -21,7 +21,7 @@ from rlmod.env.env_runner import (
     EnvRunner,
     SampleResult,
 )
-from rlmod.env.episodes import SingleAgentEpisode, info_of, row_of, scalar_or_item
+from rlmod.env.episodes import SingleAgentEpisode, info_of, row_of
 from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
 from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
@@ -352,8 +352,13 @@ class SingleAgentEnvRunner(EnvRunner):
         NEXT_STEP autoreset: a sub-env done at the previous step returned its reset
         observation now (its action ignored), which starts its next episode.
         """
+        # Python scalars and rows once per step, not per sub-env (tolist is one C call).
+        rows = list(raw) if isinstance(raw, np.ndarray) else None
+        acts, rews = actions.tolist(), rew.tolist()
+        terms, truncs, starts = term.tolist(), trunc.tolist(), started.tolist()
+        step_hook = self.callbacks.has("on_episode_step")
         for i in range(self.num_envs):
-            if started[i]:
+            if starts[i]:
                 self._start_episode(i, raw, infos)
                 continue
             episode = self._episodes[i]
@@ -362,10 +367,12 @@ class SingleAgentEnvRunner(EnvRunner):
             if i in failed:  # restart mode: the unfinished episode is dropped, no end hook
                 self._episodes[i] = None
                 continue
-            episode.add_env_step(row_of(raw, i), action=scalar_or_item(actions[i]),
-                                 reward=float(rew[i]), info=info_of(infos, i),
-                                 terminated=bool(term[i]), truncated=bool(trunc[i]))
-            self.callbacks.call("on_episode_step", **self._episode_kwargs(i))
+            episode.add_env_step(rows[i] if rows is not None else row_of(raw, i),
+                                 action=acts[i], reward=rews[i],
+                                 info=info_of(infos, i) if infos else {},
+                                 terminated=terms[i], truncated=truncs[i])
+            if step_hook:
+                self.callbacks.call("on_episode_step", **self._episode_kwargs(i))
             if episode.is_done:
                 self.callbacks.call("on_episode_end", prev_episode_chunks=[],
                                     **self._episode_kwargs(i))
