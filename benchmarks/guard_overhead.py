@@ -27,7 +27,7 @@ from _common import header, table
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.env import MultiAgentEnvRunner, SingleAgentEnvRunner
 from rlmod.testing import MultiAgentCartPole
-from rlmod.tuned import TUNED
+from rlmod.tuned import FAST_PPO, TUNED
 
 
 def _ratio(on: Callable[[], None], off: Callable[[], None], rounds: int) -> tuple[float, float]:
@@ -92,7 +92,8 @@ def learning(rounds: int, *, grad_clip: float | None) -> tuple[float, float]:
 
 
 def multi_agent(rounds: int, attr: str) -> tuple[float, float]:
-    config = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 4})
+    config = (PPOConfig().update_from_dict(FAST_PPO)  # the network measured before
+              .environment(MultiAgentCartPole, env_config={"num_agents": 4})
               .env_runners(num_envs_per_env_runner=4)
               .multi_agent(policies={"p0", "p1"},
                            policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}")

@@ -18,10 +18,11 @@ CARTPOLE = r"""
 import json, sys
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.testing import MultiAgentCartPole
+from rlmod.tuned import FAST_PPO
 shared, seed = sys.argv[1] == "shared", int(sys.argv[2])
 policies = {"shared"} if shared else {"p0", "p1"}
 mapping = (lambda aid, episode: "shared") if shared else (lambda aid, episode: f"p{aid % 2}")
-config = (PPOConfig()
+config = (PPOConfig().update_from_dict(FAST_PPO)
           .environment(MultiAgentCartPole, env_config={"num_agents": 4})
           .env_runners(num_envs_per_env_runner=4)
           .multi_agent(policies=policies, policy_mapping_fn=mapping)
@@ -48,8 +49,9 @@ from rlmod import register_env
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.env.pettingzoo_env import ParallelPettingZooEnv
 from rlmod.testing.pettingzoo_envs import TwoTeamGuessingEnv
+from rlmod.tuned import FAST_PPO
 register_env("two_teams", lambda cfg: ParallelPettingZooEnv(TwoTeamGuessingEnv(**cfg)))
-config = (PPOConfig().environment("two_teams").env_runners(num_envs_per_env_runner=4)
+config = (PPOConfig().update_from_dict(FAST_PPO).environment("two_teams").env_runners(num_envs_per_env_runner=4)
           .multi_agent(policies={"red", "blue"},
                        policy_mapping_fn=lambda aid, episode: aid.split("_")[0])
           .training(train_batch_size=500, minibatch_size=250, num_epochs=10, lr=1e-3)

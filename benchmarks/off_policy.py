@@ -24,7 +24,7 @@ from rlmod.algorithms.dqn import DQNConfig
 from rlmod.tuned import TUNED_DQN
 seed, max_steps = int(sys.argv[1]), int(sys.argv[2])
 config = DQNConfig().environment("CartPole-v1").debugging(seed=seed).evaluation(
-    evaluation_duration=10)
+    evaluation_duration=10, evaluation_config=DQNConfig.overrides(explore=False))
 for k, v in TUNED_DQN["CartPole-v1"].items():
     setattr(config, k, v)
 algo = config.build_algo()

@@ -37,8 +37,11 @@ def raw_loop(num_envs: int, steps: int, policy: torch.nn.Module) -> float:
 
 
 def env_runner(num_envs: int, steps: int) -> tuple[float, torch.nn.Module]:
+    # Two 64-unit layers (rlmod.tuned.FAST_PPO's, PPOConfig's default before it took
+    # RLlib's 256x256), so numbers compare with earlier commits.
     config = PPOConfig().environment("CartPole-v1").env_runners(
-        num_envs_per_env_runner=num_envs).debugging(seed=0)
+        num_envs_per_env_runner=num_envs).rl_module(
+        model_config={"fcnet_hiddens": [64, 64]}).debugging(seed=0)
     runner = SingleAgentEnvRunner(config=config)
     runner.sample(num_timesteps=steps)  # warm-up: steady state, as from the 2nd iteration on
     start = time.perf_counter()

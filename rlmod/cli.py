@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlmod.tuned import TUNED, TUNED_DQN, TUNED_SAC
+from rlmod.tuned import FAST_PPO, TUNED, TUNED_DQN, TUNED_SAC
 from rlmod.utils.naming import did_you_mean, from_import_path
 
 ALGORITHMS: dict[str, str] = {
@@ -33,6 +33,10 @@ TUNED_BY_ALGORITHM: dict[str, dict[str, dict[str, Any]]] = {
     "PPO": TUNED, "DQN": TUNED_DQN, "SAC": TUNED_SAC}
 """Algorithm name -> {env ID -> tuned settings}; the settings of one algorithm do not
 carry over to another."""
+
+FAST_BY_ALGORITHM: dict[str, dict[str, Any]] = {"PPO": FAST_PPO}
+"""Algorithm name -> settings applied under every env's tuned ones: PPOConfig's defaults
+are RLlib's (slow on small tasks); `rlmod train` starts from rlmod's fast ones instead."""
 
 EXIT_OK, EXIT_NOT_SOLVED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -81,7 +85,8 @@ def _build_parser() -> argparse.ArgumentParser:
         help="Train an algorithm on an env until a stop criterion.",
         description="Train an algorithm on an env and log each iteration to a run dir "
         "(progress.csv, result.jsonl, params.json, TensorBoard events). Settings: the "
-        "algorithm's defaults, then the tuned settings of the env if there are any, then "
+        "algorithm's defaults, then rlmod's fast settings (PPO: rlmod.tuned.FAST_PPO), then "
+        "the tuned settings of the env if there are any, then "
         "--config, then --env and --seed.",
         epilog=f"Algorithms: {', '.join(ALGORITHMS)}. Tuned envs ({tuned}). Example: rlmod "
         "train --algo PPO --env CartPole-v1 --stop-reward 475 --config '{\"lr\": 3e-4}'",
@@ -103,7 +108,8 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--no-tuned",
         action="store_true",
-        help="Start from the algorithm's defaults even for a tuned env.",
+        help="Start from the algorithm's defaults (RLlib's for PPO), without rlmod's fast "
+        "or per-env tuned settings.",
     )
     train.add_argument("--seed", type=_count(0), help="Seed of torch, numpy and the envs "
                        "(default: the config's, else a random one, recorded in params.json).")
@@ -298,7 +304,8 @@ def build_config(
 ) -> tuple[Any, dict[str, Any]]:
     """The config `rlmod train` runs, and the tuned settings it applied.
 
-    Order: the algorithm's defaults, the env's tuned settings, `settings`, then `env` and
+    Order: the algorithm's defaults, rlmod's fast settings for the algorithm
+    (`rlmod.tuned.FAST_PPO`), the env's tuned settings, `settings`, then `env` and
     `seed` when given; with no seed anywhere a random one is chosen (and so recorded in
     params.json). Raises CLIError with a one-line message on any bad setting.
     """
@@ -309,9 +316,13 @@ def build_config(
         raise CLIError('no env: pass --env (e.g. --env CartPole-v1) or set "env" in --config.')
     config = config_cls()
     applied: dict[str, Any] = {}
+    if tuned:
+        applied = dict(FAST_BY_ALGORITHM.get(algo_name, {}))
+        _apply(config, applied, source=f"rlmod.tuned.FAST_{algo_name}")
     if tuned and isinstance(env_id, str):
-        applied = dict(TUNED_BY_ALGORITHM.get(algo_name, {}).get(env_id, {}))
-        _apply(config, applied, source=f"rlmod.tuned.TUNED[{env_id!r}]")
+        for_env = dict(TUNED_BY_ALGORITHM.get(algo_name, {}).get(env_id, {}))
+        _apply(config, for_env, source=f"rlmod.tuned.TUNED[{env_id!r}]")
+        applied.update(for_env)
     _apply(config, settings, source="--config", trusted_modules=trusted_modules)
     if env is not None:
         _apply(config, {"env": env}, source="--env")

@@ -9,6 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
+FAST_PPO: dict[str, Any] = {
+    "lr": 3e-4,
+    "lambda_": 0.95,
+    "clip_param": 0.2,
+    "vf_clip_param": None,
+    "vf_loss_coeff": 0.5,
+    "use_kl_loss": False,
+    "grad_clip": 0.5,
+    "num_epochs": 10,
+    "minibatch_size": 128,
+    "model_config": {"fcnet_hiddens": [64, 64]},
+}
+"""PPO settings that learn small tasks fast on a CPU (Stable-Baselines3's PPO defaults,
+and two 64-unit layers): rlmod's PPOConfig defaults before they became RLlib's. `rlmod
+train` applies them under every PPO run, the per-env TUNED settings on top."""
+
 TUNED: dict[str, dict[str, Any]] = {
     # Solves CartPole-v1 (mean return >= 475 over the last 100 episodes) in about 75-105k
     # env steps and 5-7 s on one CPU core (seeds 0-3). gamma 0.98 / lambda 0.8 are
@@ -16,6 +32,7 @@ TUNED: dict[str, dict[str, Any]] = {
     # in minibatches of 256 for 10 epochs learns fast without the late collapses seen with
     # lambda 0.95.
     "CartPole-v1": {
+        **FAST_PPO,
         "num_envs_per_env_runner": 16,
         "train_batch_size": 2048,
         "minibatch_size": 256,
@@ -28,9 +45,10 @@ TUNED: dict[str, dict[str, Any]] = {
     # and 5-7 s (seeds 0-4), and about -190 by 200k steps. With a constant lr the mean
     # swings between -200 and -400 after 100k steps; decaying it to 1e-4 over 200k steps
     # keeps it near -200. (A value-loss clamp such as RLlib's vf_clip_param=10 would zero
-    # the critic's gradient on most rows here, since returns reach -1600; PPOConfig clamps
-    # nothing by default.)
+    # the critic's gradient on most rows here, since returns reach -1600; FAST_PPO clamps
+    # nothing.)
     "Pendulum-v1": {
+        **FAST_PPO,
         "num_envs_per_env_runner": 16,
         "train_batch_size": 2048,
         "minibatch_size": 256,

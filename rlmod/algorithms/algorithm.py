@@ -9,6 +9,7 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlmod.algorithms.config_json import MUST_PASS
+from rlmod.callbacks import Callbacks
 from rlmod.core.columns import DEFAULT_MODULE_ID
 from rlmod.core.learner_group import LearnerGroup
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
@@ -25,6 +27,7 @@ from rlmod.errors import CheckpointError, UnknownModuleIDError
 from rlmod.utils import checkpoints
 from rlmod.utils.checkpoints import Checkpointable, read_metadata, select_components
 from rlmod.utils.metrics import EpisodeMetrics
+from rlmod.utils.metrics_logger import MetricsLogger
 from rlmod.utils.naming import did_you_mean
 from rlmod.utils.seeding import seed_everything
 from rlmod.utils.state_files import read_json, write_json
@@ -62,10 +65,16 @@ class Algorithm(Checkpointable):
         self.iteration = 0
         self._time_total_s = 0.0
         self.setup()
+        # After the whole setup, subclasses' included (DQN's replay buffers, ...).
+        self.callbacks.call("on_algorithm_init", algorithm=self,
+                            metrics_logger=self.metrics_logger)
 
     def setup(self) -> None:
         """DESIGN.md's flow: EnvRunners first, their spaces define the Learners' modules."""
         config = self.config
+        self.callbacks = Callbacks.from_config(config)
+        self.metrics_logger = MetricsLogger()  # Algorithm-side hooks log here: result[key]
+        self._env_runner_logger = MetricsLogger()  # EnvRunners' logs, merged: env_runners/
         seed_everything(config.seed)
         torch.set_num_threads(config.num_threads_per_learner)
         self.env_runner_group: EnvRunnerGroup | None = EnvRunnerGroup(config=config)
@@ -75,6 +84,8 @@ class Algorithm(Checkpointable):
         self.env_runner_group.sync_weights(from_learner_group=self.learner_group)
         self.metrics = EpisodeMetrics(config.metrics_num_episodes_for_smoothing)
         self.eval_env_runner_group: EnvRunnerGroup | None = None
+        self._last_evaluation: dict[str, Any] | None = None
+        self._eval_thread: ThreadPoolExecutor | None = None
         self._timers: dict[str, float] = {}
 
     @classmethod
@@ -135,16 +146,37 @@ class Algorithm(Checkpointable):
         raise NotImplementedError(f"{type(self).__name__} must implement training_step().")
 
     def train(self) -> dict[str, Any]:
-        """Runs one `training_step` (plus evaluation when due); returns the result dict."""
+        """Runs one `training_step` (plus evaluation when due); returns the result dict.
+
+        As RLlib's: once an evaluation ran, every later result carries the last
+        evaluation's numbers under `result["evaluation"]` until the next one replaces
+        them. With `evaluation_parallel_to_training` the evaluation runs in a thread
+        during the training step, on the weights from before it.
+        """
         start = time.perf_counter()
         self._timers = {}
-        learner_results = self.training_step()
+        interval = self.config.evaluation_interval
+        evaluate_now = bool(interval) and (self.iteration + 1) % interval == 0
+        parallel = None
+        if evaluate_now and self.config.evaluation_parallel_to_training:
+            # Built and given the weights here: the training step changes them meanwhile.
+            self._eval_group().sync_weights(from_learner_group=self.learner_group)
+            if self._eval_thread is None:
+                self._eval_thread = ThreadPoolExecutor(max_workers=1)
+            parallel = self._eval_thread.submit(self._evaluate, sync_weights=False)
+        try:
+            learner_results = self.training_step()
+        finally:
+            if parallel is not None:
+                self._last_evaluation = parallel.result()
         self.iteration += 1
         group = self.env_runner_group
         if group is not None:
             with self._timer("sync_env_runner_states_time_s"):
                 group.sync_env_runner_states()
-            env_runner_results = self.metrics.add(group.get_metrics())
+            runner_metrics = group.get_metrics()
+            env_runner_results = self.metrics.add(runner_metrics)
+            env_runner_results.update(_merge_custom(self._env_runner_logger, runner_metrics))
             env_runner_results["num_healthy_env_runners"] = group.num_healthy_env_runners()
             env_runner_results["num_env_runner_restarts"] = (
                 group.num_remote_env_runner_restarts())
@@ -159,9 +191,12 @@ class Algorithm(Checkpointable):
             "num_episodes_lifetime": self.metrics.num_episodes_lifetime,
             "timers": dict(self._timers),
         }
-        interval = self.config.evaluation_interval
-        if interval and self.iteration % interval == 0:
-            result["evaluation"] = self.evaluate()
+        if evaluate_now and parallel is None:
+            self._last_evaluation = self.evaluate()
+        if self._last_evaluation is not None:
+            result["evaluation"] = self._last_evaluation
+        if self.metrics_logger:
+            result.update(self.metrics_logger.reduce())
         elapsed = time.perf_counter() - start
         self._time_total_s += elapsed
         result["time_this_iter_s"] = elapsed
@@ -169,6 +204,8 @@ class Algorithm(Checkpointable):
         frequency = self.config.checkpoint_frequency
         if frequency and self.iteration % frequency == 0:
             result["checkpoint_path"] = self.save_checkpoint_to_dir()
+        self.callbacks.call("on_train_result", algorithm=self,
+                            metrics_logger=self.metrics_logger, result=result)
         return result
 
     def save_checkpoint_to_dir(self, directory: str | os.PathLike | None = None, *,
@@ -197,24 +234,43 @@ class Algorithm(Checkpointable):
         with self._timer(name):
             return fn(*args, **kwargs)
 
-    def evaluate(self) -> dict[str, Any]:
-        """Runs `evaluation_duration` episodes (or timesteps) on a separate EnvRunner with the
-        current weights; returns `{"env_runners": {...}}`."""
+    def _eval_group(self) -> EnvRunnerGroup:
+        """The evaluation EnvRunners, built on first use from
+        `config.get_evaluation_config_object()`."""
         if self.eval_env_runner_group is None:
-            eval_config = self.config.copy()
+            eval_config = self.config.get_evaluation_config_object()
             eval_config.num_env_runners = 0
-            eval_config.explore = self.config.evaluation_explore
             eval_config.output = None  # offline_data(output=...) records training only
-            if self.config.seed is not None:
-                eval_config.seed = self.config.seed + 10_000  # other episodes than training
+            if eval_config.seed is not None:
+                eval_config.seed = eval_config.seed + 10_000  # other episodes than training
+            eval_config.freeze()
             self.eval_env_runner_group = EnvRunnerGroup(config=eval_config)
-        group = self.eval_env_runner_group
-        group.sync_weights(from_learner_group=self.learner_group)
+        return self.eval_env_runner_group
+
+    def evaluate(self) -> dict[str, Any]:
+        """Runs `evaluation_duration` episodes (or timesteps, split over the evaluation
+        EnvRunners) with the current weights and `evaluation_config`; returns
+        `{"env_runners": {...}}` (RLlib's `Algorithm.evaluate()`), custom metrics of
+        EnvRunner-side callbacks included. Calls on_evaluate_start / on_evaluate_end."""
+        return self._evaluate(sync_weights=True)
+
+    def _evaluate(self, *, sync_weights: bool) -> dict[str, Any]:
+        self.callbacks.call("on_evaluate_start", algorithm=self,
+                            metrics_logger=self.metrics_logger)
+        group = self._eval_group()
+        if sync_weights:
+            group.sync_weights(from_learner_group=self.learner_group)
         unit = self.config.evaluation_duration_unit
         key = "num_episodes" if unit == "episodes" else "num_timesteps"
-        group.sample(**{key: self.config.evaluation_duration})
-        window = EpisodeMetrics(10**9)
-        return {"env_runners": window.add(group.get_metrics())}
+        per_runner = -(-self.config.evaluation_duration // max(1, group.num_remote_env_runners()))
+        group.sample(**{key: per_runner})
+        runner_metrics = group.get_metrics()
+        env_runners = EpisodeMetrics(10**9).add(runner_metrics)
+        env_runners.update(_merge_custom(MetricsLogger(), runner_metrics))
+        results = {"env_runners": env_runners}
+        self.callbacks.call("on_evaluate_end", algorithm=self,
+                            metrics_logger=self.metrics_logger, evaluation_metrics=results)
+        return results
 
     # ------------------------------------------------------------------ checkpoints
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
@@ -268,6 +324,7 @@ class Algorithm(Checkpointable):
     def _sync_env_runner_weights(self) -> None:
         if self.env_runner_group is not None:
             self.env_runner_group.sync_weights(from_learner_group=self.learner_group)
+        self.callbacks.call("on_checkpoint_loaded", algorithm=self)
 
     def get_metadata(self) -> dict[str, Any]:
         return {"iteration": self.iteration,
@@ -324,6 +381,17 @@ class Algorithm(Checkpointable):
         self.learner_group.stop()
         if self.eval_env_runner_group is not None:
             self.eval_env_runner_group.stop()
+        if self._eval_thread is not None:
+            self._eval_thread.shutdown()
+
+
+def _merge_custom(logger: MetricsLogger, runner_metrics: list[dict[str, Any]]
+                  ) -> dict[str, Any]:
+    """What EnvRunner-side callbacks logged, over all EnvRunners, reduced (`{}` if none)."""
+    for m in runner_metrics:
+        if "metrics_logger" in m:
+            logger.merge_period(m["metrics_logger"])
+    return logger.reduce() if logger else {}
 
 
 NOT_NEEDED_TO_ACT = ("env", "policy_mapping_fn", "policies_to_train", "learner_connector",

@@ -19,6 +19,7 @@ import torch
 from rlmod.algorithms import settings as s
 from rlmod.algorithms.config_json import decode_setting, encode_setting
 from rlmod.algorithms.settings import Setting
+from rlmod.callbacks import HOOKS, RLlibCallback
 from rlmod.connectors.env_to_module import default_env_to_module
 from rlmod.connectors.module_to_env import default_module_to_env
 from rlmod.connectors.pipeline import Connector, ConnectorPipeline, as_connector_list
@@ -213,15 +214,58 @@ class AlgorithmConfig:
         "exception). Training stops with an error once no healthy EnvRunner is left."))
     # --- evaluation ---
     evaluation_interval = Setting(None, section="evaluation",
-                                  check=s.optional(s.integer(min=1)),
-                                  doc="Evaluate every this many train() calls; None never.")
-    evaluation_duration = Setting(10, section="evaluation", check=s.integer(min=1),
-                                  doc="Episodes or timesteps per evaluation.")
+                                  check=s.optional(s.integer(min=0)), doc=(
+        "Evaluate every this many train() calls; None or 0 never (RLlib's)."))
+    evaluation_duration = Setting(10, section="evaluation", check=s.integer(min=1), doc=(
+        "Episodes or timesteps per evaluation, over all evaluation EnvRunners (RLlib's "
+        "default 10). RLlib's 'auto' is not offered: rlmod evaluates a fixed amount."))
     evaluation_duration_unit = Setting("episodes", section="evaluation",
                                        check=s.one_of("episodes", "timesteps"),
                                        doc="Unit of evaluation_duration.")
-    evaluation_explore = Setting(False, section="evaluation", check=s.boolean,
-                                 doc="Whether evaluation samples actions (default: greedy).")
+    evaluation_num_env_runners = Setting(0, section="evaluation", check=s.integer(min=0), doc=(
+        "Remote evaluation EnvRunners (needs Ray); 0 evaluates on one in-process EnvRunner "
+        "of its own (RLlib's)."))
+    evaluation_config = Setting(None, section="evaluation", check=s.settings_dict_or_none,
+                                doc=(
+        "Settings the evaluation EnvRunners use instead of the main config's, e.g. "
+        "PPOConfig.overrides(explore=False) (RLlib's); an AlgorithmConfig is taken whole, "
+        "as its to_dict()."))
+    evaluation_parallel_to_training = Setting(False, section="evaluation", check=s.boolean,
+                                              doc=(
+        "Evaluate in a thread while the iteration's training step runs, with the weights "
+        "from before that step (RLlib's); the result is the same iteration's."))
+    evaluation_explore = Setting(None, section="evaluation", check=s.optional(s.boolean), doc=(
+        "rlmod's shortcut for evaluation_config={'explore': ...}; None (default) leaves "
+        "explore to evaluation_config, else the main config's explore, as RLlib does."))
+    in_evaluation = Setting(False, section="evaluation", check=s.boolean, doc=(
+        "True on the config of evaluation EnvRunners (RLlib's flag; set by the Algorithm, "
+        "read by callbacks)."))
+    # --- callbacks ---
+    callbacks_class = Setting(RLlibCallback, section="callbacks", check=s.callback_classes, doc=(
+        "An RLlibCallback subclass or a list of them, built once per Algorithm and per "
+        "EnvRunner (RLlib's callbacks_class; None reads as RLlibCallback, which does nothing)."))
+    callbacks_on_algorithm_init = Setting(None, section="callbacks", check=s.callables_or_none,
+                            doc="Callable(s) called after callbacks_class's on_algorithm_init.")
+    callbacks_on_train_result = Setting(None, section="callbacks", check=s.callables_or_none,
+                            doc="Callable(s) called after callbacks_class's on_train_result.")
+    callbacks_on_evaluate_start = Setting(None, section="callbacks", check=s.callables_or_none,
+                            doc="Callable(s) called after callbacks_class's on_evaluate_start.")
+    callbacks_on_evaluate_end = Setting(None, section="callbacks", check=s.callables_or_none,
+                            doc="Callable(s) called after callbacks_class's on_evaluate_end.")
+    callbacks_on_checkpoint_loaded = Setting(None, section="callbacks", check=s.callables_or_none,
+                            doc="Callable(s) called after callbacks_class's on_checkpoint_loaded.")
+    callbacks_on_environment_created = Setting(None, section="callbacks", check=s.callables_or_none,
+                            doc="Callable(s) called after callbacks_class's on_environment_created.")
+    callbacks_on_episode_created = Setting(None, section="callbacks", check=s.callables_or_none,
+                            doc="Callable(s) called after callbacks_class's on_episode_created.")
+    callbacks_on_episode_start = Setting(None, section="callbacks", check=s.callables_or_none,
+                            doc="Callable(s) called after callbacks_class's on_episode_start.")
+    callbacks_on_episode_step = Setting(None, section="callbacks", check=s.callables_or_none,
+                            doc="Callable(s) called after callbacks_class's on_episode_step.")
+    callbacks_on_episode_end = Setting(None, section="callbacks", check=s.callables_or_none,
+                            doc="Callable(s) called after callbacks_class's on_episode_end.")
+    callbacks_on_sample_end = Setting(None, section="callbacks", check=s.callables_or_none,
+                            doc="Callable(s) called after callbacks_class's on_sample_end.")
     # --- reporting ---
     metrics_num_episodes_for_smoothing = Setting(100, section="reporting",
                                                  check=s.integer(min=1), doc=(
@@ -373,9 +417,69 @@ class AlgorithmConfig:
 
     def evaluation(self, *, evaluation_interval: int | None = _UNSET,
                    evaluation_duration: int = _UNSET, evaluation_duration_unit: str = _UNSET,
-                   evaluation_explore: bool = _UNSET, **unknown: Any) -> Self:
-        """Sets when and how long to evaluate."""
+                   evaluation_num_env_runners: int = _UNSET,
+                   evaluation_config: dict | AlgorithmConfig | None = _UNSET,
+                   evaluation_parallel_to_training: bool = _UNSET,
+                   evaluation_explore: bool | None = _UNSET, **unknown: Any) -> Self:
+        """Sets when, where, how long and with which settings to evaluate (RLlib's
+        `.evaluation()` names and defaults; its offline-evaluation, timeout and
+        custom-function options are not offered).
+
+        A dict `evaluation_config` updates the one set before (RLlib deep-updates it;
+        rlmod merges top-level settings), an AlgorithmConfig replaces it whole (as
+        RLlib's `get_evaluation_config_object` takes one). Keys are checked against this
+        config's settings now, so a misspelled key fails here, not at the first evaluation.
+        """
+        if isinstance(evaluation_config, AlgorithmConfig):  # taken whole, as RLlib does
+            evaluation_config = {n: evaluation_config.__dict__[n]
+                                 for n in evaluation_config.settings()
+                                 if n not in ("evaluation_config", "evaluation_interval")}
+        elif isinstance(evaluation_config, Mapping):  # updates, not replaces (RLlib's)
+            evaluation_config = {**(self.evaluation_config or {}),
+                                 **type(self).overrides(**evaluation_config)}
+        if evaluation_duration == "auto":
+            raise ValueError(
+                "evaluation_duration='auto' (RLlib: evaluate as long as the parallel training "
+                "step runs) is not offered; give a number of episodes or timesteps.")
         return self._set_section("evaluation", locals())
+
+    def get_evaluation_config_object(self) -> Self:
+        """The config of the evaluation EnvRunners (RLlib's name): this config with
+        `evaluation_config` applied, `num_env_runners=evaluation_num_env_runners`,
+        `in_evaluation=True`, and `evaluation_explore` if set."""
+        eval_config = self.copy()
+        for name, value in (self.evaluation_config or {}).items():
+            setattr(eval_config, name, copy.deepcopy(value))
+        eval_config.evaluation_config = None
+        eval_config.evaluation_interval = None
+        eval_config.num_env_runners = self.evaluation_num_env_runners
+        eval_config.in_evaluation = True
+        if self.evaluation_explore is not None:
+            eval_config.explore = self.evaluation_explore
+        return eval_config
+
+    def callbacks(self, callbacks_class: type | list[type] | None = _UNSET, *,
+                  on_algorithm_init: Callable | list[Callable] | None = _UNSET,
+                  on_train_result: Callable | list[Callable] | None = _UNSET,
+                  on_evaluate_start: Callable | list[Callable] | None = _UNSET,
+                  on_evaluate_end: Callable | list[Callable] | None = _UNSET,
+                  on_checkpoint_loaded: Callable | list[Callable] | None = _UNSET,
+                  on_environment_created: Callable | list[Callable] | None = _UNSET,
+                  on_episode_created: Callable | list[Callable] | None = _UNSET,
+                  on_episode_start: Callable | list[Callable] | None = _UNSET,
+                  on_episode_step: Callable | list[Callable] | None = _UNSET,
+                  on_episode_end: Callable | list[Callable] | None = _UNSET,
+                  on_sample_end: Callable | list[Callable] | None = _UNSET,
+                  **unknown: Any) -> Self:
+        """Sets the callbacks (RLlib's `.callbacks()`): an RLlibCallback subclass or a list
+        of them (None: RLlibCallback, which does nothing), and per hook a callable or a
+        list of callables, called after the classes' methods, in order."""
+        values = dict(locals())
+        if callbacks_class is None:
+            values["callbacks_class"] = RLlibCallback
+        for hook in HOOKS:
+            values[f"callbacks_{hook}"] = values.pop(hook)
+        return self._set_section("callbacks", values)
 
     def reporting(self, *, metrics_num_episodes_for_smoothing: int = _UNSET,
                   **unknown: Any) -> Self:
@@ -524,13 +628,21 @@ class AlgorithmConfig:
 
     def build_env_to_module_connector(self, env: Any, observation_space: gym.Space,
                                       action_space: gym.Space) -> ConnectorPipeline:
-        """Default pieces (flatten, one-hot) then the user's, with spaces set."""
-        pieces: list[Any] = list(default_env_to_module(observation_space))
+        """The user's pieces, then the defaults (flatten, one-hot) for what they output.
+
+        As RLlib prepends user pieces to its default pipeline, a user's piece sees the
+        env's raw observations (e.g. a Dict) and the defaults only flatten what is left.
+        """
+        pieces: list[Any] = []
         if self.env_to_module_connector is not None:
             made = call_connector_factory(self.env_to_module_connector, env,
                                           _env_spaces(env, observation_space, action_space),
                                           torch.device("cpu"))
-            pieces += as_connector_list(made, setting="env_to_module_connector")
+            pieces = as_connector_list(made, setting="env_to_module_connector")
+        user = ConnectorPipeline(pieces, input_observation_space=observation_space,
+                                 input_action_space=action_space)
+        assert user.observation_space is not None
+        pieces += default_env_to_module(user.observation_space)
         return ConnectorPipeline(pieces, input_observation_space=observation_space,
                                  input_action_space=action_space)
 
@@ -887,8 +999,9 @@ def call_connector_factory(factory: Callable, env: Any, *args: Any) -> Any:
 
 def _env_spaces(env: Any, observation_space: gym.Space,
                 action_space: gym.Space) -> dict[str, tuple[gym.Space, gym.Space]]:
-    """The `spaces` a connector factory gets, keyed as RLlib's: `__env_single__` (one
-    sub-env's spaces) and, with an env, `__env__` (the env's own, vectorized ones)."""
+    """The `spaces` a connector factory gets, keyed as RLlib's (and as
+    `EnvRunner.get_spaces()`): `__env_single__` (one sub-env's spaces) and, with an env,
+    `__env__` (the env's own, vectorized ones)."""
     spaces = {"__env_single__": (observation_space, action_space)}
     if env is not None and hasattr(env, "observation_space"):
         spaces["__env__"] = (env.observation_space, env.action_space)

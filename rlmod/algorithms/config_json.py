@@ -28,6 +28,7 @@ IMPORT_KINDS: dict[str, str] = {
     "env_runner_cls": "env_runner",
     "learner_class": "learner",
     "policy_mapping_fn": "policy_mapping_fn",
+    "callbacks_class": "callbacks",
 }
 """Setting -> the kind of object its import path must name (`rlmod.utils.trust`); any
 other setting that holds a callable takes functions from trusted packages only."""

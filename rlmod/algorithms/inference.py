@@ -52,7 +52,7 @@ class InferencePolicy:
         self.explore = explore
         for piece in env_to_module.connectors:  # serving must not shift the statistics
             if isinstance(piece, MeanStdFilter):
-                piece.update = False
+                piece.update_stats = False
         self._episode_start = True
         self.config: Any = None  # the stored config, when loaded from a checkpoint
 
@@ -90,11 +90,13 @@ class InferencePolicy:
         spaces_dir = runner_dir if runner_dir.is_dir() else path
         spaces = read_metadata(spaces_dir).get("spaces", {})
         try:
-            obs_space, act_space = (space_from_dict(d) for d in spaces["__env__"])
+            # One sub-env's spaces; checkpoints before "__env_single__" kept them in "__env__".
+            single = spaces.get("__env_single__", spaces.get("__env__"))
+            obs_space, act_space = (space_from_dict(d) for d in single)
         except (KeyError, TypeError, ValueError) as e:
             raise CheckpointError(
-                f"{spaces_dir / 'metadata.json'}: field 'spaces' has no valid '__env__' "
-                f"entry ({e!r})."
+                f"{runner_dir / 'metadata.json'}: field 'spaces' has no valid "
+                f"'__env_single__' entry ({e!r})."
             ) from e
         assert isinstance(obs_space, gym.Space) and isinstance(act_space, gym.Space)
         env_to_module = config.build_env_to_module_connector(None, obs_space, act_space)

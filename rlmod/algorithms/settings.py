@@ -150,6 +150,37 @@ def callable_or_none(v: Any) -> Any:
     return v
 
 
+def callback_classes(v: Any) -> Any:
+    """`callbacks_class`: a callable making a callbacks object (an RLlibCallback subclass),
+    or a list of them; None reads as RLlibCallback (RLlib's default)."""
+    if v is None:
+        from rlmod.callbacks import RLlibCallback
+
+        return RLlibCallback
+    items = v if isinstance(v, list | tuple) else [v]
+    if not all(callable(c) for c in items):
+        raise InvalidKind("expected an RLlibCallback subclass or a list of them.")
+    return list(v) if isinstance(v, list | tuple) else v
+
+
+def settings_dict_or_none(v: Any) -> Any:
+    """`evaluation_config`: a dict of settings (checked by the config's setter) or None."""
+    if v is None:
+        return None
+    if not isinstance(v, Mapping):
+        raise InvalidKind("expected a dict of settings (e.g. PPOConfig.overrides(...)), an "
+                          "AlgorithmConfig, or None.")
+    return dict(v)
+
+
+def callables_or_none(v: Any) -> Any:
+    """A per-hook callback: a callable, a list of callables, or None."""
+    items = [] if v is None else (v if isinstance(v, list | tuple) else [v])
+    if not all(callable(c) for c in items):
+        raise InvalidKind("expected a callable, a list of callables, or None.")
+    return list(v) if isinstance(v, list | tuple) else v
+
+
 def path_string(v: Any) -> str:
     """A filesystem path, stored as a string (so configs stay JSON)."""
     if isinstance(v, os.PathLike):

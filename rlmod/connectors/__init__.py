@@ -1,10 +1,12 @@
 """Connector pipelines: env-to-module, module-to-env and learner."""
 
+from rlmod.connectors.connector_v2 import ConnectorV2, SingleAgentObservationPreprocessor
 from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
 from rlmod.connectors.env_to_module import (
     EnvToModule,
     FlattenObservations,
     FrameStacking,
+    FrameStackingEnvToModule,
     MeanStdFilter,
     OneHotObservations,
 )
@@ -16,9 +18,11 @@ __all__ = [
     "ActionsToEnvSpace",
     "Connector",
     "ConnectorPipeline",
+    "ConnectorV2",
     "EnvToModule",
     "FlattenObservations",
     "FrameStacking",
+    "FrameStackingEnvToModule",
     "GeneralAdvantageEstimation",
     "GetActions",
     "IntrinsicCuriosityModelConnector",
@@ -26,5 +30,6 @@ __all__ = [
     "MeanStdFilter",
     "ModuleToEnv",
     "OneHotObservations",
+    "SingleAgentObservationPreprocessor",
     "compute_gae",
 ]

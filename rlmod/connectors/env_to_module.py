@@ -27,8 +27,35 @@ class EnvToModule(Connector):
         raise NotImplementedError
 
 
+def _refuse_rllib_options(name: str, *, agent_ids: Any = None,
+                          as_learner_connector: bool = False) -> None:
+    """RLlib connector options rlmod has no use for, refused with the reason."""
+    if agent_ids is not None:
+        raise ValueError(
+            f"{name}(agent_ids=...): rlmod runs env-to-module pieces per module on that "
+            "module's agents, so a piece cannot pick agents; map the agents to their own "
+            "module instead.")
+    if as_learner_connector:
+        raise ValueError(
+            f"{name}(as_learner_connector=True): rlmod's EnvRunners write the observations "
+            "the module saw into the batch, so Learners already train on them; use it as an "
+            "env-to-module piece only.")
+
+
 class FlattenObservations(EnvToModule):
-    """Flattens Dict/Tuple/Box observations into one float32 vector per row."""
+    """Flattens Dict/Tuple/Box (and one-hots Discrete) observations into one float32
+    vector per row (RLlib's `FlattenObservations`, ray 2.60
+    `ray/rllib/connectors/env_to_module/flatten_observations.py`; `multi_agent` is
+    accepted and needs nothing: rlmod runs pieces per module)."""
+
+    def __init__(self, input_observation_space: gym.Space | None = None,
+                 input_action_space: gym.Space | None = None, *, multi_agent: bool = False,
+                 agent_ids: Any = None, as_learner_connector: bool = False,
+                 **kwargs: Any) -> None:
+        _refuse_rllib_options(type(self).__name__, agent_ids=agent_ids,
+                              as_learner_connector=as_learner_connector)
+        if input_observation_space is not None and input_action_space is not None:
+            self.set_input_spaces(input_observation_space, input_action_space)
 
     row_wise = True
 
@@ -105,15 +132,23 @@ class _RunningStat:
 class MeanStdFilter(EnvToModule):
     """Normalizes observations by a running mean and standard deviation, then clips.
 
-    Each EnvRunner keeps a `base` and what it has seen since (`delta`); `merge_states`
-    folds EnvRunners' deltas into one base. Nothing calls it yet: with remote EnvRunners
-    each one normalizes by its own statistics until the group syncs them (the Ray issue).
-    The state (`get_state()`) is saved in checkpoints with the EnvRunner's.
+    RLlib's `MeanStdFilter(*, multi_agent=False, de_mean_to_zero=True, de_std_to_one=True,
+    clip_by_value=10.0, update_stats=True)` (ray 2.60,
+    `ray/rllib/connectors/env_to_module/mean_std_filter.py`); `clip_by_value=None` does
+    not clip. Each EnvRunner keeps the statistics synced last (`base`) and what it has
+    seen since (`delta`); `EnvRunnerGroup.sync_env_runner_states` merges all deltas into
+    one base (`merge_env_to_module_states`), so every EnvRunner normalizes alike. The
+    state is part of checkpoints.
     """
 
-    def __init__(self, *, clip: float = 10.0, update: bool = True) -> None:
-        self.clip = clip
-        self.update = update
+    def __init__(self, *, multi_agent: bool = False, de_mean_to_zero: bool = True,
+                 de_std_to_one: bool = True, clip_by_value: float | None = 10.0,
+                 update_stats: bool = True, **kwargs: Any) -> None:
+        _refuse_rllib_options("MeanStdFilter", **kwargs)
+        self.de_mean_to_zero = de_mean_to_zero
+        self.de_std_to_one = de_std_to_one
+        self.clip_by_value = clip_by_value
+        self.update_stats = update_stats
         self._base: _RunningStat | None = None
         self._delta: _RunningStat | None = None
 
@@ -127,18 +162,24 @@ class MeanStdFilter(EnvToModule):
             )
         shape = input_observation_space.shape
         self._base, self._delta = _RunningStat(shape), _RunningStat(shape)
-        return gym.spaces.Box(-self.clip, self.clip, shape=shape, dtype=np.float32)
+        bound = np.inf if self.clip_by_value is None else self.clip_by_value
+        return gym.spaces.Box(-bound, bound, shape=shape, dtype=np.float32)
 
     def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
         assert self._base is not None and self._delta is not None
         x = np.asarray(obs, dtype=np.float64)
-        if self.update:
+        if self.update_stats:
             self._delta.push_batch(x)
         stat = _RunningStat(x.shape[1:])
         stat.merge(self._base.n, self._base.mean, self._base.m2)
         stat.merge(self._delta.n, self._delta.mean, self._delta.m2)
-        std = np.sqrt(stat.m2 / max(stat.n, 1.0)) + 1e-8
-        return np.clip((x - stat.mean) / std, -self.clip, self.clip).astype(np.float32)
+        if self.de_mean_to_zero:
+            x = x - stat.mean
+        if self.de_std_to_one:
+            x = x / (np.sqrt(stat.m2 / max(stat.n, 1.0)) + 1e-8)
+        if self.clip_by_value is not None:
+            x = np.clip(x, -self.clip_by_value, self.clip_by_value)
+        return x.astype(np.float32)
 
     def get_state(self) -> dict[str, Any]:
         assert self._base is not None and self._delta is not None
@@ -217,3 +258,47 @@ def merge_env_to_module_states(states: list[Any]) -> Any:
         shape = np.asarray(base["mean"]).shape
         return {"base": base, "delta": _RunningStat(shape).to_dict()}
     return {k: merge_env_to_module_states([s[k] for s in states if k in s]) for k in first}
+
+
+class FrameStackingEnvToModule(FrameStacking):
+    """RLlib's frame-stacking piece: the last `num_frames` observations concatenated along
+    their last axis, oldest first (ray 2.60, `ray/rllib/connectors/common/frame_stacking.py`,
+    `num_frames=1` by default as there).
+
+    RLlib requires a last axis of size 1 (grayscale images, [H, W, 1] -> [H, W, k]); rlmod
+    also stacks any Box, e.g. CartPole's [4] -> [4 * k]. At an episode start the stack is
+    filled with the first observation.
+    """
+
+    def __init__(self, input_observation_space: gym.Space | None = None,
+                 input_action_space: gym.Space | None = None, *, num_frames: int = 1,
+                 multi_agent: bool = False, as_learner_connector: bool = False,
+                 **kwargs: Any) -> None:
+        _refuse_rllib_options("FrameStackingEnvToModule",
+                              as_learner_connector=as_learner_connector)
+        super().__init__(num_frames=num_frames)
+        if input_observation_space is not None and input_action_space is not None:
+            self.set_input_spaces(input_observation_space, input_action_space)
+
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
+        if not isinstance(input_observation_space, gym.spaces.Box):
+            raise TypeError(f"FrameStackingEnvToModule needs Box observations, got "
+                            f"{input_observation_space}; put it after FlattenObservations.")
+        low = np.concatenate([input_observation_space.low] * self.num_frames, axis=-1)
+        high = np.concatenate([input_observation_space.high] * self.num_frames, axis=-1)
+        return gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
+
+    def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
+        x = np.asarray(obs, dtype=np.float32)  # [N, *S]
+        if self._stack is None or self._stack.shape[0] != x.shape[0]:
+            self._stack = np.repeat(x[:, None], self.num_frames, axis=1)  # [N, k, *S]
+        else:
+            self._stack = np.roll(self._stack, -1, axis=1)
+            self._stack[:, -1] = x
+            starts = np.asarray(episode_starts, dtype=bool)
+            if starts.any():  # a new episode: fill its stack with the first frame
+                self._stack[starts] = x[starts, None]
+        stacked = np.moveaxis(self._stack, 1, -2)  # [N, *S[:-1], k, S[-1]]
+        return stacked.reshape(*x.shape[:-1], -1).copy()

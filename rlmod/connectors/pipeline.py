@@ -25,6 +25,8 @@ class Connector:
     input_action_space: gym.Space | None = None
     observation_space: gym.Space | None = None
     action_space: gym.Space | None = None
+    rllib_style = False
+    """True for ConnectorV2 pieces, which the pipeline calls through `call_on_arrays`."""
 
     def set_input_spaces(self, observation_space: gym.Space, action_space: gym.Space) -> None:
         self.input_observation_space = observation_space
@@ -85,7 +87,9 @@ class ConnectorPipeline(Connector):
 
     def __call__(self, data: Any, **kwargs: Any) -> Any:
         for c in self.connectors:
-            data = c(data, **kwargs)  # type: ignore[operator]
+            # RLlib-style pieces (ConnectorV2) run through their array adapter.
+            data = (c.call_on_arrays(data, **kwargs) if c.rllib_style  # type: ignore[attr-defined]
+                    else c(data, **kwargs))  # type: ignore[operator]
         return data
 
     def get_state(self) -> dict[str, Any]:

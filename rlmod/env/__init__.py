@@ -2,6 +2,7 @@
 
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner
 from rlmod.env.env_runner_group import EnvRunnerGroup
+from rlmod.env.episodes import MultiAgentEpisode, SingleAgentEpisode
 from rlmod.env.multi_agent_env import MultiAgentEnv
 from rlmod.env.multi_agent_env_runner import EpisodeInfo, MultiAgentEnvRunner
 from rlmod.env.registry import make_env, register_env
@@ -14,7 +15,9 @@ __all__ = [
     "EpisodeInfo",
     "MultiAgentEnv",
     "MultiAgentEnvRunner",
+    "MultiAgentEpisode",
     "SingleAgentEnvRunner",
+    "SingleAgentEpisode",
     "make_env",
     "register_env",
 ]

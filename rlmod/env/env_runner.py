@@ -16,13 +16,20 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlmod.callbacks import EPISODE_HOOKS, Callbacks
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.utils.checkpoints import Checkpointable
+from rlmod.utils.metrics_logger import MetricsLogger
 from rlmod.utils.seeding import derive_seed
 from rlmod.utils.spaces import space_to_dict
 
 ENV_SPACES_KEY = "__env__"
-"""Key of the raw env's (observation_space, action_space) in `get_spaces()`."""
+"""Key of the raw env's (observation_space, action_space) in `get_spaces()`: the vector
+env's batched spaces on a single-agent EnvRunner (RLlib's), the first agent's on a
+multi-agent one."""
+
+ENV_SINGLE_SPACES_KEY = "__env_single__"
+"""Key of one sub-env's (observation_space, action_space) in `get_spaces()` (RLlib's)."""
 
 WEIGHTS_SEQ_NO = "weights_seq_no"
 """Key of the weights' version in a `set_state()` state (RLlib's name): an EnvRunner
@@ -43,11 +50,19 @@ the episodes apart and `seq_ends` marks the last row of each sequence.
 
 
 class EnvRunner(Checkpointable, abc.ABC):
-    """Samples episodes with an inference-only module; no loss, no optimizer."""
+    """Samples episodes with an inference-only module; no loss, no optimizer.
+
+    `metrics` is the MetricsLogger EnvRunner-side callbacks log to (RLlib's
+    `env_runner.metrics`); `get_metrics()` ships what was logged to the Algorithm.
+    """
 
     def __init__(self, *, config: Any, worker_index: int = 0) -> None:
         self.config = config
         self.worker_index = worker_index
+        self.metrics = MetricsLogger()
+        self.callbacks = Callbacks.from_config(config)
+        # Decided once here: episode objects are built only if a hook will read them.
+        self._track_episodes = self.callbacks.any_of(EPISODE_HOOKS)
         self.weights_seq_no = 0
         generator = torch.Generator()
         seed = derive_seed(config.seed, self.seed_index, _TORCH_STREAM)
@@ -105,8 +120,9 @@ class EnvRunner(Checkpointable, abc.ABC):
 
     @abc.abstractmethod
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        """`"__env__"` -> the env's spaces; each module ID -> the spaces that module sees
-        (after the env-to-module connectors)."""
+        """`"__env__"` -> the env's spaces, `"__env_single__"` -> one sub-env's (RLlib's
+        keys); each module ID -> the spaces that module sees (after the env-to-module
+        connectors)."""
 
     @abc.abstractmethod
     def get_metrics(self) -> dict[str, Any]:
@@ -130,7 +146,7 @@ class EnvRunner(Checkpointable, abc.ABC):
     @property
     def module_ids(self) -> list[ModuleID]:
         """The modules this EnvRunner holds (never learner-only ones)."""
-        return list(self.get_spaces().keys() - {ENV_SPACES_KEY})
+        return [k for k in self.get_spaces() if k not in (ENV_SPACES_KEY, ENV_SINGLE_SPACES_KEY)]
 
     def stop(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Closes the envs."""

@@ -33,6 +33,7 @@ from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
+from rlmod.env.episodes import MultiAgentEpisode
 from rlmod.env.guards import bad_observation, non_finite_rows
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
@@ -153,6 +154,10 @@ class MultiAgentEnvRunner(EnvRunner):
         self.num_envs = config.num_envs_per_env_runner
         self.envs: list[MultiAgentEnv] = [self._make_env() for _ in range(self.num_envs)]
         self.env0 = self.envs[0]
+        for env in self.envs:
+            self.callbacks.call("on_environment_created", env_runner=self,
+                                metrics_logger=self.metrics, env=env,
+                                env_context=dict(config.env_config))
         self._agents: list[AgentID] = list(self.env0.possible_agents)
         if not self._agents:
             raise EnvError(f"env={config.env!r} has no possible_agents; set them in __init__.")
@@ -239,6 +244,9 @@ class MultiAgentEnvRunner(EnvRunner):
         # get_metrics(), once per call rather than a dict append per agent per episode.
         self._agent_returns: list[tuple[np.ndarray, np.ndarray]] = []
         self._done_eps: list[np.ndarray] = []
+        # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
+        self._ma_episodes: list[MultiAgentEpisode | None] = [None] * self.num_envs
+        self._ma_episodes_done: list[MultiAgentEpisode] = []
         self._num_env_steps = 0
         self._num_agent_steps = 0
         self.num_env_steps_sampled_lifetime = 0
@@ -332,7 +340,7 @@ class MultiAgentEnvRunner(EnvRunner):
         """Resets env `e`; its agents' first observations join this step's observations."""
         seed, self._seeds[e] = self._seeds[e], None  # seed once; later resets continue its RNG
         try:
-            obs, _ = self.envs[e].reset(seed=seed)
+            obs, infos = self.envs[e].reset(seed=seed)
         except Exception as err:
             raise EnvError(f"env={self.config.env!r} raised in reset(): {err!r}") from err
         self._episode[e] = EpisodeInfo(self._next_episode_id, e, self.worker_index)
@@ -340,6 +348,12 @@ class MultiAgentEnvRunner(EnvRunner):
         self._ep_len[e] = 0
         keys = tuple(obs)
         slots = self._slots_for(e, keys)
+        if self._track_episodes:
+            self._ma_episodes[e] = MultiAgentEpisode(
+                id_=self._next_episode_id - 1, observations=obs, infos=infos, env_index=e,
+                agent_to_module=self._modules_of(keys, slots))
+            self.callbacks.call("on_episode_created", **self._episode_kwargs(e))
+            self.callbacks.call("on_episode_start", **self._episode_kwargs(e))
         self._observed[slots] = True
         n = len(keys)
         self._add_observations(slots, [self._obs_chunk(obs.values())], np.ones(n, bool),
@@ -370,6 +384,21 @@ class MultiAgentEnvRunner(EnvRunner):
         self._episode_return[block] = 0.0
         self._pending_reward[block] = 0.0
         self._observed[block] = False
+        ma_episode = self._ma_episodes[e]
+        if ma_episode is not None:
+            self.callbacks.call("on_episode_end", prev_episode_chunks=[],
+                                **self._episode_kwargs(e))
+            self._ma_episodes_done.append(ma_episode)
+            self._ma_episodes[e] = None
+
+    def _episode_kwargs(self, e: int) -> dict[str, Any]:
+        return {"episode": self._ma_episodes[e], "env_runner": self,
+                "metrics_logger": self.metrics, "env": self.envs[e], "env_index": e,
+                "rl_module": self.module}
+
+    def _modules_of(self, keys: tuple, slots: np.ndarray) -> dict[AgentID, ModuleID]:
+        return {a: self._module_ids[m] for a, m in zip(keys, self._module_of_slot[slots].tolist(),
+                                                       strict=True)}
 
     # ------------------------------------------------------------------ one step
     def _begin_step(self) -> None:
@@ -451,9 +480,9 @@ class MultiAgentEnvRunner(EnvRunner):
         for e, env in enumerate(self.envs):
             agents, off = acted_agents[e], acted_offset[e]
             out.agent_steps += len(agents)
+            action_dict = dict(zip(agents, actions[off:off + len(agents)], strict=True))
             try:
-                obs, rewards, terminateds, truncateds, _ = env.step(
-                    dict(zip(agents, actions[off:off + len(agents)], strict=True)))
+                obs, rewards, terminateds, truncateds, infos = env.step(action_dict)
             except Exception as err:
                 if not self._restart:
                     self._raise_step_failed(e, err)
@@ -466,6 +495,12 @@ class MultiAgentEnvRunner(EnvRunner):
             # Usually the agents that acted observe again (their final obs if done): then
             # their slots are known, with no dict lookup per agent.
             slots = acted_slots[e] if obs_agents == agents else self._slots_for(e, obs_agents)
+            ma_episode = self._ma_episodes[e] if self._track_episodes else None
+            if ma_episode is not None:  # only with an episode callback hook
+                ma_episode.agent_to_module.update(self._modules_of(obs_agents, slots))
+                ma_episode.add_env_step(obs, actions=action_dict, rewards=rewards, infos=infos,
+                                        terminateds=terminateds, truncateds=truncateds)
+                self.callbacks.call("on_episode_step", **self._episode_kwargs(e))
             if rewards:
                 reward_agents = tuple(rewards)
                 if reward_agents == obs_agents:
@@ -756,6 +791,7 @@ class MultiAgentEnvRunner(EnvRunner):
             num_timesteps = self.config.get_rollout_fragment_length() * self.num_envs
         first_done = len(self._done_returns)
         self._done_eps = []
+        self._ma_episodes_done = []
         env_steps = agent_steps = 0
         with torch.inference_mode():
             while (len(self._done_returns) - first_done < num_episodes
@@ -773,6 +809,10 @@ class MultiAgentEnvRunner(EnvRunner):
         self._num_agent_steps += agent_steps
         self.num_env_steps_sampled_lifetime += env_steps
         self.num_agent_steps_sampled_lifetime += agent_steps
+        if self._track_episodes:
+            ongoing = [ep for ep in self._ma_episodes if ep is not None and len(ep)]
+            self.callbacks.call("on_sample_end", env_runner=self, metrics_logger=self.metrics,
+                                samples=self._ma_episodes_done + ongoing)
         return result
 
     def _collect(self, keep_eps: np.ndarray | None) -> tuple[SampleResult, int]:
@@ -857,6 +897,8 @@ class MultiAgentEnvRunner(EnvRunner):
             "agent_episode_returns": returns_by_agent(self._agent_returns, self._agents),
             "num_sub_env_restarts": self._num_restarts,
         }
+        if self.metrics:
+            metrics["metrics_logger"] = self.metrics.export_period()
         self._num_restarts = 0
         self._done_returns, self._done_lens = [], []
         self._module_returns, self._agent_returns = {}, []

@@ -15,7 +15,13 @@ import torch
 
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
-from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
+from rlmod.env.env_runner import (
+    ENV_SINGLE_SPACES_KEY,
+    ENV_SPACES_KEY,
+    EnvRunner,
+    SampleResult,
+)
+from rlmod.env.episodes import SingleAgentEpisode, info_of, row_of
 from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
 from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
@@ -61,6 +67,9 @@ class SingleAgentEnvRunner(EnvRunner):
             per_sub_env=self._restart or self._truncate_non_finite,
             wrap=self._guard if self._restart else None)
         self._env_spaces = (self.env.single_observation_space, self.env.single_action_space)
+        self.callbacks.call("on_environment_created", env_runner=self,
+                            metrics_logger=self.metrics, env=self.env,
+                            env_context=dict(config.env_config))
         self._env_to_module = config.build_env_to_module_connector(self.env, *self._env_spaces)
         self._module_to_env = config.build_module_to_env_connector(
             self.env, self._env_to_module.observation_space, self._env_spaces[1]
@@ -90,6 +99,10 @@ class SingleAgentEnvRunner(EnvRunner):
         self._check_finite_data = True  # benchmarks/guard_overhead.py turns it off to compare
         self._writer = self._make_writer()  # config.offline_data(output=DIR)
         self._raw: Any = None  # recording: the raw observations the module sees next
+        # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
+        self._episodes: list[SingleAgentEpisode | None] = [None] * self.num_envs
+        self._episodes_done: list[SingleAgentEpisode] = []  # finished in this sample()
+        self._next_callback_eps_id = 0
 
     def _make_writer(self) -> EpisodeWriter | None:
         """An EpisodeWriter when `config.output` is set; it stores raw observations and env
@@ -110,14 +123,15 @@ class SingleAgentEnvRunner(EnvRunner):
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
         assert self._env_to_module.observation_space is not None
         return {
-            ENV_SPACES_KEY: self._env_spaces,
+            ENV_SPACES_KEY: (self.env.observation_space, self.env.action_space),  # batched
+            ENV_SINGLE_SPACES_KEY: self._env_spaces,
             DEFAULT_MODULE_ID: (self._env_to_module.observation_space, self._env_spaces[1]),
         }
 
     # ------------------------------------------------------------------ sampling
     def _reset(self) -> None:
         try:
-            raw, _ = self.env.reset(seed=self._seed)  # seeds sub-env i with seed + i
+            raw, infos = self.env.reset(seed=self._seed)  # seeds sub-env i with seed + i
         except Exception as e:
             raise EnvError(f"env={self.config.env!r} raised in reset(): {e!r}") from e
         self._seed = None  # seed once; later resets continue the seeded RNGs
@@ -132,7 +146,11 @@ class SingleAgentEnvRunner(EnvRunner):
         if self._writer is not None:
             self._writer.drop_pending()  # episodes cut off by this reset are never written
             self._raw = raw
-        self._obs = self._env_to_module(raw, episode_starts=np.ones(self.num_envs, bool))
+        self._obs = self._env_to_module(raw, episode_starts=np.ones(self.num_envs, bool),
+                                        rl_module=self.module, explore=self.config.explore)
+        if self._track_episodes:
+            for i in range(self.num_envs):
+                self._start_episode(i, raw, infos)
 
     def sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None,
                explore: bool | None = None) -> SampleResult:
@@ -162,6 +180,7 @@ class SingleAgentEnvRunner(EnvRunner):
         cols.clear(per_env + per_env // 8 + 2)  # slack for topping up after resets
         self._logp_recorded = False  # a module-to-env connector recorded action_logp
         prev_done_at_start = self._prev_done
+        self._episodes_done = []
         forward = self.module.forward_exploration if explore else self.module.forward_inference
         with torch.inference_mode():
             if num_episodes is None:
@@ -180,6 +199,10 @@ class SingleAgentEnvRunner(EnvRunner):
         batch, done_eps_ids = self._to_batch(cols, prev_done_at_start)
         if num_episodes is not None:  # keep the completed episodes only
             batch = {k: v[np.isin(batch[Columns.EPS_ID], done_eps_ids)] for k, v in batch.items()}
+        if self._track_episodes:
+            ongoing = [ep for ep in self._episodes if ep is not None and len(ep)]
+            self.callbacks.call("on_sample_end", env_runner=self, metrics_logger=self.metrics,
+                                samples=self._episodes_done + ongoing)
         return {DEFAULT_MODULE_ID: batch}
 
     def _step(self, cols: StepBuffer, forward: Any, explore: bool) -> np.ndarray:
@@ -189,7 +212,7 @@ class SingleAgentEnvRunner(EnvRunner):
         out = forward({Columns.OBS: torch.from_numpy(obs)})
         data = self._module_to_env(out, rl_module=self.module, explore=explore)
         try:
-            raw, rew, term, trunc, _ = self.env.step(data[ENV_ACTIONS])
+            raw, rew, term, trunc, infos = self.env.step(data[ENV_ACTIONS])
         except Exception as e:
             i = failing_sub_env(e)
             where = "a natively vectorized env (all sub-envs)" if i is None else f"sub-env {i}"
@@ -202,7 +225,9 @@ class SingleAgentEnvRunner(EnvRunner):
                 "failing sub-env instead and goes on."
             ) from e
         self._num_steps += 1
+        failed: tuple[int, ...] = ()  # no allocation on the usual path
         if self._failures:  # restart mode: SubEnvGuard recreated these sub-envs
+            failed = tuple(i for i, _ in self._failures)
             self._drop_failed(cols.t)
         if self._truncate_non_finite:
             raw, rew, trunc = self._truncate_non_finite_rows(raw, rew, trunc)
@@ -228,8 +253,12 @@ class SingleAgentEnvRunner(EnvRunner):
         # (its action ignored, reward 0, flags False); its observation now starts an episode.
         started = self._prev_done
         self._prev_done = done = term | trunc
+        if self._track_episodes:  # one bool per vector step; False unless a hook reads them
+            self._episode_step(raw, data[Columns.ACTIONS].numpy(), rew, term, trunc, infos,
+                               started, failed)
         if self._env_to_module:  # an empty pipeline (CartPole's) is skipped
-            raw = self._env_to_module(raw, episode_starts=started)
+            raw = self._env_to_module(raw, episode_starts=started, rl_module=self.module,
+                                      explore=explore)
         self._obs = raw
         return done
 
@@ -348,6 +377,55 @@ class SingleAgentEnvRunner(EnvRunner):
         self._ep_return = cum_r[-1] - base_r
         self._ep_len = cum_n[-1] - base_n
 
+    # ------------------------------------------------------------------ callbacks
+    def _episode_kwargs(self, i: int) -> dict[str, Any]:
+        return {"episode": self._episodes[i], "env_runner": self,
+                "metrics_logger": self.metrics, "env": self.env, "env_index": i,
+                "rl_module": self.module}
+
+    def _start_episode(self, i: int, raw: Any, infos: dict[str, Any]) -> None:
+        self._episodes[i] = SingleAgentEpisode(
+            id_=self._next_callback_eps_id, observation=row_of(raw, i),
+            info=info_of(infos, i), env_index=i)
+        self._next_callback_eps_id += 1
+        self.callbacks.call("on_episode_created", **self._episode_kwargs(i))
+        self.callbacks.call("on_episode_start", **self._episode_kwargs(i))
+
+    def _episode_step(self, raw: Any, actions: np.ndarray, rew: np.ndarray, term: np.ndarray,
+                      trunc: np.ndarray, infos: dict[str, Any], started: np.ndarray,
+                      failed: Any) -> None:
+        """Per sub-env Python for the callbacks' episode objects (only with episode hooks).
+
+        NEXT_STEP autoreset: a sub-env done at the previous step returned its reset
+        observation now (its action ignored), which starts its next episode.
+        """
+        # Python scalars and rows once per step, not per sub-env (tolist is one C call).
+        rows = list(raw) if isinstance(raw, np.ndarray) else None
+        acts, rews = actions.tolist(), rew.tolist()
+        terms, truncs, starts = term.tolist(), trunc.tolist(), started.tolist()
+        step_hook = self.callbacks.has("on_episode_step")
+        for i in range(self.num_envs):
+            if starts[i]:
+                self._start_episode(i, raw, infos)
+                continue
+            episode = self._episodes[i]
+            if episode is None:
+                continue
+            if i in failed:  # restart mode: the unfinished episode is dropped, no end hook
+                self._episodes[i] = None
+                continue
+            episode.add_env_step(rows[i] if rows is not None else row_of(raw, i),
+                                 action=acts[i], reward=rews[i],
+                                 info=info_of(infos, i) if infos else {},
+                                 terminated=terms[i], truncated=truncs[i])
+            if step_hook:
+                self.callbacks.call("on_episode_step", **self._episode_kwargs(i))
+            if episode.is_done:
+                self.callbacks.call("on_episode_end", prev_episode_chunks=[],
+                                    **self._episode_kwargs(i))
+                self._episodes_done.append(episode)
+                self._episodes[i] = None
+
     # ------------------------------------------------------------------ guards
     def _check_finite(self, obs_all: Any, rewards: np.ndarray, valid: np.ndarray) -> None:
         """Raises an EnvError naming the first non-finite observation or reward of this
@@ -419,6 +497,8 @@ class SingleAgentEnvRunner(EnvRunner):
             "num_episodes_truncated_non_finite": self._num_truncated_non_finite,
             "num_sub_env_restarts": self._num_restarts,
         }
+        if self.metrics:
+            metrics["metrics_logger"] = self.metrics.export_period()
         self._done_returns, self._done_lens, self._num_env_steps = [], [], 0
         self._num_truncated_non_finite = self._num_restarts = 0
         return metrics

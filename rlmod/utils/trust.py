@@ -69,6 +69,11 @@ def _kind_checks() -> dict[str, tuple[str, Callable[[Any], bool]]]:
 
         return subclass(MultiRLModule)(obj)
 
+    def callbacks_class(obj: Any) -> bool:
+        from rlmod.callbacks import RLlibCallback
+
+        return subclass(RLlibCallback)(obj)
+
     def algorithm_class(obj: Any) -> bool:
         from rlmod.algorithms.algorithm import Algorithm
 
@@ -90,6 +95,7 @@ def _kind_checks() -> dict[str, tuple[str, Callable[[Any], bool]]]:
         "learner": ("an rlmod Learner subclass", learner_class),
         "multi_rl_module": ("an rlmod MultiRLModule subclass", multi_rl_module_class),
         "algorithm": ("an rlmod Algorithm subclass", algorithm_class),
+        "callbacks": ("an rlmod RLlibCallback subclass", callbacks_class),
         "config": ("an rlmod AlgorithmConfig subclass", config_class),
         "callable": ("a function", lambda obj: False),
     }

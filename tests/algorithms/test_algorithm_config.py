@@ -211,7 +211,7 @@ def test_copy_is_independent(cartpole_config):
     clone.training(lr=1e-2)
     clone.model_config["fcnet_hiddens"] = [1]
     clone.env_config["render_mode"] = None
-    assert cartpole_config.lr == 3e-4
+    assert cartpole_config.lr == 5e-5
     assert cartpole_config.model_config == {"fcnet_hiddens": [32]}
     assert cartpole_config.env_config == {}
 
@@ -237,7 +237,7 @@ def test_built_algos_config_is_a_frozen_copy(cartpole_config):
     assert algo.config.is_frozen and algo.config is not cartpole_config
     assert not cartpole_config.is_frozen
     cartpole_config.training(lr=1e-2)  # the user may go on changing theirs
-    assert algo.config.lr == 3e-4
+    assert algo.config.lr == 5e-5
     with pytest.raises(AttributeError, match="this config is frozen"):
         algo.config.lr = 1e-2
     algo.stop()
@@ -246,4 +246,22 @@ def test_built_algos_config_is_a_frozen_copy(cartpole_config):
 def test_setters_chain_and_ppo_defaults():
     config = PPOConfig()
     assert config.training(lambda_=0.9, lr=1e-3) is config
-    assert (config.lambda_, config.lr, config.num_epochs, config.grad_clip) == (0.9, 1e-3, 10, 0.5)
+    assert (config.lambda_, config.lr, config.num_epochs, config.grad_clip) == (0.9, 1e-3, 30, None)
+
+
+def test_ppo_defaults_are_rllibs():
+    """RLlib 2.60's PPOConfig() values (read from ray 2.60 in a separate venv)."""
+    config = PPOConfig()
+    assert {name: getattr(config, name) for name in (
+        "lr", "gamma", "lambda_", "clip_param", "vf_clip_param", "use_kl_loss", "kl_coeff",
+        "kl_target", "entropy_coeff", "vf_loss_coeff", "grad_clip", "num_epochs",
+        "minibatch_size", "train_batch_size", "explore")} == {
+        "lr": 5e-5, "gamma": 0.99, "lambda_": 1.0, "clip_param": 0.3, "vf_clip_param": 10.0,
+        "use_kl_loss": True, "kl_coeff": 0.2, "kl_target": 0.01, "entropy_coeff": 0.0,
+        "vf_loss_coeff": 1.0, "grad_clip": None, "num_epochs": 30, "minibatch_size": 128,
+        "train_batch_size": 4000, "explore": True}
+    module = config.environment("CartPole-v1").get_rl_module_spec(
+        spaces={"default_policy": (gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2))}
+    ).build()
+    widths = [layer.out_features for layer in module.encoder if hasattr(layer, "out_features")]
+    assert widths == [256, 256] and hasattr(module, "vf_encoder")  # vf_share_layers=False

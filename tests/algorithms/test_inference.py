@@ -51,7 +51,7 @@ def test_mean_std_statistics_are_applied_and_frozen(tmp_path: Path) -> None:
     raw = np.array([[0.5, -0.5, 3.0], [1.0, 0.0, -2.0]], dtype=np.float32)
     # What the EnvRunner's own pipeline makes of the same observations, without updating.
     runner_filter = algo.env_runner._env_to_module.connectors[-1]
-    runner_filter.update = False
+    runner_filter.update_stats = False
     expected = algo.env_runner._env_to_module(raw, episode_starts=np.ones(2, bool))
     assert not np.allclose(expected, raw)  # really normalized
     got = policy.env_to_module(raw, episode_starts=np.ones(2, bool))

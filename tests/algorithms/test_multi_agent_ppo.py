@@ -13,13 +13,14 @@ import pytest
 from rlmod import register_env
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.testing import MultiAgentCartPole
+from rlmod.tuned import FAST_PPO
 
 pytestmark = pytest.mark.slow
 
 
 def cartpole_config(policies: set[str], mapping) -> PPOConfig:
     """Four CartPoles per env; rlmod.tuned's CartPole-v1 settings, per env step."""
-    return (PPOConfig()
+    return (PPOConfig().update_from_dict(FAST_PPO)
             .environment(MultiAgentCartPole, env_config={"num_agents": 4})
             .env_runners(num_envs_per_env_runner=4)
             .multi_agent(policies=policies, policy_mapping_fn=mapping)

@@ -24,7 +24,8 @@ def _tuned(config: OffPolicyConfig, settings: dict[str, Any], seed: int = 0) -> 
 def test_dqn_solves_cartpole_greedily() -> None:
     """rl-baselines3-zoo's criterion: greedy evaluation mean >= 475 over 10 episodes."""
     config = _tuned(DQNConfig().environment("CartPole-v1"), TUNED_DQN["CartPole-v1"])
-    algo = config.evaluation(evaluation_duration=10).build_algo()
+    algo = config.evaluation(evaluation_duration=10,
+                             evaluation_config=DQNConfig.overrides(explore=False)).build_algo()
     best, steps = 0.0, 0
     try:
         while steps < 60_000 and best < 475:

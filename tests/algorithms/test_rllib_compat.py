@@ -173,7 +173,9 @@ def test_get_weights_returns_copies_of_all_modules_learner_only_ones_included():
 
 
 def test_learner_results_use_rllibs_keys():
-    algo = small(PPOConfig().environment("CartPole-v1")).build_algo()
+    # RLlib logs the global gradient norm where it clips by it (grad_clip set).
+    algo = small(PPOConfig().environment("CartPole-v1").training(
+        lr=3e-4, grad_clip=0.5)).build_algo()
     learner = algo.train()["learners"][DEFAULT_MODULE_ID]
     for key in ("default_optimizer_learning_rate", "vf_explained_var", "vf_loss",
                 "vf_loss_unclipped", "policy_loss", "entropy", "mean_kl_loss",
@@ -182,3 +184,82 @@ def test_learner_results_use_rllibs_keys():
     assert "curr_lr" not in learner
     assert learner["default_optimizer_learning_rate"] == pytest.approx(3e-4)
     algo.stop()
+
+
+# ---------------------------------------------------------------------- evaluation
+def test_evaluation_config_overrides_apply_to_the_evaluation_runner_only():
+    algo = small(PPOConfig().environment("CartPole-v1")).evaluation(
+        evaluation_interval=2, evaluation_duration=3, evaluation_num_env_runners=0,
+        evaluation_config=PPOConfig.overrides(explore=False),
+        evaluation_parallel_to_training=False).build_algo()
+    first = algo.train()
+    assert "evaluation" not in first  # not due yet
+    second = algo.train()
+    evaluation = second["evaluation"]["env_runners"]
+    assert evaluation["num_episodes"] >= 3
+    eval_config = algo.eval_env_runner_group.local_env_runner.config
+    assert eval_config.explore is False and eval_config.in_evaluation
+    assert algo.config.explore is True and not algo.config.in_evaluation
+    # RLlib keeps the last evaluation's numbers in later results until the next one.
+    third = algo.train()
+    assert third["evaluation"] is second["evaluation"]
+    assert algo.train()["evaluation"] is not second["evaluation"]
+    algo.stop()
+
+
+def test_evaluation_config_takes_a_whole_config_and_checks_keys():
+    eval_cfg = PPOConfig().env_runners(explore=False, num_envs_per_env_runner=2)
+    config = PPOConfig().environment("CartPole-v1").evaluation(evaluation_config=eval_cfg)
+    evaluated = config.get_evaluation_config_object()
+    assert evaluated.explore is False and evaluated.num_envs_per_env_runner == 2
+    assert evaluated.env is None  # taken whole, as RLlib takes an AlgorithmConfig
+    merged = PPOConfig().evaluation(evaluation_config={"explore": False}).evaluation(
+        evaluation_config={"num_envs_per_env_runner": 3})
+    assert merged.evaluation_config == {"explore": False, "num_envs_per_env_runner": 3}
+    with pytest.raises(KeyError, match="explor"):
+        PPOConfig().evaluation(evaluation_config={"explor": False})
+    with pytest.raises(ValueError, match="auto"):
+        PPOConfig().evaluation(evaluation_duration="auto")
+
+
+def test_evaluation_parallel_to_training_gives_the_same_iterations_results():
+    algo = small(PPOConfig().environment("CartPole-v1")).evaluation(
+        evaluation_interval=1, evaluation_duration=200, evaluation_duration_unit="timesteps",
+        evaluation_parallel_to_training=True).build_algo()
+    before = algo.learner_group.get_weights(inference_only=True)[DEFAULT_MODULE_ID]
+    result = algo.train()
+    assert result["evaluation"]["env_runners"]["num_env_steps_sampled"] >= 200
+    # As RLlib: the evaluation ran on the weights from before this iteration's update.
+    evaluated = algo.eval_env_runner_group.local_env_runner.module.get_state()
+    assert all(np.array_equal(before[k], evaluated[k].numpy()) for k in before)
+    after = algo.learner_group.get_weights(inference_only=True)[DEFAULT_MODULE_ID]
+    assert not all(np.array_equal(before[k], after[k]) for k in before)
+    assert result["num_env_steps_sampled_lifetime"] >= 128
+    algo.stop()
+
+
+# ---------------------------------------------------------------------- curiosity (RLlib's way)
+def test_curiosity_through_learner_class_and_learner_config_dict_as_rllibs_example():
+    from rlmod.algorithms.ppo.curiosity_learner import PPOTorchLearnerWithCuriosity
+    from rlmod.core.curiosity import IntrinsicCuriosityModel
+
+    spec = MultiRLModuleSpec(rl_module_specs={
+        DEFAULT_MODULE_ID: RLModuleSpec(),
+        "_intrinsic_curiosity_model": RLModuleSpec(module_class=IntrinsicCuriosityModel,
+                                                   learner_only=True)})
+    config = small(PPOConfig().environment("FrozenLake-v1")).training(
+        learner_class=PPOTorchLearnerWithCuriosity,
+        learner_config_dict={"intrinsic_reward_coeff": 0.05, "forward_loss_weight": 0.3},
+    ).rl_module(rl_module_spec=spec)
+    algo = config.build_algo()
+    learner = algo.learner_group.learner
+    assert learner.module["_intrinsic_curiosity_model"].config.forward_loss_weight == 0.3
+    result = algo.train()
+    assert "_intrinsic_curiosity_model" in result["learners"]  # trained in the same update
+    assert algo.env_runner.module_ids == [DEFAULT_MODULE_ID]  # learner-only: not sampled
+    algo.stop()
+    with pytest.raises(KeyError, match="forward_loss_weight"):
+        small(PPOConfig().environment("FrozenLake-v1")).training(
+            learner_class=PPOTorchLearnerWithCuriosity,
+            learner_config_dict={"intrinsic_reward_coeff": 0.05},
+        ).rl_module(rl_module_spec=spec).build_algo()

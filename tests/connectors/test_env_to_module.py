@@ -118,7 +118,7 @@ def test_mean_std_filter_normalizes():
 
 def test_mean_std_filter_clips_to_its_space():
     space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
-    pipe = pipeline(space, MeanStdFilter(clip=2.0))
+    pipe = pipeline(space, MeanStdFilter(clip_by_value=2.0))
     pipe(np.random.default_rng(0).normal(size=(100, 1)), episode_starts=starts(100))
     out = pipe(np.array([[1e6], [-1e6]]), episode_starts=starts(2))
     np.testing.assert_array_equal(out, [[2.0], [-2.0]])
@@ -151,9 +151,9 @@ def test_mean_std_filter_state_round_trip():
     trained = MeanStdFilter()
     pipe = pipeline(space, trained)
     pipe(np.random.default_rng(2).normal(4.0, 3.0, (500, 2)), episode_starts=starts(500))
-    fresh_pipe = pipeline(space, MeanStdFilter(update=False))
+    fresh_pipe = pipeline(space, MeanStdFilter(update_stats=False))
     fresh_pipe.set_state(pipe.get_state())
-    trained.update = False  # else the probe itself would move the trained statistics
+    trained.update_stats = False  # else the probe itself would move the trained statistics
     probe = np.array([[4.0, 1.0]])
     np.testing.assert_allclose(fresh_pipe(probe, episode_starts=starts(1)),
                                pipe(probe, episode_starts=starts(1)), rtol=1e-4)

@@ -163,8 +163,10 @@ def test_forward_train_on_an_inference_only_module_is_refused_as_in_rllib():
 
 @pytest.mark.slow
 def test_ppo_with_a_custom_module_learns_cartpole():
+    # rlmod.tuned.FAST_PPO's loss settings (PPOConfig's defaults are RLlib's, slower here).
     algo = custom_ppo_config(train_batch_size=2000, minibatch_size=250, num_epochs=6,
-                             lr=1e-3).build_algo()
+                             lr=1e-3, lambda_=0.95, clip_param=0.2, vf_clip_param=None,
+                             vf_loss_coeff=0.5, use_kl_loss=False, grad_clip=0.5).build_algo()
     best = 0.0
     for _ in range(40):
         best = max(best, algo.train()["env_runners"]["episode_return_mean"])

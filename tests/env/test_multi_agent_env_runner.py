@@ -408,7 +408,7 @@ def test_get_config_for_module_same_object_or_cached_frozen_copy():
     p1 = config.get_config_for_module("p1")
     assert p1 is not config and p1 is config.get_config_for_module("p1")
     assert (p1.lr, p1.entropy_coeff) == (1e-2, 0.03)
-    assert (config.lr, config.entropy_coeff) == (3e-4, 0.0)
+    assert (config.lr, config.entropy_coeff) == (5e-5, 0.0)
     assert p1.is_frozen
     with pytest.raises(AttributeError, match="frozen"):
         p1.lr = 1.0
@@ -418,11 +418,11 @@ def test_learner_optimizer_uses_the_overridden_lr():
     config = ma_config().rl_module(algorithm_config_overrides_per_module={"p1": {"lr": 1e-2}})
     algo = config.build_algo()
     learner = algo.learner_group.learner
-    assert learner._optimizers["p0"].param_groups[0]["lr"] == 3e-4
+    assert learner._optimizers["p0"].param_groups[0]["lr"] == 5e-5
     assert learner._optimizers["p1"].param_groups[0]["lr"] == 1e-2
     result = algo.train()
     assert result["learners"]["p1"]["default_optimizer_learning_rate"] == 1e-2
-    assert result["learners"]["p0"]["default_optimizer_learning_rate"] == 3e-4
+    assert result["learners"]["p0"]["default_optimizer_learning_rate"] == 5e-5
     algo.stop()
 
 

@@ -87,8 +87,11 @@ def test_sync_weights_sends_only_inference_only_keys(cartpole_config):
 def test_get_spaces_on_frozen_lake_raw_and_one_hot(frozen_lake_config):
     algo = frozen_lake_config.build_algo()
     spaces = algo.env_runner.get_spaces()
-    assert set(spaces) == {"__env__", "default_policy"}
-    assert spaces["__env__"] == (gym.spaces.Discrete(16), gym.spaces.Discrete(4))
+    assert set(spaces) == {"__env__", "__env_single__", "default_policy"}
+    assert spaces["__env_single__"] == (gym.spaces.Discrete(16), gym.spaces.Discrete(4))
+    n = frozen_lake_config.num_envs_per_env_runner  # "__env__": the vector env's (RLlib's)
+    assert spaces["__env__"] == (gym.spaces.MultiDiscrete([16] * n),
+                                 gym.spaces.MultiDiscrete([4] * n))
     one_hot = gym.spaces.Box(0.0, 1.0, (16,), np.float32)
     assert spaces["default_policy"] == (one_hot, gym.spaces.Discrete(4))
     assert algo.env_runner_group.get_spaces() == spaces

@@ -22,7 +22,15 @@ if TYPE_CHECKING:
 
 
 class PPOConfig(AlgorithmConfig):
-    """PPO's settings; defaults follow Stable-Baselines3's well-tested PPO defaults.
+    """PPO's settings; every default is RLlib's (ray 2.60 `PPOConfig()`: lr 5e-5,
+    lambda_ 1.0, clip_param 0.3, vf_clip_param 10.0, use_kl_loss True, kl_coeff 0.2,
+    kl_target 0.01, entropy_coeff 0.0, vf_loss_coeff 1.0, grad_clip None, num_epochs 30,
+    minibatch_size 128, train_batch_size 4000, two 256-unit tanh layers with a separate
+    value encoder), so a script written for RLlib learns the same here.
+
+    These are slow to learn on small tasks; `rlmod.tuned.FAST_PPO` holds the settings
+    rlmod used to default to (SB3-like) and `rlmod train` applies them, and
+    `rlmod.tuned.TUNED` holds per-env settings on top (see the README).
 
     Example:
         >>> from rlmod.algorithms.ppo import PPOConfig
@@ -31,16 +39,17 @@ class PPOConfig(AlgorithmConfig):
         0.1
     """
 
-    lambda_ = Setting(0.95, section="training", check=s.number(low=0.0, high=1.0),
+    lambda_ = Setting(1.0, section="training", check=s.number(low=0.0, high=1.0),
                       doc="GAE lambda: bias (0) vs variance (1) of the advantage estimate.")
-    clip_param = Setting(0.2, section="training", check=s.number(low=0.0, low_open=True),
+    clip_param = Setting(0.3, section="training", check=s.number(low=0.0, low_open=True),
                          doc="PPO's clip range epsilon of the probability ratio.")
-    vf_clip_param = Setting(None, section="training",
+    vf_clip_param = Setting(10.0, section="training",
                             check=s.optional(s.number(low=0.0, low_open=True)), doc=(
-        "Clamp of the squared value error, in squared reward units (RLlib's value clipping). "
-        "None (default) clamps nothing: a clamp of 10 zeroes the value gradient wherever "
-        "|error| > 3.2, which stalls the critic on tasks with large returns (Pendulum)."))
-    vf_loss_coeff = Setting(0.5, section="training", check=s.number(low=0.0),
+        "Clamp of the squared value error, in squared reward units (RLlib's value clipping, "
+        "default 10). None clamps nothing; prefer it where returns are large: a clamp of "
+        "10 zeroes the value gradient wherever |error| > 3.2, which stalls the critic on "
+        "Pendulum (rlmod.tuned.FAST_PPO sets None)."))
+    vf_loss_coeff = Setting(1.0, section="training", check=s.number(low=0.0),
                             doc="Weight of the value loss in the total loss.")
     entropy_coeff = Setting(0.0, section="training", check=s.number(low=0.0),
                             doc="Weight of the entropy bonus.")
@@ -48,17 +57,14 @@ class PPOConfig(AlgorithmConfig):
                        doc="Initial weight of the KL penalty (with use_kl_loss).")
     kl_target = Setting(0.01, section="training", check=s.number(low=0.0, low_open=True),
                         doc="KL per update the adaptive coefficient aims for.")
-    use_kl_loss = Setting(False, section="training", check=s.boolean,
+    use_kl_loss = Setting(True, section="training", check=s.boolean,
                           doc="Add the adaptive KL penalty to the clipped objective.")
     normalize_advantages = Setting(True, section="training", check=s.boolean,
                                    doc="Standardize advantages per train batch.")
 
     def __init__(self) -> None:
         super().__init__()
-        self.lr = 3e-4
-        self.num_epochs = 10
-        self.minibatch_size = 128
-        self.grad_clip = 0.5
+        self.num_epochs = 30  # RLlib's PPO; lr 5e-5, minibatch 128, batch 4000 are the base's
 
     def training(self, *, lambda_: float = _UNSET, clip_param: float = _UNSET,  # type: ignore[override]
                  vf_clip_param: float = _UNSET, vf_loss_coeff: float = _UNSET,

@@ -76,7 +76,7 @@ class PPOLearner(Learner):
         """Adapts each module's KL coefficient towards `kl_target` (PPO paper, sec. 4)."""
         for mid, logged in self._logged.items():
             config = self.config.get_config_for_module(mid)
-            if not config.use_kl_loss or "mean_kl_loss" not in logged:
+            if not config.use_kl_loss or not logged.get("mean_kl_loss"):  # all skipped
                 continue
             kl = float(torch.stack(logged["mean_kl_loss"]).mean())
             if kl > 2.0 * config.kl_target:

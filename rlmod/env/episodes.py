@@ -1,0 +1,237 @@
+"""Episode objects for callbacks: what RLlib's episode hooks receive as `episode`.
+
+Built by EnvRunners only when a callback overrides an episode hook (on_episode_start,
+on_episode_step, on_episode_end, on_sample_end); sampling itself never needs them (it
+writes flat column arrays), so runs without such callbacks pay nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping
+from typing import Any
+
+Indices = int | list[int] | slice | None
+
+
+def _pick(items: list[Any], indices: Indices) -> Any:
+    """RLlib's index semantics: None all, an int one item (negative from the end), a
+    list several, a slice a range."""
+    if indices is None:
+        return list(items)
+    if isinstance(indices, int):
+        return items[indices]
+    if isinstance(indices, slice):
+        return items[indices]
+    return [items[i] for i in indices]
+
+
+def row_of(x: Any, i: int) -> Any:
+    """Row `i` of a batched (possibly Dict/Tuple) observation."""
+    if isinstance(x, Mapping):
+        return {k: row_of(v, i) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(row_of(v, i) for v in x)
+    return x[i]
+
+
+def info_of(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
+    """Sub-env `i`'s info dict from a gymnasium vector env's batched infos (each key `k`
+    holds an array and a mask `_k` of the sub-envs that reported it)."""
+    out: dict[str, Any] = {}
+    for key, value in infos.items():
+        if key.startswith("_"):
+            continue
+        mask = infos.get("_" + key)
+        if mask is not None and not mask[i]:
+            continue
+        out[key] = info_of(value, i) if isinstance(value, Mapping) else value[i]
+    return out
+
+
+class SingleAgentEpisode:
+    """One sub-env's episode as RLlib's `SingleAgentEpisode` shows it to callbacks.
+
+    Matches the parts of ray 2.60's `ray/rllib/env/single_agent_episode.py` that callbacks
+    use: `id_`, `custom_data` (a free dict for the user), `get_observations`,
+    `get_actions`, `get_rewards`, `get_infos` (RLlib's index semantics), `get_return()`,
+    `len(episode)` (env steps taken), `env_steps()`, `agent_steps()`, `is_done`,
+    `is_terminated`, `is_truncated`, `get_duration_s()`. Observations are the raw env
+    ones (before env-to-module connectors); there is one more observation and info than
+    actions and rewards (the reset one).
+
+    Example:
+        >>> ep = SingleAgentEpisode(id_=0, observation=0.0, info={})
+        >>> ep.add_env_step(1.0, action=1, reward=2.0, info={"x": 1})
+        >>> ep.get_return(), len(ep), ep.get_infos(-1)
+        (2.0, 1, {'x': 1})
+    """
+
+    def __init__(self, *, id_: int, observation: Any, info: dict[str, Any],
+                 env_index: int = 0) -> None:
+        self.id_ = id_
+        self.env_index = env_index
+        self.observations: list[Any] = [observation]
+        self.infos: list[dict[str, Any]] = [info]
+        self.actions: list[Any] = []
+        self.rewards: list[float] = []
+        self.is_terminated = False
+        self.is_truncated = False
+        self._custom_data: dict[str, Any] = {}
+        self._start_time = time.perf_counter()
+        self._end_time: float | None = None
+
+    def add_env_step(self, observation: Any, *, action: Any, reward: float,
+                     info: dict[str, Any], terminated: bool = False,
+                     truncated: bool = False) -> None:
+        """Appends one env step (what the EnvRunner calls, as RLlib's `add_env_step`);
+        `reward`, `terminated` and `truncated` as Python scalars."""
+        self.observations.append(observation)
+        self.actions.append(action)
+        self.rewards.append(reward)
+        self.infos.append(info)
+        self.is_terminated = terminated
+        self.is_truncated = truncated
+        if terminated or truncated:
+            self._end_time = time.perf_counter()
+
+    @property
+    def custom_data(self) -> dict[str, Any]:
+        """A dict the user fills in callbacks (RLlib's `episode.custom_data`)."""
+        return self._custom_data
+
+    @property
+    def is_done(self) -> bool:
+        return self.is_terminated or self.is_truncated
+
+    @property
+    def t(self) -> int:
+        return len(self.actions)
+
+    def get_observations(self, indices: Indices = None) -> Any:
+        return _pick(self.observations, indices)
+
+    def get_infos(self, indices: Indices = None) -> Any:
+        return _pick(self.infos, indices)
+
+    def get_actions(self, indices: Indices = None) -> Any:
+        return _pick(self.actions, indices)
+
+    def get_rewards(self, indices: Indices = None) -> Any:
+        return _pick(self.rewards, indices)
+
+    def get_return(self) -> float:
+        """The sum of this episode's rewards."""
+        return float(sum(self.rewards))
+
+    def get_duration_s(self) -> float:
+        """Wall-clock seconds from the reset to the last step (or now)."""
+        end = self._end_time if self._end_time is not None else time.perf_counter()
+        return end - self._start_time
+
+    def env_steps(self) -> int:
+        return len(self.actions)
+
+    def agent_steps(self) -> int:
+        return len(self.actions)
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def __repr__(self) -> str:
+        return (f"SingleAgentEpisode(id_={self.id_}, len={len(self)}, "
+                f"return={self.get_return():.3g}, done={self.is_done})")
+
+
+class MultiAgentEpisode:
+    """One env's multi-agent episode as RLlib's `MultiAgentEpisode` shows it to callbacks.
+
+    Per env step it keeps the dicts the env returned (observations, rewards, infos by
+    agent) and the actions sent; `get_observations(indices, agent_ids)` and friends
+    return one dict (an int index) or a list of them, as RLlib's (ray 2.60,
+    `ray/rllib/env/multi_agent_episode.py`) with `env_steps=True`. `get_return()` sums all
+    agents' rewards; `len(episode)` counts env steps; `module_for(agent_id)` names the
+    module the agent was mapped to; `custom_data` is the user's dict.
+    """
+
+    def __init__(self, *, id_: int, observations: dict, infos: dict, env_index: int = 0,
+                 agent_to_module: dict | None = None) -> None:
+        self.id_ = id_
+        self.env_index = env_index
+        self.observations: list[dict] = [dict(observations)]
+        self.infos: list[dict] = [dict(infos)]
+        self.actions: list[dict] = []
+        self.rewards: list[dict] = []
+        self.terminateds: dict = {}
+        self.truncateds: dict = {}
+        self.is_terminated = False
+        self.is_truncated = False
+        self.agent_to_module: dict = agent_to_module if agent_to_module is not None else {}
+        self._custom_data: dict[str, Any] = {}
+        self._start_time = time.perf_counter()
+
+    def add_env_step(self, observations: dict, *, actions: dict, rewards: dict, infos: dict,
+                     terminateds: dict, truncateds: dict) -> None:
+        self.observations.append(dict(observations))
+        self.actions.append(dict(actions))
+        self.rewards.append({a: float(r) for a, r in rewards.items()})
+        self.infos.append(dict(infos))
+        self.terminateds.update(terminateds)
+        self.truncateds.update(truncateds)
+        self.is_terminated = bool(terminateds.get("__all__", False))
+        self.is_truncated = bool(truncateds.get("__all__", False))
+
+    @property
+    def custom_data(self) -> dict[str, Any]:
+        return self._custom_data
+
+    @property
+    def is_done(self) -> bool:
+        return self.is_terminated or self.is_truncated
+
+    @property
+    def agent_ids(self) -> set:
+        return {a for step in self.observations for a in step}
+
+    def module_for(self, agent_id: Any) -> Any:
+        return self.agent_to_module.get(agent_id)
+
+    @staticmethod
+    def _filter(items: list[dict], indices: Indices, agent_ids: Any) -> Any:
+        if agent_ids is not None and (isinstance(agent_ids, str)
+                                      or not isinstance(agent_ids, Collection)):
+            agent_ids = [agent_ids]
+        keep = None if agent_ids is None else set(agent_ids)
+        picked = _pick(items, indices)
+
+        def sel(d: dict) -> dict:
+            return dict(d) if keep is None else {a: v for a, v in d.items() if a in keep}
+        return sel(picked) if isinstance(picked, dict) else [sel(d) for d in picked]
+
+    def get_observations(self, indices: Indices = None, agent_ids: Any = None) -> Any:
+        return self._filter(self.observations, indices, agent_ids)
+
+    def get_infos(self, indices: Indices = None, agent_ids: Any = None) -> Any:
+        return self._filter(self.infos, indices, agent_ids)
+
+    def get_actions(self, indices: Indices = None, agent_ids: Any = None) -> Any:
+        return self._filter(self.actions, indices, agent_ids)
+
+    def get_rewards(self, indices: Indices = None, agent_ids: Any = None) -> Any:
+        return self._filter(self.rewards, indices, agent_ids)
+
+    def get_return(self) -> float:
+        return float(sum(sum(step.values()) for step in self.rewards))
+
+    def get_duration_s(self) -> float:
+        return time.perf_counter() - self._start_time
+
+    def env_steps(self) -> int:
+        return len(self.actions)
+
+    def agent_steps(self) -> int:
+        return sum(len(step) for step in self.actions)
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
