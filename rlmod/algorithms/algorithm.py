@@ -72,16 +72,22 @@ class Algorithm(Checkpointable):
     def setup(self) -> None:
         """DESIGN.md's flow: EnvRunners first, their spaces define the Learners' modules."""
         config = self.config
-        self.callbacks = Callbacks.from_config(config)
-        self.metrics_logger = MetricsLogger()  # Algorithm-side hooks log here: result[key]
-        self._env_runner_logger = MetricsLogger()  # EnvRunners' logs, merged: env_runners/
-        seed_everything(config.seed)
-        torch.set_num_threads(config.num_threads_per_learner)
+        self._setup_bookkeeping()
         self.env_runner_group: EnvRunnerGroup | None = EnvRunnerGroup(config=config)
         spaces = self.env_runner_group.get_spaces()
         module_spec = config.get_multi_rl_module_spec(spaces=spaces, inference_only=False)
         self.learner_group = LearnerGroup(config=config, module_spec=module_spec)
         self.env_runner_group.sync_weights(from_learner_group=self.learner_group)
+
+    def _setup_bookkeeping(self) -> None:
+        """What every algorithm's setup() starts with, with or without EnvRunners: seeds,
+        threads, callbacks, metric windows and loggers, no evaluation group yet."""
+        config = self.config
+        seed_everything(config.seed)
+        torch.set_num_threads(config.num_threads_per_learner)
+        self.callbacks = Callbacks.from_config(config)
+        self.metrics_logger = MetricsLogger()  # Algorithm-side hooks log here: result[key]
+        self._env_runner_logger = MetricsLogger()  # EnvRunners' logs, merged: env_runners/
         self.metrics = EpisodeMetrics(config.metrics_num_episodes_for_smoothing)
         self.eval_env_runner_group: EnvRunnerGroup | None = None
         self._last_evaluation: dict[str, Any] | None = None

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rlmod.algorithms.ppo import PPOConfig
-from rlmod.connectors.env_to_module import FrameStacking
+from rlmod.connectors.env_to_module import FlattenObservations, FrameStacking
 from rlmod.core.columns import Columns
 from rlmod.errors import OfflineDataError
 from rlmod.offline import EpisodeWriter, record_episodes
@@ -228,7 +228,9 @@ def test_env_runner_stores_raw_observations_that_the_connectors_turn_back(
     with frame stacking on top, the reader's transform reproduces the module's view."""
     batches, pipeline = _record_with_ppo(
         tmp_path, "FrozenLake-v1", iterations=3,
-        env_to_module_connector=lambda env, spaces, device: FrameStacking(num_frames=2))
+        # User pieces run before the default one-hot (as in RLlib): flatten first.
+        env_to_module_connector=lambda env, spaces, device: [FlattenObservations(),
+                                                             FrameStacking(num_frames=2)])
     expected = _finished_rows(batches)
     cols = read_columns(resolve_files(tmp_path), columns=None)
     assert cols[Columns.OBS].dtype == np.int64 and cols[Columns.OBS].ndim == 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
-import torch
 
 from rlmod.algorithms import settings as s
 from rlmod.algorithms.algorithm import Algorithm
@@ -24,8 +23,6 @@ from rlmod.offline.minari_source import is_minari_input, load_minari
 from rlmod.offline.reader import OfflineReader, check_files, read_spaces, resolve_files
 from rlmod.offline.transforms import module_view
 from rlmod.offline.writer import ENV_KEY, SPACES_FILE
-from rlmod.utils.metrics import EpisodeMetrics
-from rlmod.utils.seeding import seed_everything
 from rlmod.utils.spaces import space_to_dict
 
 if TYPE_CHECKING:
@@ -104,8 +101,7 @@ class MARWIL(Algorithm):
 
     def setup(self) -> None:
         config = self.config
-        seed_everything(config.seed)
-        torch.set_num_threads(config.num_threads_per_learner)
+        self._setup_bookkeeping()
         sources: list[Any]
         if is_minari_input(config.input_):
             sources, minari_spaces = load_minari(config.input_)
@@ -130,9 +126,6 @@ class MARWIL(Algorithm):
             obs_shape=tuple(getattr(env_spaces[0], "shape", None) or ()),
             transform=module_view(pipeline, env_spaces[1]))
         self.env_runner_group = None
-        self.eval_env_runner_group = None
-        self.metrics = EpisodeMetrics(config.metrics_num_episodes_for_smoothing)
-        self._timers: dict[str, float] = {}
         self._num_rows_trained = 0
 
     def _env_spaces(self, recorded: tuple[gym.Space, gym.Space] | None, *,
