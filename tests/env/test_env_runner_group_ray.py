@@ -280,10 +280,8 @@ def test_dqn_fills_its_replay_buffer_from_two_remote_runners_one_window_each():
 # ---------------------------------------------------------------------- learning
 @pytest.mark.slow
 def test_ppo_with_two_remote_runners_learns_cartpole_through_a_killed_runner():
-    config = (PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=2)
-              .training(**{k: v for k, v in TUNED["CartPole-v1"].items()
-                           if k != "num_envs_per_env_runner"})
-              .env_runners(num_envs_per_env_runner=8).debugging(seed=0))
+    config = (PPOConfig().environment("CartPole-v1").update_from_dict(TUNED["CartPole-v1"])
+              .env_runners(num_env_runners=2, num_envs_per_env_runner=8).debugging(seed=0))
     algo = config.build_algo()
     first = algo.train()["env_runners"]["episode_return_mean"]
     best = first

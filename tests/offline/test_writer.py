@@ -297,7 +297,8 @@ def test_multi_agent_recording_refuses_transformed_observations(tmp_path: Path) 
 @pytest.mark.slow
 def test_remote_env_runners_write_their_episodes_before_they_are_killed(
         tmp_path: Path) -> None:
-    pytest.importorskip("ray")
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()  # else rlmod starts it; shut down here, then
     config = (PPOConfig().environment("CartPole-v1")
               .env_runners(num_env_runners=1, num_envs_per_env_runner=2)
               .training(train_batch_size=200, minibatch_size=100, num_epochs=1)
@@ -305,6 +306,8 @@ def test_remote_env_runners_write_their_episodes_before_they_are_killed(
     algo = config.build_algo()
     result = algo.train()
     algo.stop()  # episodes still queued (far fewer rows than a file holds) are written
+    if started:
+        ray.shutdown()
     cols = read_columns(resolve_files(tmp_path), obs_shape=(4,))
     ends = cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS]
     assert int(ends.sum()) == result["num_episodes_lifetime"] > 0
