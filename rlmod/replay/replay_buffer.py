@@ -97,7 +97,7 @@ class ReplayBuffer(Checkpointable):
     # ------------------------------------------------------------------ state
     def get_state(self, components: Any = None, *, not_components: Any = None,
                   **kwargs: Any) -> dict[str, Any]:
-        """A snapshot: the filled rows of each column (copies, in ring order), the
+        """A snapshot: the filled rows of each column (copies, in storage order), the
         insertion pointer and the sampling RNG's state (numpy arrays and JSON; no pickle).
         A buffer has no sub-components, so `components` / `not_components` are ignored."""
         return {
@@ -114,9 +114,11 @@ class ReplayBuffer(Checkpointable):
         capacity (CheckpointError naming the setting otherwise)."""
         kind = state.get("type", type(self).__name__)
         if kind != type(self).__name__:
+            config_type = ("PrioritizedEpisodeReplayBuffer" if kind == "PrioritizedReplayBuffer"
+                           else "EpisodeReplayBuffer")
             raise CheckpointError(
                 f"The saved replay buffer is a {kind}, this one a {type(self).__name__}; set "
-                "replay_buffer_config['type'] to the type it was saved with.")
+                f"replay_buffer_config['type'] to {config_type!r} to load it.")
         if int(state["capacity"]) != self.capacity:
             raise CheckpointError(
                 f"The saved replay buffer has capacity {state['capacity']}, this one "

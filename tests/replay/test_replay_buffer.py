@@ -130,7 +130,7 @@ def test_a_mismatched_buffer_is_refused_with_the_setting_to_change(tmp_path: Pat
     with pytest.raises(CheckpointError, match=r"replay_buffer_config\['alpha'\] to 0.6"):
         PrioritizedReplayBuffer(4, alpha=0.5).restore_from_path(tmp_path / "rb")
     with pytest.raises(CheckpointError, match=r"PrioritizedReplayBuffer.*replay_buffer_config"
-                                              r"\['type'\]"):
+                                              r"\['type'\] to 'PrioritizedEpisodeReplayBuffer'"):
         ReplayBuffer(4).restore_from_path(tmp_path / "rb")
 
 
