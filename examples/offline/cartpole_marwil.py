@@ -45,7 +45,8 @@ def record_mixture(data: Path, *, expert_episodes: int, seed: int) -> dict[str, 
             "expert_episodes": expert_episodes, "random_episodes": random_episodes}
 
 
-def train(config_cls: type, data: Path, *, seed: int, iterations: int) -> float:
+def train(config_cls: type, data: Path, *, seed: int, iterations: int,
+          adv_norm_rate: float) -> float:
     """Final evaluation return (20 episodes) after `iterations` updates."""
     config = (
         config_cls()
@@ -55,6 +56,8 @@ def train(config_cls: type, data: Path, *, seed: int, iterations: int) -> float:
         .evaluation(evaluation_interval=iterations, evaluation_duration=20)
         .debugging(seed=seed)
     )
+    if config_cls is MARWILConfig:
+        config.training(moving_average_sqd_adv_norm_update_rate=adv_norm_rate)
     algo = config.build_algo()
     for _ in range(iterations):
         result = algo.train()
@@ -68,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expert-episodes", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--adv-norm-rate", type=float, default=1e-8,
+                        help="MARWIL's moving_average_sqd_adv_norm_update_rate (RLlib's "
+                        "default 1e-8 keeps c^2 at its start value, 100).")
     args = parser.parse_args(argv)
     data = args.data or Path(tempfile.mkdtemp(prefix="cartpole_mixture_"))
     if not any(data.glob("*.parquet")):
@@ -75,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, list[float]] = {"BC": [], "MARWIL": []}
     for seed in args.seeds:
         for name, cls in (("BC", BCConfig), ("MARWIL", MARWILConfig)):
-            out[name].append(train(cls, data, seed=seed, iterations=args.iterations))
+            out[name].append(train(cls, data, seed=seed, iterations=args.iterations,
+                                   adv_norm_rate=args.adv_norm_rate))
             print(f"seed {seed}  {name:6s}  eval return {out[name][-1]:6.1f}", flush=True)
     print("RESULT " + json.dumps(out), flush=True)
     return 0
