@@ -40,8 +40,12 @@ class CostlyCartPole(gym.Wrapper):
 
 
 def config(env: object, env_config: dict, num_env_runners: int) -> PPOConfig:
+    # Half a CPU per actor: the 1- and 2-runner groups live side by side (3 actors) to be
+    # timed interleaved, and only one group samples at a time. With 1 CPU each the third
+    # actor never gets scheduled on 2 cores (it timed out at sample_timeout_s).
     return (PPOConfig().environment(env, env_config=env_config)
-            .env_runners(num_env_runners=num_env_runners, num_envs_per_env_runner=16)
+            .env_runners(num_env_runners=num_env_runners, num_envs_per_env_runner=16,
+                         num_cpus_per_env_runner=0.5)
             .debugging(seed=0))
 
 
