@@ -229,6 +229,12 @@ class FrameStacking(EnvToModule):
         return gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
 
     def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
+        x, stack = self._push(obs, episode_starts)
+        return stack.reshape(x.shape[0], -1).copy()
+
+    def _push(self, obs: Any, episode_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Adds this step's observations to the stack (a new episode's stack is filled with
+        its first frame); returns them as float32 `[N, *S]` and the stack `[N, k, *S]`."""
         x = np.asarray(obs, dtype=np.float32)
         if self._stack is None or self._stack.shape[0] != x.shape[0]:
             self._stack = np.repeat(x[:, None], self.num_frames, axis=1)
@@ -236,9 +242,9 @@ class FrameStacking(EnvToModule):
             self._stack = np.roll(self._stack, -1, axis=1)
             self._stack[:, -1] = x
             starts = np.asarray(episode_starts, dtype=bool)
-            if starts.any():  # a new episode: fill its stack with the first frame
+            if starts.any():
                 self._stack[starts] = x[starts, None]
-        return self._stack.reshape(x.shape[0], -1).copy()
+        return x, self._stack
 
 
 def merge_env_to_module_states(states: list[Any]) -> Any:
@@ -291,14 +297,6 @@ class FrameStackingEnvToModule(FrameStacking):
         return gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
 
     def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
-        x = np.asarray(obs, dtype=np.float32)  # [N, *S]
-        if self._stack is None or self._stack.shape[0] != x.shape[0]:
-            self._stack = np.repeat(x[:, None], self.num_frames, axis=1)  # [N, k, *S]
-        else:
-            self._stack = np.roll(self._stack, -1, axis=1)
-            self._stack[:, -1] = x
-            starts = np.asarray(episode_starts, dtype=bool)
-            if starts.any():  # a new episode: fill its stack with the first frame
-                self._stack[starts] = x[starts, None]
-        stacked = np.moveaxis(self._stack, 1, -2)  # [N, *S[:-1], k, S[-1]]
+        x, stack = self._push(obs, episode_starts)
+        stacked = np.moveaxis(stack, 1, -2)  # [N, *S[:-1], k, S[-1]]
         return stacked.reshape(*x.shape[:-1], -1).copy()

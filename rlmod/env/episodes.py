@@ -26,15 +26,6 @@ def _pick(items: list[Any], indices: Indices) -> Any:
     return [items[i] for i in indices]
 
 
-def row_of(x: Any, i: int) -> Any:
-    """Row `i` of a batched (possibly Dict/Tuple) observation."""
-    if isinstance(x, Mapping):
-        return {k: row_of(v, i) for k, v in x.items()}
-    if isinstance(x, tuple):
-        return tuple(row_of(v, i) for v in x)
-    return x[i]
-
-
 def info_of(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
     """Sub-env `i`'s info dict from a gymnasium vector env's batched infos (each key `k`
     holds an array and a mask `_k` of the sub-envs that reported it)."""
@@ -49,7 +40,28 @@ def info_of(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
     return out
 
 
-class SingleAgentEpisode:
+class _Episode:
+    """What both episode kinds share: identity, end flags, the user's dict, timing."""
+
+    def __init__(self, *, id_: int, env_index: int) -> None:
+        self.id_ = id_
+        self.env_index = env_index
+        self.is_terminated = False
+        self.is_truncated = False
+        self._custom_data: dict[str, Any] = {}
+        self._start_time = time.perf_counter()
+
+    @property
+    def custom_data(self) -> dict[str, Any]:
+        """A dict the user fills in callbacks (RLlib's `episode.custom_data`)."""
+        return self._custom_data
+
+    @property
+    def is_done(self) -> bool:
+        return self.is_terminated or self.is_truncated
+
+
+class SingleAgentEpisode(_Episode):
     """One sub-env's episode as RLlib's `SingleAgentEpisode` shows it to callbacks.
 
     Matches the parts of ray 2.60's `ray/rllib/env/single_agent_episode.py` that callbacks
@@ -69,16 +81,11 @@ class SingleAgentEpisode:
 
     def __init__(self, *, id_: int, observation: Any, info: dict[str, Any],
                  env_index: int = 0) -> None:
-        self.id_ = id_
-        self.env_index = env_index
+        super().__init__(id_=id_, env_index=env_index)
         self.observations: list[Any] = [observation]
         self.infos: list[dict[str, Any]] = [info]
         self.actions: list[Any] = []
         self.rewards: list[float] = []
-        self.is_terminated = False
-        self.is_truncated = False
-        self._custom_data: dict[str, Any] = {}
-        self._start_time = time.perf_counter()
         self._end_time: float | None = None
 
     def add_env_step(self, observation: Any, *, action: Any, reward: float,
@@ -94,15 +101,6 @@ class SingleAgentEpisode:
         self.is_truncated = truncated
         if terminated or truncated:
             self._end_time = time.perf_counter()
-
-    @property
-    def custom_data(self) -> dict[str, Any]:
-        """A dict the user fills in callbacks (RLlib's `episode.custom_data`)."""
-        return self._custom_data
-
-    @property
-    def is_done(self) -> bool:
-        return self.is_terminated or self.is_truncated
 
     @property
     def t(self) -> int:
@@ -143,7 +141,7 @@ class SingleAgentEpisode:
                 f"return={self.get_return():.3g}, done={self.is_done})")
 
 
-class MultiAgentEpisode:
+class MultiAgentEpisode(_Episode):
     """One env's multi-agent episode as RLlib's `MultiAgentEpisode` shows it to callbacks.
 
     Per env step it keeps the dicts the env returned (observations, rewards, infos by
@@ -156,19 +154,14 @@ class MultiAgentEpisode:
 
     def __init__(self, *, id_: int, observations: dict, infos: dict, env_index: int = 0,
                  agent_to_module: dict | None = None) -> None:
-        self.id_ = id_
-        self.env_index = env_index
+        super().__init__(id_=id_, env_index=env_index)
         self.observations: list[dict] = [dict(observations)]
         self.infos: list[dict] = [dict(infos)]
         self.actions: list[dict] = []
         self.rewards: list[dict] = []
         self.terminateds: dict = {}
         self.truncateds: dict = {}
-        self.is_terminated = False
-        self.is_truncated = False
         self.agent_to_module: dict = agent_to_module if agent_to_module is not None else {}
-        self._custom_data: dict[str, Any] = {}
-        self._start_time = time.perf_counter()
 
     def add_env_step(self, observations: dict, *, actions: dict, rewards: dict, infos: dict,
                      terminateds: dict, truncateds: dict) -> None:
@@ -180,14 +173,6 @@ class MultiAgentEpisode:
         self.truncateds.update(truncateds)
         self.is_terminated = bool(terminateds.get("__all__", False))
         self.is_truncated = bool(truncateds.get("__all__", False))
-
-    @property
-    def custom_data(self) -> dict[str, Any]:
-        return self._custom_data
-
-    @property
-    def is_done(self) -> bool:
-        return self.is_terminated or self.is_truncated
 
     @property
     def agent_ids(self) -> set:

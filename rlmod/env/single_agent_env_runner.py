@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlmod.connectors.connector_v2 import row_of
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.env.env_runner import (
@@ -21,7 +22,7 @@ from rlmod.env.env_runner import (
     EnvRunner,
     SampleResult,
 )
-from rlmod.env.episodes import SingleAgentEpisode, info_of, row_of
+from rlmod.env.episodes import SingleAgentEpisode, info_of
 from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
 from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
