@@ -235,11 +235,6 @@ class Algorithm(Checkpointable):
         finally:
             self._timers[name] = self._timers.get(name, 0.0) + time.perf_counter() - start
 
-    def _timed(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """`fn(*args, **kwargs)` inside `self._timer(name)`."""
-        with self._timer(name):
-            return fn(*args, **kwargs)
-
     def _eval_group(self) -> EnvRunnerGroup:
         """The evaluation EnvRunners, built on first use from
         `config.get_evaluation_config_object()`."""

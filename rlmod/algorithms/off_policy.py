@@ -299,30 +299,33 @@ class OffPolicyAlgorithm(Algorithm):
     def training_step(self) -> dict[str, Any]:
         group = self.env_runner_group
         assert group is not None  # an online algorithm: setup() built it
-        samples = self._timed("sample_time_s", group.sample)
+        with self._timer("sample_time_s"):
+            samples = group.sample()
         rows = [len(b[next(iter(b))]) for sample in samples for b in sample.values() if b]
         # One n-step window per EnvRunner: by worker index (a failed runner's batch is
         # missing from `samples`, so list positions would pair windows wrongly).
         sources = group.last_sampled_worker_indices
-        for source, sample in zip(sources, samples, strict=True):
-            self._timed("replay_add_time_s", self.replay_buffer.add, sample, source=source)
+        with self._timer("replay_add_time_s"):
+            for source, sample in zip(sources, samples, strict=True):
+                self.replay_buffer.add(sample, source=source)
         now = self._num_env_steps_sampled()
         if now < self.config.num_steps_sampled_before_learning_starts:
             return {}
         num_modules = max(1, len(rows))
         results: list[dict[str, dict[str, Any]]] = []
         for _ in range(self._num_gradient_steps(sum(rows) / num_modules)):
-            batch, indices = self._timed("replay_sample_time_s", self.replay_buffer.sample,
-                                         self.config.train_batch_size,
-                                         num_env_steps_sampled_lifetime=now)
-            out = self._timed("learn_time_s", self.learner_group.update, batch,
-                              timesteps={"num_env_steps_sampled_lifetime": now})
+            with self._timer("replay_sample_time_s"):
+                batch, indices = self.replay_buffer.sample(
+                    self.config.train_batch_size, num_env_steps_sampled_lifetime=now)
+            with self._timer("learn_time_s"):
+                out: dict[str, dict[str, Any]] = self.learner_group.update(
+                    batch, timesteps={"num_env_steps_sampled_lifetime": now})
             td = {mid: r.pop(TD_ERROR) for mid, r in out.items() if TD_ERROR in r}
             self.replay_buffer.update_priorities(indices, td)
             results.append(out)
         if results:
-            self._timed("sync_weights_time_s", group.sync_weights,
-                        from_learner_group=self.learner_group)
+            with self._timer("sync_weights_time_s"):
+                group.sync_weights(from_learner_group=self.learner_group)
         return _mean_results(results)
 
 

@@ -161,11 +161,12 @@ class MARWIL(Algorithm):
 
     def training_step(self) -> dict[str, Any]:
         """Read a batch, update the Learner; there are no EnvRunners to sync."""
-        batch = self._timed("read_time_s", self.reader.next_batch)
-        results = self._timed("learn_time_s", self.learner_group.update,
-                              [{DEFAULT_MODULE_ID: batch}],
-                              timesteps={"num_env_steps_sampled_lifetime":
-                                         self._num_rows_trained})
+        with self._timer("read_time_s"):
+            batch = self.reader.next_batch()
+        with self._timer("learn_time_s"):
+            results = self.learner_group.update(
+                [{DEFAULT_MODULE_ID: batch}],
+                timesteps={"num_env_steps_sampled_lifetime": self._num_rows_trained})
         self._num_rows_trained += len(batch[Columns.REWARDS])
         results.setdefault(ALL_MODULES, {})["num_env_steps_trained_lifetime"] = (
             self._num_rows_trained)
