@@ -5,8 +5,10 @@ Built by EnvRunnerGroup when `config.is_multi_agent`; its modules come from
 so learner-only modules are never built here.
 
 How a step runs (all envs together): each agent that received an observation acts in the
-next step; all acting agents of all envs mapped to one module go through ONE forward pass
-of that module. Per-(env, agent) bookkeeping lives in flat numpy arrays indexed by a
+next step; all acting agents of all envs whose modules form one execution group (a stack
+group of modules that share an architecture, or one module alone; see ModuleGroups) go
+through ONE forward pass. Rows are grouped by execution group with array operations (one
+sort per step), never with a Python loop per module. Per-(env, agent) bookkeeping lives in flat numpy arrays indexed by a
 "slot" `env_index * len(possible_agents) + agent_index`, so Python touches each agent only
 to read and build the env's dicts.
 
@@ -18,33 +20,38 @@ flags are the agent's own (`"__all__"` applies to agents without a flag of their
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import operator
-from collections.abc import Collection
 from itertools import chain, compress
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
 from rlmod.env.episodes import MultiAgentEpisode
-from rlmod.env.guards import bad_observation, non_finite_rows
+from rlmod.env.module_groups import ModuleGroups, env_actions_per_row
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
+from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
+from rlmod.env.multi_agent_records import (
+    ActingRows,
+    ClosedRows,
+    EnvReturns,
+    FlaggedEnv,
+    StepObservations,
+)
 from rlmod.env.multi_agent_rows import (
+    MODULE,
     SLOT,
     EpisodeInfo,
-    ModuleRows,
-    join_box_values,
-    module_batch,
+    GroupRows,
+    group_batch,
     returns_by_agent,
-    stack_observations,
+    split_by_module,
     step_flags,
 )
 from rlmod.env.registry import make_env
@@ -56,70 +63,9 @@ from rlmod.utils.seeding import derive_seed
 logger = logging.getLogger(__name__)
 
 
-class _Acting(NamedTuple):
-    """One module's agents that act in the next step, over all envs (N of them)."""
-
-    module: int  # index into the runner's module IDs
-    obs: np.ndarray  # [N, ...] what they act on, in the module's observation space
-    obs_idx: np.ndarray  # [N] where those observations sit in the module's ModuleRows
-    slots: np.ndarray  # [N] their (env, agent) slots
-    rank: np.ndarray  # [N] their positions in the step's acting order (the actions' order)
-
-
-class _Closing(NamedTuple):
-    """Rows completed in one step: each row's outcome (K rows, of any modules)."""
-
-    module: np.ndarray  # [K] module index
-    row: np.ndarray  # [K] row ID in that module's ModuleRows
-    new_obs: np.ndarray  # [K] the next observation (index; -1: none, the row's obs stands in)
-    reward: np.ndarray  # [K] everything the agent received since it acted
-    terminated: np.ndarray  # [K]
-    truncated: np.ndarray  # [K]
-
-
-@dataclasses.dataclass
-class _StepObservations:
-    """One step's observations of all envs, queued for `_process_observations`: per env
-    (and per reset), the agents' slots, their modules (taken before a reset remaps the
-    slots), the observations (see `_obs_chunk`), who acts next, who observes first in
-    its episode; and the rows completed (their `new_obs` indexes these observations)."""
-
-    slots: list[np.ndarray] = dataclasses.field(default_factory=list)
-    modules: list[np.ndarray] = dataclasses.field(default_factory=list)
-    obs: list = dataclasses.field(default_factory=list)
-    acts_next: list[np.ndarray] = dataclasses.field(default_factory=list)
-    episode_starts: list[np.ndarray] = dataclasses.field(default_factory=list)
-    closings: list[_Closing] = dataclasses.field(default_factory=list)
-
-
-class _FlaggedEnv(NamedTuple):
-    """An env where some terminated or truncated flag of this step is True."""
-
-    env: int
-    first_obs: int  # position of its first observation among the step's observations
-    terminateds: dict
-    truncateds: dict
-
-
-@dataclasses.dataclass
-class _EnvReturns:
-    """What every env's `step()` returned, gathered per env in env order, so that the numpy
-    work then runs once for all envs."""
-
-    obs_agents: list[tuple] = dataclasses.field(default_factory=list)  # who observed
-    slots: list[np.ndarray] = dataclasses.field(default_factory=list)  # their slots
-    obs_chunks: list = dataclasses.field(default_factory=list)  # see `_obs_chunk`
-    # Rewards of exactly the agents that observed, in their order, and those agents' slots.
-    reward_dicts: list[dict] = dataclasses.field(default_factory=list)
-    reward_slots: list[np.ndarray] = dataclasses.field(default_factory=list)
-    flagged: list[_FlaggedEnv] = dataclasses.field(default_factory=list)
-    failed: list[tuple[int, BaseException]] = dataclasses.field(default_factory=list)
-    num_obs: int = 0
-    agent_steps: int = 0
-
-
 class MultiAgentEnvRunner(EnvRunner):
-    """Steps `num_envs_per_env_runner` MultiAgentEnvs; one forward pass per module per step.
+    """Steps `num_envs_per_env_runner` MultiAgentEnvs; one forward pass per execution group
+    (stack group, or unstacked module) per step.
 
     `get_spaces()["__env__"]` is the first possible agent's (observation, action) space
     pair: cheap with thousands of agents, and every agent's pair in the common case of
@@ -173,15 +119,40 @@ class MultiAgentEnvRunner(EnvRunner):
         self._module_ids: list[ModuleID] = self.module.keys()
         self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
         self._restart = config.restart_failed_sub_environments
-        self._check_obs = config.check_agent_observations
-        self._check_finite_data = True  # benchmarks/guard_overhead.py turns it off to compare
+        self._intake = ObservationIntake(env_name=config.env, spaces=self._spaces,
+                                         check_obs=config.check_agent_observations,
+                                         locate=self._locate)
         self._module_to_env = {}
         for mid, sub in self.module.items():
             raw_act = self._spaces.raw.get(mid, (None, sub.action_space))[1]
             self._module_to_env[mid] = config.build_module_to_env_connector(
                 self.env0, sub.observation_space, raw_act)
+        self._groups = ModuleGroups(self.module, self._module_ids, self._module_to_env,
+                                    stack=getattr(config, "stack_modules", True))  # TODO-merge
+        # Per group: modules with a non-empty env-to-module pipeline (run module by module).
+        self._group_pipelines = [
+            [m for m in g.modules.tolist()
+             if len(self._spaces.env_to_module.get(self._module_ids[m], ()))]
+            for g in self._groups.groups]
         self._init_bookkeeping()
         self._writer = self._make_writer()  # config.offline_data(output=DIR)
+
+    # Guard switches, read by benchmarks/guard_overhead.py (they live on the intake).
+    @property
+    def _check_obs(self) -> bool:
+        return self._intake.check_obs
+
+    @_check_obs.setter
+    def _check_obs(self, value: bool) -> None:
+        self._intake.check_obs = value
+
+    @property
+    def _check_finite_data(self) -> bool:
+        return self._intake.check_finite
+
+    @_check_finite_data.setter
+    def _check_finite_data(self, value: bool) -> None:
+        self._intake.check_finite = value
 
     def _make_writer(self) -> EpisodeWriter | None:
         """An EpisodeWriter when `config.output` is set. Multi-agent rows are recorded as
@@ -221,7 +192,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._num_restarts = 0
         self._num_steps = 0  # steps of all envs together, named in errors
         self._num_dropped_env_steps = 0  # this call's env steps of dropped episodes
-        self._num_carried = [0] * len(self._module_ids)  # rows carried into the buffers
+        self._num_carried = [0] * len(self._groups.groups)  # rows carried into the buffers
         self._call_start = 0  # _num_steps when this sample() call began
         # Per env.
         self._episode: list[EpisodeInfo | None] = [None] * self.num_envs
@@ -231,10 +202,10 @@ class MultiAgentEnvRunner(EnvRunner):
         self._acting_offset = [0] * self.num_envs  # their offset in the step's acting order
         self._seeds = [derive_seed(self.config.seed, self.seed_index, e)
                        for e in range(self.num_envs)]
-        # Per sample() call.
-        self._buffers = [ModuleRows() for _ in self._module_ids]
-        self._closings: list[_Closing] = []
-        self._acting: list[_Acting] | None = None  # per module with agents acting next
+        # Per sample() call, per execution group.
+        self._buffers = [GroupRows() for _ in self._groups.groups]
+        self._closings: list[ClosedRows] = []
+        self._acting: list[ActingRows] | None = None  # per group with agents acting next
         self._begin_step()
         # Metrics since the last get_metrics().
         self._done_returns: list[float] = []
@@ -325,8 +296,8 @@ class MultiAgentEnvRunner(EnvRunner):
         writer = getattr(self, "_writer", None)  # None while __init__ runs
         if writer is not None:
             writer.drop_pending()  # episodes cut off by this reset are never written
-        self._buffers = [ModuleRows() for _ in self._module_ids]
-        self._num_carried = [0] * len(self._module_ids)
+        self._buffers = [GroupRows() for _ in self._groups.groups]
+        self._num_carried = [0] * len(self._groups.groups)
         self._closings = []
         for arr, value in ((self._open_row, -1), (self._pending_reward, 0.0),
                            (self._episode_return, 0.0), (self._observed, False)):
@@ -356,7 +327,7 @@ class MultiAgentEnvRunner(EnvRunner):
             self.callbacks.call("on_episode_start", **self._episode_kwargs(e))
         self._observed[slots] = True
         n = len(keys)
-        self._add_observations(slots, [self._obs_chunk(obs.values())], np.ones(n, bool),
+        self._add_observations(slots, [self._intake.chunk(obs.values())], np.ones(n, bool),
                                np.ones(n, bool))
         self._set_acting(e, keys, slots)
 
@@ -402,7 +373,7 @@ class MultiAgentEnvRunner(EnvRunner):
 
     # ------------------------------------------------------------------ one step
     def _begin_step(self) -> None:
-        self._step_obs = _StepObservations()
+        self._step_obs = StepObservations()
         self._num_acting = 0  # acting agents so far in this step
         self._acting_agents = [()] * self.num_envs
         self._acting_slots = list(self._acting_slots)
@@ -411,7 +382,7 @@ class MultiAgentEnvRunner(EnvRunner):
     def _add_observations(self, slots: np.ndarray, obs: list, acts_next: np.ndarray,
                           episode_starts: np.ndarray) -> None:
         """Queues observations for `_process_observations` (`obs`: per-env chunks from
-        `_obs_chunk`); see `_StepObservations`."""
+        `ObservationIntake.chunk`); see `StepObservations`."""
         queued = self._step_obs
         queued.slots.append(slots)
         queued.modules.append(self._module_of_slot[slots])
@@ -436,8 +407,9 @@ class MultiAgentEnvRunner(EnvRunner):
                 x[has] for x in (slots, rows, term, trunc, new_obs_pos))
         if not len(slots):
             return
-        self._step_obs.closings.append(_Closing(self._module_of_slot[slots], rows, new_obs_pos,
-                                                self._pending_reward[slots], term, trunc))
+        groups = self._groups.group_of_module[self._module_of_slot[slots]]
+        self._step_obs.closings.append(ClosedRows(groups, rows, new_obs_pos,
+                                                  self._pending_reward[slots], term, trunc))
         self._open_row[slots] = -1
         self._pending_reward[slots] = 0.0
 
@@ -473,10 +445,10 @@ class MultiAgentEnvRunner(EnvRunner):
         return returns.agent_steps
 
     def _call_step(self, actions: list, acted_agents: list[tuple],
-                   acted_slots: list[np.ndarray], acted_offset: list[int]) -> _EnvReturns:
+                   acted_slots: list[np.ndarray], acted_offset: list[int]) -> EnvReturns:
         """Calls each env's `step()` with the actions of its acting agents (`actions` in
         acting order, env e's from `acted_offset[e]`) and gathers what came back."""
-        out = _EnvReturns()
+        out = EnvReturns()
         for e, env in enumerate(self.envs):
             agents, off = acted_agents[e], acted_offset[e]
             out.agent_steps += len(agents)
@@ -511,11 +483,11 @@ class MultiAgentEnvRunner(EnvRunner):
                                       np.fromiter(rewards.values(), np.float64,
                                                   len(reward_agents)))
             if any(terminateds.values()) or any(truncateds.values()):  # else nothing to read
-                out.flagged.append(_FlaggedEnv(e, out.num_obs, terminateds, truncateds))
+                out.flagged.append(FlaggedEnv(e, out.num_obs, terminateds, truncateds))
             out.num_obs += len(obs_agents)
             out.obs_agents.append(obs_agents)
             out.slots.append(slots)
-            out.obs_chunks.append(self._obs_chunk(obs.values()))
+            out.obs_chunks.append(self._intake.chunk(obs.values()))
         return out
 
     def _raise_step_failed(self, e: int, err: BaseException) -> NoReturn:
@@ -529,7 +501,7 @@ class MultiAgentEnvRunner(EnvRunner):
             "recreates a failing env instead and goes on."
         ) from err
 
-    def _book_rewards(self, returns: _EnvReturns, slots: np.ndarray) -> None:
+    def _book_rewards(self, returns: EnvReturns, slots: np.ndarray) -> None:
         """Adds the rewards of the agents that observed (all envs' in one array);
         `slots` are the slots of all observing agents, in env order."""
         if not returns.reward_dicts:
@@ -540,7 +512,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._add_rewards(slots if len(returns.reward_dicts) == len(self.envs)
                           else np.concatenate(returns.reward_slots), rewards)
 
-    def _set_next_acting(self, returns: _EnvReturns, acts_next: np.ndarray,
+    def _set_next_acting(self, returns: EnvReturns, acts_next: np.ndarray,
                          ended: set[int]) -> None:
         """Who acts next in each env whose episode goes on: all that observed where no flag
         is set, else those not done (`acts_next`, per observation)."""
@@ -589,14 +561,15 @@ class MultiAgentEnvRunner(EnvRunner):
     def _add_rewards(self, slots: np.ndarray, rewards: np.ndarray) -> None:
         """Adds rewards to what these agents received since they last acted, and to their
         episode returns (after checking they are finite: one check per call)."""
-        if self._check_finite_data and not np.isfinite(rewards).all():
-            self._raise_non_finite(slots[~np.isfinite(rewards)], "rewards")
+        if self._intake.check_finite and not np.isfinite(rewards).all():
+            self._intake.raise_non_finite(slots[~np.isfinite(rewards)], "rewards")
         self._pending_reward[slots] += rewards
         self._episode_return[slots] += rewards
 
     def _process_observations(self) -> None:
-        """Runs each module's env-to-module pipeline on its agents' observations (all envs
-        at once), stores them and prepares the next forward passes."""
+        """Groups the step's observations by execution group (one sort), runs env-to-module
+        pipelines (all envs at once), stores the observations and prepares the next
+        forward passes (one per group)."""
         queued = self._step_obs
         slots = np.concatenate(queued.slots)
         mods = np.concatenate(queued.modules)
@@ -604,35 +577,36 @@ class MultiAgentEnvRunner(EnvRunner):
         starts = np.concatenate(queued.episode_starts)
         act_rank = np.cumsum(acts_next) - 1  # position among this step's acting agents
         store_idx = np.empty(len(slots), np.int64)
-        order = np.argsort(self._sort_key(mods), kind="stable")
-        sorted_mods = mods[order]
-        cuts = np.flatnonzero(sorted_mods[1:] != sorted_mods[:-1]) + 1
+        # Group-major, module-major within a group (radix sort, see _sort_key).
+        order = np.argsort(self._sort_key(self._groups.sort_rank[mods]), kind="stable")
+        sorted_groups = self._groups.group_of_module[mods[order]]
+        cuts = np.flatnonzero(sorted_groups[1:] != sorted_groups[:-1]) + 1
         acting = []
-        stacked = self._stack_shared(slots, queued.obs)
+        stacked = self._intake.stack_shared(slots, queued.obs)
         values = None if stacked is not None else list(chain.from_iterable(
             c for c in queued.obs if len(c)))
-        for pos in np.split(order, cuts) if len(order) else []:  # one module's positions
-            m = int(mods[pos[0]])
-            mid = self._module_ids[m]
+        for pos in np.split(order, cuts) if len(order) else []:  # one group's positions
+            g = int(self._groups.group_of_module[mods[pos[0]]])
             if stacked is not None:
                 raw = np.take(stacked, pos, axis=0)
             else:
                 assert values is not None
                 picked = ((values[int(pos[0])],) if len(pos) == 1
                           else operator.itemgetter(*pos.tolist())(values))
-                raw = self._stack_checked(mid, picked, slots[pos])
-            pipeline = self._spaces.env_to_module[mid]
-            obs = pipeline(raw, episode_starts=starts[pos]) if len(pipeline) else raw
-            base = self._buffers[m].add_obs(obs)
+                space = self._spaces.raw[self._module_ids[int(mods[pos[0]])]][0]
+                raw = self._intake.stack_checked(space, picked, slots[pos])
+            obs = self._to_module_space(g, raw, mods[pos], starts[pos])
+            base = self._buffers[g].add_obs(obs)
             store_idx[pos] = np.arange(base, base + len(pos))
             a = acts_next[pos]
             if a.all():
-                acting.append(_Acting(m, obs, store_idx[pos], slots[pos], act_rank[pos]))
+                acting.append(ActingRows(g, obs, store_idx[pos], slots[pos], mods[pos],
+                                         act_rank[pos]))
             elif a.any():
                 pa = pos[a]
                 # np.compress: 5x faster than a boolean mask on the rows of a 2-D array.
-                acting.append(_Acting(m, np.compress(a, obs, axis=0), store_idx[pa],
-                                      slots[pa], act_rank[pa]))
+                acting.append(ActingRows(g, np.compress(a, obs, axis=0), store_idx[pa],
+                                         slots[pa], mods[pa], act_rank[pa]))
         for closing in queued.closings:  # step positions of new observations -> store indices
             pos = closing.new_obs
             new_obs = np.full(len(pos), -1)
@@ -641,108 +615,50 @@ class MultiAgentEnvRunner(EnvRunner):
             self._closings.append(closing._replace(new_obs=new_obs))
         self._acting = acting
 
-    def _stack_shared(self, slots: np.ndarray, chunks: list) -> np.ndarray | None:
-        """Where all modules see one Box space (the common case), all observations of the
-        step stacked (the chunks are stacked per env already) and checked; else None."""
-        shared = self._spaces.shared_obs_space()
-        filled = [c for c in chunks if len(c)]
-        if shared is None or not filled:
-            return None
-        try:
-            stacked = np.concatenate([c if isinstance(c, np.ndarray)
-                                      else stack_observations(shared, c) for c in filled])
-        except ValueError:  # ragged shapes: name the agent below
-            stacked = None
-        if stacked is None or (self._check_obs and (
-                stacked.shape[1:] != shared.shape or stacked.dtype != shared.dtype)):
-            self._raise_bad_observation(slots, list(chain.from_iterable(
-                c if isinstance(c, list) else list(c) for c in chunks)))
-        found = non_finite_rows(stacked, len(stacked), "obs") if self._check_finite_data else None
-        if found is not None:
-            self._raise_non_finite(slots[found[0]], found[1])
-        return stacked
+    def _to_module_space(self, g: int, raw: Any, mods: np.ndarray, starts: np.ndarray) -> Any:
+        """Group g's raw observations through their modules' env-to-module pipelines (rows
+        module-major; modules without connectors take them as they are). A pipeline may
+        keep per-module state (MeanStdFilter), so each module's rows run through its own."""
+        with_pipeline = self._group_pipelines[g]
+        if not with_pipeline:
+            return raw
+        ids = self._module_ids
+        if len(self._groups.groups[g].modules) == 1:
+            return self._spaces.env_to_module[ids[with_pipeline[0]]](raw, episode_starts=starts)
+        cuts = [0, *(np.flatnonzero(mods[1:] != mods[:-1]) + 1).tolist(), len(mods)]
+        pieces = []
+        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+            pipeline = self._spaces.env_to_module[ids[int(mods[lo])]]
+            part = raw[lo:hi]
+            pieces.append(pipeline(part, episode_starts=starts[lo:hi]) if len(pipeline)
+                          else part)
+        return np.concatenate(pieces)
 
-    def _stack_checked(self, mid: ModuleID, picked: Any, slots: np.ndarray) -> Any:
-        """Module `mid`'s observations stacked, checked (shape and dtype with
-        `check_agent_observations`, finite always) with the agent named where not."""
-        space = self._spaces.raw[mid][0]
-        try:
-            raw = stack_observations(space, picked)
-        except ValueError:
-            self._raise_bad_observation(slots, list(picked), space)
-        if self._check_obs and isinstance(space, gym.spaces.Box) and (
-                raw.shape[1:] != space.shape or raw.dtype != space.dtype):
-            self._raise_bad_observation(slots, list(picked), space)
-        found = non_finite_rows(raw, len(slots), "obs") if self._check_finite_data else None
-        if found is not None:
-            self._raise_non_finite(slots[found[0]], found[1])
-        return raw
+    def _locate(self, slot: int) -> AgentPlace:
+        e, agent = slot // len(self._agents), self._agents[slot % len(self._agents)]
+        mid = self._module_ids[self._module_of_slot[slot]]
+        return AgentPlace(e, agent, int(self._ep_len[e]), self._num_steps, self._spaces.raw[mid][0])
 
-    def _agent_at(self, slot: int) -> tuple[int, AgentID]:
-        return slot // len(self._agents), self._agents[slot % len(self._agents)]
-
-    def _raise_non_finite(self, slots: np.ndarray, key: str) -> NoReturn:
-        e, agent = self._agent_at(int(slots[0]))
-        raise EnvError(
-            f"env={self.config.env!r} returned a non-finite (NaN or inf) {key} for agent "
-            f"{agent!r} in env {e} at step {self._ep_len[e]} of its episode (step "
-            f"{self._num_steps} of this EnvRunner). Nothing of this sample() call reaches a "
-            "Learner; fix the env (rlmod.env.env_checker.check_multi_agent_env finds such "
-            "values)."
-        )
-
-    def _raise_bad_observation(self, slots: np.ndarray, values: list,
-                               space: gym.Space | None = None) -> NoReturn:
-        """Names the first agent whose observation does not fit its module's space."""
-        for slot, value in zip(slots.tolist(), values, strict=False):
-            e, agent = self._agent_at(slot)
-            obs_space = space or self._spaces.raw[self._module_ids[self._module_of_slot[slot]]][0]
-            problem = bad_observation(obs_space, value)
-            if problem is not None:
-                raise EnvError(
-                    f"env={self.config.env!r}: the observation of agent {agent!r} in env {e} "
-                    f"at step {self._ep_len[e]} of its episode {problem}. Return numpy arrays "
-                    "of the declared shape and dtype (config.env_runners("
-                    "check_agent_observations=False) skips this check)."
-                )
-        raise EnvError(f"env={self.config.env!r}: observations of this step do not stack "
-                       "into their spaces' shapes.")
-
-    def _obs_chunk(self, values: Collection) -> np.ndarray | list:
-        """One env's observations: stacked at once while they are hot in the cache (the
-        env's arrays are then freed) where all modules share one Box space, else a list.
-
-        Stacking here rather than in one join per step took the freeing of those arrays
-        (5.5% of the runner's time at 64 envs of 1,000 agents, py-spy) off the step; the
-        join itself (`join_box_values`) is ~6x faster than np.asarray on small arrays."""
-        shared = self._spaces.shared_obs_space()
-        stacked = None if shared is None else join_box_values(shared, values)
-        return list(values) if stacked is None else stacked
-
-    def _sort_key(self, mods: np.ndarray) -> np.ndarray:
-        """Module indices as uint16 where they fit: numpy then sorts (stably) by radix,
+    def _sort_key(self, keys: np.ndarray) -> np.ndarray:
+        """Module sort ranks as uint16 where they fit: numpy then sorts (stably) by radix,
         3-7x faster than its sort of int64 at 14k-64k agents (2-core EPYC, numpy 2.4)."""
-        return mods.astype(np.uint16) if len(self._module_ids) <= 2**16 else mods
+        return keys.astype(np.uint16) if len(self._module_ids) <= 2**16 else keys
 
     def _act(self, explore: bool) -> list:
-        """One forward pass per module; returns the env actions in acting order."""
+        """One forward pass per execution group; returns the env actions in acting order."""
         assert self._acting is not None
         pieces = []
-        for m, obs, obs_idx, slots, rank in self._acting:
-            mid = self._module_ids[m]
-            module = self.module[mid]
-            batch = {Columns.OBS: torch.from_numpy(obs)}
-            out = module.forward_exploration(batch) if explore else module.forward_inference(batch)
-            data = self._module_to_env[mid](out, rl_module=module, explore=explore)
-            row = {"obs_idx": obs_idx, "slot": slots,
+        for g, obs, obs_idx, slots, mods, rank in self._acting:
+            out, data = self._groups.forward(g, obs, mods, explore=explore)
+            row = {"obs_idx": obs_idx, "slot": slots, MODULE: mods,
                    Columns.EPS_ID: self._agent_episode_of_slot[slots],
                    Columns.ACTIONS: data[Columns.ACTIONS].numpy(),
                    Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS].numpy()}
-            if Columns.ACTION_LOGP in data:  # else computed per module batch in _collect
+            if Columns.ACTION_LOGP in data:  # else computed per group batch in _collect
                 row[Columns.ACTION_LOGP] = data[Columns.ACTION_LOGP].numpy()
-            ids = self._buffers[m].add_rows(**row)
+            ids = self._buffers[g].add_rows(**row)
             self._open_row[slots] = ids
-            pieces.append((rank, _per_row(data[ENV_ACTIONS], len(slots))))
+            pieces.append((rank, env_actions_per_row(data, len(slots))))
         if not pieces:
             return []
         first = pieces[0][1]
@@ -816,64 +732,67 @@ class MultiAgentEnvRunner(EnvRunner):
         return result
 
     def _collect(self, keep_eps: np.ndarray | None) -> tuple[SampleResult, int]:
-        """Turns the buffers into flat per-module batches, rows of each (env, agent)
+        """Turns the group buffers into flat per-module batches, rows of each (env, agent)
         sequence contiguous and in time order; carries rows still open into the next call.
         Also returns how many rows acted in this call belonged to dropped episodes."""
         result: SampleResult = {}
         drop = np.concatenate(self._dropped_eps) if self._dropped_eps else None
         self._dropped_eps = []
         dropped_rows = 0
-        # Outcomes of the closed rows, scattered into module-major arrays of all rows.
+        # Outcomes of the closed rows, scattered into group-major arrays of all rows.
         offsets = np.cumsum([0, *(buf.num_rows for buf in self._buffers)])
         total = int(offsets[-1])
         outcome = {"closed": np.zeros(total, bool), "rewards": np.zeros(total, np.float32),
                    "term": np.zeros(total, bool), "trunc": np.zeros(total, bool),
                    "new_obs": np.full(total, -1)}
         if self._closings:
-            mods, rows, new_obs, rew, term, trunc = (
+            groups, rows, new_obs, rew, term, trunc = (
                 np.concatenate(c) for c in zip(*self._closings, strict=True))
-            where = offsets[mods] + rows
+            where = offsets[groups] + rows
             outcome["closed"][where] = True
             outcome["rewards"][where] = rew
             outcome["term"][where] = term
             outcome["trunc"][where] = trunc
             outcome["new_obs"][where] = new_obs
-        acting = {a.module: i for i, a in enumerate(self._acting or [])}
-        for m, buf in enumerate(self._buffers):
+        acting = {a.group: i for i, a in enumerate(self._acting or [])}
+        for g, buf in enumerate(self._buffers):
             if buf.num_rows == 0 and buf.num_obs == 0:
                 continue
             store = np.concatenate(buf.obs) if buf.obs else None
             carried: dict[str, np.ndarray] | None = None
             if buf.num_rows:
-                part = slice(offsets[m], offsets[m + 1])
+                part = slice(offsets[g], offsets[g + 1])
                 cols = buf.concat_rows()
                 if drop is not None:
                     in_drop = np.isin(cols[Columns.EPS_ID], drop)
-                    dropped_rows += int(in_drop[self._num_carried[m]:].sum())
+                    dropped_rows += int(in_drop[self._num_carried[g]:].sum())
                     cols = {k: v[~in_drop] for k, v in cols.items()}
-                    part = np.flatnonzero(~in_drop) + offsets[m]
-                batch, carried = module_batch(cols, store,
-                                              {k: v[part] for k, v in outcome.items()},
-                                              keep_eps, radix=len(self._module_of_slot) <= 2**16,
-                                              with_slots=self._writer is not None)
+                    part = np.flatnonzero(~in_drop) + offsets[g]
+                batch, carried = group_batch(
+                    cols, store, {k: v[part] for k, v in outcome.items()}, keep_eps,
+                    module_key=self._groups.sort_rank,
+                    slot_radix=len(self._module_of_slot) <= 2**16,
+                    module_radix=len(self._module_ids) <= 2**16,
+                    with_slots=self._writer is not None)
                 if keep_eps is not None:  # rows of unfinished episodes are dropped: the
                     self._open_row[cols["slot"]] = -1  # next call starts them afresh
                 if batch is not None:
-                    add_action_logp(batch, self.module[self._module_ids[m]])
-                    if self._writer is not None:
-                        self._write(self._module_ids[m], batch)
-                    result[self._module_ids[m]] = batch
-            self._rebase(m, store, acting.get(m), carried)
+                    self._groups.add_action_logp(g, batch)  # all the group's rows at once
+                    for m, module_rows in split_by_module(batch):
+                        if self._writer is not None:
+                            self._write(self._module_ids[m], module_rows)
+                        result[self._module_ids[m]] = module_rows
+            self._rebase(g, store, acting.get(g), carried)
         self._closings = []
         return result, dropped_rows
 
-    def _rebase(self, m: int, store: Any, acting_index: int | None,
+    def _rebase(self, g: int, store: Any, acting_index: int | None,
                 carried: dict[str, np.ndarray] | None) -> None:
-        """Starts module m's next buffer with the observations still needed: those its
+        """Starts group g's next buffer with the observations still needed: those its
         agents act on next, and those of rows carried over."""
-        buf = ModuleRows()
-        self._buffers[m] = buf
-        self._num_carried[m] = 0 if carried is None else len(carried["slot"])
+        buf = GroupRows()
+        self._buffers[g] = buf
+        self._num_carried[g] = 0 if carried is None else len(carried["slot"])
         if acting_index is not None and self._acting is not None:
             acting = self._acting[acting_index]
             base = buf.add_obs(acting.obs)
@@ -947,22 +866,3 @@ class MultiAgentEnvRunner(EnvRunner):
         for env in self.envs:
             env.close()
 
-
-def _per_row(env_actions: Any, n: int) -> np.ndarray:
-    """The env actions of `n` agents as an array with one row per agent: as they are, or,
-    for Tuple/Dict action spaces (a tuple/dict of batched arrays), an object array of one
-    tuple/dict per agent (the env takes one per agent anyway)."""
-    if not isinstance(env_actions, tuple | dict):
-        return np.asarray(env_actions)
-    out = np.empty(n, object)
-    for i in range(n):
-        out[i] = _row(env_actions, i)
-    return out
-
-
-def _row(x: Any, i: int) -> Any:
-    if isinstance(x, dict):
-        return {k: _row(v, i) for k, v in x.items()}
-    if isinstance(x, tuple):
-        return tuple(_row(v, i) for v in x)
-    return x[i]
