@@ -190,6 +190,13 @@ class AlgorithmConfig:
     policies_to_train = Setting(None, section="multi_agent", check=s.collection_or_callable,
                                 doc="Module IDs to train, or callable(module_id, batch) -> bool; "
                                 "None trains all.")
+    stack_modules = Setting(True, section="multi_agent", check=s.boolean, doc=(
+        "rlmod's own setting (not RLlib's): modules of one architecture (class that "
+        "supports stacking, e.g. DefaultPPORLModule; same spaces and model_config after "
+        "per-module overrides) run as one stacked module: one forward per group on "
+        "EnvRunners, one loss, backward and optimizer step per group on Learners. Results, "
+        "checkpoints and the per-module API are the same either way; False runs every "
+        "module alone (to compare, or for a custom Learner that reads per-module state)."))
     # --- fault_tolerance ---
     restart_failed_sub_environments = Setting(False, section="fault_tolerance",
                                               check=s.boolean, doc=(
@@ -398,8 +405,9 @@ class AlgorithmConfig:
     def multi_agent(self, *, policies: Any = _UNSET, policy_mapping_fn: Callable = _UNSET,
                     policies_to_train: Any = _UNSET,
                     algorithm_config_overrides_per_module: dict | None = _UNSET,
-                    **unknown: Any) -> Self:
-        """Sets what only matters with several agents: modules and the agent mapping.
+                    stack_modules: bool = _UNSET, **unknown: Any) -> Self:
+        """Sets what only matters with several agents: modules and the agent mapping, and
+        (rlmod's `stack_modules`) whether modules of one architecture run stacked.
 
         `algorithm_config_overrides_per_module` is also accepted here, as RLlib still
         accepts it in `.multi_agent()` (its home is `.rl_module()`, rule 6).

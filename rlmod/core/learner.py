@@ -6,8 +6,9 @@ makes an env. Algorithms subclass it and write their math in `compute_loss_for_m
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,8 +16,11 @@ import torch
 
 from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
+from rlmod.core.learner_stacks import TrainStack
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.optim import Adam, grad_norm
+from rlmod.core.optim import Adam, AdamSlot, GroupAdam, grad_norm
+from rlmod.core.rl_module import TensorDict
+from rlmod.core.stacked import StackedGroup, find_stack_groups
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
@@ -50,7 +54,10 @@ class Learner(Checkpointable):
         self.config = config
         self.module_spec = module_spec
         self.module: MultiRLModule | None = None
-        self._optimizers: dict[ModuleID, Adam] = {}
+        self._optimizers: dict[ModuleID, Adam | AdamSlot] = {}
+        self._stacks: list[TrainStack] = []  # stacked groups, trained one step per group
+        self._stack_of: dict[ModuleID, TrainStack] = {}
+        self._group_means: dict[ModuleID, dict[str, float]] = {}
         self._optimizer_states = OptimizerStates(self._optimizers)
         self._logged: dict[ModuleID, dict[str, list[torch.Tensor]]] = {}
         self._num_non_finite: dict[ModuleID, int] = {}  # skipped minibatches, this update
@@ -69,15 +76,53 @@ class Learner(Checkpointable):
 
             for _, param in sorted(self.module.named_parameters()):
                 dist.broadcast(param.data, src=0)
-        for mid, sub in self.module.items():
-            params = [p for p in sub.parameters() if p.requires_grad]
-            if params and self.config.is_module_trainable(mid):
-                cfg = self.config.get_config_for_module(mid)
-                self._optimizers[mid] = Adam(params, lr=scheduled_value(cfg.lr, 0))
+        trainable = {mid: params for mid, sub in self.module.items()
+                     if (params := [p for p in sub.parameters() if p.requires_grad])
+                     and self.config.is_module_trainable(mid)}
+        slots = self._build_stacks(trainable)
+        for mid, params in trainable.items():  # module order, stacked or not
+            cfg = self.config.get_config_for_module(mid)
+            self._optimizers[mid] = slots.get(mid) or Adam(params, lr=scheduled_value(cfg.lr, 0))
         default = next(iter(self.module_spec.rl_module_specs.values()), None)
         self._learner_connector = self.config.build_learner_connector(
             getattr(default, "observation_space", None), getattr(default, "action_space", None)
         )
+
+    def _build_stacks(self, trainable: Mapping[ModuleID, list[torch.nn.Parameter]]
+                      ) -> dict[ModuleID, AdamSlot]:
+        """Stacks the trainable modules of one architecture (`stack_modules`), one
+        GroupAdam per group; returns each stacked module's share of it."""
+        assert self.module is not None
+        self._stacks = []
+        self._stack_of = {}
+        if not self._can_stack():
+            return {}
+        eligible = [m for m in trainable if find_self_supervised_loss(self.module[m]) is None]
+        slots: dict[ModuleID, AdamSlot] = {}
+        for group in find_stack_groups(self.module, eligible):
+            params = [p for p in group.params.values() if p.requires_grad]
+            lrs = [scheduled_value(self.config.get_config_for_module(m).lr, 0)
+                   for m in group.module_ids]
+            stack = TrainStack(group, GroupAdam(params, lrs=lrs))
+            self._stacks.append(stack)
+            for i, mid in enumerate(group.module_ids):
+                self._stack_of[mid] = stack
+                slots[mid] = stack.optimizer.slot(i, trainable[mid])
+        return slots
+
+    def _can_stack(self) -> bool:
+        """Whether this Learner trains stacked groups: `stack_modules` is on, it trains on
+        one process, its MultiRLModule is the plain one (a subclass may route batches
+        through shared parts), and its class's group loss is the same math as its
+        per-module loss (a subclass that overrides `compute_loss_for_module` only is
+        trained module by module)."""
+        def owner(name: str) -> type:
+            return next(k for k in type(self).__mro__ if name in k.__dict__)
+
+        group_owner = owner("compute_losses_for_group")
+        return (bool(getattr(self.config, "stack_modules", False)) and self._world_size == 1
+                and type(self.module) is MultiRLModule and group_owner is not Learner
+                and issubclass(group_owner, owner("compute_loss_for_module")))
 
     def setup_data_parallel(self, *, rank: int, world_size: int, init_method: str) -> None:
         """Joins a torch.distributed group (gloo) of `world_size` Learners; call before
@@ -107,6 +152,39 @@ class Learner(Checkpointable):
                                 fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
         """The scalar loss of one module on one minibatch; log diagnostics with `log`."""
         raise NotImplementedError(f"{type(self).__name__} must implement compute_loss_for_module.")
+
+    def compute_losses_for_group(self, *, group: StackedGroup, configs: Sequence[Any],
+                                 batch: dict[str, torch.Tensor], mask: torch.Tensor,
+                                 fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The losses of a stacked group's modules on one minibatch, `[M]`: entry i must
+        equal `compute_loss_for_module` of module i on its rows (so that the sum's
+        gradient is each module's own). Implement it next to `compute_loss_for_module` to
+        let Learners stack modules (rlmod.core.stacked); log with `log_group`.
+
+        Args:
+            group: The group; `group.module_ids[i]` is module i.
+            configs: `configs[i]` is module i's config (`get_config_for_module`).
+            batch: Columns `[M, K, ...]`: module i's rows are `batch[col][i][mask[i]]`.
+            mask: `[M, K]` bool: which slots hold rows (padded slots hold zeros).
+            fwd_out: `forward_train` outputs `[M, K, ...]`.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} has no compute_losses_for_group; it trains modules one "
+            "by one (stack_modules has no effect on its Learner).")
+
+    def log_group(self, group: StackedGroup, valid: torch.Tensor | None = None,
+                  **values: torch.Tensor) -> None:
+        """Records per-module diagnostics `[M]` of a stacked group (`log` for one
+        module); `valid` ([M] bool) marks the modules the values apply to (None: all)."""
+        self._stack_of[group.module_ids[0]].log(values, valid)
+
+    def logged_mean(self, module_id: ModuleID, key: str) -> float | None:
+        """The mean of what `module_id` logged under `key` in the last update, over the
+        minibatches it was stepped in (None if it logged nothing under `key`)."""
+        if module_id in self._group_means:
+            return self._group_means[module_id].get(key)
+        values = self._logged.get(module_id, {}).get(key)
+        return float(torch.stack(values).float().mean()) if values else None
 
     def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
         """Hook after all epochs of an update (e.g. PPO's adaptive KL coefficient)."""
@@ -141,15 +219,22 @@ class Learner(Checkpointable):
             for group in self._optimizers[mid].param_groups:
                 group["lr"] = scheduled_value(configs[mid].lr, now)
         self._logged = {}
+        self._group_means = {}
         self._num_non_finite = dict.fromkeys(trainable, 0)
         num_rows = {m: next(iter(batch[m].values())).shape[0] for m in trainable}
+        for stack in self._stacks:
+            stack.start_update(batch, configs)
         for _ in range(self.config.num_epochs):
-            for mb in self._minibatches({m: batch[m] for m in trainable}, num_rows):
-                self._sgd_step(mb, configs)
+            for mb, stack_mbs in self._minibatches({m: batch[m] for m in trainable}, num_rows):
+                self._sgd_step(mb, stack_mbs, configs)
+        for stack in self._stacks:
+            self._group_means.update(stack.means())
         self.after_gradient_based_update(timesteps=timesteps)
         results = {mid: {k: float(torch.stack(v).float().mean()) for k, v in logged.items()
                          if v}
                    for mid, logged in self._logged.items()}
+        for mid, means in self._group_means.items():
+            results.setdefault(mid, {}).update(means)
         for mid in trainable:
             results.setdefault(mid, {})[LR_KEY] = self._optimizers[mid].param_groups[0]["lr"]
             results[mid]["num_module_steps_trained"] = num_rows[mid] * self.config.num_epochs
@@ -162,7 +247,10 @@ class Learner(Checkpointable):
         }
         return results
 
-    def _sgd_step(self, mb: TensorBatch, configs: Mapping[ModuleID, Any]) -> None:
+    def _sgd_step(self, mb: TensorBatch, stack_mbs: Sequence[tuple[TrainStack, TensorDict]],
+                  configs: Mapping[ModuleID, Any]) -> None:
+        """One minibatch: every module's loss (stacked groups' as one `[M]` vector), one
+        backward pass for all, then a guarded, clipped optimizer step per module/group."""
         assert self.module is not None
         total: torch.Tensor | float = 0.0
         losses: dict[ModuleID, torch.Tensor] = {}
@@ -170,7 +258,7 @@ class Learner(Checkpointable):
         marks = {mid: {k: len(v) for k, v in self._logged.get(mid, {}).items()} for mid in mb}
         # One forward_train of the MultiRLModule, so that a subclass can route all
         # modules' batches through shared parts (RLlib's Learner does the same).
-        fwd_outs = self.module.forward_train(mb)
+        fwd_outs = self.module.forward_train(mb) if mb else {}
         for mid, cols in mb.items():
             module = self.module[mid]
             fwd_out = fwd_outs[mid]
@@ -183,10 +271,23 @@ class Learner(Checkpointable):
                                                     batch=cols, fwd_out=fwd_out)
             losses[mid] = loss
             total = total + loss
+        group_losses = []
+        for stack, cols in stack_mbs:
+            cfgs = [configs.get(m, self.config) for m in stack.module_ids]
+            fwd = stack.group.call_padded("forward_train", cols)
+            loss_vec = self.compute_losses_for_group(group=stack.group, configs=cfgs,
+                                                     batch=cols, mask=stack.mask, fwd_out=fwd)
+            loss_vec = torch.where(torch.from_numpy(stack.active), loss_vec, 0.0)
+            group_losses.append((stack, cfgs, loss_vec))
+            total = total + loss_vec.sum()
         for mid in mb:
             self._optimizers[mid].zero_grad(set_to_none=True)
+        for stack, _ in stack_mbs:
+            stack.optimizer.zero_grad(set_to_none=True)
         assert isinstance(total, torch.Tensor)
         total.backward()
+        for stack, cfgs, loss_vec in group_losses:
+            self._step_stack(stack, cfgs, loss_vec)
         if self._world_size > 1:
             self._all_reduce_gradients(mb)
         for mid in mb:
@@ -206,6 +307,35 @@ class Learner(Checkpointable):
             if clip is not None:
                 self.log(mid, **{GRAD_NORM_KEY: norm})
             self._optimizers[mid].step()
+
+    def _step_stack(self, stack: TrainStack, configs: Sequence[Any],
+                    losses: torch.Tensor) -> None:
+        """The step of a stacked group after backward: per module, as `_sgd_step` does
+        for one module (gradient norm, non-finite guard, clipping, Adam), on `[M]`
+        vectors; a module without rows, or with a NaN/inf loss or gradient, is not
+        stepped."""
+        stepped = torch.from_numpy(stack.active.copy())
+        clips = torch.tensor([math.inf if c.grad_clip is None else float(c.grad_clip)
+                              for c in configs])
+        has_clip = torch.isfinite(clips)
+        any_clip = bool(has_clip.any())
+        norms = stack.grad_norms() if any_clip or self._guard_non_finite else None
+        if self._guard_non_finite and norms is not None:
+            finite = torch.isfinite(losses.detach() + norms)
+            if not bool(finite[stepped].all()):  # one sync per group and minibatch
+                for i in torch.nonzero(stepped & ~finite).flatten().tolist():
+                    mid = stack.module_ids[i]
+                    self._count_non_finite(mid, losses[i], norms[i], stack.pending_terms(i))
+                stepped &= finite
+            streaks = [m for m, v in self._non_finite_streak.items() if v and m in
+                       stack.group.position and bool(stepped[stack.group.position[m]])]
+            for mid in streaks:
+                self._non_finite_streak[mid] = 0
+        if any_clip and norms is not None:
+            stack.clip(norms, clips)
+            stack.log({GRAD_NORM_KEY: norms}, valid=has_clip)
+        stack.commit(stepped)
+        stack.optimizer.step(stepped.numpy())
 
     def _all_reduce_gradients(self, mb: TensorBatch) -> None:
         """Data-parallel: every module's gradient becomes the row-weighted mean over all
@@ -246,6 +376,12 @@ class Learner(Checkpointable):
         terms = {k: float(v[-1]) for k, v in logged.items() if len(v) > marks.get(k, 0)}
         for k, v in logged.items():
             del v[marks.get(k, 0):]
+        self._count_non_finite(mid, loss, norm, terms)
+
+    def _count_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor,
+                          terms: Mapping[str, float]) -> None:
+        """Counts a skipped minibatch of `mid`; raises after
+        `max_consecutive_non_finite_updates` in a row."""
         self._num_non_finite[mid] = self._num_non_finite.get(mid, 0) + 1
         streak = self._non_finite_streak.get(mid, 0) + 1
         self._non_finite_streak[mid] = streak
@@ -259,11 +395,17 @@ class Learner(Checkpointable):
                 "batch (rewards, observations), a too-high lr or a log of 0 in a custom loss."
             )
 
-    def _minibatches(self, batch: TensorBatch, num_rows: Mapping[ModuleID, int]):
+    def _minibatches(self, batch: TensorBatch, num_rows: Mapping[ModuleID, int]
+                     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, TensorDict]]]]:
         """Shuffled minibatches of `minibatch_size` rows per module, round(rows / size) of
         them per epoch (the few rows past a multiple of the size wait for the next epoch's
         shuffle); modules with fewer rows cycle through theirs again, as RLlib's cyclic
-        iterator does."""
+        iterator does.
+
+        Yields the unstacked modules' minibatch and each stacked group's (padded). Every
+        module draws its shuffle from the RNG in the same order, stacked or not, so both
+        ways train on the same minibatches.
+        """
         size = self.config.minibatch_size
         longest = max(num_rows.values(), default=0)
         whole = size is None or size >= longest
@@ -271,24 +413,35 @@ class Learner(Checkpointable):
                                     max(1, round(longest / size)))
         if longest == 0:
             return  # no trainable module (policies_to_train) has rows: nothing to step
+        stacks = [st for st in self._stacks if st.active.any()]
+        own = {m: cols for m, cols in batch.items() if m not in self._stack_of}
         if num_steps == 1:
-            yield batch
+            for st in stacks:
+                st.start_epoch(None, 1, None)
+            yield own, [(st, st.minibatch(0)) for st in stacks]
             return
         size = longest if size is None else size
         # One gather per column and epoch, in shuffled order; minibatches are then slices
         # (views), not a gather per column and minibatch (small gathers cost ~4 us each).
         shuffled: TensorBatch = {}
+        perms: dict[int, dict[int, np.ndarray]] = {id(st): {} for st in stacks}
         for mid, n in num_rows.items():
             if n > 0:
-                idx = np.resize(self._rng.permutation(n), num_steps * min(size, n))
-                rows = torch.from_numpy(idx)
+                perm = self._rng.permutation(n)
+                stack = self._stack_of.get(mid)
+                if stack is not None:
+                    perms[id(stack)][stack.group.position[mid]] = perm
+                    continue
+                rows = torch.from_numpy(np.resize(perm, num_steps * min(size, n)))
                 shuffled[mid] = {c: v[rows] for c, v in batch[mid].items()}
+        for st in stacks:
+            st.start_epoch(perms[id(st)], num_steps, size)
         for i in range(num_steps):
             mb: TensorBatch = {}
             for mid, cols in shuffled.items():
                 k = min(size, num_rows[mid])
                 mb[mid] = {c: v[i * k:(i + 1) * k] for c, v in cols.items()}
-            yield mb
+            yield mb, [(st, st.minibatch(i)) for st in stacks]
 
     def _to_tensors(self, batches: NumpyBatch | Sequence[NumpyBatch]) -> TensorBatch:
         """Concatenates per module and wraps as tensors (zero-copy where possible)."""
@@ -363,7 +516,7 @@ class OptimizerStates(Checkpointable):
     """A Learner's optimizers as one checkpoint component (`learner/optimizer/`): moments
     and step counts of every module, keyed by module ID, in one safetensors file."""
 
-    def __init__(self, optimizers: Mapping[ModuleID, Adam]) -> None:
+    def __init__(self, optimizers: Mapping[ModuleID, Adam | AdamSlot]) -> None:
         self.optimizers = optimizers
 
     def get_state(self, components: Any = None, *, not_components: Any = None,

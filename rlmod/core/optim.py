@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import torch
 
 
@@ -86,3 +87,144 @@ def grad_norm(params: list[torch.nn.Parameter]) -> torch.Tensor:
     if not grads:
         return torch.tensor(0.0)
     return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+
+
+class GroupAdam:
+    """One Adam per module for the modules of a stacked group (rlmod.core.stacked), run as
+    few calls of the fused kernel as their settings allow.
+
+    Each parameter is `[M, ...]` (one row per module); each module has its own learning
+    rate and step count, as with one `Adam` per module. `step(stepped)` updates the rows
+    of the modules marked in `stepped` (a module with no rows or a non-finite minibatch is
+    left bit-identical); modules next to each other with the same (lr, step count) share
+    one kernel call on contiguous row ranges, which are views, so the update is exactly
+    what per-module Adams compute: one call for a whole group in the usual case, a few
+    more for a handful of modules with an `lr` override.
+    """
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], *, lrs: Iterable[float],
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        self.params = list(params)
+        self.lrs = np.asarray(list(lrs), dtype=np.float64)
+        num = len(self.lrs)
+        if any(p.shape[0] != num for p in self.params):
+            raise ValueError(f"GroupAdam got {num} learning rates for parameters of "
+                             f"{sorted({p.shape[0] for p in self.params})} rows.")
+        self.steps = np.zeros(num, dtype=np.int64)
+        self.betas = betas
+        self.eps = eps
+        self.exp_avg = [torch.zeros_like(p) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+
+    def __len__(self) -> int:
+        return len(self.lrs)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self, stepped: np.ndarray) -> None:
+        """One Adam step of the modules where `stepped` ([M] bool) is True."""
+        stepped = np.asarray(stepped, dtype=bool)
+        with_grad = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if not with_grad or not stepped.any():
+            return
+        # runs of neighbours with equal (stepped, lr, step): one kernel call per stepped run
+        change = ((stepped[1:] != stepped[:-1]) | (self.lrs[1:] != self.lrs[:-1])
+                  | (self.steps[1:] != self.steps[:-1]))
+        bounds = [0, *(np.flatnonzero(change) + 1).tolist(), len(stepped)]
+        b1, b2 = self.betas
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            if not stepped[a]:
+                continue
+            params = [self.params[i][a:b] for i in with_grad]
+            grads = [g[a:b] for i in with_grad if (g := self.params[i].grad) is not None]
+            step = torch.tensor(float(self.steps[a] + 1))
+            torch._fused_adam_(params, grads, [self.exp_avg[i][a:b] for i in with_grad],
+                               [self.exp_avg_sq[i][a:b] for i in with_grad], [],
+                               [step] * len(params), lr=float(self.lrs[a]), beta1=b1,
+                               beta2=b2, weight_decay=0.0, eps=self.eps, amsgrad=False,
+                               maximize=False)
+        self.steps[stepped] += 1
+
+    def slot(self, index: int, params: Iterable[torch.nn.Parameter]) -> AdamSlot:
+        """Module `index`'s share, with `Adam`'s interface; `params` are the module's own
+        (view) parameters, in the order of this optimizer's."""
+        return AdamSlot(self, index, list(params))
+
+
+class _SlotParamGroup(dict):  # type: ignore[type-arg]
+    """`param_groups[0]` of an AdamSlot: reading or setting ["lr"] goes to the group."""
+
+    def __init__(self, optimizer: GroupAdam, index: int, params: list[torch.nn.Parameter]
+                 ) -> None:
+        super().__init__(params=params)
+        self._optimizer, self._index = optimizer, index
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "lr":
+            return float(self._optimizer.lrs[self._index])
+        return super().__getitem__(key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key == "lr":
+            self._optimizer.lrs[self._index] = float(value)
+        else:
+            super().__setitem__(key, value)
+
+
+class AdamSlot:
+    """One module's Adam inside a GroupAdam: the same `param_groups[0]["lr"]`,
+    `state_dict()` / `load_state_dict()` (so checkpoints stay per module and load into
+    either kind), `exp_avg`, `exp_avg_sq` and `step_count` as that module's own `Adam`."""
+
+    def __init__(self, optimizer: GroupAdam, index: int, params: list[torch.nn.Parameter]
+                 ) -> None:
+        if len(params) != len(optimizer.params):
+            raise ValueError(f"AdamSlot got {len(params)} parameters for a group of "
+                             f"{len(optimizer.params)}.")
+        self.group = optimizer
+        self.index = index
+        self.params = params
+        self.param_groups: list[dict[str, Any]] = [_SlotParamGroup(optimizer, index, params)]
+
+    @property
+    def step_count(self) -> int:
+        return int(self.group.steps[self.index])
+
+    @property
+    def exp_avg(self) -> list[torch.Tensor]:
+        return [t[self.index] for t in self.group.exp_avg]
+
+    @property
+    def exp_avg_sq(self) -> list[torch.Tensor]:
+        return [t[self.index] for t in self.group.exp_avg_sq]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        """Steps this module alone, with the gradient rows of the group's parameters."""
+        stepped = np.zeros(len(self.group), dtype=bool)
+        stepped[self.index] = True
+        self.group.step(stepped)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"step": self.step_count, "lr": self.param_groups[0]["lr"],
+                "exp_avg": [t.clone() for t in self.exp_avg],
+                "exp_avg_sq": [t.clone() for t in self.exp_avg_sq]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if len(state["exp_avg"]) != len(self.params):
+            raise ValueError(
+                f"Optimizer state has {len(state['exp_avg'])} tensors for "
+                f"{len(self.params)} parameters; it was saved for another module."
+            )
+        self.group.steps[self.index] = int(state["step"])
+        self.param_groups[0]["lr"] = float(state["lr"])
+        with torch.no_grad():
+            for dst, src in zip(self.exp_avg + self.exp_avg_sq,
+                                list(state["exp_avg"]) + list(state["exp_avg_sq"]), strict=True):
+                dst.copy_(torch.as_tensor(src))

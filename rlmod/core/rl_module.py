@@ -49,6 +49,12 @@ class RLModule(nn.Module, Checkpointable):
     """
 
     training_only_submodules: tuple[str, ...] = ()
+    supports_stacking: bool = False
+    """Whether modules of this very class (a subclass must say so again) that share spaces
+    and model config may run as one stacked module (rlmod.core.stacked): the class's
+    parameter shapes follow from spaces and model config alone, and its forwards and
+    `compute_values` are pure functions of parameters and inputs (no randomness, no
+    data-dependent Python branching, no in-place state), so `torch.func.vmap` runs them."""
     _auto_forwards: frozenset[str] = frozenset()
     framework: str = "torch"
     """RLlib's class attribute; rlmod modules are always PyTorch modules."""

@@ -29,6 +29,7 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
     """
 
     training_only_submodules = ("vf_encoder", "vf")
+    supports_stacking = True  # modules of one model config run as one (rlmod.core.stacked)
 
     def setup(self) -> None:
         cfg = DefaultModelConfig.from_any(self.model_config)

@@ -5,7 +5,8 @@ Used by LearnerGroup for PPO; the advantages it needs come from the GAE learner 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -13,6 +14,7 @@ import torch
 from rlmod.core.apis import find_compute_values, find_self_supervised_loss
 from rlmod.core.columns import Columns
 from rlmod.core.learner import Learner
+from rlmod.core.stacked import StackedGroup
 
 
 class PPOLearner(Learner):
@@ -72,13 +74,65 @@ class PPOLearner(Learner):
             self.log(module_id, curr_kl_coeff=self.curr_kl_coeffs[module_id])
         return total
 
+    def compute_losses_for_group(self, *, group: StackedGroup, configs: Sequence[Any],
+                                 batch: dict[str, torch.Tensor], mask: torch.Tensor,
+                                 fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
+        """`compute_loss_for_module`'s math for every module of a stacked group at once:
+        the same terms per row `[M, K]`, each module's means over its own rows (`mask`),
+        its own coefficients (per-module overrides) as `[M]` vectors."""
+        w = mask.to(torch.float32)  # [M, K]
+        count = w.sum(1)  # [M]
+
+        def mean(x: torch.Tensor) -> torch.Tensor:  # per module, over its rows: [M]
+            return (x * w).sum(1) / count.clamp_min(1.0)
+
+        def setting(name: str, default: float = math.inf) -> torch.Tensor:  # [M]
+            return torch.tensor([default if (v := getattr(c, name)) is None else float(v)
+                                 for c in configs])
+
+        clip = setting("clip_param").unsqueeze(1)  # [M, 1]
+        use_kl = torch.tensor([bool(c.use_kl_loss) for c in configs])
+        module: Any = group.modules[0]
+        dist = module.action_dist(fwd_out[Columns.ACTION_DIST_INPUTS])
+        logp = dist.logp(batch[Columns.ACTIONS])  # [M, K]
+        ratio = torch.exp(logp - batch[Columns.ACTION_LOGP])
+        advantages = batch[Columns.ADVANTAGES]
+        surrogate = torch.min(ratio * advantages,
+                              torch.clamp(ratio, 1.0 - clip, 1.0 + clip) * advantages)
+        old_dist = module.action_dist(batch[Columns.ACTION_DIST_INPUTS])
+        with torch.set_grad_enabled(bool(use_kl.any())):
+            mean_kl = mean(old_dist.kl(dist))
+        entropy = mean(dist.entropy())
+        vf_preds = group.call_padded("compute_values", {Columns.OBS: batch[Columns.OBS]},
+                                     fwd_out[Columns.EMBEDDINGS])  # [M, K]
+        vf_targets = batch[Columns.VALUE_TARGETS]
+        vf_loss_unclipped = (vf_preds - vf_targets).pow(2)
+        vf_loss = mean(torch.minimum(vf_loss_unclipped, setting("vf_clip_param").unsqueeze(1)))
+        policy_loss = -mean(surrogate)
+        kl_coeffs = torch.tensor([self.curr_kl_coeffs[m] for m in group.module_ids])
+        total = (policy_loss + setting("vf_loss_coeff") * vf_loss
+                 - setting("entropy_coeff") * entropy
+                 + torch.where(use_kl, kl_coeffs * mean_kl, 0.0))
+        with torch.no_grad():
+            err = vf_targets - vf_preds
+            explained_var = 1.0 - _var(err, w, count) / _var(vf_targets, w, count).clamp_min(1e-8)
+            clip_fraction = mean(((ratio - 1.0).abs() > clip).float())
+        self.log_group(group, total_loss=total, policy_loss=policy_loss, vf_loss=vf_loss,
+                       vf_loss_unclipped=mean(vf_loss_unclipped.detach()), entropy=entropy,
+                       mean_kl_loss=mean_kl, vf_explained_var=explained_var,
+                       clip_fraction=clip_fraction)
+        if bool(use_kl.any()):
+            self.log_group(group, valid=use_kl, curr_kl_coeff=kl_coeffs)
+        return total
+
     def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
         """Adapts each module's KL coefficient towards `kl_target` (PPO paper, sec. 4)."""
-        for mid, logged in self._logged.items():
+        for mid in [*self._logged, *self._group_means]:
             config = self.config.get_config_for_module(mid)
-            if not config.use_kl_loss or not logged.get("mean_kl_loss"):  # all skipped
+            kl_mean = self.logged_mean(mid, "mean_kl_loss")
+            if not config.use_kl_loss or kl_mean is None:  # all skipped
                 continue
-            kl = float(torch.stack(logged["mean_kl_loss"]).mean())
+            kl = kl_mean
             if kl > 2.0 * config.kl_target:
                 self.curr_kl_coeffs[mid] *= 1.5
             elif kl < 0.5 * config.kl_target:
@@ -94,3 +148,10 @@ class PPOLearner(Learner):
     def set_state(self, state: Mapping[str, Any]) -> None:
         super().set_state(state)
         self.curr_kl_coeffs.update(state.get("curr_kl_coeffs", {}))
+
+
+def _var(x: torch.Tensor, w: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """Per module, the unbiased variance of its rows of `x` ([M, K], rows where `w` is 1),
+    as `Tensor.var()` of those rows (NaN with one row)."""
+    mean = (x * w).sum(1, keepdim=True) / count.clamp_min(1.0).unsqueeze(1)
+    return ((x - mean).pow(2) * w).sum(1) / (count - 1.0)

@@ -1,0 +1,218 @@
+"""Learners training stacked groups (stack_modules): the same weights, results, optimizer
+state and guards as training every module alone."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlmod.algorithms.ppo import PPOConfig, PPOLearner
+from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
+from rlmod.core import RLModuleSpec
+from rlmod.core.curiosity import IntrinsicCuriosityModel
+from rlmod.core.optim import AdamSlot
+from rlmod.errors import NonFiniteUpdateError
+from rlmod.testing import MultiAgentCartPole
+
+IDS = [f"p{i}" for i in range(5)]
+TRAINED = ["p0", "p1", "p2", "p3", "icm"]  # p4 is outside policies_to_train
+ATOL = 1e-5  # float32 sums in another order (stacked means, batched matmuls)
+
+
+def _icm_on_p0(observation_space, action_space):
+    return IntrinsicCuriosityModelConnector(policy_module_id="p0")
+
+
+def config(*, stack: bool, **training) -> PPOConfig:
+    """5 CartPole agents, one module each; p1 has its own lr, p4 is not trained, and a
+    learner-only curiosity module trains beside them on p0's transitions."""
+    box = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    policies: dict = dict.fromkeys(IDS)
+    policies["icm"] = RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True,
+                                   model_config={"feature_dim": 8}, observation_space=box,
+                                   action_space=gym.spaces.Discrete(2))
+    settings = {"train_batch_size": 128, "minibatch_size": 32, "num_epochs": 2, "lr": 1e-3,
+                "grad_clip": 0.5, "learner_connector": _icm_on_p0, **training}
+    return (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 5})
+            .env_runners(num_envs_per_env_runner=2)
+            .multi_agent(policies=policies, policy_mapping_fn=lambda aid, ep, **kw: f"p{aid}",
+                         policies_to_train=TRAINED, stack_modules=stack)
+            .rl_module(model_config={"fcnet_hiddens": [16, 16]},
+                       algorithm_config_overrides_per_module={"p1": {"lr": 3e-3},
+                                                              "icm": {"lr": 5e-4}})
+            .training(**settings)
+            .debugging(seed=0))
+
+
+def _weights(learner) -> dict[str, dict[str, torch.Tensor]]:
+    return {m: {k: v.clone() for k, v in learner.module[m].get_state().items()}
+            for m in learner.module}
+
+
+def _train(stack: bool, iterations: int = 3, **training):
+    algo = config(stack=stack, **training).build_algo()
+    learner = algo.learner_group.learner
+    initial = _weights(learner)
+    results = [algo.train()["learners"] for _ in range(iterations)]
+    weights = _weights(learner)
+    optim = learner._optimizer_states.get_state()
+    algo.stop()
+    return learner, initial, weights, results, optim
+
+
+@pytest.fixture(scope="module")
+def both():
+    return {stack: _train(stack) for stack in (False, True)}
+
+
+def test_only_same_architecture_trainable_modules_are_stacked(both):
+    stacked, plain = both[True][0], both[False][0]
+    assert plain._stacks == []
+    assert [s.module_ids for s in stacked._stacks] == [["p0", "p1", "p2", "p3"]]
+    assert isinstance(stacked._optimizers["p1"], AdamSlot)
+    assert "p4" not in stacked._optimizers
+
+
+def test_stacked_and_unstacked_training_give_the_same_weights_after_3_updates(both):
+    _, initial, stacked, _, _ = both[True]
+    _, _, plain, _, _ = both[False]
+    for mid in [*IDS, "icm"]:
+        for name, value in plain[mid].items():
+            torch.testing.assert_close(stacked[mid][name], value, atol=ATOL, rtol=0,
+                                       msg=f"{mid}.{name}")
+    # the module outside policies_to_train is unchanged bit for bit; the others moved
+    for name, value in initial["p4"].items():
+        assert torch.equal(stacked["p4"][name], value), name
+    assert not torch.equal(stacked["p1"]["encoder.0.weight"], initial["p1"]["encoder.0.weight"])
+
+
+def test_learner_results_per_module_are_the_same(both):
+    stacked, plain = both[True][3][-1], both[False][3][-1]
+    assert stacked.keys() == plain.keys()
+    for mid in plain:
+        assert stacked[mid].keys() == plain[mid].keys(), mid
+        for key, value in plain[mid].items():
+            assert stacked[mid][key] == pytest.approx(value, rel=1e-4, abs=1e-5), (mid, key)
+    assert stacked["p1"]["default_optimizer_learning_rate"] == 3e-3
+    assert stacked["p2"]["default_optimizer_learning_rate"] == 1e-3
+
+
+def test_optimizer_state_stays_per_module_and_loads_into_either_kind(both):
+    stacked, plain = both[True][4], both[False][4]
+    assert stacked.keys() == plain.keys()
+    for mid in plain:
+        assert stacked[mid]["step"] == plain[mid]["step"]
+        assert stacked[mid]["lr"] == plain[mid]["lr"]
+        for a, b in zip(stacked[mid]["exp_avg"], plain[mid]["exp_avg"], strict=True):
+            assert a.shape == b.shape
+            torch.testing.assert_close(a, b, atol=ATOL, rtol=1e-3)
+    # a stacked Learner's checkpoint state loads into an unstacked one, and back
+    for src, dst in ((True, False), (False, True)):
+        algo = config(stack=dst).build_algo()
+        learner = algo.learner_group.learner
+        learner._optimizer_states.set_state(both[src][4])
+        for mid in ("p1", "p3"):
+            got = learner._optimizers[mid].state_dict()
+            assert got["step"] == both[src][4][mid]["step"]
+            for a, b in zip(got["exp_avg_sq"], both[src][4][mid]["exp_avg_sq"], strict=True):
+                assert torch.equal(a, b)
+        algo.stop()
+
+
+def test_a_checkpointed_stacked_learner_restores_and_loads_one_module_alone(tmp_path):
+    algo = config(stack=True).build_algo()
+    algo.train()
+    path = algo.save_to_path(tmp_path / "ckpt")
+    expected = {k: v.clone() for k, v in algo.get_module("p2").get_state().items()}
+    algo.stop()
+    restored = config(stack=True).build_algo()
+    restored.restore_from_path(path)
+    learner = restored.learner_group.learner
+    assert learner._stacks and learner._stacks[0].group.is_intact()
+    group = learner._stacks[0].group
+    for name, value in expected.items():
+        assert torch.equal(restored.get_module("p2").get_state()[name], value)
+        assert torch.equal(group.params[name][group.position["p2"]], value)
+    restored.stop()
+    from rlmod.core import RLModule
+
+    alone = RLModule.from_checkpoint(path, module_id="p2")
+    for name, value in expected.items():
+        assert torch.equal(alone.get_state()[name], value)
+
+
+def test_lr_schedules_apply_per_module_inside_a_group():
+    schedule = [[0, 1e-3], [100, 1e-4]]
+    cfg = config(stack=True, lr=schedule).rl_module(algorithm_config_overrides_per_module={
+        "p1": {"lr": [[0, 2e-3], [100, 2e-4]]}, "icm": {"lr": 5e-4}})
+    algo = cfg.build_algo()
+    first = algo.train()["learners"]
+    second = algo.train()["learners"]
+    assert first["p1"]["default_optimizer_learning_rate"] == pytest.approx(2e-3)
+    assert first["p2"]["default_optimizer_learning_rate"] == pytest.approx(1e-3)
+    # 128 env steps sampled by the 2nd update: both schedules at their end value
+    assert second["p1"]["default_optimizer_learning_rate"] == pytest.approx(2e-4)
+    assert second["p0"]["default_optimizer_learning_rate"] == pytest.approx(1e-4)
+    algo.stop()
+
+
+def _nan_in(batch: dict, mid: str) -> dict:
+    bad = {m: dict(cols) for m, cols in batch.items()}
+    rewards = bad[mid]["rewards"].copy()
+    rewards[1] = np.nan
+    bad[mid]["rewards"] = rewards
+    return bad
+
+
+def test_a_non_finite_module_is_skipped_inside_its_group_the_others_step():
+    algo = config(stack=True).learners(max_consecutive_non_finite_updates=100).build_algo()
+    learner = algo.learner_group.learner
+    before = _weights(learner)
+    adam_before = [t.clone() for t in learner._optimizers["p2"].exp_avg]
+    result = learner.update(_nan_in(algo.env_runner_group.sample()[0], "p2"))
+    after = _weights(learner)
+    for name, value in before["p2"].items():
+        assert torch.equal(after["p2"][name], value), name
+    for a, b in zip(adam_before, learner._optimizers["p2"].exp_avg, strict=True):
+        assert torch.equal(a, b)
+    assert learner._optimizers["p2"].step_count == 0
+    assert result["p2"]["num_non_finite_updates"] > 0
+    assert "policy_loss" not in result["p2"]  # no NaN means reported
+    assert result["p3"]["num_non_finite_updates"] == 0
+    assert np.isfinite(result["p3"]["policy_loss"])
+    assert not torch.equal(after["p3"]["encoder.0.weight"], before["p3"]["encoder.0.weight"])
+    assert result["__all_modules__"]["num_non_finite_updates"] == \
+        result["p2"]["num_non_finite_updates"]
+    algo.stop()
+    algo = config(stack=True).learners(max_consecutive_non_finite_updates=2).build_algo()
+    with pytest.raises(NonFiniteUpdateError, match=r"Module 'p2'.*policy_loss"):
+        algo.learner_group.learner.update(_nan_in(algo.env_runner_group.sample()[0], "p2"))
+    algo.stop()
+
+
+class OwnLossLearner(PPOLearner):
+    """Overrides the per-module loss only: must not be trained through the group loss."""
+
+    def compute_loss_for_module(self, **kwargs):
+        return super().compute_loss_for_module(**kwargs) * 1.0
+
+
+def test_stacking_off_or_a_custom_per_module_loss_means_no_stacks():
+    for cfg in (config(stack=False), config(stack=True).training(learner_class=OwnLossLearner)):
+        algo = cfg.build_algo()
+        assert algo.learner_group.learner._stacks == []
+        algo.stop()
+
+
+def test_modules_with_another_model_config_form_their_own_group():
+    cfg = config(stack=True)
+    wide = RLModuleSpec(model_config={"fcnet_hiddens": [32, 16]})
+    policies = dict(cfg.policies)
+    policies.update({"p0": wide, "p1": wide})
+    algo = cfg.multi_agent(policies=policies).build_algo()
+    groups = sorted(s.module_ids for s in algo.learner_group.learner._stacks)
+    assert groups == [["p0", "p1"], ["p2", "p3"]]
+    algo.train()
+    algo.stop()
