@@ -128,7 +128,7 @@ class MultiAgentEnvRunner(EnvRunner):
             self._module_to_env[mid] = config.build_module_to_env_connector(
                 self.env0, sub.observation_space, raw_act)
         self._groups = ModuleGroups(self.module, self._module_ids, self._module_to_env,
-                                    stack=getattr(config, "stack_modules", True))  # TODO-merge
+                                    stack=config.stack_modules)
         # Per group: modules with a non-empty env-to-module pipeline (run module by module).
         self._group_pipelines = [
             [m for m in g.modules.tolist()

@@ -203,3 +203,46 @@ def test_gae_connector_over_all_modules_at_once_equals_each_module_alone():
         np.testing.assert_array_equal(out[mid][Columns.ADVANTAGES].numpy(), expected[mid][0])
         np.testing.assert_array_equal(out[mid][Columns.VALUE_TARGETS].numpy(),
                                       expected[mid][1])
+
+
+def test_gae_connector_with_stacked_modules_matches_unstacked():
+    """Values of stacked modules come from one stacked pass per group: the same values
+    (float tolerance) and advantages as module by module."""
+    from rlmod.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
+    from rlmod.core.stacked import find_stack_groups
+
+    box = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    rng = np.random.default_rng(2)
+    torch.manual_seed(0)
+    modules = {f"p{i}": DefaultPPORLModule(observation_space=box,
+                                           action_space=gym.spaces.Discrete(2),
+                                           model_config={"fcnet_hiddens": [8]})
+               for i in range(4)}
+    plain = MultiRLModule({m: type(mod)(observation_space=box, action_space=mod.action_space,
+                                        model_config={"fcnet_hiddens": [8]})
+                           for m, mod in modules.items()})
+    for m, mod in modules.items():
+        plain[m].load_state_dict(mod.state_dict())
+    stacked = MultiRLModule(modules)
+    assert len(find_stack_groups(stacked)) == 1
+
+    def batch() -> dict:
+        out = {}
+        for i, m in enumerate(modules):
+            n = 50 + 10 * i
+            out[m] = {Columns.OBS: torch.from_numpy(rng.uniform(-1, 1, (n, 4)).astype(np.float32)),
+                      Columns.NEXT_OBS: torch.from_numpy(
+                          rng.uniform(-1, 1, (n, 4)).astype(np.float32)),
+                      Columns.REWARDS: torch.ones(n),
+                      Columns.TERMINATEDS: torch.zeros(n, dtype=torch.bool),
+                      Columns.SEQ_ENDS: torch.from_numpy(_random_sequences(rng, n, 9))}
+        return out
+
+    a = batch()
+    b = {m: dict(cols) for m, cols in a.items()}
+    out_a = GeneralAdvantageEstimation()(a, rl_module=stacked)
+    out_b = GeneralAdvantageEstimation()(b, rl_module=plain)
+    for m in modules:
+        for col in (Columns.VF_PREDS, Columns.ADVANTAGES, Columns.VALUE_TARGETS):
+            np.testing.assert_allclose(out_a[m][col].numpy(), out_b[m][col].numpy(),
+                                       rtol=1e-5, atol=1e-5)

@@ -262,6 +262,7 @@ def test_num_episodes_returns_whole_episodes_only():
 
 # ---------------------------------------------------------------------- one pass per module
 def test_one_forward_pass_per_module_per_step_and_one_mapping_per_agent_episode():
+    """With stacking off (stacked groups: tests/env/test_module_groups.py)."""
     calls: list = []
 
     def mapping(aid, episode):
@@ -269,8 +270,8 @@ def test_one_forward_pass_per_module_per_step_and_one_mapping_per_agent_episode(
             calls.append((episode.id_, aid))
         return f"p{aid % 2}"
 
-    runner = MultiAgentEnvRunner(config=ma_config(env_config={"num_agents": 8}, num_envs=4,
-                                                  mapping=mapping))
+    config = ma_config(env_config={"num_agents": 8}, num_envs=4, mapping=mapping)
+    runner = MultiAgentEnvRunner(config=config.multi_agent(stack_modules=False))
     forwards = defaultdict(list)
 
     def counting(orig, mid):
