@@ -6,6 +6,12 @@
 Each run is a fresh process timed from spawn (interpreter start and imports included).
 
     python benchmarks/multi_agent_learning.py [--seeds 0 1 2]
+    python benchmarks/multi_agent_learning.py --many-agents 100 [--seeds 0]
+
+`--many-agents N` (issue 17) runs instead MultiAgentCartPole with N agents and N
+independent modules (stacked: one module each, one forward, loss and optimizer step per
+group) until every module's mean return reaches 450, beside the 2-policy run above with
+the same seeds, PPO settings and envs, each in a fresh process.
 """
 
 from __future__ import annotations
@@ -65,11 +71,71 @@ print(json.dumps({"first": {k: round(v, 1) for k, v in sorted(first.items())},
 """
 
 
+MANY = r"""
+import json, sys, time
+from rlmod.algorithms.ppo import PPOConfig
+from rlmod.testing import MultiAgentCartPole
+from rlmod.tuned import FAST_PPO
+n, seed, max_iterations = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+config = (PPOConfig().update_from_dict(FAST_PPO)
+          .environment(MultiAgentCartPole, env_config={"num_agents": n})
+          .env_runners(num_envs_per_env_runner=4)
+          .multi_agent(policies={f"m{i}" for i in range(n)},
+                       policy_mapping_fn=lambda aid, episode: f"m{aid}")
+          .training(train_batch_size=512, minibatch_size=256, num_epochs=10, lr=1e-3,
+                    gamma=0.98, lambda_=0.8)
+          .debugging(seed=seed))
+algo = config.build_algo()
+modules = {}
+for it in range(1, max_iterations + 1):
+    r = algo.train()
+    # Mean return per module over its recent episodes; a module missing this iteration
+    # keeps its last mean.
+    modules.update(r["env_runners"]["module_episode_returns_mean"])
+    if len(modules) == n and min(modules.values()) >= 450:
+        break
+reached = len(modules) == n and min(modules.values()) >= 450
+print(json.dumps({"iterations": it, "reached": reached,
+                  "env_steps": r["num_env_steps_sampled_lifetime"],
+                  "agent_steps": r["num_agent_steps_sampled_lifetime"],
+                  "min_module": round(min(modules.values()), 1),
+                  "median_module": round(sorted(modules.values())[len(modules) // 2], 1),
+                  "timers": {k: round(v, 3) for k, v in r["timers"].items()}}))
+"""
+
+
+def many_agents(args: argparse.Namespace) -> None:
+    """N agents on N independent modules against the 2-policy run, same seeds."""
+    n = args.many_agents
+    print(f"\\n## MultiAgentCartPole, {n} agents on {n} independent modules (stacked) "
+          "until every module's mean return >= 450, against 4 agents on 2 policies\\n")
+    rows = []
+    for seed in args.seeds:
+        two = run_timed(CARTPOLE, "independent", seed)
+        rows.append({"run": "4 agents, 2 policies", "seed": seed, "reached": two["reached"],
+                     "iterations": two["iterations"], "env steps": f"{two['env_steps']:,}",
+                     "wall s": f"{two['wall_s']:.1f}", "returns": two["modules"]})
+        r = run_timed(MANY, n, seed, args.max_iterations)
+        rows.append({"run": f"{n} agents, {n} modules", "seed": seed, "reached": r["reached"],
+                     "iterations": r["iterations"], "env steps": f"{r['env_steps']:,}",
+                     "agent steps": f"{r['agent_steps']:,}", "wall s": f"{r['wall_s']:.1f}",
+                     "wall / 2-policy": f"{r['wall_s'] / two['wall_s']:.2f}",
+                     "returns": f"min {r['min_module']}, median {r['median_module']}"})
+    table(rows, ["run", "seed", "reached", "iterations", "env steps", "agent steps",
+                 "wall s", "wall / 2-policy", "returns"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--many-agents", type=int, default=None,
+                        help="only the N-agent, N-module run against the 2-policy one")
+    parser.add_argument("--max-iterations", type=int, default=600)
     args = parser.parse_args()
     header("Multi-agent PPO learning")
+    if args.many_agents:
+        many_agents(args)
+        return
     print("\n## MultiAgentCartPole, 4 agents, until every agent's mean return >= 450\n")
     rows = []
     for mode in ("independent", "shared"):

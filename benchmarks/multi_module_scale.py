@@ -8,6 +8,12 @@ resource.getrusage); RLlib's children run with --rllib-python, under --rllib-tim
     python benchmarks/multi_module_scale.py [--sizes 10 100 1000 10000] [--skip-train]
         [--skip-sample] [--num-envs 32 64] [--rounds 12]
         [--rllib-python /path/to/python] [--rllib-max-n 1000] [--rllib-timeout 900]
+        [--issue17-only] [--skip-issue17] [--skip-10k]
+
+Issue 17 (stacked modules) has its own section and table: build and first train() of
+1,000 agents with one module each (64 and 4,000 env steps), peak RSS, sampling and Learner
+throughput with 1,000 modules against 10 at the same rows (side by side in one process),
+and 10,000 agents and modules built and trained once.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import sys
 import _rllib_scale as rl
 import numpy as np
 from _common import header, table
+from _stacked_scale import issue17_section
 
 DEFAULT_RLLIB_PYTHON = (sys.executable if importlib.util.find_spec("ray") is not None
                         and importlib.util.find_spec("ray.rllib") is not None else None)
@@ -410,6 +417,14 @@ def main() -> None:
     parser.add_argument("--sample-agents", type=int, default=1000)
     parser.add_argument("--num-envs", type=int, nargs="+", default=[32, 64])
     parser.add_argument("--rounds", type=int, default=12)
+    i17 = parser.add_argument_group("issue 17 (stacked modules)")
+    i17.add_argument("--issue17-only", action="store_true", help="only the issue-17 table")
+    i17.add_argument("--skip-issue17", action="store_true")
+    i17.add_argument("--skip-10k", action="store_true", help="no 10,000-agent run")
+    i17.add_argument("--issue17-envs", type=int, default=32)
+    i17.add_argument("--issue17-rounds", type=int, default=8)
+    i17.add_argument("--issue17-learner-rows", type=int, default=64_000)
+    i17.add_argument("--issue17-timeout", type=float, default=1800.0)
     rllib = parser.add_argument_group("RLlib side by side (each in a child process)")
     rllib.add_argument("--rllib-python", default=DEFAULT_RLLIB_PYTHON,
                        help="interpreter with ray[rllib]; 'none' to skip (default: this "
@@ -446,11 +461,16 @@ def main() -> None:
     else:
         print("RLlib: not found (no --rllib-python, and this interpreter cannot import "
               "ray.rllib); rlmod only")
+    if args.issue17_only:
+        issue17_section(args)
+        return
     spec_section(libs)
     if not args.skip_train:
         build_section(libs)
     if not args.skip_sample:
         sample_section(libs)
+    if not args.skip_issue17:
+        issue17_section(args)
 
 
 if __name__ == "__main__":

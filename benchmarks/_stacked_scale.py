@@ -1,0 +1,173 @@
+"""Issue 17's figures for benchmarks/multi_module_scale.py: stacked modules at 1,000 and
+10,000 agents (build, peak RSS, first train(), sampling and Learner throughput against 10
+modules), each child in a fresh process; printed as one table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import _rllib_scale as rl
+from _common import table
+
+I17_TRAIN = r"""
+import json, resource, sys, time
+from rlmod.algorithms.ppo import PPOConfig
+from rlmod.testing import MultiAgentCartPole
+n, batch, stack = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+config = (PPOConfig()
+          .environment(MultiAgentCartPole, env_config={"num_agents": n})
+          .multi_agent(policies={f"a{i}" for i in range(n)},
+                       policy_mapping_fn=lambda aid, episode: f"a{aid}", stack_modules=stack)
+          .rl_module(model_config={"fcnet_hiddens": [64, 64]})
+          .training(train_batch_size=batch)
+          .debugging(seed=0))
+t = time.perf_counter()
+algo = config.build_algo()
+build_s = time.perf_counter() - t
+rss_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+t = time.perf_counter()
+result = algo.train()
+train_s = time.perf_counter() - t
+print(json.dumps({
+    "build_s": build_s, "rss_build_mb": rss_build, "train_s": train_s,
+    "timers": [result["timers"][k] for k in ("sample_time_s", "learn_time_s",
+                                             "sync_weights_time_s")],
+    "rss_train_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "modules_trained": sum(1 for k in result["learners"] if k != "__all_modules__"),
+    "agent_steps": result["env_runners"]["num_agent_steps_sampled"]}))
+"""
+
+I17_SAMPLE = r"""
+import json, sys, time
+import numpy as np
+import torch
+from rlmod.algorithms.ppo import PPOConfig
+from rlmod.env import MultiAgentEnvRunner
+from rlmod.testing import MultiAgentCartPole
+agents, num_envs, rounds, steps = (int(a) for a in sys.argv[1:5])
+sizes = [int(m) for m in sys.argv[5].split(",")]
+torch.set_num_threads(1)
+
+def runner(num_modules):
+    config = (PPOConfig()
+              .environment(MultiAgentCartPole, env_config={"num_agents": agents})
+              .env_runners(num_envs_per_env_runner=num_envs)
+              .multi_agent(policies={f"p{i}" for i in range(num_modules)},
+                           policy_mapping_fn=lambda aid, episode: f"p{aid % num_modules}")
+              .rl_module(model_config={"fcnet_hiddens": [64, 64]})
+              .debugging(seed=0))
+    r = MultiAgentEnvRunner(config=config)
+    r.sample(num_timesteps=num_envs * steps)  # steady state first
+    r.get_metrics()
+    return r
+
+runners = {m: runner(m) for m in sizes}
+rates = {m: [] for m in sizes}
+for _ in range(rounds):  # alternating: the machine's speed drifts
+    for m, r in runners.items():
+        t = time.perf_counter()
+        r.sample(num_timesteps=num_envs * steps)
+        rates[m].append(r.get_metrics()["num_agent_steps"] / (time.perf_counter() - t))
+ratios = np.array(rates[sizes[-1]]) / np.array(rates[sizes[0]])
+print(json.dumps({"rates": {str(m): float(np.median(v)) for m, v in rates.items()},
+                  "ratio": float(np.median(ratios)), "ratio_min": float(ratios.min()),
+                  "ratio_max": float(ratios.max())}))
+"""
+
+I17_LEARN = r"""
+import json, os, sys
+import torch
+torch.set_num_threads(1)
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
+try:
+    from learner_stacking import learner_update_rows_per_s
+except ImportError as err:
+    print(json.dumps({"missing": str(err)}))
+    raise SystemExit(0)
+rows = int(sys.argv[2])
+sizes = [int(m) for m in sys.argv[3].split(",")]
+print(json.dumps({str(m): learner_update_rows_per_s(m, rows, stack=True) for m in sizes}))
+"""
+
+
+def _met(ok: bool) -> str:
+    return "yes" if ok else "NO"
+
+
+def issue17_section(args: argparse.Namespace) -> None:
+    """Every figure of issue 17 in one table (each from a fresh process; the ratios from
+    one process that alternates the two cases)."""
+    print("\\n## Issue 17: stacked modules, 1,000-agent MultiAgentCartPole, one module per "
+          "agent, fcnet_hiddens [64, 64], PPO defaults otherwise\\n")
+    rows = []
+
+    def add(figure: str, target: str, measured: str, ok: bool | None) -> None:
+        rows.append({"figure": figure, "target": target, "measured": measured,
+                     "met": "-" if ok is None else _met(ok)})
+
+    def train_child(n: int, batch: int) -> dict | str:
+        try:
+            return rl.run_child(sys.executable, I17_TRAIN, n, batch, 1,
+                                timeout=args.issue17_timeout)
+        except rl.ChildTimeout:
+            return f"did not finish in {args.issue17_timeout:.0f} s"
+
+    small = train_child(1000, 64)
+    if isinstance(small, dict):
+        add("build_algo(), 1,000 modules", "<= 2 s", f"{small['build_s']:.2f} s",
+            small["build_s"] <= 2)
+        add("peak RSS after build_algo()", "<= 1 GB", f"{small['rss_build_mb']:,.0f} MB",
+            small["rss_build_mb"] <= 1024)
+        t = small["timers"]
+        add("first train(), 64 env steps", "<= 3 s",
+            f"{small['train_s']:.2f} s (sample {t[0]:.2f} / learn {t[1]:.2f} / sync "
+            f"{t[2]:.2f}; {small['agent_steps']:,} agent steps, peak RSS "
+            f"{small['rss_train_mb']:,.0f} MB)", small["train_s"] <= 3)
+    else:
+        add("build_algo() and first train(), 64 env steps", "", small, False)
+    large = train_child(1000, 4000)
+    if isinstance(large, dict):
+        t = large["timers"]
+        add("first train(), 4,000 env steps", "<= 60 s",
+            f"{large['train_s']:.1f} s (sample {t[0]:.1f} / learn {t[1]:.1f} / sync "
+            f"{t[2]:.2f}; {large['agent_steps']:,} agent steps, peak RSS "
+            f"{large['rss_train_mb']:,.0f} MB)", large["train_s"] <= 60)
+    else:
+        add("first train(), 4,000 env steps", "<= 60 s", large, False)
+    sample = rl.run_child(sys.executable, I17_SAMPLE, 1000, args.issue17_envs,
+                          args.issue17_rounds, 50, "10,1000")
+    add("sampling agent steps/s, 1,000 vs 10 modules", ">= 0.8",
+        f"{sample['ratio']:.2f} ({sample['ratio_min']:.2f}-{sample['ratio_max']:.2f}; "
+        f"{sample['rates']['1000']:,.0f} vs {sample['rates']['10']:,.0f})",
+        sample["ratio"] >= 0.8)
+    learn = rl.run_child(sys.executable, I17_LEARN, os.path.abspath(__file__),
+                         args.issue17_learner_rows, "10,1000")
+    if "missing" in learn:
+        add("Learner rows/s, 1,000 vs 10 modules", ">= 0.5",
+            f"not measured ({learn['missing']})", None)
+    else:
+        ratio = learn["1000"] / learn["10"]
+        add("Learner rows/s, 1,000 vs 10 modules", ">= 0.5",
+            f"{ratio:.2f} ({learn['1000']:,.0f} vs {learn['10']:,.0f}, "
+            f"{args.issue17_learner_rows:,} rows)", ratio >= 0.5)
+    if not args.skip_10k:
+        huge = train_child(10_000, 64)
+        if isinstance(huge, dict):
+            t = huge["timers"]
+            add("10,000 agents and modules: build_algo(), first train() (64 env steps)",
+                "complete", f"build {huge['build_s']:.1f} s (peak RSS "
+                f"{huge['rss_build_mb']:,.0f} MB), train {huge['train_s']:.1f} s (sample "
+                f"{t[0]:.1f} / learn {t[1]:.1f} / sync {t[2]:.1f}; peak RSS "
+                f"{huge['rss_train_mb']:,.0f} MB; {huge['modules_trained']:,} modules "
+                "trained)", True)
+        else:
+            add("10,000 agents and modules", "complete", huge, False)
+    table(rows, ["figure", "target", "measured", "met"])
+    print(f"\\nSampling: one EnvRunner each, {args.issue17_envs} envs, sample() calls of 50 "
+          f"env steps per env, {args.issue17_rounds} alternating rounds (median of the "
+          "per-round ratios, range). Learner: benchmarks/learner_stacking.py's update "
+          "throughput, stacked.")
+
