@@ -22,7 +22,9 @@ config = (PPOConfig()
           .multi_agent(policies={f"a{i}" for i in range(n)},
                        policy_mapping_fn=lambda aid, episode: f"a{aid}", stack_modules=stack)
           .rl_module(model_config={"fcnet_hiddens": [64, 64]})
-          .training(train_batch_size=batch)
+          # PPO's minibatches of 128 rows per module; under 128 env steps a module's rows
+          # are one minibatch (validate() refuses a minibatch larger than the batch).
+          .training(train_batch_size=batch, minibatch_size=None if batch < 128 else 128)
           .debugging(seed=0))
 t = time.perf_counter()
 algo = config.build_algo()
