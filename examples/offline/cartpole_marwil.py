@@ -2,10 +2,14 @@
 
 The data holds as many timesteps of a scripted expert (return 500) as of a uniformly random
 policy (return ~22): counted in timesteps, since a random episode is ~25x shorter than an
-expert one and "half the episodes" would leave BC with 96% expert rows. BC imitates the
-mixture; MARWIL (Wang et al. 2018) weights each row by exp(beta * A / c), the advantage of
-the recorded action under a learned value function, and so leans towards the expert's
-actions. Both train on Learners that never build an env, then are evaluated on CartPole-v1.
+expert one and "half the episodes" would leave BC with 96% expert rows. The two are
+interleaved episode by episode (`MixedPolicy`), so every file is half expert, and the
+recording is seeded (same files, names included, every time), so the reader's file order
+and batches repeat: the comparison is decided by the algorithms, not by which files the
+reader happened to take last. BC imitates the mixture; MARWIL (Wang et al. 2018) weights
+each row by exp(beta * A / c), the advantage of the recorded action under a learned value
+function, and so leans towards the expert's actions. Both train on Learners that never
+build an env, then are evaluated on CartPole-v1.
 
     python examples/offline/cartpole_marwil.py
     python examples/offline/cartpole_marwil.py --seeds 0 1 2 --iterations 30
@@ -30,19 +34,38 @@ from rlmod.offline import record_episodes
 from rlmod.testing import RandomPolicy, cartpole_expert
 
 
-def record_mixture(data: Path, *, expert_episodes: int, seed: int) -> dict[str, int]:
-    """`expert_episodes` expert episodes, then random episodes until their timesteps match."""
-    expert_rows = record_episodes(gym.make("CartPole-v1"), cartpole_expert,
-                                  num_episodes=expert_episodes, output_dir=data, seed=seed)
+class MixedPolicy:
+    """The expert or a uniformly random policy, chosen per episode so that the timesteps
+    of both stay balanced as recording goes: an expert episode whenever the random rows
+    have caught up with the expert rows, else a random one. Every file thus holds about
+    as many expert as random rows, whatever order the reader takes the files in."""
+
+    def __init__(self, action_space: gym.Space, *, seed: int) -> None:
+        self.random = RandomPolicy(action_space, seed=seed)
+        self.expert_rows = self.random_rows = self.expert_episodes = 0
+        self.use_expert = True
+
+    def on_episode_start(self) -> None:
+        self.use_expert = self.random_rows >= self.expert_rows
+        self.expert_episodes += self.use_expert
+
+    def __call__(self, obs: object) -> object:
+        if self.use_expert:
+            self.expert_rows += 1
+            return cartpole_expert(obs)
+        self.random_rows += 1
+        return self.random(obs)
+
+
+def record_mixture(data: Path, *, num_episodes: int = 480, seed: int = 0) -> dict[str, int]:
+    """`num_episodes` episodes of `MixedPolicy`, seeded: the same files every time."""
     env = gym.make("CartPole-v1")
-    policy = RandomPolicy(env.action_space, seed=seed)
-    random_rows = random_episodes = 0
-    while random_rows < expert_rows:
-        random_rows += record_episodes(env, policy, num_episodes=50, output_dir=data,
-                                       seed=seed + 100_000 + random_episodes)
-        random_episodes += 50
-    return {"expert_rows": expert_rows, "random_rows": random_rows,
-            "expert_episodes": expert_episodes, "random_episodes": random_episodes}
+    policy = MixedPolicy(env.action_space, seed=seed)
+    record_episodes(env, policy, num_episodes=num_episodes, output_dir=data, seed=seed,
+                    on_episode_start=policy.on_episode_start)
+    return {"expert_rows": policy.expert_rows, "random_rows": policy.random_rows,
+            "expert_episodes": policy.expert_episodes,
+            "random_episodes": num_episodes - policy.expert_episodes}
 
 
 def train(config_cls: type, data: Path, *, seed: int, iterations: int,
@@ -68,7 +91,8 @@ def train(config_cls: type, data: Path, *, seed: int, iterations: int,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, help="Recorded mixture; recorded if empty.")
-    parser.add_argument("--expert-episodes", type=int, default=20)
+    parser.add_argument("--episodes", type=int, default=480,
+                        help="Episodes to record (about 20 expert ones, the rest random).")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--adv-norm-rate", type=float, default=1e-8,
@@ -77,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data = args.data or Path(tempfile.mkdtemp(prefix="cartpole_mixture_"))
     if not any(data.glob("*.parquet")):
-        print("recorded", record_mixture(data, expert_episodes=args.expert_episodes, seed=0))
+        print("recorded", record_mixture(data, num_episodes=args.episodes, seed=0))
     out: dict[str, list[float]] = {"BC": [], "MARWIL": []}
     for seed in args.seeds:
         for name, cls in (("BC", BCConfig), ("MARWIL", MARWILConfig)):

@@ -15,6 +15,7 @@ not depend on the connectors of the policy that recorded it.
 from __future__ import annotations
 
 import os
+import random
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -63,6 +64,9 @@ class EpisodeWriter:
         max_rows_per_file: Rows per file before a new one is started (an episode longer
             than this gets a file of its own).
         file_prefix: Distinguishes writers (EnvRunners) that share `output_dir`.
+        seed: Makes the file names and stored episode IDs a function of the seed (else
+            random), so that a seeded recording is the same files, bit for bit, every
+            time: the reader's file order (and so its batches) then repeat too.
 
     Example:
         >>> import gymnasium as gym, numpy as np, tempfile
@@ -81,7 +85,8 @@ class EpisodeWriter:
 
     def __init__(self, output_dir: str | os.PathLike, *,
                  spaces: Mapping[str, tuple[gym.Space, gym.Space]],
-                 max_rows_per_file: int = 100_000, file_prefix: str = "") -> None:
+                 max_rows_per_file: int = 100_000, file_prefix: str = "",
+                 seed: int | None = None) -> None:
         import pyarrow  # noqa: F401 - fail here, with the install hint, not mid-sampling
 
         env_obs = spaces[ENV_KEY][0] if ENV_KEY in spaces else None
@@ -93,7 +98,8 @@ class EpisodeWriter:
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.max_rows_per_file = max_rows_per_file
-        uid = uuid.uuid4()
+        uid = uuid.uuid4() if seed is None else uuid.UUID(
+            int=random.Random(f"rlmod-writer-{seed}").getrandbits(128))
         self.prefix = f"{file_prefix or 'episodes'}-{uid.hex[:8]}"
         # Episode IDs are unique per EnvRunner only: a random 31-bit high half makes the
         # stored IDs unique across the writers (runs, EnvRunners) that share a directory.
@@ -189,6 +195,10 @@ class EpisodeWriter:
                           for c in columns})
         name = f"{self.prefix}-{self._num_files:05d}.parquet"
         tmp = self.output_dir / f".{name}.tmp"
+        if (self.output_dir / name).exists():
+            raise OfflineDataError(
+                f"{self.output_dir / name} exists already: this directory was recorded into "
+                "with the same seed before. Record into a new directory or use another seed.")
         # Page CRCs: a reader verifies them, so flipped bytes fail loudly, never silently.
         pq.write_table(table, tmp, write_page_checksum=True, row_group_size=ROW_GROUP_ROWS)
         with open(tmp, "rb") as f:
@@ -230,8 +240,9 @@ def record_episodes(env: gym.Env, policy: Callable[[Any], Any], *, num_episodes:
     observations and env actions, the env's spaces in `spaces.json`); returns the number
     of rows written.
 
-    Episode `i` is reset with `seed + i` when `seed` is given; `on_episode_start` is
-    called before each episode (e.g. `InferencePolicy.reset` for stateful connectors).
+    Episode `i` is reset with `seed + i` when `seed` is given (and the files are named
+    after `seed`, so a seeded recording gives the same files each time);
+    `on_episode_start` is called before each episode (e.g. `InferencePolicy.reset` for stateful connectors).
 
     Example:
         >>> import gymnasium as gym, tempfile
@@ -240,7 +251,7 @@ def record_episodes(env: gym.Env, policy: Callable[[Any], Any], *, num_episodes:
         ...                 output_dir=tempfile.mkdtemp(), seed=0) > 0
         True
     """
-    writer = EpisodeWriter(output_dir, max_rows_per_file=max_rows_per_file,
+    writer = EpisodeWriter(output_dir, max_rows_per_file=max_rows_per_file, seed=seed,
                            spaces={ENV_KEY: (env.observation_space, env.action_space)})
     for i in range(num_episodes):
         obs, _ = env.reset(seed=None if seed is None else seed + i)

@@ -80,6 +80,19 @@ def test_record_episodes_round_trip_is_bit_for_bit(tmp_path: Path) -> None:
         assert np.flatnonzero(ends).tolist() == [n - 1]
 
 
+def test_a_seeded_recording_is_the_same_files_every_time(tmp_path: Path) -> None:
+    for out in ("a", "b"):
+        record_episodes(gym.make("CartPole-v1"), cartpole_expert, num_episodes=3,
+                        output_dir=tmp_path / out, seed=7, max_rows_per_file=600)
+    names = sorted(f.name for f in resolve_files(tmp_path / "a"))
+    assert len(names) == 3 and names == sorted(f.name for f in resolve_files(tmp_path / "b"))
+    for name in names:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    with pytest.raises(OfflineDataError, match="recorded into with the same seed"):
+        record_episodes(gym.make("CartPole-v1"), cartpole_expert, num_episodes=1,
+                        output_dir=tmp_path / "a", seed=7)
+
+
 def test_rolling_files_are_bounded_and_episodes_never_span_files(tmp_path: Path) -> None:
     record_episodes(gym.make("CartPole-v1"), lambda o: int(o[2] > 0), num_episodes=30,
                     output_dir=tmp_path, seed=0, max_rows_per_file=100)

@@ -1,0 +1,169 @@
+"""OfflineData: recorded episodes as per-module training batches for an offline Algorithm.
+
+Built by MARWIL and BC in `setup()` (RLlib's name for the part that feeds Learners from
+offline data). It finds the input (Parquet files or a Minari dataset), the spaces every
+module is built with (the config's or those stored beside the data; never an env), and
+the view each module trains on (the env-to-module connectors an EnvRunner would run). It
+then reads with one OfflineReader per trained module, multi-agent rows routed by their
+stored module ID, or, with `input_read_method="read_parquet"`, hands Ray Data shards of the
+same files to the Learners, each of which reads its own (rlmod.offline.ray_data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from rlmod.connectors.pipeline import ConnectorPipeline
+from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
+from rlmod.errors import OfflineDataError
+from rlmod.offline.minari_source import is_minari_input, load_minari
+from rlmod.offline.reader import (
+    Columns_,
+    OfflineReader,
+    Transform,
+    check_files,
+    read_spaces,
+    resolve_files,
+)
+from rlmod.offline.transforms import module_view
+from rlmod.offline.writer import ENV_KEY, SPACES_FILE
+
+
+@dataclass(frozen=True)
+class ModuleView:
+    """How one module's recorded rows become its training rows."""
+
+    module_id: str
+    transform: Transform
+    obs_shape: tuple[int, ...]
+    """Shape of one stored (raw) observation of this module."""
+    stored_id: str | None
+    """The `module_id` column value of its rows; None: all rows (single-agent data)."""
+
+
+class OfflineData:
+    """Where offline training data come from and what each trained module sees.
+
+    Args:
+        config: The algorithm's (frozen) config: `input_`, the spaces, the connectors,
+            `policies` and `policies_to_train` for multi-agent data.
+
+    Attributes:
+        spaces: `{"__env__": (obs, act), module_id: (obs, act)}` for
+            `config.get_multi_rl_module_spec(spaces=...)`.
+        env_spaces: The raw env's (observation, action) spaces (single-agent data), or
+            those stored under "__env__" (multi-agent data).
+        views: One ModuleView per module that trains.
+    """
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.sources: list[Any]
+        if is_minari_input(config.input_):
+            self.sources, minari_spaces = load_minari(config.input_)
+            stored: dict[str, tuple[gym.Space, gym.Space]] | None = {ENV_KEY: minari_spaces}
+            where = str(config.input_)
+        else:
+            self.sources = resolve_files(config.input_)
+            check_files(self.sources)
+            stored = read_spaces(self.sources)
+            where = str(self.sources[0].parent / SPACES_FILE)
+        if config.is_multi_agent:
+            self._multi_agent(stored, where)
+        else:
+            self._single_agent(None if stored is None else stored.get(ENV_KEY), where)
+
+    # ------------------------------------------------------------------ spaces and views
+    def _single_agent(self, recorded: tuple[gym.Space, gym.Space] | None, where: str) -> None:
+        config = self.config
+        given = (config.observation_space, config.action_space)
+        if given[0] is not None and given[1] is not None:
+            if recorded is not None and not all(
+                    x == y for x, y in zip(recorded, given, strict=True)):
+                raise OfflineDataError(
+                    f"config.environment(observation_space={given[0]}, action_space="
+                    f"{given[1]}) differs from the recorded data's spaces (observation_space="
+                    f"{recorded[0]}, action_space={recorded[1]}) in {where}; fix the config "
+                    "or read data recorded from this env.")
+            env_spaces = (given[0], given[1])
+        elif recorded is None:
+            raise OfflineDataError(
+                f"{type(config).__name__[:-len('Config')]} has no spaces to build its module "
+                "from: the config sets no config.environment(observation_space=..., "
+                f"action_space=...) and the data has no {where} (rlmod's writers store one). "
+                "Set the spaces in the config, or record the data with "
+                "config.offline_data(output=...), `rlmod record` or "
+                "rlmod.offline.record_episodes.")
+        else:
+            env_spaces = recorded
+        self.env_spaces = env_spaces
+        pipeline = config.build_env_to_module_connector(None, *env_spaces)
+        assert pipeline.observation_space is not None
+        self.spaces = {ENV_KEY: env_spaces,
+                       DEFAULT_MODULE_ID: (pipeline.observation_space, env_spaces[1])}
+        self.views = [ModuleView(DEFAULT_MODULE_ID, module_view(pipeline, env_spaces[1]),
+                                 _shape(env_spaces[0]), None)]
+
+    def _multi_agent(self, stored: Mapping[str, tuple[gym.Space, gym.Space]] | None,
+                     where: str) -> None:
+        """Multi-agent recordings hold what each module saw (the MultiAgentEnvRunner records
+        only untransformed observations) with each row's module ID: module M trains on the
+        rows stored under M, with the spaces stored for M (or set in its sub-spec)."""
+        config = self.config
+        if config.env_to_module_connector is not None:
+            raise OfflineDataError(
+                "Multi-agent offline data hold what each module saw; a config."
+                "env_runners(env_to_module_connector=...) would transform them a second "
+                "time. Leave it unset for multi-agent offline training.")
+        stored = dict(stored or {})
+        self.env_spaces = stored.get(ENV_KEY)  # type: ignore[assignment]
+        self.spaces = dict(stored)
+        self.views = []
+        for mid in config.module_ids:
+            if mid in config.learner_only_module_ids or not config.is_module_trainable(mid):
+                continue
+            if mid not in stored:
+                known = sorted(k for k in stored if k != ENV_KEY)
+                raise OfflineDataError(
+                    f"Module {mid!r} trains, but {where} stores no spaces for it (the data "
+                    f"hold modules {known}). Name the policies as the recorded module IDs, "
+                    "or leave this one out of policies_to_train.")
+            obs, act = stored[mid]
+            pipeline = ConnectorPipeline([], input_observation_space=obs,
+                                         input_action_space=act)
+            self.views.append(ModuleView(mid, module_view(pipeline, act), _shape(obs), mid))
+        if not self.views:
+            raise OfflineDataError("No module trains: policies_to_train excludes them all.")
+
+    # ------------------------------------------------------------------ local reading
+    def build_readers(self) -> None:
+        """One OfflineReader per trained module (in this process)."""
+        config = self.config
+        self.readers = {
+            view.module_id: OfflineReader(
+                self.sources, batch_size=config.train_batch_size_per_learner,
+                gamma=config.gamma if config.get_config_for_module(view.module_id).beta > 0.0
+                else None,  # BC needs no returns
+                shuffle_buffer_size=config.shuffle_buffer_size,
+                seed=None if config.seed is None else config.seed + i,
+                module_id=view.stored_id, obs_shape=view.obs_shape, transform=view.transform)
+            for i, view in enumerate(self.views)}
+
+    def sample(self) -> dict[str, Columns_]:
+        """The next batch of every trained module: `{module_id: columns}`."""
+        return {mid: reader.next_batch() for mid, reader in self.readers.items()}
+
+    @staticmethod
+    def num_rows(batches: Mapping[str, Columns_]) -> int:
+        return sum(len(b[Columns.REWARDS]) for b in batches.values())
+
+
+def _shape(space: gym.Space) -> tuple[int, ...]:
+    return tuple(getattr(space, "shape", None) or ())
+
+
+__all__ = ["ModuleView", "OfflineData"]
