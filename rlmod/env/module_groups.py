@@ -58,7 +58,8 @@ class ModuleGroups:
         self.group_of_module = np.full(n, -1, np.int64)
         self.index_in_group = np.zeros(n, np.int64)
         found: list[tuple[np.ndarray, StackedGroup | None]] = []
-        for sg in find_stack_groups(module, module_ids) if stack else []:
+        stack_groups = find_stack_groups(module, module_ids) if stack else []
+        for sg in stack_groups:
             mods = np.fromiter((index[mid] for mid in sg.module_ids), np.int64,
                                len(sg.module_ids))
             self.index_in_group[mods] = np.arange(len(mods))
@@ -74,9 +75,9 @@ class ModuleGroups:
         self.groups: list[ExecutionGroup] = []
         self.sort_rank = np.empty(n, np.int64)
         rank = 0
-        for g, (mods, sg) in enumerate(found):
+        for g, (mods, stacked) in enumerate(found):
             renumber[self.group_of_module[mods[0]]] = g
-            self.groups.append(ExecutionGroup(mods, sg, module_ids[int(mods[0])]))
+            self.groups.append(ExecutionGroup(mods, stacked, module_ids[int(mods[0])]))
             self.sort_rank[mods] = np.arange(rank, rank + len(mods))
             rank += len(mods)
         self.group_of_module = renumber[self.group_of_module]
