@@ -147,6 +147,8 @@ class StackedGroup:
             (owner._buffers if is_buffer else owner._parameters, attr)
             for _, owner, attr, is_buffer, _ in _tensor_slots(template)]
         self._stacked = [*self.params.values(), *self.buffers.values()]
+        self._module_slots = [[(owner._buffers if is_buffer else owner._parameters, attr)
+                               for _, owner, attr, is_buffer, _ in own] for own in slots]
 
     def __len__(self) -> int:
         return len(self.module_ids)
@@ -162,14 +164,12 @@ class StackedGroup:
         new parameter objects, e.g. `load_state_dict(assign=True)`)."""
         if not self._valid:
             return False
-        for name, stacked in (*self.params.items(), *self.buffers.items()):
+        for j, stacked in enumerate(self._stacked):
             base, step = stacked.data_ptr(), stacked[0].numel() * stacked.element_size()
-            for i, m in enumerate(self.modules):
-                try:
-                    own = m.get_parameter(name) if name in self.params else m.get_buffer(name)
-                except AttributeError:
-                    return False
-                if own.data_ptr() != base + i * step:
+            for i, own in enumerate(self._module_slots):
+                d, attr = own[j]
+                t = d.get(attr)
+                if t is None or t.data_ptr() != base + i * step:
                     return False
         return True
 
@@ -327,9 +327,12 @@ def find_stack_groups(multi_module: MultiRLModule | Mapping[ModuleID, RLModule],
     `min_size`. Module order within a group follows `multi_module`'s order.
 
     Stacking re-points every grouped module's parameters to views into the group's
-    stacked storage; a module that was in a group before is moved into the new one (the
-    old group then refuses to run). Modules already stacked together in one intact group
-    keep it: calling this twice returns the same group objects.
+    stacked storage. Modules that already are in an intact group keep it: that group is
+    returned (whole, also where only some of its modules were asked for), and only the
+    modules not stacked yet are grouped anew, so calling this twice returns the same
+    group objects and never breaks a group someone else runs (a Learner's). To regroup
+    on purpose, build `StackedGroup(ids, modules)` directly; the old group then refuses
+    to run.
     """
     items = multi_module.items()
     wanted = None if module_ids is None else set(module_ids)
@@ -341,20 +344,18 @@ def find_stack_groups(multi_module: MultiRLModule | Mapping[ModuleID, RLModule],
         key = stack_key(module, memo)
         if key is not None:
             by_key.setdefault(key, []).append((mid, module))
-    groups = []
+    groups: list[StackedGroup] = []
     for members in by_key.values():
-        if len(members) < max(min_size, 1):
-            continue
-        ids = [m for m, _ in members]
-        modules = [mod for _, mod in members]
-        ref = _GROUP_OF.get(modules[0])
-        existing = ref() if ref is not None else None
-        if (existing is not None and existing.module_ids == ids
-                and all(a is b for a, b in zip(existing.modules, modules, strict=True))
-                and existing.is_intact()):
-            groups.append(existing)
-        else:
-            groups.append(StackedGroup(ids, modules))
+        fresh = []
+        for mid, module in members:
+            existing = stacked_group_of(module)
+            if existing is not None and existing.is_intact():
+                if all(g is not existing for g in groups):
+                    groups.append(existing)
+            else:
+                fresh.append((mid, module))
+        if len(fresh) >= max(min_size, 1):
+            groups.append(StackedGroup([m for m, _ in fresh], [mod for _, mod in fresh]))
     return groups
 
 
