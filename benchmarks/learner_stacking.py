@@ -10,8 +10,8 @@ timed on its own too. Each case runs in this process, one torch thread, best of
     python benchmarks/learner_stacking.py [--rows 64000] [--modules 10 1000]
         [--unstacked-modules 10 100] [--repeats 3]
 
-`learner_update_rows_per_s(num_modules, total_rows, stack=...)` is importable (e.g. from
-benchmarks/multi_module_scale.py).
+`learner_update_rows_per_s(num_modules, total_rows, stack=...)` (a float) and
+`learner_update_timings(...)` (a dict) are importable (e.g. by multi_module_scale.py).
 """
 
 from __future__ import annotations
@@ -70,9 +70,18 @@ def synthetic_batch(ids: list[str], rows_per_module: int, *, seed: int = 0,
 
 
 def learner_update_rows_per_s(num_modules: int, total_rows: int, *, stack: bool = True,
-                              repeats: int = 3) -> dict[str, float]:
-    """Rows per second of `Learner.update()` (best of `repeats`, after a warm-up) and of
-    its SGD part alone (update minus the GAE learner connector, timed separately)."""
+                              repeats: int = 3) -> float:
+    """Agent rows per second of `Learner.update()` (best of `repeats`, after a warm-up):
+    `total_rows` rows spread evenly over `num_modules` modules."""
+    return learner_update_timings(num_modules, total_rows, stack=stack,
+                                  repeats=repeats)["rows_per_s"]
+
+
+def learner_update_timings(num_modules: int, total_rows: int, *, stack: bool = True,
+                           repeats: int = 3) -> dict[str, float]:
+    """Seconds and rows per second of `Learner.update()` (best of `repeats`, after a
+    warm-up) and of its SGD part alone (update minus the GAE learner connector, timed
+    separately on the same batch)."""
     learner, ids = make_learner(num_modules, stack=stack)
     batch = synthetic_batch(ids, max(1, total_rows // num_modules))
     rows = sum(len(b["obs"]) for b in batch.values())
@@ -106,7 +115,7 @@ def main() -> None:
     rows = []
     base = None
     for n, stack in cases:
-        r = learner_update_rows_per_s(n, args.rows, stack=stack, repeats=args.repeats)
+        r = learner_update_timings(n, args.rows, stack=stack, repeats=args.repeats)
         if base is None:
             base = r["rows_per_s"]
         rows.append({"modules": n, "stacked": stack, "groups": r["groups"],
