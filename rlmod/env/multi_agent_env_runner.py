@@ -579,8 +579,8 @@ class MultiAgentEnvRunner(EnvRunner):
         """Restores any subset of `get_state()`; weights of a module this EnvRunner does
         not hold (e.g. a learner-only one) raise UnknownModuleIDError."""
         state = self._drop_stale_weights(state)
-        if "rl_module" in state:
-            self.module.set_state(state["rl_module"])
+        if "rl_module" in state:  # stack groups in one copy per parameter, the rest per module
+            self.module.set_state(self._groups.set_weights(state["rl_module"]))
         for mid, s in state.get("env_to_module", {}).items():
             self._spaces.env_to_module[mid].set_state(s)
         for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
