@@ -140,7 +140,7 @@ def issue17_section(args: argparse.Namespace) -> None:
     else:
         add("first train(), 4,000 env steps", "<= 60 s", large, False)
     sample = rl.run_child(sys.executable, I17_SAMPLE, 1000, args.issue17_envs,
-                          args.issue17_rounds, 50, "10,1000")
+                          args.issue17_rounds, 10, "10,1000")
     add("sampling agent steps/s, 1,000 vs 10 modules", ">= 0.8",
         f"{sample['ratio']:.2f} ({sample['ratio_min']:.2f}-{sample['ratio_max']:.2f}; "
         f"{sample['rates']['1000']:,.0f} vs {sample['rates']['10']:,.0f})",
@@ -168,7 +168,7 @@ def issue17_section(args: argparse.Namespace) -> None:
         else:
             add("10,000 agents and modules", "complete", huge, False)
     table(rows, ["figure", "target", "measured", "met"])
-    print(f"\\nSampling: one EnvRunner each, {args.issue17_envs} envs, sample() calls of 50 "
+    print(f"\\nSampling: one EnvRunner each, {args.issue17_envs} envs, sample() calls of 10 "
           f"env steps per env, {args.issue17_rounds} alternating rounds (median of the "
           "per-round ratios, range). Learner: benchmarks/learner_stacking.py's update "
           "throughput, stacked.")
