@@ -102,8 +102,8 @@ def _met(ok: bool) -> str:
 def issue17_section(args: argparse.Namespace) -> None:
     """Every figure of issue 17 in one table (each from a fresh process; the ratios from
     one process that alternates the two cases)."""
-    print("\\n## Issue 17: stacked modules, 1,000-agent MultiAgentCartPole, one module per "
-          "agent, fcnet_hiddens [64, 64], PPO defaults otherwise\\n")
+    print("\n## Issue 17: stacked modules, 1,000-agent MultiAgentCartPole, one module per "
+          "agent, fcnet_hiddens [64, 64], PPO defaults otherwise\n")
     rows = []
 
     def add(figure: str, target: str, measured: str, ok: bool | None) -> None:
@@ -168,7 +168,7 @@ def issue17_section(args: argparse.Namespace) -> None:
         else:
             add("10,000 agents and modules", "complete", huge, False)
     table(rows, ["figure", "target", "measured", "met"])
-    print(f"\\nSampling: one EnvRunner each, {args.issue17_envs} envs, sample() calls of 10 "
+    print(f"\nSampling: one EnvRunner each, {args.issue17_envs} envs, sample() calls of 10 "
           f"env steps per env, {args.issue17_rounds} alternating rounds (median of the "
           "per-round ratios, range). Learner: benchmarks/learner_stacking.py's update "
           "throughput, stacked.")
