@@ -16,9 +16,10 @@ I17_TRAIN = r"""
 import json, resource, sys, time
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.testing import MultiAgentCartPole
-n, batch, stack = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+n, batch, stack, num_envs = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
 config = (PPOConfig()
           .environment(MultiAgentCartPole, env_config={"num_agents": n})
+          .env_runners(num_envs_per_env_runner=num_envs)
           .multi_agent(policies={f"a{i}" for i in range(n)},
                        policy_mapping_fn=lambda aid, episode: f"a{aid}", stack_modules=stack)
           .rl_module(model_config={"fcnet_hiddens": [64, 64]})
@@ -102,17 +103,17 @@ def _met(ok: bool) -> str:
 def issue17_section(args: argparse.Namespace) -> None:
     """Every figure of issue 17 in one table (each from a fresh process; the ratios from
     one process that alternates the two cases)."""
-    print("\\n## Issue 17: stacked modules, 1,000-agent MultiAgentCartPole, one module per "
-          "agent, fcnet_hiddens [64, 64], PPO defaults otherwise\\n")
+    print("\n## Issue 17: stacked modules, 1,000-agent MultiAgentCartPole, one module per "
+          "agent, fcnet_hiddens [64, 64], PPO defaults otherwise\n")
     rows = []
 
     def add(figure: str, target: str, measured: str, ok: bool | None) -> None:
         rows.append({"figure": figure, "target": target, "measured": measured,
                      "met": "-" if ok is None else _met(ok)})
 
-    def train_child(n: int, batch: int) -> dict | str:
+    def train_child(n: int, batch: int, num_envs: int = 1) -> dict | str:
         try:
-            return rl.run_child(sys.executable, I17_TRAIN, n, batch, 1,
+            return rl.run_child(sys.executable, I17_TRAIN, n, batch, 1, num_envs,
                                 timeout=args.issue17_timeout)
         except rl.ChildTimeout:
             return f"did not finish in {args.issue17_timeout:.0f} s"
@@ -130,17 +131,18 @@ def issue17_section(args: argparse.Namespace) -> None:
             f"{small['rss_train_mb']:,.0f} MB)", small["train_s"] <= 3)
     else:
         add("build_algo() and first train(), 64 env steps", "", small, False)
-    large = train_child(1000, 4000)
+    large = train_child(1000, 4000, args.issue17_envs)
     if isinstance(large, dict):
         t = large["timers"]
-        add("first train(), 4,000 env steps", "<= 60 s",
+        add(f"first train(), 4,000 env steps ({args.issue17_envs} envs per EnvRunner)",
+            "<= 60 s",
             f"{large['train_s']:.1f} s (sample {t[0]:.1f} / learn {t[1]:.1f} / sync "
             f"{t[2]:.2f}; {large['agent_steps']:,} agent steps, peak RSS "
             f"{large['rss_train_mb']:,.0f} MB)", large["train_s"] <= 60)
     else:
         add("first train(), 4,000 env steps", "<= 60 s", large, False)
     sample = rl.run_child(sys.executable, I17_SAMPLE, 1000, args.issue17_envs,
-                          args.issue17_rounds, 50, "10,1000")
+                          args.issue17_rounds, 10, "10,1000")
     add("sampling agent steps/s, 1,000 vs 10 modules", ">= 0.8",
         f"{sample['ratio']:.2f} ({sample['ratio_min']:.2f}-{sample['ratio_max']:.2f}; "
         f"{sample['rates']['1000']:,.0f} vs {sample['rates']['10']:,.0f})",
@@ -168,7 +170,7 @@ def issue17_section(args: argparse.Namespace) -> None:
         else:
             add("10,000 agents and modules", "complete", huge, False)
     table(rows, ["figure", "target", "measured", "met"])
-    print(f"\\nSampling: one EnvRunner each, {args.issue17_envs} envs, sample() calls of 50 "
+    print(f"\nSampling: one EnvRunner each, {args.issue17_envs} envs, sample() calls of 10 "
           f"env steps per env, {args.issue17_rounds} alternating rounds (median of the "
           "per-round ratios, range). Learner: benchmarks/learner_stacking.py's update "
           "throughput, stacked.")

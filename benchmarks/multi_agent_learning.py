@@ -107,8 +107,8 @@ print(json.dumps({"iterations": it, "reached": reached,
 def many_agents(args: argparse.Namespace) -> None:
     """N agents on N independent modules against the 2-policy run, same seeds."""
     n = args.many_agents
-    print(f"\\n## MultiAgentCartPole, {n} agents on {n} independent modules (stacked) "
-          "until every module's mean return >= 450, against 4 agents on 2 policies\\n")
+    print(f"\n## MultiAgentCartPole, {n} agents on {n} independent modules (stacked) "
+          "until every module's mean return >= 450, against 4 agents on 2 policies\n")
     rows = []
     for seed in args.seeds:
         two = run_timed(CARTPOLE, "independent", seed)

@@ -424,7 +424,8 @@ def main() -> None:
     i17.add_argument("--issue17-envs", type=int, default=32)
     i17.add_argument("--issue17-rounds", type=int, default=8)
     i17.add_argument("--issue17-learner-rows", type=int, default=64_000)
-    i17.add_argument("--issue17-timeout", type=float, default=1800.0)
+    i17.add_argument("--issue17-timeout", type=float, default=600.0,
+                     help="seconds per build/train child")
     rllib = parser.add_argument_group("RLlib side by side (each in a child process)")
     rllib.add_argument("--rllib-python", default=DEFAULT_RLLIB_PYTHON,
                        help="interpreter with ray[rllib]; 'none' to skip (default: this "

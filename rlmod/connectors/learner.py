@@ -184,9 +184,9 @@ def _values_of(module_ids: list[ModuleID], batch: TensorBatch, rl_module: MultiR
                         + [batch[mid][Columns.NEXT_OBS] for mid in mids])
         index = torch.from_numpy(np.repeat([group.position[mid] for mid in mids], sizes))
         with torch.no_grad():
-            v = group.compute_values(obs, torch.cat([index, index])).numpy()
+            values = group.compute_values(obs, torch.cat([index, index])).numpy()
         total, start = sum(sizes), 0
         for mid, n in zip(mids, sizes, strict=True):
-            out[mid] = (v[start:start + n], v[total + start:total + start + n])
+            out[mid] = (values[start:start + n], values[total + start:total + start + n])
             start += n
     return out

@@ -110,6 +110,21 @@ class Learner(Checkpointable):
                 slots[mid] = stack.optimizer.slot(i, trainable[mid])
         return slots
 
+    def _check_stack(self, stack: TrainStack) -> None:
+        """Refuses to train a group whose modules were replaced in the MultiRLModule or
+        given new parameter tensors since build(): the group would train stale storage."""
+        assert self.module is not None
+        group = stack.group
+        if not (all(self.module.get(m) is mod for m, mod in zip(group.module_ids,
+                                                                group.modules, strict=True))
+                and group.is_intact()):
+            raise RuntimeError(
+                f"The Learner stacked modules {group.module_ids[:5]}... at build(), and one of "
+                "them was since replaced in its MultiRLModule or given new parameter tensors "
+                "(e.g. load_state_dict(assign=True), .to(device)); change weights with "
+                "set_state()/set_weights(), which write into the stacked storage, or turn "
+                "stacking off with config.multi_agent(stack_modules=False).")
+
     def _can_stack(self) -> bool:
         """Whether this Learner trains stacked groups: `stack_modules` is on, it trains on
         one process, its MultiRLModule is the plain one (a subclass may route batches
@@ -223,6 +238,7 @@ class Learner(Checkpointable):
         self._num_non_finite = dict.fromkeys(trainable, 0)
         num_rows = {m: next(iter(batch[m].values())).shape[0] for m in trainable}
         for stack in self._stacks:
+            self._check_stack(stack)
             stack.start_update(batch, configs)
         for _ in range(self.config.num_epochs):
             for mb, stack_mbs in self._minibatches({m: batch[m] for m in trainable}, num_rows):

@@ -10,6 +10,7 @@ step, as before stacking). With stacking turned off, every module is its own gro
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -58,7 +59,8 @@ class ModuleGroups:
         self.group_of_module = np.full(n, -1, np.int64)
         self.index_in_group = np.zeros(n, np.int64)
         found: list[tuple[np.ndarray, StackedGroup | None]] = []
-        for sg in find_stack_groups(module, module_ids) if stack else []:
+        stack_groups = find_stack_groups(module, module_ids) if stack else []
+        for sg in stack_groups:
             mods = np.fromiter((index[mid] for mid in sg.module_ids), np.int64,
                                len(sg.module_ids))
             self.index_in_group[mods] = np.arange(len(mods))
@@ -74,9 +76,9 @@ class ModuleGroups:
         self.groups: list[ExecutionGroup] = []
         self.sort_rank = np.empty(n, np.int64)
         rank = 0
-        for g, (mods, sg) in enumerate(found):
+        for g, (mods, stacked) in enumerate(found):
             renumber[self.group_of_module[mods[0]]] = g
-            self.groups.append(ExecutionGroup(mods, sg, module_ids[int(mods[0])]))
+            self.groups.append(ExecutionGroup(mods, stacked, module_ids[int(mods[0])]))
             self.sort_rank[mods] = np.arange(rank, rank + len(mods))
             rank += len(mods)
         self.group_of_module = renumber[self.group_of_module]
@@ -102,6 +104,36 @@ class ModuleGroups:
             out = run(obs_t, index)
         data = self.module_to_env[group.lead](out, rl_module=lead, explore=explore)
         return out, data
+
+    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Any]]
+                    ) -> dict[ModuleID, Mapping[str, Any]]:
+        """Loads the weights of whole stack groups straight into their stacked storage
+        (one copy per parameter and group instead of one `set_state` per module: 0.17 s
+        of Python at 1,000 modules); returns the weights left for `MultiRLModule.set_state`
+        (modules run alone, groups not wholly in `weights`, and any state that does not
+        fit exactly, which `set_state` then checks and names)."""
+        rest = dict(weights)
+        for group in self.groups:
+            sg = group.stacked
+            if sg is None or not all(mid in rest for mid in sg.module_ids):
+                continue
+            tensors = {**sg.params, **sg.buffers}
+            states = [rest[mid] for mid in sg.module_ids]
+            if not sg.is_intact() or any(s.keys() != tensors.keys() for s in states):
+                continue
+            try:
+                stacked = {name: np.stack([np.asarray(s[name]) for s in states])
+                           for name in tensors}
+            except ValueError:  # some module's tensor has another shape
+                continue
+            if any(stacked[n].shape != tuple(t.shape) for n, t in tensors.items()):
+                continue
+            with torch.no_grad():
+                for name, tensor in tensors.items():
+                    tensor.copy_(torch.from_numpy(stacked[name]))
+            for mid in sg.module_ids:
+                del rest[mid]
+        return rest
 
     def add_action_logp(self, g: int, batch: dict[str, np.ndarray]) -> None:
         """Adds the log-probs of group g's rows (all its modules at once)."""

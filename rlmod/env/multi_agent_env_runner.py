@@ -8,9 +8,10 @@ How a step runs (all envs together): each agent that received an observation act
 next step; all acting agents of all envs whose modules form one execution group (a stack
 group of modules that share an architecture, or one module alone; see ModuleGroups) go
 through ONE forward pass. Rows are grouped by execution group with array operations (one
-sort per step), never with a Python loop per module. Per-(env, agent) bookkeeping lives in flat numpy arrays indexed by a
-"slot" `env_index * len(possible_agents) + agent_index`, so Python touches each agent only
-to read and build the env's dicts.
+sort per step), never with a Python loop per module. Per-(env, agent) bookkeeping lives in
+flat numpy arrays indexed by a "slot" `env_index * len(possible_agents) + agent_index`
+(AgentSlots), so Python touches each agent only to read and build the env's dicts; the rows
+and forward passes of a call live in GroupedRows.
 
 A row of the batch is one action of one agent: `obs` is what the agent acted on, `rewards`
 everything the agent received until it next observed (rewards between its acting steps
@@ -21,7 +22,6 @@ flags are the agent's own (`"__all__"` applies to agents without a flag of their
 from __future__ import annotations
 
 import logging
-import operator
 from itertools import chain, compress
 from typing import Any, NoReturn
 
@@ -29,34 +29,29 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.env.agent_slots import AgentSlots
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
 from rlmod.env.episodes import MultiAgentEpisode
-from rlmod.env.module_groups import ModuleGroups, env_actions_per_row
+from rlmod.env.grouped_rows import GroupedRows
+from rlmod.env.module_groups import ModuleGroups
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
+from rlmod.env.multi_agent_metrics import EpisodeStats
 from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
+from rlmod.env.multi_agent_recording import RowRecorder
 from rlmod.env.multi_agent_records import (
-    ActingRows,
     ClosedRows,
     EnvReturns,
     FlaggedEnv,
     StepObservations,
 )
 from rlmod.env.multi_agent_rows import (
-    MODULE,
-    SLOT,
     EpisodeInfo,
-    GroupRows,
-    group_batch,
-    returns_by_agent,
-    split_by_module,
     step_flags,
 )
 from rlmod.env.registry import make_env
-from rlmod.errors import EnvError, OfflineDataError, UnknownModuleIDError
-from rlmod.offline.writer import AGENT_ID, EpisodeWriter
+from rlmod.errors import EnvError
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
 
@@ -107,7 +102,6 @@ class MultiAgentEnvRunner(EnvRunner):
         self._agents: list[AgentID] = list(self.env0.possible_agents)
         if not self._agents:
             raise EnvError(f"env={config.env!r} has no possible_agents; set them in __init__.")
-        self._agent_index = {a: i for i, a in enumerate(self._agents)}
         # Raw spaces per module, from the env's agents (SETUP_EPISODE); checks the mapping.
         self._spaces = ModuleSpaces(config, self.envs, self._agents)
         spec = config.get_multi_rl_module_spec(env=self.env0, spaces=self.get_spaces(),
@@ -129,13 +123,11 @@ class MultiAgentEnvRunner(EnvRunner):
                 self.env0, sub.observation_space, raw_act)
         self._groups = ModuleGroups(self.module, self._module_ids, self._module_to_env,
                                     stack=config.stack_modules)
-        # Per group: modules with a non-empty env-to-module pipeline (run module by module).
-        self._group_pipelines = [
-            [m for m in g.modules.tolist()
-             if len(self._spaces.env_to_module.get(self._module_ids[m], ()))]
-            for g in self._groups.groups]
         self._init_bookkeeping()
-        self._writer = self._make_writer()  # config.offline_data(output=DIR)
+        self._writer = RowRecorder.create(  # config.offline_data(output=DIR)
+            config, module_ids=self._module_ids, spaces=self._spaces,
+            module_to_env=self._module_to_env, env_spaces=self.get_spaces(),
+            agents=self._agents, worker_index=self.worker_index)
 
     # Guard switches, read by benchmarks/guard_overhead.py (they live on the intake).
     @property
@@ -154,45 +146,15 @@ class MultiAgentEnvRunner(EnvRunner):
     def _check_finite_data(self, value: bool) -> None:
         self._intake.check_finite = value
 
-    def _make_writer(self) -> EpisodeWriter | None:
-        """An EpisodeWriter when `config.output` is set. Multi-agent rows are recorded as
-        the modules see them, so this needs modules whose env-to-module connectors leave
-        observations raw and whose actions reach the env unchanged; otherwise an error
-        says so (the single-agent EnvRunner records raw data in every case)."""
-        if self.config.output is None:
-            return None
-        for mid in self._module_ids:
-            pipeline = self._spaces.env_to_module.get(mid)
-            if (pipeline is not None and len(pipeline)) or len(self._module_to_env[mid]) > 1:
-                raise OfflineDataError(
-                    f"offline_data(output=...) with a MultiAgentEnvRunner records what the "
-                    f"modules see; module {mid!r} sees transformed observations ({pipeline}) "
-                    "or maps its actions into the env's space, which would make the "
-                    "recorded rows differ from the env's. Record envs with flat float32 Box "
-                    "observations and Discrete actions starting at 0, or leave output unset.")
-        return EpisodeWriter(self.config.output, spaces=self.get_spaces(),
-                             max_rows_per_file=self.config.output_max_rows_per_file,
-                             file_prefix=f"env_runner_{self.worker_index}")
-
     def _init_bookkeeping(self) -> None:
-        # Per (env, agent) slot: flat arrays, see the module docstring.
-        num_slots = self.num_envs * len(self._agents)
-        # The agent's module index, valid in the env episode `_episode_of_slot` names
-        # (policy_mapping_fn is called once per agent and episode; -1: not mapped yet).
-        self._module_of_slot = np.zeros(num_slots, np.int64)
-        self._episode_of_slot = np.full(num_slots, -1, np.int64)
-        self._agent_episode_of_slot = np.zeros(num_slots, np.int64)  # the eps_id column
-        self._open_row = np.full(num_slots, -1, np.int64)  # row awaiting its outcome, or -1
-        self._pending_reward = np.zeros(num_slots)  # reward since the agent last acted
-        self._episode_return = np.zeros(num_slots)  # agent's return in its current episode
-        self._observed = np.zeros(num_slots, bool)  # agent has observed in this episode
-        self._next_agent_episode_id = 0  # one per (env episode, agent): the eps_id column
+        self._slots = AgentSlots(self.config, agents=self._agents, num_envs=self.num_envs,
+                                 module_index=self._module_index, spaces=self._spaces,
+                                 envs=self.envs)
         self._next_episode_id = 0  # one per env episode: EpisodeInfo.id_
         self._dropped_eps: list[np.ndarray] = []  # agent-episodes of restarted envs
         self._num_restarts = 0
         self._num_steps = 0  # steps of all envs together, named in errors
         self._num_dropped_env_steps = 0  # this call's env steps of dropped episodes
-        self._num_carried = [0] * len(self._groups.groups)  # rows carried into the buffers
         self._call_start = 0  # _num_steps when this sample() call began
         # Per env.
         self._episode: list[EpisodeInfo | None] = [None] * self.num_envs
@@ -202,18 +164,13 @@ class MultiAgentEnvRunner(EnvRunner):
         self._acting_offset = [0] * self.num_envs  # their offset in the step's acting order
         self._seeds = [derive_seed(self.config.seed, self.seed_index, e)
                        for e in range(self.num_envs)]
-        # Per sample() call, per execution group.
-        self._buffers = [GroupRows() for _ in self._groups.groups]
-        self._closings: list[ClosedRows] = []
-        self._acting: list[ActingRows] | None = None  # per group with agents acting next
+        # Per sample() call: rows and who acts next, per execution group.
+        self._rows = GroupedRows(self._groups, module_ids=self._module_ids, spaces=self._spaces,
+                                 intake=self._intake, open_row=self._slots.open_row,
+                                 agent_episode_of_slot=self._slots.agent_episode_of)
         self._begin_step()
         # Metrics since the last get_metrics().
-        self._done_returns: list[float] = []
-        self._done_lens: list[int] = []
-        self._module_returns: dict[ModuleID, list[float]] = {}
-        # (agent indices, their returns) per finished episode; grouped by agent in
-        # get_metrics(), once per call rather than a dict append per agent per episode.
-        self._agent_returns: list[tuple[np.ndarray, np.ndarray]] = []
+        self._stats = EpisodeStats(self._module_ids, self._agents)
         self._done_eps: list[np.ndarray] = []
         # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
         self._ma_episodes: list[MultiAgentEpisode | None] = [None] * self.num_envs
@@ -250,62 +207,25 @@ class MultiAgentEnvRunner(EnvRunner):
     def module_ids(self) -> list[ModuleID]:
         return list(self._module_ids)
 
-    # ------------------------------------------------------------------ slots and mapping
     def _slots_for(self, e: int, keys: tuple) -> np.ndarray:
-        """Slots of `keys` in env `e`; maps the agents that are new to the episode."""
-        try:
-            local = np.fromiter(map(self._agent_index.__getitem__, keys), np.int64, len(keys))
-        except KeyError as err:
-            raise EnvError(
-                f"env={self.config.env!r} (env {e}) returned data for agent {err.args[0]!r}, "
-                f"which is not in its possible_agents {self._agents[:8]}; every agent ID must "
-                "be in possible_agents."
-            ) from None
-        slots = local + e * len(self._agents)
+        """Slots of `keys` in env `e`; maps the agents new to its episode."""
         episode = self._episode[e]
         assert episode is not None
-        stale = self._episode_of_slot[slots] != episode.id_
-        if stale.any():
-            new = np.flatnonzero(stale)
-            self._map_agents(e, [keys[i] for i in new.tolist()], local[new], slots[new])
-        return slots
-
-    def _map_agents(self, e: int, agents: list, local: np.ndarray, slots: np.ndarray) -> None:
-        """Calls policy_mapping_fn once for each of these agents (new to the episode) and
-        caches the answers for the episode; checks IDs and spaces."""
-        episode = self._episode[e]
-        assert episode is not None
-        fn, index = self.config.policy_mapping_fn, self._module_index
-        mids = [fn(agent, episode) for agent in agents]
-        try:
-            mods = np.fromiter(map(index.__getitem__, mids), np.int64, len(mids))
-        except (KeyError, TypeError):
-            bad = next(i for i, mid in enumerate(mids) if mid not in index)
-            raise UnknownModuleIDError(
-                self.config.mapping_error_message(agents[bad], mids[bad])) from None
-        self._spaces.check_new_agents(e, self.envs[e], agents, mids, mods, local)
-        self._module_of_slot[slots] = mods
-        self._episode_of_slot[slots] = episode.id_
-        first_id = self._next_agent_episode_id
-        self._agent_episode_of_slot[slots] = np.arange(first_id, first_id + len(slots))
-        self._next_agent_episode_id += len(slots)
+        return self._slots.slots_for(e, keys, episode)
 
     # ------------------------------------------------------------------ episodes
     def _reset_all(self) -> None:
         """Starts every env afresh; rows of unfinished episodes are dropped."""
         writer = getattr(self, "_writer", None)  # None while __init__ runs
         if writer is not None:
-            writer.drop_pending()  # episodes cut off by this reset are never written
-        self._buffers = [GroupRows() for _ in self._groups.groups]
-        self._num_carried = [0] * len(self._groups.groups)
-        self._closings = []
-        for arr, value in ((self._open_row, -1), (self._pending_reward, 0.0),
-                           (self._episode_return, 0.0), (self._observed, False)):
-            arr[:] = value
+            writer.writer.drop_pending()  # episodes cut off by this reset are never written
+        self._rows.reset()
+        self._slots.open_row[:] = -1
+        self._slots.clear_episode(slice(None))
         self._begin_step()
         for e in range(self.num_envs):
             self._reset_env(e)
-        self._process_observations()
+        self._rows.process(self._step_obs)
 
     def _reset_env(self, e: int) -> None:
         """Resets env `e`; its agents' first observations join this step's observations."""
@@ -325,7 +245,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 agent_to_module=self._modules_of(keys, slots))
             self.callbacks.call("on_episode_created", **self._episode_kwargs(e))
             self.callbacks.call("on_episode_start", **self._episode_kwargs(e))
-        self._observed[slots] = True
+        self._slots.observed[slots] = True
         n = len(keys)
         self._add_observations(slots, [self._intake.chunk(obs.values())], np.ones(n, bool),
                                np.ones(n, bool))
@@ -333,28 +253,20 @@ class MultiAgentEnvRunner(EnvRunner):
 
     def _end_episode(self, e: int, terminated: bool) -> None:
         """Closes the episode's open rows (flags from "__all__") and records its returns."""
-        num_agents = len(self._agents)
-        block = slice(e * num_agents, (e + 1) * num_agents)
-        open_local = np.flatnonzero(self._open_row[block] >= 0)
+        block, first = self._slots.block(e), e * len(self._agents)
+        open_local = np.flatnonzero(self._slots.open_row[block] >= 0)
         if open_local.size:
             k = open_local.size
-            self._close(open_local + e * num_agents, np.full(k, terminated),
+            self._close(open_local + first, np.full(k, terminated),
                         np.full(k, not terminated), np.full(k, -1))
         episode = self._episode[e]
         assert episode is not None
-        part = np.flatnonzero(self._episode_of_slot[block] == episode.id_)  # agents that took part
-        slots = part + e * num_agents
-        rets, mods = self._episode_return[slots], self._module_of_slot[slots]
-        self._done_returns.append(float(rets.sum()))
-        self._done_lens.append(int(self._ep_len[e]))
-        sums = np.bincount(mods, weights=rets, minlength=len(self._module_ids))
-        for m in np.unique(mods).tolist():
-            self._module_returns.setdefault(self._module_ids[m], []).append(float(sums[m]))
-        self._agent_returns.append((part, rets))
-        self._done_eps.append(self._agent_episode_of_slot[slots])
-        self._episode_return[block] = 0.0
-        self._pending_reward[block] = 0.0
-        self._observed[block] = False
+        part = np.flatnonzero(self._slots.episode_of[block] == episode.id_)  # took part
+        slots = part + first
+        self._stats.add(int(self._ep_len[e]), part, self._slots.episode_return[slots],
+                        self._slots.module_of[slots])
+        self._done_eps.append(self._slots.agent_episode_of[slots])
+        self._slots.clear_episode(block)
         ma_episode = self._ma_episodes[e]
         if ma_episode is not None:
             self.callbacks.call("on_episode_end", prev_episode_chunks=[],
@@ -368,7 +280,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 "rl_module": self.module}
 
     def _modules_of(self, keys: tuple, slots: np.ndarray) -> dict[AgentID, ModuleID]:
-        return {a: self._module_ids[m] for a, m in zip(keys, self._module_of_slot[slots].tolist(),
+        return {a: self._module_ids[m] for a, m in zip(keys, self._slots.module_of[slots].tolist(),
                                                        strict=True)}
 
     # ------------------------------------------------------------------ one step
@@ -381,11 +293,11 @@ class MultiAgentEnvRunner(EnvRunner):
 
     def _add_observations(self, slots: np.ndarray, obs: list, acts_next: np.ndarray,
                           episode_starts: np.ndarray) -> None:
-        """Queues observations for `_process_observations` (`obs`: per-env chunks from
+        """Queues observations for `GroupedRows.process` (`obs`: per-env chunks from
         `ObservationIntake.chunk`); see `StepObservations`."""
         queued = self._step_obs
         queued.slots.append(slots)
-        queued.modules.append(self._module_of_slot[slots])
+        queued.modules.append(self._slots.module_of[slots])
         queued.obs.extend(obs)
         queued.acts_next.append(acts_next)
         queued.episode_starts.append(episode_starts)
@@ -400,18 +312,18 @@ class MultiAgentEnvRunner(EnvRunner):
                new_obs_pos: np.ndarray) -> None:
         """Completes the open rows of `slots`; `new_obs_pos` indexes this step's
         observations (-1: no new observation, the row's own obs stands in)."""
-        rows = self._open_row[slots]
+        rows = self._slots.open_row[slots]
         has = rows >= 0
         if not has.all():
             slots, rows, term, trunc, new_obs_pos = (
                 x[has] for x in (slots, rows, term, trunc, new_obs_pos))
         if not len(slots):
             return
-        groups = self._groups.group_of_module[self._module_of_slot[slots]]
+        groups = self._groups.group_of_module[self._slots.module_of[slots]]
         self._step_obs.closings.append(ClosedRows(groups, rows, new_obs_pos,
-                                                  self._pending_reward[slots], term, trunc))
-        self._open_row[slots] = -1
-        self._pending_reward[slots] = 0.0
+                                                  self._slots.pending_reward[slots], term, trunc))
+        self._slots.open_row[slots] = -1
+        self._slots.pending_reward[slots] = 0.0
 
     def _step_envs(self, actions: list) -> int:
         """Steps every env with its agents' actions and books what came back: rewards,
@@ -428,8 +340,8 @@ class MultiAgentEnvRunner(EnvRunner):
         term, trunc, over, extras = step_flags(returns.flagged, returns.obs_agents,
                                                returns.num_obs)
         acts_next = ~(term | trunc)
-        starts = ~self._observed[slots]  # first observation of the agent in its episode
-        self._observed[slots] = True
+        starts = ~self._slots.observed[slots]  # first observation of the agent in its episode
+        self._slots.observed[slots] = True
         self._add_observations(slots, returns.obs_chunks, acts_next, starts)
         self._close(slots, term, trunc, np.arange(len(slots)))
         for e, agent, terminated in extras:  # done agents that got no final obs
@@ -535,20 +447,17 @@ class MultiAgentEnvRunner(EnvRunner):
         logger.warning("env=%r: env %d raised at step %d and was recreated (%r); its "
                        "unfinished episode is dropped.", self.config.env, e,
                        self._num_steps, err)
-        num_agents = len(self._agents)
-        block = slice(e * num_agents, (e + 1) * num_agents)
+        block = self._slots.block(e)
         episode = self._episode[e]
         assert episode is not None
-        took_part = self._episode_of_slot[block] == episode.id_
-        self._dropped_eps.append(self._agent_episode_of_slot[block][took_part])
+        took_part = self._slots.episode_of[block] == episode.id_
+        self._dropped_eps.append(self._slots.agent_episode_of[block][took_part])
         # Its steps in this call, the failed one included (earlier ones were counted then).
         self._num_dropped_env_steps += min(int(self._ep_len[e]),
                                            self._num_steps - self._call_start)
-        self._open_row[block] = -1
-        self._pending_reward[block] = 0.0
-        self._episode_return[block] = 0.0
-        self._observed[block] = False
-        self._episode_of_slot[block] = -1
+        self._slots.open_row[block] = -1
+        self._slots.clear_episode(block)
+        self._slots.episode_of[block] = -1
         try:
             self.envs[e].close()
         except Exception:  # noqa: BLE001 - a broken env may fail to close too
@@ -563,115 +472,14 @@ class MultiAgentEnvRunner(EnvRunner):
         episode returns (after checking they are finite: one check per call)."""
         if self._intake.check_finite and not np.isfinite(rewards).all():
             self._intake.raise_non_finite(slots[~np.isfinite(rewards)], "rewards")
-        self._pending_reward[slots] += rewards
-        self._episode_return[slots] += rewards
-
-    def _process_observations(self) -> None:
-        """Groups the step's observations by execution group (one sort), runs env-to-module
-        pipelines (all envs at once), stores the observations and prepares the next
-        forward passes (one per group)."""
-        queued = self._step_obs
-        slots = np.concatenate(queued.slots)
-        mods = np.concatenate(queued.modules)
-        acts_next = np.concatenate(queued.acts_next)
-        starts = np.concatenate(queued.episode_starts)
-        act_rank = np.cumsum(acts_next) - 1  # position among this step's acting agents
-        store_idx = np.empty(len(slots), np.int64)
-        # Group-major, module-major within a group (radix sort, see _sort_key).
-        order = np.argsort(self._sort_key(self._groups.sort_rank[mods]), kind="stable")
-        sorted_groups = self._groups.group_of_module[mods[order]]
-        cuts = np.flatnonzero(sorted_groups[1:] != sorted_groups[:-1]) + 1
-        acting = []
-        stacked = self._intake.stack_shared(slots, queued.obs)
-        values = None if stacked is not None else list(chain.from_iterable(
-            c for c in queued.obs if len(c)))
-        for pos in np.split(order, cuts) if len(order) else []:  # one group's positions
-            g = int(self._groups.group_of_module[mods[pos[0]]])
-            if stacked is not None:
-                raw = np.take(stacked, pos, axis=0)
-            else:
-                assert values is not None
-                picked = ((values[int(pos[0])],) if len(pos) == 1
-                          else operator.itemgetter(*pos.tolist())(values))
-                space = self._spaces.raw[self._module_ids[int(mods[pos[0]])]][0]
-                raw = self._intake.stack_checked(space, picked, slots[pos])
-            obs = self._to_module_space(g, raw, mods[pos], starts[pos])
-            base = self._buffers[g].add_obs(obs)
-            store_idx[pos] = np.arange(base, base + len(pos))
-            a = acts_next[pos]
-            if a.all():
-                acting.append(ActingRows(g, obs, store_idx[pos], slots[pos], mods[pos],
-                                         act_rank[pos]))
-            elif a.any():
-                pa = pos[a]
-                # np.compress: 5x faster than a boolean mask on the rows of a 2-D array.
-                acting.append(ActingRows(g, np.compress(a, obs, axis=0), store_idx[pa],
-                                         slots[pa], mods[pa], act_rank[pa]))
-        for closing in queued.closings:  # step positions of new observations -> store indices
-            pos = closing.new_obs
-            new_obs = np.full(len(pos), -1)
-            seen = pos >= 0
-            new_obs[seen] = store_idx[pos[seen]]
-            self._closings.append(closing._replace(new_obs=new_obs))
-        self._acting = acting
-
-    def _to_module_space(self, g: int, raw: Any, mods: np.ndarray, starts: np.ndarray) -> Any:
-        """Group g's raw observations through their modules' env-to-module pipelines (rows
-        module-major; modules without connectors take them as they are). A pipeline may
-        keep per-module state (MeanStdFilter), so each module's rows run through its own."""
-        with_pipeline = self._group_pipelines[g]
-        if not with_pipeline:
-            return raw
-        ids = self._module_ids
-        if len(self._groups.groups[g].modules) == 1:
-            return self._spaces.env_to_module[ids[with_pipeline[0]]](raw, episode_starts=starts)
-        cuts = [0, *(np.flatnonzero(mods[1:] != mods[:-1]) + 1).tolist(), len(mods)]
-        pieces = []
-        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
-            pipeline = self._spaces.env_to_module[ids[int(mods[lo])]]
-            part = raw[lo:hi]
-            pieces.append(pipeline(part, episode_starts=starts[lo:hi]) if len(pipeline)
-                          else part)
-        return np.concatenate(pieces)
+        self._slots.pending_reward[slots] += rewards
+        self._slots.episode_return[slots] += rewards
 
     def _locate(self, slot: int) -> AgentPlace:
-        e, agent = slot // len(self._agents), self._agents[slot % len(self._agents)]
-        mid = self._module_ids[self._module_of_slot[slot]]
-        return AgentPlace(e, agent, int(self._ep_len[e]), self._num_steps, self._spaces.raw[mid][0])
-
-    def _sort_key(self, keys: np.ndarray) -> np.ndarray:
-        """Module sort ranks as uint16 where they fit: numpy then sorts (stably) by radix,
-        3-7x faster than its sort of int64 at 14k-64k agents (2-core EPYC, numpy 2.4)."""
-        return keys.astype(np.uint16) if len(self._module_ids) <= 2**16 else keys
-
-    def _act(self, explore: bool) -> list:
-        """One forward pass per execution group; returns the env actions in acting order."""
-        assert self._acting is not None
-        pieces = []
-        for g, obs, obs_idx, slots, mods, rank in self._acting:
-            out, data = self._groups.forward(g, obs, mods, explore=explore)
-            row = {"obs_idx": obs_idx, "slot": slots, MODULE: mods,
-                   Columns.EPS_ID: self._agent_episode_of_slot[slots],
-                   Columns.ACTIONS: data[Columns.ACTIONS].numpy(),
-                   Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS].numpy()}
-            if Columns.ACTION_LOGP in data:  # else computed per group batch in _collect
-                row[Columns.ACTION_LOGP] = data[Columns.ACTION_LOGP].numpy()
-            ids = self._buffers[g].add_rows(**row)
-            self._open_row[slots] = ids
-            pieces.append((rank, env_actions_per_row(data, len(slots))))
-        if not pieces:
-            return []
-        first = pieces[0][1]
-        if all(p.shape[1:] == first.shape[1:] and p.dtype == first.dtype for _, p in pieces):
-            actions = np.empty((self._num_acting, *first.shape[1:]), first.dtype)
-            for rank, p in pieces:
-                actions[rank] = p
-            return actions.tolist() if actions.ndim == 1 else list(actions)
-        out_list: list = [None] * self._num_acting  # modules with differently shaped actions
-        for rank, p in pieces:
-            for i, a in zip(rank.tolist(), p, strict=True):
-                out_list[i] = a.item() if isinstance(a, np.generic) else a
-        return out_list
+        e, agent = self._slots.locate(slot)
+        mid = self._module_ids[self._slots.module_of[slot]]
+        return AgentPlace(e, agent, int(self._ep_len[e]), self._num_steps,
+                          self._spaces.raw[mid][0])
 
     # ------------------------------------------------------------------ sampling
     def sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None,
@@ -680,19 +488,15 @@ class MultiAgentEnvRunner(EnvRunner):
         until `num_episodes` episodes are complete (then only their rows are returned)."""
         if num_timesteps is not None and num_episodes is not None:
             raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
-        marks = (len(self._done_returns), len(self._done_lens), len(self._agent_returns),
-                 {mid: len(v) for mid, v in self._module_returns.items()})
+        mark = self._stats.mark()
         try:
             with self.own_torch_rng():
                 return self._sample(num_timesteps, num_episodes, explore)
         except BaseException:
             # This call's rows never reach a batch: its episodes leave the metrics, the
             # counters count none of its steps, and the next call starts every env afresh.
-            del self._done_returns[marks[0]:], self._done_lens[marks[1]:]
-            del self._agent_returns[marks[2]:]
-            for mid in list(self._module_returns):
-                del self._module_returns[mid][marks[3].get(mid, 0):]
-            self._acting = None
+            self._stats.rollback(mark)
+            self._rows.acting = None
             self._dropped_eps = []
             self._num_dropped_env_steps = 0
             raise
@@ -701,20 +505,20 @@ class MultiAgentEnvRunner(EnvRunner):
                 explore: bool | None) -> SampleResult:
         explore = self.config.explore if explore is None else explore
         self._call_start = self._num_steps
-        if num_episodes is not None or self._acting is None:
+        if num_episodes is not None or self._rows.acting is None:
             self._reset_all()  # whole episodes only: start every env afresh
         if num_timesteps is None and num_episodes is None:
             num_timesteps = self.config.get_rollout_fragment_length() * self.num_envs
-        first_done = len(self._done_returns)
+        first_done = len(self._stats)
         self._done_eps = []
         self._ma_episodes_done = []
         env_steps = agent_steps = 0
         with torch.inference_mode():
-            while (len(self._done_returns) - first_done < num_episodes
+            while (len(self._stats) - first_done < num_episodes
                    if num_episodes is not None else env_steps < (num_timesteps or 0)):
-                agent_steps += self._step_envs(self._act(explore))
+                agent_steps += self._step_envs(self._rows.act(explore, self._num_acting))
                 env_steps += self.num_envs
-                self._process_observations()
+                self._rows.process(self._step_obs)
         keep = np.concatenate(self._done_eps) if num_episodes is not None else None
         result, dropped_rows = self._collect(keep_eps=keep)
         # Steps of dropped episodes (restarted envs) never reach a batch: not counted.
@@ -732,95 +536,28 @@ class MultiAgentEnvRunner(EnvRunner):
         return result
 
     def _collect(self, keep_eps: np.ndarray | None) -> tuple[SampleResult, int]:
-        """Turns the group buffers into flat per-module batches, rows of each (env, agent)
-        sequence contiguous and in time order; carries rows still open into the next call.
-        Also returns how many rows acted in this call belonged to dropped episodes."""
-        result: SampleResult = {}
+        """This call's per-module batches (see GroupedRows.collect), recorded if asked; and
+        how many rows acted in this call belonged to dropped episodes."""
         drop = np.concatenate(self._dropped_eps) if self._dropped_eps else None
         self._dropped_eps = []
-        dropped_rows = 0
-        # Outcomes of the closed rows, scattered into group-major arrays of all rows.
-        offsets = np.cumsum([0, *(buf.num_rows for buf in self._buffers)])
-        total = int(offsets[-1])
-        outcome = {"closed": np.zeros(total, bool), "rewards": np.zeros(total, np.float32),
-                   "term": np.zeros(total, bool), "trunc": np.zeros(total, bool),
-                   "new_obs": np.full(total, -1)}
-        if self._closings:
-            groups, rows, new_obs, rew, term, trunc = (
-                np.concatenate(c) for c in zip(*self._closings, strict=True))
-            where = offsets[groups] + rows
-            outcome["closed"][where] = True
-            outcome["rewards"][where] = rew
-            outcome["term"][where] = term
-            outcome["trunc"][where] = trunc
-            outcome["new_obs"][where] = new_obs
-        acting = {a.group: i for i, a in enumerate(self._acting or [])}
-        for g, buf in enumerate(self._buffers):
-            if buf.num_rows == 0 and buf.num_obs == 0:
-                continue
-            store = np.concatenate(buf.obs) if buf.obs else None
-            carried: dict[str, np.ndarray] | None = None
-            if buf.num_rows:
-                part = slice(offsets[g], offsets[g + 1])
-                cols = buf.concat_rows()
-                if drop is not None:
-                    in_drop = np.isin(cols[Columns.EPS_ID], drop)
-                    dropped_rows += int(in_drop[self._num_carried[g]:].sum())
-                    cols = {k: v[~in_drop] for k, v in cols.items()}
-                    part = np.flatnonzero(~in_drop) + offsets[g]
-                batch, carried = group_batch(
-                    cols, store, {k: v[part] for k, v in outcome.items()}, keep_eps,
-                    module_key=self._groups.sort_rank,
-                    slot_radix=len(self._module_of_slot) <= 2**16,
-                    module_radix=len(self._module_ids) <= 2**16,
-                    with_slots=self._writer is not None)
-                if keep_eps is not None:  # rows of unfinished episodes are dropped: the
-                    self._open_row[cols["slot"]] = -1  # next call starts them afresh
-                if batch is not None:
-                    self._groups.add_action_logp(g, batch)  # all the group's rows at once
-                    for m, module_rows in split_by_module(batch):
-                        if self._writer is not None:
-                            self._write(self._module_ids[m], module_rows)
-                        result[self._module_ids[m]] = module_rows
-            self._rebase(g, store, acting.get(g), carried)
-        self._closings = []
+        batches, dropped_rows = self._rows.collect(keep_eps, drop,
+                                                   with_slots=self._writer is not None)
+        result: SampleResult = {}
+        for m, batch in batches:
+            mid = self._module_ids[m]
+            if self._writer is not None:
+                self._writer.write(mid, batch)
+            result[mid] = batch
         return result, dropped_rows
-
-    def _rebase(self, g: int, store: Any, acting_index: int | None,
-                carried: dict[str, np.ndarray] | None) -> None:
-        """Starts group g's next buffer with the observations still needed: those its
-        agents act on next, and those of rows carried over."""
-        buf = GroupRows()
-        self._buffers[g] = buf
-        self._num_carried[g] = 0 if carried is None else len(carried["slot"])
-        if acting_index is not None and self._acting is not None:
-            acting = self._acting[acting_index]
-            base = buf.add_obs(acting.obs)
-            self._acting[acting_index] = acting._replace(
-                obs_idx=np.arange(base, base + len(acting.obs)))
-        if carried is not None:
-            obs = carried.pop("obs")
-            base = buf.add_obs(obs)
-            carried["obs_idx"] = np.arange(base, base + len(obs))
-            ids = buf.add_rows(**carried)
-            self._open_row[carried["slot"]] = ids
 
     # ------------------------------------------------------------------ metrics and state
     def get_metrics(self) -> dict[str, Any]:
-        metrics = {
-            "episode_returns": self._done_returns,
-            "episode_lens": self._done_lens,
-            "num_env_steps": self._num_env_steps,
-            "num_agent_steps": self._num_agent_steps,
-            "module_episode_returns": self._module_returns,
-            "agent_episode_returns": returns_by_agent(self._agent_returns, self._agents),
-            "num_sub_env_restarts": self._num_restarts,
-        }
+        metrics = {**self._stats.export(), "num_env_steps": self._num_env_steps,
+                   "num_agent_steps": self._num_agent_steps,
+                   "num_sub_env_restarts": self._num_restarts}
         if self.metrics:
             metrics["metrics_logger"] = self.metrics.export_period()
         self._num_restarts = 0
-        self._done_returns, self._done_lens = [], []
-        self._module_returns, self._agent_returns = {}, []
         self._num_env_steps = self._num_agent_steps = 0
         return metrics
 
@@ -842,27 +579,18 @@ class MultiAgentEnvRunner(EnvRunner):
         """Restores any subset of `get_state()`; weights of a module this EnvRunner does
         not hold (e.g. a learner-only one) raise UnknownModuleIDError."""
         state = self._drop_stale_weights(state)
-        if "rl_module" in state:
-            self.module.set_state(state["rl_module"])
+        if "rl_module" in state:  # stack groups in one copy per parameter, the rest per module
+            self.module.set_state(self._groups.set_weights(state["rl_module"]))
         for mid, s in state.get("env_to_module", {}).items():
             self._spaces.env_to_module[mid].set_state(s)
         for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
             if key in state:
                 setattr(self, key, int(state[key]))
 
-    def _write(self, module_id: ModuleID, batch: dict[str, np.ndarray]) -> None:
-        """Hands a module's rows to the EpisodeWriter with each row's agent ID (the slot
-        column is popped off the batch)."""
-        slots = batch.pop(SLOT)
-        names = np.array([str(a) for a in self._agents], dtype=object)
-        assert self._writer is not None
-        self._writer.add_batch({module_id: {**batch,
-                                            AGENT_ID: names[slots % len(self._agents)]}})
-
     def stop(self) -> None:
         """Closes the envs and writes the recorded episodes still queued."""
         if self._writer is not None:
-            self._writer.close()
+            self._writer.writer.close()
         for env in self.envs:
             env.close()
 

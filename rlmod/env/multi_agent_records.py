@@ -19,7 +19,7 @@ class ActingRows(NamedTuple):
 
     group: int  # index into ModuleGroups.groups
     obs: np.ndarray  # [N, ...] what they act on, in their modules' observation space
-    obs_idx: np.ndarray  # [N] where those observations sit in the group's GroupRows
+    obs_idx: np.ndarray  # [N] where those observations sit in the group's GroupBuffer
     slots: np.ndarray  # [N] their (env, agent) slots
     modules: np.ndarray  # [N] their module indices (the runner's module IDs)
     rank: np.ndarray  # [N] their positions in the step's acting order (the actions' order)
@@ -29,7 +29,7 @@ class ClosedRows(NamedTuple):
     """Rows completed in one step: each row's outcome (K rows, of any groups)."""
 
     group: np.ndarray  # [K] execution group index
-    row: np.ndarray  # [K] row ID in that group's GroupRows
+    row: np.ndarray  # [K] row ID in that group's GroupBuffer
     new_obs: np.ndarray  # [K] the next observation (index; -1: none, the row's obs stands in)
     reward: np.ndarray  # [K] everything the agent received since it acted
     terminated: np.ndarray  # [K]
@@ -38,7 +38,7 @@ class ClosedRows(NamedTuple):
 
 @dataclasses.dataclass
 class StepObservations:
-    """One step's observations of all envs, queued for `_process_observations`: per env
+    """One step's observations of all envs, queued for `GroupedRows.process`: per env
     (and per reset), the agents' slots, their modules (taken before a reset remaps the
     slots), the observations (see `ObservationIntake.chunk`), who acts next, who observes
     first in its episode; and the rows completed (their `new_obs` indexes these

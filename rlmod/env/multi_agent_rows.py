@@ -41,7 +41,7 @@ SETUP_EPISODE = EpisodeInfo(id_=-1, env_index=0, worker_index=0)
 """The `episode` policy_mapping_fn gets at set-up, when module spaces are inferred."""
 
 
-class GroupRows:
+class GroupBuffer:
     """One execution group's rows of the current `sample()` call (a `module` column says
     whose each row is) and the observations they index.
 
@@ -158,7 +158,7 @@ SLOT = "_slot"
 """Batch column of `group_batch(with_slots=True)`: slot = env index * num agents + agent."""
 
 MODULE = "module"
-"""Row column of GroupRows and `group_batch`: the row's module index (the runner's order)."""
+"""Row column of GroupBuffer and `group_batch`: the row's module index (the runner's order)."""
 
 
 def group_batch(rows: dict[str, np.ndarray], store: Any, outcome: dict[str, np.ndarray],

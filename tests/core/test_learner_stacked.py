@@ -216,3 +216,16 @@ def test_modules_with_another_model_config_form_their_own_group():
     assert groups == [["p0", "p1"], ["p2", "p3"]]
     algo.train()
     algo.stop()
+
+
+def test_a_replaced_stacked_module_is_refused_not_trained_stale():
+    algo = config(stack=True).build_algo()
+    learner = algo.learner_group.learner
+    batch = algo.env_runner_group.sample()[0]
+    learner.update(batch)
+    new = config(stack=True).get_multi_rl_module_spec(
+        spaces=algo.env_runner_group.get_spaces()).build("p2")
+    learner.module.add_module("p2", new, override=True)
+    with pytest.raises(RuntimeError, match="stack_modules=False"):
+        learner.update(batch)
+    algo.stop()

@@ -10,7 +10,7 @@ import torch
 
 from rlmod.algorithms.ppo import DefaultPPORLModule
 from rlmod.core import MultiRLModule
-from rlmod.core.stacked import find_stack_groups, stacked_group_of
+from rlmod.core.stacked import StackedGroup, find_stack_groups, stacked_group_of
 
 BOX = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 TWO = gym.spaces.Discrete(2)
@@ -43,8 +43,8 @@ def test_grouping_rules() -> None:
     groups = find_stack_groups(MultiRLModule(modules))
     assert sorted(g.module_ids for g in groups) == [["a0", "a1", "a2"], ["wide", "wide2"]]
     # module_ids restricts; a single module is no group (min_size=2) unless asked
-    assert [g.module_ids for g in find_stack_groups(MultiRLModule(modules), ["a0", "a2"])] \
-        == [["a0", "a2"]]
+    fresh = MultiRLModule({m: ppo() for m in ("a0", "a1", "a2")})
+    assert [g.module_ids for g in find_stack_groups(fresh, ["a0", "a2"])] == [["a0", "a2"]]
     assert find_stack_groups(MultiRLModule({"a": ppo()})) == []
     assert len(find_stack_groups(MultiRLModule({"a": ppo()}), min_size=1)) == 1
 
@@ -110,10 +110,12 @@ def test_per_module_view_and_stacked_storage_agree() -> None:
 
 def test_restacking_reuses_an_intact_group_and_invalidates_a_replaced_one() -> None:
     m = multi(3)
-    [group] = find_stack_groups(m)
+    [group] = find_stack_groups(m, ["p0", "p1"])
+    assert stacked_group_of(m["p0"]) is group and stacked_group_of(m["p2"]) is None
+    # stacked modules keep their group; only the others are grouped (p2 alone: no group)
     assert find_stack_groups(m) == [group]
-    assert stacked_group_of(m["p0"]) is group
-    [smaller] = find_stack_groups(m, ["p0", "p1"])
+    assert find_stack_groups(m, ["p1"]) == [group]
+    smaller = StackedGroup(["p0", "p1"], [m["p0"], m["p1"]])  # regrouping on purpose
     assert smaller is not group and not group.is_intact()
     with pytest.raises(RuntimeError, match="stacked again"):
         group.forward_inference(torch.zeros(1, 4), torch.tensor([0]))

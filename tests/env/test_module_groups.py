@@ -150,3 +150,28 @@ def test_one_forward_pass_per_execution_group_per_step() -> None:
     per_group = [sum(1 for g, _ in calls if g == k) for k in range(2)]
     assert 25 <= per_group[0] <= 30 and 25 <= per_group[1] <= 30  # one per step at most
     assert max(n for _, n in calls) > 3  # rows of several modules and envs in one pass
+
+
+def test_weights_of_whole_stack_groups_load_in_one_copy_per_parameter() -> None:
+    """set_state writes a whole group's weights into its stacked storage (the per-module
+    path gets nothing); every module then holds exactly its own weights; a state that does
+    not fit still raises set_state's error, naming the tensor."""
+    runner = MultiAgentEnvRunner(config=_config(MultiAgentCartPole, 4, None, stack=True))
+    rng = np.random.default_rng(0)
+    state = runner.get_state()["rl_module"]
+    new = {mid: {k: rng.normal(size=v.shape).astype(v.dtype) for k, v in s.items()}
+           for mid, s in state.items()}
+    per_module: list = []
+    original = runner.module.set_state
+    runner.module.set_state = lambda weights: (per_module.append(dict(weights)),
+                                               original(weights))[1]
+    runner.set_state({"rl_module": new})
+    assert per_module == [{}]  # all four through the stacked path
+    for mid, s in runner.get_state()["rl_module"].items():
+        for k, v in s.items():
+            np.testing.assert_array_equal(v, new[mid][k])
+    bad = {mid: dict(s) for mid, s in new.items()}
+    name = next(iter(bad["p0"]))
+    bad["p0"][name] = np.zeros((3, 3), np.float32)
+    with pytest.raises(ValueError, match=f"State does not fit.*{name}"):
+        runner.set_state({"rl_module": bad})

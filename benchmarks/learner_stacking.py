@@ -1,0 +1,131 @@
+"""Learner update throughput (agent rows/s) with many modules: stacked groups vs one
+module at a time, at the same total rows.
+
+A PPO Learner with N modules of one architecture (CartPole spaces, `fcnet_hiddens=[64, 64]`,
+rlmod.tuned.FAST_PPO's 10 epochs of minibatches of 128) gets a synthetic batch of R rows,
+R / N per module, and runs `update()` (GAE learner connector + SGD); the GAE share is
+timed on its own too. Each case runs in this process, one torch thread, best of
+`--repeats` updates after one warm-up update.
+
+    python benchmarks/learner_stacking.py [--rows 64000] [--modules 10 1000]
+        [--unstacked-modules 10 100] [--repeats 3]
+
+`learner_update_rows_per_s(num_modules, total_rows, stack=...)` (a float) and
+`learner_update_timings(...)` (a dict) are importable (e.g. by multi_module_scale.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+from _common import header, table
+
+from rlmod.algorithms.ppo import PPOConfig
+from rlmod.tuned import FAST_PPO
+
+BOX = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+ACT = gym.spaces.Discrete(2)
+
+
+def make_learner(num_modules: int, *, stack: bool, seed: int = 0):
+    """A built PPO Learner with `num_modules` modules ("m0", ...) of CartPole's spaces."""
+    ids = [f"m{i}" for i in range(num_modules)]
+    config = (PPOConfig().update_from_dict(FAST_PPO)
+              .multi_agent(policies=set(ids), policy_mapping_fn=lambda aid, ep, **kw: aid,
+                           stack_modules=stack)
+              .debugging(seed=seed))
+    spaces = {"__env__": (BOX, ACT), **{m: (BOX, ACT) for m in ids}}
+    spec = config.get_multi_rl_module_spec(spaces=spaces, inference_only=False)
+    learner = config.get_default_learner_class()(config=config, module_spec=spec)
+    learner.build()
+    return learner, ids
+
+
+def synthetic_batch(ids: list[str], rows_per_module: int, *, seed: int = 0,
+                    episode_len: int = 32) -> dict[str, dict[str, np.ndarray]]:
+    """What a multi-agent EnvRunner's sample holds per module: rows in episodes of
+    `episode_len` steps (terminated at their end), random observations and actions."""
+    rng = np.random.default_rng(seed)
+    n = rows_per_module
+    ends = (np.arange(n) % episode_len) == episode_len - 1
+    ends[-1] = True
+    out = {}
+    for mid in ids:
+        out[mid] = {
+            "obs": rng.standard_normal((n, 4)).astype(np.float32),
+            "new_obs": rng.standard_normal((n, 4)).astype(np.float32),
+            "actions": rng.integers(0, 2, n).astype(np.int64),
+            "action_logp": np.full(n, np.log(0.5), np.float32),
+            "action_dist_inputs": np.zeros((n, 2), np.float32),
+            "rewards": np.ones(n, np.float32),
+            "terminateds": ends.copy(),
+            "truncateds": np.zeros(n, bool),
+            "seq_ends": ends.copy(),
+        }
+    return out
+
+
+def learner_update_rows_per_s(num_modules: int, total_rows: int, *, stack: bool = True,
+                              repeats: int = 3) -> float:
+    """Agent rows per second of `Learner.update()` (best of `repeats`, after a warm-up):
+    `total_rows` rows spread evenly over `num_modules` modules."""
+    return learner_update_timings(num_modules, total_rows, stack=stack,
+                                  repeats=repeats)["rows_per_s"]
+
+
+def learner_update_timings(num_modules: int, total_rows: int, *, stack: bool = True,
+                           repeats: int = 3) -> dict[str, float]:
+    """Seconds and rows per second of `Learner.update()` (best of `repeats`, after a
+    warm-up) and of its SGD part alone (update minus the GAE learner connector, timed
+    separately on the same batch)."""
+    learner, ids = make_learner(num_modules, stack=stack)
+    batch = synthetic_batch(ids, max(1, total_rows // num_modules))
+    rows = sum(len(b["obs"]) for b in batch.values())
+    learner.update(batch)  # warm-up
+    update_s, gae_s = [], []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        learner._learner_connector(learner._to_tensors(batch), rl_module=learner.module)
+        gae_s.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        learner.update(batch)
+        update_s.append(time.perf_counter() - t)
+    best, gae = min(update_s), min(gae_s)
+    return {"rows": rows, "update_s": best, "gae_s": gae,
+            "rows_per_s": rows / best, "sgd_rows_per_s": rows / max(best - gae, 1e-9),
+            "groups": len(learner._stacks)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=64_000)
+    parser.add_argument("--modules", type=int, nargs="+", default=[10, 1000])
+    parser.add_argument("--unstacked-modules", type=int, nargs="*", default=[10, 100])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    header("Learner update throughput: stacked groups vs one module at a time")
+    print(f"{args.rows} rows in total, FAST_PPO (10 epochs, minibatch 128, [64, 64]), "
+          "1 torch thread")
+    cases = [(n, True) for n in args.modules] + [(n, False) for n in args.unstacked_modules]
+    rows = []
+    base = None
+    for n, stack in cases:
+        r = learner_update_timings(n, args.rows, stack=stack, repeats=args.repeats)
+        if base is None:
+            base = r["rows_per_s"]
+        rows.append({"modules": n, "stacked": stack, "groups": r["groups"],
+                     "rows": r["rows"], "update_s": f"{r['update_s']:.3f}",
+                     "gae_s": f"{r['gae_s']:.3f}", "rows/s": f"{r['rows_per_s']:,.0f}",
+                     "SGD rows/s": f"{r['sgd_rows_per_s']:,.0f}",
+                     "vs first": f"{r['rows_per_s'] / base:.2f}"})
+    table(rows, ["modules", "stacked", "groups", "rows", "update_s", "gae_s", "rows/s",
+                 "SGD rows/s", "vs first"])
+
+
+if __name__ == "__main__":
+    main()
