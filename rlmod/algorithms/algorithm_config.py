@@ -290,7 +290,7 @@ class AlgorithmConfig:
         "files, so episodes stay whole) and stream equal shards to the Learners, each "
         "drawing its own batches (num_learners > 0: one shard per Learner). RLlib always "
         "reads with Ray Data (its default is 'read_parquet'); rlmod does when asked."))
-    map_batches_kwargs = Setting(None, section="offline_data", check=s.mapping, doc=(
+    map_batches_kwargs = Setting({}, section="offline_data", check=s.mapping, doc=(
         "With input_read_method='read_parquet': keyword arguments of Ray Data's "
         "Dataset.map_batches that runs the reading (RLlib's name), over rlmod's defaults "
         "{'num_cpus': 0}: reading reserves no CPU, so Learners that hold every CPU of a "
@@ -501,7 +501,7 @@ class AlgorithmConfig:
     def offline_data(self, *, input_: Any = _UNSET, output: str | None = _UNSET,
                      output_max_rows_per_file: int = _UNSET, shuffle_buffer_size: int = _UNSET,
                      input_read_method: str | None = _UNSET,
-                     map_batches_kwargs: dict | None = _UNSET, **unknown: Any) -> Self:
+                     map_batches_kwargs: dict = _UNSET, **unknown: Any) -> Self:
         """Sets where offline algorithms read episodes and where EnvRunners write them."""
         return self._set_section("offline_data", locals())
 
