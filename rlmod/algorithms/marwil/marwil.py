@@ -1,7 +1,8 @@
 """MARWILConfig and MARWIL: advantage-weighted imitation of recorded episodes (offline).
 
-`MARWILConfig().offline_data(input_=DIR).build_algo()` returns a MARWIL that trains on a
-Learner from an OfflineReader and never builds an env (EnvRunners only for evaluation).
+`MARWILConfig().offline_data(input_=DIR).build_algo()` returns a MARWIL that trains its
+Learners on recorded episodes (rlmod.offline.OfflineData: in-process readers, or Ray Data
+shards read by the Learners) and never builds an env (EnvRunners only for evaluation).
 BC is MARWIL with beta=0 (rlmod.algorithms.bc), as in RLlib.
 """
 
