@@ -14,8 +14,10 @@ and MARWIL vs BC on mixed data.
 - Recording overhead: `SingleAgentEnvRunner.sample()` on CartPole-v1 with the tuned number
   of sub-envs, with `offline_data(output=...)` writing and without (one EnvRunner, its
   writer toggled), rounds interleaved, fastest of each kept; ratio without / with.
-- MARWIL (beta=1) vs BC: `examples/offline/cartpole_marwil.py` (half expert, half random
-  timesteps) over seeds, the final evaluation return of each.
+- MARWIL (beta=1) vs BC: `examples/offline/cartpole_marwil.py` over seeds, the final
+  evaluation return of each. Its data: half expert, half random timesteps, interleaved
+  episode by episode (every file half expert) and recorded with a fixed seed (the same
+  files every run), so neither the reader's file order nor a re-recording decides.
 
     flock /tmp/bench.lock python benchmarks/offline.py [--seeds 0 1 2] [--rounds 5]
 """
@@ -173,7 +175,8 @@ def main() -> None:
     rec = recording_overhead(args.rounds)
     table([rec], list(rec))
 
-    print("\n## MARWIL (beta=1) vs BC: half expert, half random timesteps, 20 iterations")
+    print("\n## MARWIL (beta=1) vs BC: half expert, half random timesteps (interleaved, "
+          "seeded), 20 iterations")
     out, wall = _run_example("cartpole_marwil.py", "--seeds", *map(str, args.seeds))
     table([{"algorithm": name, **{f"seed {s}": f"{r:.1f}" for s, r in zip(
         args.seeds, returns, strict=True)}, "mean": f"{sum(returns) / len(returns):.1f}"}

@@ -290,6 +290,18 @@ class AlgorithmConfig:
     shuffle_buffer_size = Setting(10_000, section="offline_data", check=s.integer(min=0), doc=(
         "Rows held for shuffling offline data; batches are drawn at random from it (RLlib "
         "defaults to 0 and leaves shuffling to Ray Data; rlmod reads files itself)."))
+    input_read_method = Setting(None, section="offline_data",
+                                check=s.one_of(None, "read_parquet"), doc=(
+        "None (rlmod's default): offline algorithms read the Parquet files in-process with "
+        "pyarrow, no Ray needed. 'read_parquet': Ray Data tasks read the same files (whole "
+        "files, so episodes stay whole) and stream equal shards to the Learners, each "
+        "drawing its own batches (num_learners > 0: one shard per Learner). RLlib always "
+        "reads with Ray Data (its default is 'read_parquet'); rlmod does when asked."))
+    map_batches_kwargs = Setting({}, section="offline_data", check=s.mapping, doc=(
+        "With input_read_method='read_parquet': keyword arguments of Ray Data's "
+        "Dataset.map_batches that runs the reading (RLlib's name), over rlmod's defaults "
+        "{'num_cpus': 0}: reading reserves no CPU, so Learners that hold every CPU of a "
+        "small cluster cannot starve it."))
     # --- checkpointing ---
     checkpoint_frequency = Setting(0, section="checkpointing", check=s.integer(min=0), doc=(
         "Save a checkpoint into checkpoint_dir every this many train() calls; 0 never. "
@@ -496,7 +508,8 @@ class AlgorithmConfig:
 
     def offline_data(self, *, input_: Any = _UNSET, output: str | None = _UNSET,
                      output_max_rows_per_file: int = _UNSET, shuffle_buffer_size: int = _UNSET,
-                     **unknown: Any) -> Self:
+                     input_read_method: str | None = _UNSET,
+                     map_batches_kwargs: dict = _UNSET, **unknown: Any) -> Self:
         """Sets where offline algorithms read episodes and where EnvRunners write them."""
         return self._set_section("offline_data", locals())
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -22,6 +23,7 @@ from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.errors import OfflineDataError
 from rlmod.offline.minari_source import is_minari_input, load_minari
 from rlmod.offline.reader import (
+    REQUIRED_COLUMNS,
     Columns_,
     OfflineReader,
     Transform,
@@ -139,19 +141,80 @@ class OfflineData:
         if not self.views:
             raise OfflineDataError("No module trains: policies_to_train excludes them all.")
 
-    # ------------------------------------------------------------------ local reading
+    @property
+    def on_learners(self) -> bool:
+        """Whether the Learners read their own Ray Data shards (`input_read_method=
+        "read_parquet"`) rather than this process reading for them."""
+        return self.config.input_read_method == "read_parquet"
+
+    def _gamma(self, module_id: str) -> float | None:
+        """The discount of the returns `module_id` trains on; None for BC (no returns)."""
+        config = self.config.get_config_for_module(module_id)
+        return config.gamma if config.beta > 0.0 else None
+
     def build_readers(self) -> None:
-        """One OfflineReader per trained module (in this process)."""
+        """One OfflineReader per trained module in this process, or (on_learners) one Ray
+        Data shard stream per module and Learner."""
         config = self.config
+        self.readers: dict[str, OfflineReader] = {}
+        self._streams: list[dict[str, Any]] | None = None
+        if self.on_learners:
+            self._build_shards()
+            return
         self.readers = {
             view.module_id: OfflineReader(
                 self.sources, batch_size=config.train_batch_size_per_learner,
-                gamma=config.gamma if config.get_config_for_module(view.module_id).beta > 0.0
-                else None,  # BC needs no returns
+                gamma=self._gamma(view.module_id),
                 shuffle_buffer_size=config.shuffle_buffer_size,
                 seed=None if config.seed is None else config.seed + i,
                 module_id=view.stored_id, obs_shape=view.obs_shape, transform=view.transform)
             for i, view in enumerate(self.views)}
+
+    def _build_shards(self) -> None:
+        from rlmod.offline.ray_data import FileReader, ShardStream
+        from rlmod.utils import ray_utils
+
+        config = self.config
+        if not all(isinstance(f, Path) for f in self.sources):
+            raise OfflineDataError(
+                f"offline_data(input_read_method='read_parquet') reads Parquet files; "
+                f"input_={config.input_!r} is not. Leave input_read_method unset to read it "
+                "in-process.")
+        num_shards = max(1, config.num_learners)
+        self._streams = [{} for _ in range(num_shards)]
+        for i, view in enumerate(self.views):
+            read = FileReader(columns=REQUIRED_COLUMNS, module_id=view.stored_id,
+                              obs_shape=view.obs_shape, gamma=self._gamma(view.module_id),
+                              transform=view.transform)
+            shards = ray_utils.data_shards([str(f) for f in self.sources], read,
+                                           num_shards=num_shards,
+                                           map_batches_kwargs=config.map_batches_kwargs)
+            for rank, shard in enumerate(shards):
+                self._streams[rank][view.module_id] = ShardStream(
+                    shard, batch_size=config.train_batch_size_per_learner,
+                    shuffle_buffer_size=config.shuffle_buffer_size,
+                    seed=None if config.seed is None else config.seed + 1000 * rank + i,
+                    module_id=view.module_id)
+
+    def stop(self, learner_group: Any) -> None:
+        """Closes the Learners' Ray Data shard streams (before their cluster goes)."""
+        if self.on_learners and self._streams is None:  # the Learners hold them
+            from rlmod.offline.ray_data import close_streams
+
+            learner_group.foreach_learner(close_streams)
+
+    def update_on_learners(self, learner_group: Any, *,
+                           timesteps: Mapping[str, int]) -> tuple[dict[str, Any], int]:
+        """One update of every Learner on a batch it draws from its own shards; returns
+        the results (means over Learners, counts summed) and the rows trained on."""
+        # LearnerGroup.update's own reduction (means over Learners, counts summed).
+        from rlmod.core.learner_group import _reduce_results
+        from rlmod.offline.ray_data import update_from_shards
+
+        streams, self._streams = self._streams, None  # sent once; the Learners keep them
+        out = learner_group.foreach_learner(update_from_shards, streams=streams,
+                                            timesteps=timesteps)
+        return _reduce_results([r for r, _ in out]), sum(n for _, n in out)
 
     def sample(self) -> dict[str, Columns_]:
         """The next batch of every trained module: `{module_id: columns}`."""

@@ -15,7 +15,6 @@ import glob
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,9 +38,6 @@ class ChunkSource(Protocol):
     def chunks(self, *, columns: Sequence[str] | None, module_id: str | None,
                obs_shape: tuple[int, ...] | None, rows: int) -> Iterator[Columns_]: ...
 
-
-def _source_chunks(source: ChunkSource, _: Any, **kwargs: Any) -> Iterator[Columns_]:
-    return source.chunks(**kwargs)
 
 READ_CHUNK_BYTES = 1 << 20
 MAX_READ_ROWS = 65_536
@@ -255,6 +251,24 @@ def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
     return g.astype(np.float32)
 
 
+def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
+                   module_id: str | None, obs_shape: tuple[int, ...] | None, rows: int,
+                   gamma: float | None, transform: Transform | None) -> Iterator[Columns_]:
+    """One file's (or source's) rows as training rows, in chunks of whole episodes: the
+    discounted returns added as `value_targets` (unless `gamma` is None), then
+    `transform` applied. Shared by OfflineReader and the Ray Data readers."""
+    chunks = (_file_chunks(source, columns=columns, module_id=module_id, obs_shape=obs_shape,
+                           rows=rows) if isinstance(source, Path)
+              else source.chunks(columns=columns, module_id=module_id, obs_shape=obs_shape,
+                                 rows=rows))
+    for cols in chunks:
+        if gamma is not None:
+            cols[Columns.VALUE_TARGETS] = discounted_returns(
+                cols[Columns.REWARDS], cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS],
+                gamma)
+        yield cols if transform is None else transform(cols)
+
+
 class OfflineReader:
     """Yields training batches of `batch_size` rows for one module, without end.
 
@@ -347,17 +361,10 @@ class OfflineReader:
         while True:
             rows_this_pass = 0
             for i in self._rng.permutation(len(self.files)).tolist():
-                source = self.files[i]
-                read = (_file_chunks if isinstance(source, Path)
-                        else partial(_source_chunks, source))
-                for cols in read(source, columns=self.columns, module_id=self.module_id,
-                                 obs_shape=self.obs_shape, rows=self.read_rows):
-                    if self.gamma is not None:
-                        cols[Columns.VALUE_TARGETS] = discounted_returns(
-                            cols[Columns.REWARDS],
-                            cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS], self.gamma)
-                    if self.transform is not None:
-                        cols = self.transform(cols)
+                for cols in episode_chunks(
+                        self.files[i], columns=self.columns, module_id=self.module_id,
+                        obs_shape=self.obs_shape, rows=self.read_rows, gamma=self.gamma,
+                        transform=self.transform):
                     n = len(cols[Columns.REWARDS])
                     if n and self.read_rows == max(self.batch_size, 1024):
                         row_bytes = sum(v.nbytes for v in cols.values()) / n

@@ -175,3 +175,23 @@ def tune_trainable(algo_cls: type) -> type:
 
     AlgorithmTrainable.__name__ = AlgorithmTrainable.__qualname__ = algo_cls.__name__
     return AlgorithmTrainable
+
+
+def data_shards(paths: Sequence[str], read: Callable[[dict[str, Any]], Any], *,
+                num_shards: int, map_batches_kwargs: Mapping[str, Any] | None = None
+                ) -> list[Any]:
+    """Ray Data reading `paths`, one file per task with `read` (a map_batches function
+    of `{"path": [one path]}` yielding column batches), split into `num_shards` equal
+    streaming shards (`Dataset.streaming_split(equal=True)`), one per Learner.
+
+    Reading tasks reserve no CPU unless `map_batches_kwargs` says otherwise: on a small
+    cluster the Learners may hold every CPU, and a reading task waiting for one would
+    stall them forever.
+    """
+    require_ray("offline_data(input_read_method='read_parquet')")
+    import ray.data
+
+    kwargs = {"num_cpus": 0, **(map_batches_kwargs or {})}
+    files = ray.data.from_items([{"path": p} for p in paths], override_num_blocks=len(paths))
+    rows = files.map_batches(read, batch_size=1, batch_format="numpy", **kwargs)
+    return list(rows.streaming_split(num_shards, equal=True))

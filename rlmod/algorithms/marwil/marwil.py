@@ -1,7 +1,8 @@
 """MARWILConfig and MARWIL: advantage-weighted imitation of recorded episodes (offline).
 
-`MARWILConfig().offline_data(input_=DIR).build_algo()` returns a MARWIL that trains on a
-Learner from an OfflineReader and never builds an env (EnvRunners only for evaluation).
+`MARWILConfig().offline_data(input_=DIR).build_algo()` returns a MARWIL that trains its
+Learners on recorded episodes (rlmod.offline.OfflineData: in-process readers, or Ray Data
+shards read by the Learners) and never builds an env (EnvRunners only for evaluation).
 BC is MARWIL with beta=0 (rlmod.algorithms.bc), as in RLlib.
 """
 
@@ -114,6 +115,12 @@ class MARWIL(Algorithm):
                                  "use offline_data.readers[module_id].")
         return next(iter(readers.values()))
 
+    def stop(self) -> None:
+        """Closes the Learners' Ray Data streams (if reading with Ray Data), then as
+        Algorithm.stop."""
+        self.offline_data.stop(self.learner_group)
+        super().stop()
+
     def get_metadata(self) -> dict[str, Any]:
         """Counters plus the env's spaces (what an EnvRunner's metadata holds online), so
         `InferencePolicy.from_checkpoint` can act from a BC or MARWIL checkpoint."""
@@ -125,13 +132,20 @@ class MARWIL(Algorithm):
         return meta
 
     def training_step(self) -> dict[str, Any]:
-        """Read a batch per module, update the Learner; there are no EnvRunners to sync."""
-        with self._timer("read_time_s"):
-            batches = self.offline_data.sample()
-        with self._timer("learn_time_s"):
-            results = self.learner_group.update(
-                [batches], timesteps={"num_env_steps_sampled_lifetime": self._num_rows_trained})
-        self._num_rows_trained += OfflineData.num_rows(batches)
+        """Read a batch per module, update the Learner(s); there are no EnvRunners to sync.
+        With Ray Data (`input_read_method="read_parquet"`) each Learner reads its own."""
+        timesteps = {"num_env_steps_sampled_lifetime": self._num_rows_trained}
+        if self.offline_data.on_learners:
+            with self._timer("learn_time_s"):
+                results, rows = self.offline_data.update_on_learners(self.learner_group,
+                                                                     timesteps=timesteps)
+        else:
+            with self._timer("read_time_s"):
+                batches = self.offline_data.sample()
+            with self._timer("learn_time_s"):
+                results = self.learner_group.update([batches], timesteps=timesteps)
+            rows = OfflineData.num_rows(batches)
+        self._num_rows_trained += rows
         results.setdefault(ALL_MODULES, {})["num_env_steps_trained_lifetime"] = (
             self._num_rows_trained)
         return results
