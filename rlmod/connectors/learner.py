@@ -95,20 +95,22 @@ class GeneralAdvantageEstimation(LearnerConnector):
             n = obs.shape[0]
             with torch.no_grad():
                 v = compute_values({Columns.OBS: torch.cat([obs, next_obs])})
-            values, next_values = v[:n].numpy(), v[n:].numpy()
+            # GAE runs in numpy on the CPU (a loop over time); a GPU Learner's columns go
+            # there and the results come back to the batch's device.
+            values, next_values = v[:n].cpu().numpy(), v[n:].cpu().numpy()
             gamma, lambda_ = self._coefficients(mid)
             adv, targets = compute_gae(
-                cols[Columns.REWARDS].numpy().astype(np.float64),
+                cols[Columns.REWARDS].cpu().numpy().astype(np.float64),
                 values.astype(np.float64),
                 next_values.astype(np.float64),
-                cols[Columns.TERMINATEDS].numpy().astype(np.float64),
-                cols[Columns.SEQ_ENDS].numpy().astype(np.float64),
+                cols[Columns.TERMINATEDS].cpu().numpy().astype(np.float64),
+                cols[Columns.SEQ_ENDS].cpu().numpy().astype(np.float64),
                 gamma=gamma,
                 lambda_=lambda_,
             )
             if self.normalize_advantages and n > 1:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            cols[Columns.VF_PREDS] = torch.from_numpy(values)
-            cols[Columns.ADVANTAGES] = torch.from_numpy(adv)
-            cols[Columns.VALUE_TARGETS] = torch.from_numpy(targets)
+            cols[Columns.VF_PREDS] = torch.from_numpy(values).to(obs.device)
+            cols[Columns.ADVANTAGES] = torch.from_numpy(adv).to(obs.device)
+            cols[Columns.VALUE_TARGETS] = torch.from_numpy(targets).to(obs.device)
         return batch
