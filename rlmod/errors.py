@@ -32,3 +32,9 @@ class OfflineDataError(ValueError):
 class EnvRunnerError(RuntimeError):
     """A remote EnvRunner died or raised, and was neither restarted nor ignored
     (`.fault_tolerance(...)`); the message names the runner and the original exception."""
+
+
+class LearnerError(RuntimeError):
+    """A remote (data-parallel) Learner died or raised. As in RLlib, failed Learners are
+    not restarted: the message names the Learner and the original exception, and says how
+    to resume (from a checkpoint, or Ray Tune's `FailureConfig(max_failures=...)`)."""

@@ -127,7 +127,17 @@ class AlgorithmConfig:
         "(gloo): each trains on its share of the batch, gradients are averaged, all hold "
         "the same weights. 0 trains in-process."))
     num_cpus_per_learner = Setting(1.0, section="learners", check=s.number(low=0.0), doc=(
-        "CPUs Ray reserves for each remote Learner actor (num_learners > 0)."))
+        "CPUs Ray reserves for each remote Learner actor (num_learners > 0). (RLlib's "
+        "default 'auto' means 1 without a GPU and 0 with one; rlmod's default is 1.)"))
+    num_gpus_per_learner = Setting(0.0, section="learners", check=s.number(low=0.0), doc=(
+        "GPUs per Learner. 0 trains on the CPU. Above 0 the Learner's modules, optimizer "
+        "states and batches live on a CUDA device: with num_learners=0 the driver's GPU "
+        "local_gpu_idx; with num_learners > 0 each Learner actor reserves this many GPUs "
+        "from Ray (fractions share one GPU) and the Learners all-reduce with NCCL instead "
+        "of gloo. Weights still reach EnvRunners as CPU (numpy) arrays."))
+    local_gpu_idx = Setting(0, section="learners", check=s.integer(min=0), doc=(
+        "With num_gpus_per_learner > 0 and num_learners=0: which visible GPU (an index "
+        "into CUDA_VISIBLE_DEVICES) the driver's Learner uses, as RLlib's."))
     num_threads_per_learner = Setting(1, section="learners", check=s.integer(min=1), doc=(
         "torch intra-op threads of in-process components. Small networks run fastest "
         "on one thread: more threads cost more in synchronization than they save."))
@@ -380,6 +390,7 @@ class AlgorithmConfig:
         return self._set_section("env_runners", locals())
 
     def learners(self, *, num_learners: int = _UNSET, num_cpus_per_learner: float = _UNSET,
+                 num_gpus_per_learner: float = _UNSET, local_gpu_idx: int = _UNSET,
                  num_threads_per_learner: int = _UNSET,
                  max_consecutive_non_finite_updates: int = _UNSET,
                  learner_config_dict: dict | None = _UNSET, **unknown: Any) -> Self:

@@ -171,7 +171,7 @@ class OffPolicyLearner(Learner):
         self.td_errors = {}
         results: dict[str, dict[str, Any]] = super().update(batches, timesteps=timesteps)
         for mid, td in self.td_errors.items():
-            results[mid][TD_ERROR] = td.numpy()
+            results[mid][TD_ERROR] = td.cpu().numpy()
         return results
 
     def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:

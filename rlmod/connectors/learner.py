@@ -134,7 +134,7 @@ class GeneralAdvantageEstimation(LearnerConnector):
         coefficients = [self._coefficients(mid) for mid in todo]
 
         def column(key: str) -> np.ndarray:
-            return np.concatenate([batch[mid][key].numpy() for mid in todo]).astype(np.float64)
+            return np.concatenate([batch[mid][key].cpu().numpy() for mid in todo]).astype(np.float64)
 
         seq_ends = column(Columns.SEQ_ENDS)
         seq_ends[np.cumsum(sizes) - 1] = 1.0  # a module's last row ends its sequence
@@ -153,9 +153,12 @@ class GeneralAdvantageEstimation(LearnerConnector):
             adv = adv_all[part]
             if self.normalize_advantages and n > 1:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            cols[Columns.VF_PREDS] = torch.from_numpy(values[mid][0])
-            cols[Columns.ADVANTAGES] = torch.from_numpy(adv)
-            cols[Columns.VALUE_TARGETS] = torch.from_numpy(targets_all[part])
+            # GAE runs in numpy on the CPU (a loop over time); a GPU Learner's results go
+            # back to the batch's device.
+            device = cols[Columns.OBS].device
+            cols[Columns.VF_PREDS] = torch.from_numpy(values[mid][0]).to(device)
+            cols[Columns.ADVANTAGES] = torch.from_numpy(adv).to(device)
+            cols[Columns.VALUE_TARGETS] = torch.from_numpy(targets_all[part]).to(device)
         return batch
 
 
@@ -175,7 +178,7 @@ def _values_of(module_ids: list[ModuleID], batch: TensorBatch, rl_module: MultiR
             with torch.no_grad():
                 v = compute_values({Columns.OBS: torch.cat([cols[Columns.OBS],
                                                             cols[Columns.NEXT_OBS]])})
-            out[mid] = (v[:n].numpy(), v[n:].numpy())
+            out[mid] = (v[:n].cpu().numpy(), v[n:].cpu().numpy())
         else:
             by_group.setdefault(id(group), (group, []))[1].append(mid)
     for group, mids in by_group.values():
@@ -184,7 +187,7 @@ def _values_of(module_ids: list[ModuleID], batch: TensorBatch, rl_module: MultiR
                         + [batch[mid][Columns.NEXT_OBS] for mid in mids])
         index = torch.from_numpy(np.repeat([group.position[mid] for mid in mids], sizes))
         with torch.no_grad():
-            values = group.compute_values(obs, torch.cat([index, index])).numpy()
+            values = group.compute_values(obs, torch.cat([index, index]).to(obs.device)).cpu().numpy()
         total, start = sum(sizes), 0
         for mid, n in zip(mids, sizes, strict=True):
             out[mid] = (values[start:start + n], values[total + start:total + start + n])

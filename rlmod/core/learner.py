@@ -16,6 +16,7 @@ import torch
 
 from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
+from rlmod.core.devices import learner_device
 from rlmod.core.learner_stacks import TrainStack
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, AdamSlot, GroupAdam, grad_norm
@@ -65,11 +66,16 @@ class Learner(Checkpointable):
         self._guard_non_finite = True  # benchmarks/guard_overhead.py turns it off to compare
         self._rng = np.random.default_rng(config.seed)
         self._world_size = 1  # Learners training data-parallel (setup_data_parallel)
+        self.device: torch.device = learner_device(config)
+        """Where modules, optimizer states and batches live (`num_gpus_per_learner`); read
+        by `build()` and every tensor the Learner makes. Set it before `build()` to move."""
 
     # ------------------------------------------------------------------ build
     def build(self) -> None:
         """Builds the modules, the optimizers and the learner connector pipeline."""
         self.module = self.module_spec.build()
+        if self.device.type != "cpu":  # built on the CPU (specs build there), then moved
+            self.module.to(self.device)
         self.module.train()
         if self._world_size > 1:  # every data-parallel Learner starts from rank 0's weights
             import torch.distributed as dist
@@ -153,8 +159,9 @@ class Learner(Checkpointable):
         from rlmod.utils.seeding import seed_everything
 
         seed_everything(self.config.seed)  # this process's RNG: as the driver's at build
-        dist.init_process_group("gloo", init_method=init_method, rank=rank,
-                                world_size=world_size)
+        self.device = learner_device(self.config, remote=True)  # Ray's GPU, if any
+        dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo",
+                                init_method=init_method, rank=rank, world_size=world_size)
         self._world_size = world_size
 
     def apply(self, func: Any, *args: Any, **kwargs: Any) -> Any:
@@ -209,7 +216,7 @@ class Learner(Checkpointable):
         bucket = self._logged.setdefault(module_id, defaultdict(list))
         for key, value in values.items():
             bucket[key].append(value.detach() if isinstance(value, torch.Tensor)
-                               else torch.tensor(float(value)))
+                               else torch.tensor(float(value), device=self.device))
 
     # ------------------------------------------------------------------ update
     def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
@@ -363,9 +370,9 @@ class Learner(Checkpointable):
             params = self._optimizers[mid].params
             rows = float(next(iter(mb[mid].values())).shape[0]) if mid in mb else 0.0
             flat = torch.cat([
-                *(p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
-                  for p in params),
-                torch.ones(1)]) * rows  # the last entry sums the rows
+                *(p.grad.reshape(-1) if p.grad is not None
+                  else torch.zeros(p.numel(), device=self.device) for p in params),
+                torch.ones(1, device=self.device)]) * rows  # the last entry sums the rows
             dist.all_reduce(flat)
             flat = flat[:-1] / max(float(flat[-1]), 1.0)
             offset = 0
@@ -380,7 +387,7 @@ class Learner(Checkpointable):
             return value
         import torch.distributed as dist
 
-        t = torch.tensor([value], dtype=torch.int64)
+        t = torch.tensor([value], dtype=torch.int64, device=self.device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return int(t.item())
 
@@ -448,7 +455,7 @@ class Learner(Checkpointable):
                 if stack is not None:
                     perms[id(stack)][stack.group.position[mid]] = perm
                     continue
-                rows = torch.from_numpy(np.resize(perm, num_steps * min(size, n)))
+                rows = torch.from_numpy(np.resize(perm, num_steps * min(size, n))).to(self.device)
                 shuffled[mid] = {c: v[rows] for c, v in batch[mid].items()}
         for st in stacks:
             st.start_epoch(perms[id(st)], num_steps, size)
@@ -460,7 +467,8 @@ class Learner(Checkpointable):
             yield mb, [(st, st.minibatch(i)) for st in stacks]
 
     def _to_tensors(self, batches: NumpyBatch | Sequence[NumpyBatch]) -> TensorBatch:
-        """Concatenates per module and wraps as tensors (zero-copy where possible)."""
+        """Concatenates per module and wraps as tensors on `self.device` (zero-copy on
+        the CPU where possible)."""
         assert self.module is not None
         seq = [batches] if isinstance(batches, Mapping) else list(batches)
         out: TensorBatch = {}
@@ -473,7 +481,8 @@ class Learner(Checkpointable):
             out[mid] = {
                 col: torch.from_numpy(np.require(
                     parts[0][col] if len(parts) == 1
-                    else np.concatenate([p[col] for p in parts]), requirements=("C", "W")))
+                    else np.concatenate([p[col] for p in parts]), requirements=("C", "W"))
+                ).to(self.device)
                 for col in parts[0]
             }
         return out

@@ -2,8 +2,9 @@
 
 Built by Algorithm with the learner module spec; EnvRunnerGroup pulls weights from it.
 With `num_learners > 0` the Learners are Ray actors of the same class, training
-data-parallel (torch.distributed, gloo): each gets a share of the batch and all hold the
-same weights after every step.
+data-parallel (torch.distributed: gloo on CPUs, NCCL on GPUs): each gets a share of the
+batch and all hold the same weights after every step. A Learner that dies or raises ends
+the group with a LearnerError (RLlib does not restart Learners either).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Any
 import numpy as np
 
 from rlmod.core.columns import Columns
+from rlmod.core.devices import cpu_tensors
 from rlmod.core.learner import Learner, NumpyBatch
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
+from rlmod.errors import LearnerError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 
 
@@ -24,13 +27,20 @@ class LearnerGroup(Checkpointable):
 
     With remote Learners a local Learner is still built, but never trained: it gives
     checkpoints their layout and `learner` its module, with the first remote Learner's
-    weights copied in when read.
+    weights copied in when read. It stays on the CPU (`num_gpus_per_learner` places the
+    remote ones), so the driver needs no GPU.
+
+    Failures (RLlib's behaviour, checked against its 2.60 `LearnerGroup._get_results`):
+    a remote Learner that dies or raises is not restarted. The others may be blocked in
+    an all-reduce with it, so all are ended, and this and every later call raises a
+    LearnerError naming the Learner and the cause; resume from a checkpoint.
     """
 
     def __init__(self, *, config: Any, module_spec: MultiRLModuleSpec) -> None:
         self.config = config
         learner_cls: type[Learner] = config.learner_class  # the algorithm's default if unset
         self._actors: list[Any] = []
+        self._failure: str | None = None  # why the remote Learners were ended
         if config.num_learners > 0:
             from rlmod.utils import ray_utils
 
@@ -42,36 +52,59 @@ class LearnerGroup(Checkpointable):
     @property
     def learner(self) -> Learner:
         """The local Learner (with remote Learners: a copy holding the first one's weights)."""
-        if self._actors:
+        if self.is_remote:
             self._learner.set_weights(self.get_weights())
         return self._learner
 
     @property
     def is_remote(self) -> bool:
-        return bool(self._actors)
+        return bool(self._actors) or self._failure is not None
+
+    def _call(self, method: str, per_actor_args: Sequence[tuple[Any, ...]] | None = None, *,
+              first_only: bool = False, **kwargs: Any) -> list[Any]:
+        """`method(*args, **kwargs)` on every remote Learner at once (`per_actor_args[i]`
+        for Learner i, else no positional ones), or on the first only (reads: all hold the
+        same weights); the results in rank order. A Learner that dies or raises ends them
+        all (see the class doc) with a LearnerError."""
+        from rlmod.utils import ray_utils
+
+        if self._failure is not None:
+            raise LearnerError(self._failure)
+        actors = self._actors[:1] if first_only else self._actors
+        args = per_actor_args or [()] * len(actors)
+        refs = [getattr(a, method).remote(*arg, **kwargs)
+                for a, arg in zip(actors, args, strict=True)]
+        results, index, error = ray_utils.get_all(refs)
+        if results is not None:
+            return results
+        n = len(self._actors)
+        self.stop()
+        self._failure = (
+            f"Remote Learner {index} (rank {index} of {n}) failed in {method}(): {error!r}. "
+            "Failed Learners are not restarted (as in RLlib): the data-parallel group "
+            "cannot go on without one of its members, so all were ended. Resume from the "
+            "last checkpoint (Algorithm.from_checkpoint(path) or algo.restore_from_path), "
+            "or let Ray Tune do it: tune.RunConfig(failure_config=tune.FailureConfig("
+            "max_failures=...)) with checkpoints.")
+        raise LearnerError(self._failure) from error
 
     def update(self, batches: Sequence[NumpyBatch] | NumpyBatch, *,
                timesteps: Mapping[str, int] | None = None) -> dict[str, dict[str, float]]:
         """Trains on `batches` (EnvRunners' sample results); returns the Learner results
         (with remote Learners: their means, counters summed)."""
-        if not self._actors:
+        if not self.is_remote:
             return self._learner.update(batches, timesteps=timesteps)
-        from rlmod.utils import ray_utils
-
         seq = [batches] if isinstance(batches, Mapping) else list(batches)
         shards = split_batches(seq, len(self._actors))
-        results = ray_utils.get([a.update.remote(shard, timesteps=timesteps)
-                                 for a, shard in zip(self._actors, shards, strict=True)])
+        results = self._call("update", [(shard,) for shard in shards], timesteps=timesteps)
         return _reduce_results(results)
 
     def foreach_learner(self, func: Any, **kwargs: Any) -> list[Any]:
         """`func(learner, **kwargs)` on every Learner (RLlib's name): the remote ones if
         any, else the local one."""
-        if not self._actors:
+        if not self.is_remote:
             return [self._learner.apply(func, **kwargs)]
-        from rlmod.utils import ray_utils
-
-        return ray_utils.get([a.apply.remote(func, **kwargs) for a in self._actors])
+        return self._call("apply", [(func,)] * len(self._actors), **kwargs)
 
     def get_weights(self, module_ids: Sequence[ModuleID] | None = None, *,
                     inference_only: bool = False) -> dict[ModuleID, dict[str, np.ndarray]]:
@@ -81,21 +114,18 @@ class LearnerGroup(Checkpointable):
         `inference_only=True` (rlmod's addition) keeps only what EnvRunners' inference-only
         modules hold.
         """
-        if self._actors:
-            from rlmod.utils import ray_utils
-
-            return ray_utils.get(self._actors[0].get_weights.remote(
-                module_ids, inference_only=inference_only))
+        if self.is_remote:  # all hold the same weights: the first one's, numpy already
+            return self._call("get_weights", [(module_ids,)], first_only=True,
+                              inference_only=inference_only)[0]
         return self._learner.get_weights(module_ids, inference_only=inference_only)
 
     def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Any]]) -> None:
         """Loads weights by module ID into the Learner(s) (RLlib's name)."""
         self._learner.set_weights(weights)
-        if self._actors:
+        if self.is_remote:
             from rlmod.utils import ray_utils
 
-            ref = ray_utils.put(dict(weights))
-            ray_utils.get([a.set_weights.remote(ref) for a in self._actors])
+            self._call("set_weights", [(ray_utils.put(dict(weights)),)] * len(self._actors))
 
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
         return [("learner", self._learner)]
@@ -106,22 +136,19 @@ class LearnerGroup(Checkpointable):
         wanted, inc, exc = select_components(components, not_components, "learner")
         if not wanted:
             return {}
-        if self._actors:
-            from rlmod.utils import ray_utils
-
-            return {"learner": ray_utils.get(
-                self._actors[0].get_state.remote(inc, not_components=exc))}
+        if self.is_remote:  # CPU tensors: a GPU Learner's would not unpickle without one
+            return {"learner": self._call("apply", [(_cpu_state, inc)], first_only=True,
+                                          not_components=exc)[0]}
         return {"learner": self._learner.get_state(inc, not_components=exc)}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         if "learner" in state:
             self._learner.set_state(state["learner"])
-            if self._actors:
+            if self.is_remote:
                 from rlmod.utils import ray_utils
 
                 ref = ray_utils.put(state["learner"])
-                ray_utils.get([a.set_state.remote(ref) for a in self._actors])
-
+                self._call("set_state", [(ref,)] * len(self._actors))
 
     def stop(self) -> None:
         """Ends the remote Learners' actors (nothing to do for the local Learner)."""
@@ -131,6 +158,10 @@ class LearnerGroup(Checkpointable):
             for actor in self._actors:
                 ray_utils.kill(actor)
             self._actors = []
+
+
+def _cpu_state(learner: Learner, components: Any, *, not_components: Any) -> dict[str, Any]:
+    return cpu_tensors(learner.get_state(components, not_components=not_components))
 
 
 def split_batches(batches: list[NumpyBatch], n: int) -> list[list[NumpyBatch]]:

@@ -83,11 +83,13 @@ class TrainStack:
             order = np.arange(n[i]) if perms is None else perms[int(i)]
             idx = np.resize(order, num_steps * k[i]).reshape(num_steps, k[i])
             rows[:, i, :k[i]] = idx + self._offsets[i]
-        index = torch.from_numpy(rows)
+        device = next(iter(self.columns.values())).device if self.columns else None
+        index = torch.from_numpy(rows).to(device)
         self._epoch = {c: v[index] for c, v in self.columns.items()}  # [S, M, K, ...]
         self._k = k
-        self.mask = torch.arange(width).unsqueeze(0) < torch.from_numpy(k).unsqueeze(1)
-        self.counts = torch.from_numpy(k).to(torch.float32)
+        k_t = torch.from_numpy(k).to(device)
+        self.mask = torch.arange(width, device=device).unsqueeze(0) < k_t.unsqueeze(1)
+        self.counts = k_t.to(torch.float32)
 
     def minibatch(self, step: int) -> dict[str, torch.Tensor]:
         """Columns `[M, K, ...]` of minibatch `step` of this epoch (views)."""
@@ -99,7 +101,7 @@ class TrainStack:
         (what `clip_grad_norm_` computes over that module's own parameters)."""
         grads = [p.grad for p in self.optimizer.params if p.grad is not None]
         if not grads:
-            return torch.zeros(len(self.group))
+            return torch.zeros(len(self.group), device=self.optimizer.params[0].device)
         per_param = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])
         return torch.linalg.vector_norm(per_param, dim=0)
 
@@ -137,7 +139,7 @@ class TrainStack:
             values = torch.stack([v for v, _ in entries])  # [S, M]
             keep = torch.stack([w for _, w in entries])
             num = keep.sum(0)
-            total = torch.where(keep, values, torch.zeros(())).sum(0)
+            total = torch.where(keep, values, values.new_zeros(())).sum(0)
             per_key[key] = ((total / num.clamp_min(1)).tolist(), (num > 0).tolist())
         for i, mid in enumerate(self.module_ids):
             if not self.active[i]:

@@ -50,8 +50,9 @@ class Adam:
         self.step_count += 1
         # torch's fused Adam kernel (what torch.optim.Adam(fused=True) runs): one call for
         # all parameters, 4x faster than the seven foreach kernels of the same update.
-        # It reads one step count per parameter; one shared tensor serves them all.
-        step = torch.tensor(float(self.step_count))
+        # It reads one step count per parameter; one shared tensor serves them all (on
+        # the parameters' device: CUDA's kernel wants it there).
+        step = torch.tensor(float(self.step_count), device=params[0].device)
         torch._fused_adam_(params, grads, m, v, [], [step] * len(params),
                            lr=self.param_groups[0]["lr"], beta1=b1, beta2=b2,
                            weight_decay=0.0, eps=self.eps, amsgrad=False, maximize=False)
@@ -85,7 +86,7 @@ def grad_norm(params: list[torch.nn.Parameter]) -> torch.Tensor:
     `torch.nn.utils.clip_grad_norm_` returns)."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
-        return torch.tensor(0.0)
+        return torch.tensor(0.0, device=params[0].device if params else None)
     return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
 
 

@@ -62,7 +62,7 @@ class RowLayout:
         order = torch.argsort(self.index, stable=True)
         starts = torch.cumsum(self.counts, 0) - self.counts
         slot = torch.empty_like(self.index)
-        slot[order] = torch.arange(n) - starts[self.index[order]]
+        slot[order] = torch.arange(n, device=self.index.device) - starts[self.index[order]]
         self.slot = slot
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:

@@ -49,12 +49,22 @@ def make_actor(runner_cls: type, config: Any, worker_index: int) -> Any:
 
 def make_data_parallel_learners(learner_cls: type, config: Any, module_spec: Any) -> list[Any]:
     """`config.num_learners` actors of `learner_cls`, joined into one torch.distributed
-    (gloo) group whose rendezvous is a free port on rank 0's node, then built (rank 0's
-    initial weights broadcast to all). Each reserves `config.num_cpus_per_learner` CPUs."""
+    group (gloo on CPUs, NCCL on GPUs) whose rendezvous is a free port on rank 0's node,
+    then built (rank 0's initial weights broadcast to all). Each reserves
+    `config.num_cpus_per_learner` CPUs and `config.num_gpus_per_learner` GPUs."""
     ray = require_ray(f"num_learners={config.num_learners}")
     n = config.num_learners
+    gpus = float(config.num_gpus_per_learner)
+    have = float(ray.cluster_resources().get("GPU", 0.0))
+    if gpus > 0 and have < n * gpus:
+        # Ray would keep such actors pending forever (RLlib's Learners hang there).
+        raise ValueError(
+            f"num_learners={n} x num_gpus_per_learner={config.num_gpus_per_learner} needs "
+            f"{n * gpus:g} GPUs, but the Ray cluster has {have:g}. Lower num_learners or "
+            "num_gpus_per_learner (0 trains on CPUs), or add GPU nodes (`ray start "
+            "--address=... --num-gpus=...`).")
     actor_cls = ray.remote(learner_cls).options(num_cpus=config.num_cpus_per_learner,
-                                                max_restarts=0)
+                                                num_gpus=gpus, max_restarts=0)
     actors = [actor_cls.remote(config=config, module_spec=module_spec) for _ in range(n)]
     host, port = ray.get(actors[0].apply.remote(_free_address))
     init_method = f"tcp://{host}:{port}"
@@ -73,6 +83,27 @@ def _free_address(_learner: Any) -> tuple[str, int]:
         s.bind(("", 0))
         port = int(s.getsockname()[1])
     return str(ray.util.get_node_ip_address()), port
+
+
+def get_all(refs: Sequence[Any]) -> tuple[list[Any] | None, int | None, BaseException | None]:
+    """Waits for `refs` (one per actor) as they finish; returns `(results, None, None)`,
+    or `(None, index, error)` at the first one that fails (the exception its method raised,
+    unwrapped, or a RayActorError for a dead actor), without waiting for the others:
+    data-parallel Learners blocked in a collective with a dead one would never return."""
+    ray = require_ray()
+    pending = {ref: i for i, ref in enumerate(refs)}
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        for ref in ready:
+            index = pending.pop(ref)
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayTaskError as e:
+                cause = e.cause if isinstance(getattr(e, "cause", None), BaseException) else e
+                return None, index, cause
+            except ray.exceptions.RayError as e:  # the actor died (killed, crashed, OOM)
+                return None, index, e
+    return ray.get(list(refs)), None, None
 
 
 def get(refs: Any) -> Any:

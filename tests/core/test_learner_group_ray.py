@@ -115,3 +115,32 @@ def test_a_learner_only_icm_trains_data_parallel_too():
     for k in before:
         np.testing.assert_array_equal(icm[0][k], icm[1][k])
     algo.stop()
+
+
+def test_a_killed_learner_ends_the_group_with_an_error_naming_it():
+    """RLlib 2.60 does not restart Learners (its LearnerGroup raises a failed Learner's
+    error); rlmod does the same, without waiting on the survivors (blocked in the
+    all-reduce) and naming the Learner, the cause and how to resume."""
+    from rlmod.errors import LearnerError
+
+    algo = (config(2).training(train_batch_size=256, minibatch_size=128, num_epochs=1)
+            .learners(num_cpus_per_learner=0.5).build_algo())
+    algo.train()
+    victim = algo.learner_group._actors[1]
+    ray.kill(victim)
+    with pytest.raises(LearnerError, match=r"Remote Learner 1 \(rank 1 of 2\) failed in "
+                       r"update\(\): .*ActorDiedError.*not restarted \(as in RLlib\).*"
+                       r"Resume from the last checkpoint"):
+        algo.train()
+    # Every later call says the same, instead of silently training the driver's copy.
+    with pytest.raises(LearnerError, match="Remote Learner 1"):
+        algo.learner_group.get_weights()
+    assert algo.learner_group._actors == []  # the survivor was ended too
+    algo.stop()
+
+
+def test_no_gpus_in_the_cluster_for_gpu_learners_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"num_learners=2 x num_gpus_per_learner=1.0 needs 2 "
+                       r"GPUs, but the Ray cluster has 0.*num_gpus_per_learner \(0 trains on "
+                       "CPUs\\)"):
+        config(2).learners(num_gpus_per_learner=1).build_algo()

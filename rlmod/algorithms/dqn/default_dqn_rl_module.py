@@ -97,8 +97,8 @@ class DefaultDQNRLModule(RLModule):
         """Epsilon-greedy: a uniformly random action with probability `epsilon`."""
         q = self.q(self._flat(batch[Columns.OBS]))
         greedy = q.argmax(-1)
-        random = torch.randint(0, self.num_actions, greedy.shape)
-        explore = torch.rand(greedy.shape) < self.get_buffer("epsilon")
+        random = torch.randint(0, self.num_actions, greedy.shape, device=greedy.device)
+        explore = torch.rand(greedy.shape, device=greedy.device) < self.get_buffer("epsilon")
         return {Columns.ACTION_DIST_INPUTS: q, Columns.ACTIONS: torch.where(explore, random, greedy)}
 
     def _forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
