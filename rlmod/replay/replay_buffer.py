@@ -181,7 +181,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._check_can_sample(batch_size)
         total = self.tree.total
         values = (np.arange(batch_size) + self.rng.random(batch_size)) * (total / batch_size)
-        indices = self.tree.find(np.minimum(values, np.nextafter(total, 0.0)))
+        indices = self.tree.find(values)  # (it keeps values below its own total)
         batch = self._gather(indices)
         batch[WEIGHTS] = self.importance_weights(indices, beta=beta)
         return batch, indices

@@ -98,26 +98,31 @@ class SumTree(_Tree):
 
     def find(self, values: np.ndarray) -> np.ndarray:
         """For each `v` in [0, total), the item `i` with `prefix(i) <= v < prefix(i + 1)`,
-        where `prefix(i)` sums the values of the items before `i`."""
+        where `prefix(i)` sums the values of the items before `i`: always an item with a
+        positive value (a `v` that rounding puts at or past the end goes to the last one)."""
         levels = self.levels
-        values = np.array(values, np.float64)  # a copy: reduced to the residual per level
         top = levels[-1]
         cums = np.cumsum(top)
-        # Rounding can put v at (or past) the very end: clamp to the last node.
-        idx = np.minimum(np.searchsorted(cums, values, side="right"), len(top) - 1)
+        if not cums[-1] > 0:
+            raise ValueError("SumTree.find needs at least one item with a positive value.")
+        # Each v is kept below the running total it is compared with (the sums of a node's
+        # children can round differently from the node's own sum), so the chosen node or
+        # child always has a positive value, and the residual falls inside it.
+        values = np.minimum(np.asarray(values, np.float64), np.nextafter(cums[-1], 0.0))
+        idx = np.searchsorted(cums, values, side="right")
         values -= cums[idx] - top[idx]
-        rows = np.arange(len(values))
+        first_child = np.arange(len(values)) * BRANCHING  # of each row of `children`, flat
         for level in reversed(levels[:-1]):
             children = level.reshape(-1, BRANCHING)[idx]  # [B, BRANCHING]
             # Running sums along the 16 children as one matmul with an upper-triangular
             # matrix of ones: 15x faster than np.cumsum(axis=1) on [256, 16] here.
             cums = children @ _UPPER
+            np.minimum(values, np.nextafter(cums[:, -1], 0.0), out=values)
             # The child whose range holds v: count the children ending at or before v.
-            passed = (cums <= values[:, None]) @ _ONES  # [B] counts, as floats
-            j = np.minimum(passed.astype(np.int64), BRANCHING - 1)
-            values -= cums[rows, j] - children[rows, j]
+            j = ((cums <= values[:, None]) @ _ONES).astype(np.int64)  # [B], each < 16
+            values -= np.take(cums - children, first_child + j)  # the sums before child j
             idx = idx * BRANCHING + j
-        return np.minimum(idx, self.capacity - 1)
+        return idx
 
 
 class MinTree(_Tree):
