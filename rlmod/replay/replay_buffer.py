@@ -163,7 +163,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def add(self, transitions: Mapping[str, np.ndarray]) -> np.ndarray:
         indices = super().add(transitions)
-        self._set_priorities(indices, self.max_priority ** self.alpha)
+        value = self.max_priority ** self.alpha
+        if len(indices) and indices[-1] - indices[0] == len(indices) - 1:  # no wrap: a slice
+            start, stop = int(indices[0]), int(indices[-1]) + 1
+            self.tree.update_range(start, stop, value)
+            self.min_tree.update_range(start, stop, value)
+        else:
+            self._set_priorities(indices, value)
         return indices
 
     def _set_priorities(self, indices: np.ndarray, values: np.ndarray | float) -> None:

@@ -68,6 +68,12 @@ class _Tree:
         else:
             self._stale_items.append(idx)
 
+    def update_range(self, start: int, stop: int, value: float) -> None:
+        """Sets items `start .. stop - 1` to `value` (a ring's new rows: one slice)."""
+        self._levels[0][start:stop] = value
+        if stop > start and len(self._levels) > 1:
+            self._stale_ranges.append((start, stop - 1))
+
     def _refresh(self) -> None:
         """Recomputes the parents of the leaves updated since the last refresh."""
         pairs = list(zip(self._levels[:-1], self._levels[1:], strict=True))

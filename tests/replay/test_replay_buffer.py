@@ -87,8 +87,14 @@ def test_vectorized_trees_equal_a_straightforward_reference(capacity: int) -> No
         else:  # sampled rows: scattered, with repeats (the last one wins)
             idx = rng.integers(0, capacity, 64)
         values = rng.integers(1, 1000, len(idx)).astype(np.float64)
-        for tree in (sums, mins, ref):
-            tree.update(idx, values)
+        if step % 3 == 0 and idx[-1] - idx[0] == len(idx) - 1:  # no wrap: as a slice
+            values[:] = values[0]
+            for tree in (sums, mins):
+                tree.update_range(int(idx[0]), int(idx[-1]) + 1, float(values[0]))
+            ref.update(idx, values)
+        else:
+            for tree in (sums, mins, ref):
+                tree.update(idx, values)
         if step % 2:  # several updates between reads: refreshed together
             continue
         np.testing.assert_array_equal(sums.leaves, [v or 0.0 for v in ref.leaves])
