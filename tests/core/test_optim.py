@@ -120,3 +120,19 @@ def test_clip_grad_norm_matches_torch(max_norm: float) -> None:
     for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
         assert (p.grad is None and q.grad is None) or torch.allclose(p.grad, q.grad)
     assert float(clip_grad_norm(list(small_net().parameters()), 1.0)) == 0.0
+
+
+def test_moments_of_parameters_without_gradient_never_become_denormal() -> None:
+    """A dead unit's first moment shrinks by beta1 per step; unflushed it would pass
+    through float32's denormal range (slow on x86) around step 800."""
+    param = torch.nn.Parameter(torch.ones(64))
+    opt = Adam([param], lr=1e-3)
+    param.grad = torch.full((64,), 1e-3)
+    opt.step()
+    tiny = torch.finfo(torch.float32).tiny
+    for _ in range(1200):
+        param.grad = torch.zeros(64)
+        opt.step()
+        for t in (opt.exp_avg[0], opt.exp_avg_sq[0]):
+            assert not ((t != 0) & (t.abs() < tiny)).any(), opt.step_count
+    assert float(opt.exp_avg[0].abs().max()) == 0.0  # flushed, not denormal
