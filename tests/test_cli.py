@@ -279,3 +279,19 @@ def test_dqn_resumes_with_its_replay_buffer_when_asked(tmp_path: Path) -> None:
         assert len(algo.replay_buffer) == 24  # 5 + 1 iterations of 4 env steps
     finally:
         algo.stop()
+
+
+@pytest.mark.parametrize(("algo", "env", "key"), [("DQN", "CartPole-v1", "qf_loss"),
+                                                  ("SAC", "Pendulum-v1", "alpha_value")])
+def test_off_policy_algorithms_train_from_the_cli(algo: str, env: str, key: str,
+                                                 tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    settings = json.dumps({"train_batch_size": 8, "num_steps_sampled_before_learning_starts": 16,
+                           "rollout_fragment_length": 4, "model_config": {"fcnet_hiddens": [16]}})
+    assert _run(f"train --algo {algo} --env {env} --stop-iters 8 --no-tensorboard --seed 0 "
+                "--config", settings, "--run-dir", run_dir) == 0
+    rows = _read_csv(run_dir / "progress.csv")
+    assert [r["training_iteration"] for r in rows][-1] == "8"
+    assert int(rows[-1]["num_env_steps_sampled_lifetime"]) == 32
+    assert math.isfinite(float(rows[-1][f"learners/default_policy/{key}"]))
+    assert list((run_dir / "checkpoints").iterdir()), "no final checkpoint"

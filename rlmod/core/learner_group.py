@@ -190,13 +190,18 @@ def split_batches(batches: list[NumpyBatch], n: int) -> list[list[NumpyBatch]]:
     return [[s] for s in shares]
 
 
-def _reduce_results(results: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
-    """Per-module means over Learners; counts (`num_*`) summed, except the parameter count."""
-    out: dict[str, dict[str, float]] = {}
+def _reduce_results(results: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per-module means over Learners; counts (`num_*`) summed, except the parameter count;
+    per-row arrays (DQN's and SAC's TD errors) concatenated in Learner order, which is the
+    order of the rows of one batch (what replay sends) that `split_batches` cut."""
+    out: dict[str, dict[str, Any]] = {}
     for mid in results[0]:
         out[mid] = {}
         for k in results[0][mid]:
             values = [r[mid][k] for r in results if mid in r and k in r[mid]]
+            if isinstance(values[0], np.ndarray):
+                out[mid][k] = np.concatenate(values)
+                continue
             summed = k.startswith("num_") and k != "num_trainable_parameters"
             out[mid][k] = float(np.sum(values) if summed else np.mean(values))
     return out

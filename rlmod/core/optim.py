@@ -15,6 +15,11 @@ from typing import Any
 import numpy as np
 import torch
 
+FLUSH_EVERY = 100
+"""Adam steps between two flushes of tiny moments (see `Adam._flush_tiny_moments`)."""
+TINY = 1e-30
+"""Moments below this magnitude are set to 0 at each flush."""
+
 
 class Adam:
     """Adam (Kingma & Ba 2015, Algorithm 1) with bias correction.
@@ -56,6 +61,22 @@ class Adam:
         torch._fused_adam_(params, grads, m, v, [], [step] * len(params),
                            lr=self.param_groups[0]["lr"], beta1=b1, beta2=b2,
                            weight_decay=0.0, eps=self.eps, amsgrad=False, maximize=False)
+        if self.step_count % FLUSH_EVERY == 0:
+            self._flush_tiny_moments()
+
+    def _flush_tiny_moments(self) -> None:
+        """Sets moments below `TINY` in magnitude to 0, before they become denormal floats.
+
+        The first moment of a parameter whose gradient stays 0 (a dead ReLU unit: most of
+        the weights of a 256x256 Q-network on CartPole) shrinks by beta1 per step through
+        float32's denormal range (below 1.2e-38), where x86 CPUs compute about 10x slower:
+        the fused kernel took 0.55 ms instead of 0.05 ms per step, a fifth of a DQN gradient
+        step. A moment below 1e-30 moves its parameter by less than lr * 1e-22 per step.
+        Every `FLUSH_EVERY` steps suffices for beta1 >= 0.85: in 100 steps such a value
+        shrinks by at most 0.85^100 (9e-8), which keeps it above the denormal range.
+        """
+        for t in self.exp_avg + self.exp_avg_sq:
+            t.masked_fill_(t.abs() < TINY, 0.0)
 
     def state_dict(self) -> dict[str, Any]:
         """Plain tensors and numbers only."""
@@ -148,6 +169,12 @@ class GroupAdam:
                                beta2=b2, weight_decay=0.0, eps=self.eps, amsgrad=False,
                                maximize=False)
         self.steps[stepped] += 1
+        due = np.flatnonzero(stepped & (self.steps % FLUSH_EVERY == 0))
+        if len(due):  # as Adam._flush_tiny_moments, for the modules at their flush step
+            rows = torch.from_numpy(due).to(self.params[0].device)
+            for t in self.exp_avg + self.exp_avg_sq:
+                part = t[rows]
+                t[rows] = part.masked_fill(part.abs() < TINY, 0.0)
 
     def slot(self, index: int, params: Iterable[torch.nn.Parameter]) -> AdamSlot:
         """Module `index`'s share, with `Adam`'s interface; `params` are the module's own
@@ -229,3 +256,17 @@ class AdamSlot:
             for dst, src in zip(self.exp_avg + self.exp_avg_sq,
                                 list(state["exp_avg"]) + list(state["exp_avg_sq"]), strict=True):
                 dst.copy_(torch.as_tensor(src))
+
+
+def clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+    """Scales the gradients so that their global L2 norm is at most `max_norm`; returns the
+    norm before clipping. The same arithmetic as `torch.nn.utils.clip_grad_norm_` (factor
+    `min(1, max_norm / (norm + 1e-6))`, applied without a host sync), in four kernel calls,
+    without its per-call grouping by device and dtype (a third less time per call on a
+    256x256 Q-network, where DQN clips every gradient step)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp(max=1.0))
+    return norm

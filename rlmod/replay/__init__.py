@@ -3,11 +3,12 @@
 from rlmod.replay.multi_agent import MultiAgentReplayBuffer, check_replay_buffer_config
 from rlmod.replay.n_step import N_STEP, NStepCollector, compute_n_step
 from rlmod.replay.replay_buffer import WEIGHTS, PrioritizedReplayBuffer, ReplayBuffer
-from rlmod.replay.sum_tree import SumTree
+from rlmod.replay.sum_tree import MinTree, SumTree
 
 __all__ = [
     "N_STEP",
     "WEIGHTS",
+    "MinTree",
     "MultiAgentReplayBuffer",
     "NStepCollector",
     "PrioritizedReplayBuffer",

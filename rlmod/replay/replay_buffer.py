@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from rlmod.errors import CheckpointError
-from rlmod.replay.sum_tree import SumTree
+from rlmod.replay.sum_tree import MinTree, SumTree
 from rlmod.utils.checkpoints import Checkpointable
 
 WEIGHTS = "weights"
@@ -158,13 +158,24 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.alpha = float(alpha)
         self.epsilon = float(epsilon)
         self.tree = SumTree(capacity)
+        self.min_tree = MinTree(capacity)  # the largest importance weight, without a scan
         self.max_priority = 1.0
 
     def add(self, transitions: Mapping[str, np.ndarray]) -> np.ndarray:
         indices = super().add(transitions)
-        if len(indices):
-            self.tree.update(indices, np.full(len(indices), self.max_priority ** self.alpha))
+        value = self.max_priority ** self.alpha
+        if len(indices) and indices[-1] - indices[0] == len(indices) - 1:  # no wrap: a slice
+            start, stop = int(indices[0]), int(indices[-1]) + 1
+            self.tree.update_range(start, stop, value)
+            self.min_tree.update_range(start, stop, value)
+        else:
+            self._set_priorities(indices, value)
         return indices
+
+    def _set_priorities(self, indices: np.ndarray, values: np.ndarray | float) -> None:
+        """Sets the leaves `p_i ** alpha` of items `indices` in both trees."""
+        self.tree.update(indices, values)
+        self.min_tree.update(indices, values)
 
     def probabilities(self, indices: np.ndarray) -> np.ndarray:
         """`P(i)` of the items `indices`."""
@@ -175,19 +186,16 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """`batch_size` transitions by priority, with importance weights in `weights`."""
         self._check_can_sample(batch_size)
         total = self.tree.total
-        bounds = np.arange(batch_size) * (total / batch_size)
-        values = bounds + self.rng.random(batch_size) * (total / batch_size)
-        indices = self.tree.find(np.minimum(values, np.nextafter(total, 0.0)))
+        values = (np.arange(batch_size) + self.rng.random(batch_size)) * (total / batch_size)
+        indices = self.tree.find(values)  # (it keeps values below its own total)
         batch = self._gather(indices)
         batch[WEIGHTS] = self.importance_weights(indices, beta=beta)
         return batch, indices
 
     def importance_weights(self, indices: np.ndarray, *, beta: float) -> np.ndarray:
-        """`(N * P(i))^-beta`, divided by the largest such weight over all stored items."""
-        leaves = self.tree.leaves[:self.size]
-        min_prob = leaves.min() / self.tree.total
-        weights = (self.size * self.probabilities(indices)) ** -beta
-        return (weights / (self.size * min_prob) ** -beta).astype(np.float32)
+        """`(N * P(i))^-beta`, divided by the largest such weight over all stored items:
+        `(N * P(i))^-beta / (N * min_j P(j))^-beta = (p_i / min_j p_j)^-beta` (p: the leaves)."""
+        return ((self.tree.leaves[indices] / self.min_tree.min()) ** -beta).astype(np.float32)
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """Sets `p_i = |td_error_i| + epsilon` for the sampled items `indices`."""
@@ -196,7 +204,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             raise ValueError("update_priorities got non-finite TD errors; the Q loss diverged "
                              "(lower lr, set grad_clip, or check the rewards' scale).")
         self.max_priority = max(self.max_priority, float(priorities.max(initial=0.0)))
-        self.tree.update(indices, priorities ** self.alpha)
+        self._set_priorities(indices, priorities ** self.alpha)
 
     def get_state(self, components: Any = None, *, not_components: Any = None,
                   **kwargs: Any) -> dict[str, Any]:
@@ -215,6 +223,6 @@ class PrioritizedReplayBuffer(ReplayBuffer):
                 f"The saved prioritized replay buffer has alpha={alpha}, this one "
                 f"alpha={self.alpha}; set replay_buffer_config['alpha'] to {alpha}.")
         super().set_state(state)
-        self.tree = SumTree(self.capacity)
-        self.tree.update(np.arange(self.size), np.asarray(state["priorities"], np.float64))
+        self.tree, self.min_tree = SumTree(self.capacity), MinTree(self.capacity)
+        self._set_priorities(np.arange(self.size), np.asarray(state["priorities"], np.float64))
         self.max_priority = float(state["max_priority"])

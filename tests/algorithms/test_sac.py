@@ -121,3 +121,67 @@ def test_twin_q_and_initial_alpha_reach_the_module() -> None:
     module = config.get_multi_rl_module_spec(spaces=spaces).build()[DEFAULT_MODULE_ID]
     assert not hasattr(module, "qf_twin") and len(module.critics()) == 1
     assert float(module.alpha.log_alpha.detach().exp()) == pytest.approx(0.2)
+
+
+def _small_pendulum() -> SACConfig:
+    return (SACConfig().environment("Pendulum-v1").debugging(seed=0)
+            .env_runners(rollout_fragment_length=4)
+            .rl_module(model_config={"fcnet_hiddens": [16]})
+            .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8,
+                      replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 1000}))
+
+
+def test_a_learner_only_curiosity_module_beside_the_sac_module() -> None:
+    """A learner-only ICM (Box actions) trains beside SAC; EnvRunners and the replay
+    buffer know the SAC module only."""
+    from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
+    from rlmod.core import MultiRLModuleSpec, RLModuleSpec
+    from rlmod.core.curiosity import IntrinsicCuriosityModel
+
+    config = _small_pendulum().training(
+        learner_connector=IntrinsicCuriosityModelConnector).rl_module(
+        rl_module_spec=MultiRLModuleSpec(rl_module_specs={
+            DEFAULT_MODULE_ID: RLModuleSpec(),
+            "icm": RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True)}))
+    algo = config.build_algo()
+    try:
+        icm_before = {k: v.copy() for k, v in algo.learner_group.get_weights(["icm"])["icm"].items()}
+        for _ in range(8):
+            result = algo.train()
+        assert algo.env_runner.module_ids == [DEFAULT_MODULE_ID]  # no ICM on EnvRunners
+        assert set(algo.replay_buffer.buffers) == {DEFAULT_MODULE_ID}
+        assert {"critic_loss", "alpha_value"} <= set(result["learners"][DEFAULT_MODULE_ID])
+        assert "icm" in result["learners"]
+        icm_after = algo.learner_group.get_weights(["icm"])["icm"]
+        assert any(not np.array_equal(icm_before[k], icm_after[k]) for k in icm_after)
+    finally:
+        algo.stop()
+
+
+def test_multi_agent_sac_trains_one_module_and_buffer_per_policy() -> None:
+    """Two policies on MultiAgentCartPole (discrete SAC): independent modules, buffers and
+    updates, each EnvRunner module the actor alone."""
+    from rlmod.testing import MultiAgentCartPole
+
+    config = (SACConfig().environment(MultiAgentCartPole, env_config={"num_agents": 2})
+              .debugging(seed=0).env_runners(rollout_fragment_length=4)
+              .rl_module(model_config={"fcnet_hiddens": [16]})
+              .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8,
+                        replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 1000})
+              .multi_agent(policies={"p0", "p1"},
+                           policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"))
+    algo = config.build_algo()
+    try:
+        before = algo.learner_group.get_weights()
+        for _ in range(10):
+            result = algo.train()
+        assert set(algo.replay_buffer.buffers) == {"p0", "p1"}
+        assert {"p0", "p1"} <= set(result["learners"])
+        after = algo.learner_group.get_weights()
+        for mid in ("p0", "p1"):
+            assert result["learners"][mid]["entropy"] > 0
+            assert not np.array_equal(before[mid]["qf.0.weight"], after[mid]["qf.0.weight"])
+            runner_keys = set(algo.env_runner.module[mid].state_dict())
+            assert runner_keys and all(k.startswith(("pi_encoder.", "pi.")) for k in runner_keys)
+    finally:
+        algo.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,7 @@ from rlmod.core.columns import Columns
 from rlmod.errors import CheckpointError
 from rlmod.replay import (
     N_STEP,
+    MinTree,
     MultiAgentReplayBuffer,
     PrioritizedReplayBuffer,
     ReplayBuffer,
@@ -45,6 +48,68 @@ def test_sum_tree_finds_the_prefix_sum_item() -> None:
     values = rng.random(1000) * prios.sum()
     expected = np.searchsorted(np.cumsum(prios), values, side="right")
     np.testing.assert_array_equal(tree.find(values), expected)
+
+
+class _ReferenceTree:
+    """The straightforward version: a Python list of leaves, set one by one; sums, minima
+    and prefix sums computed item by item."""
+
+    def __init__(self, capacity: int) -> None:
+        self.leaves: list[float | None] = [None] * capacity
+
+    def update(self, indices: np.ndarray, values: np.ndarray) -> None:
+        for i, v in zip(indices.tolist(), values.tolist(), strict=True):
+            self.leaves[i] = v
+
+    def total(self) -> float:
+        return sum(v for v in self.leaves if v is not None)
+
+    def min(self) -> float:
+        return min((v for v in self.leaves if v is not None), default=np.inf)
+
+    def find(self, values: np.ndarray) -> list[int]:
+        """Per value, the first item whose inclusive prefix sum exceeds it."""
+        prefix = list(itertools.accumulate(v or 0.0 for v in self.leaves))
+        return [min(bisect.bisect_right(prefix, v), len(prefix) - 1) for v in values.tolist()]
+
+
+@pytest.mark.parametrize("capacity", [1, 13, 5000, 20_000])  # 1, 1, 2, 3 levels
+def test_vectorized_trees_equal_a_straightforward_reference(capacity: int) -> None:
+    """Batched updates (contiguous ranges, scattered and repeated indices, refreshed lazily)
+    and batched searches give what item-by-item code gives. Integer priorities make every
+    sum exact, so the comparison is exact."""
+    rng = np.random.default_rng(capacity)
+    sums, mins, ref = SumTree(capacity), MinTree(capacity), _ReferenceTree(capacity)
+    for step in range(12):
+        if step % 3 == 0:  # a ring's new rows, wrapping at the end
+            start = int(rng.integers(capacity))
+            idx = (start + np.arange(min(capacity, 300))) % capacity
+        else:  # sampled rows: scattered, with repeats (the last one wins)
+            idx = rng.integers(0, capacity, 64)
+        values = rng.integers(1, 1000, len(idx)).astype(np.float64)
+        if step % 3 == 0 and idx[-1] - idx[0] == len(idx) - 1:  # no wrap: as a slice
+            values[:] = values[0]
+            for tree in (sums, mins):
+                tree.update_range(int(idx[0]), int(idx[-1]) + 1, float(values[0]))
+            ref.update(idx, values)
+        else:
+            for tree in (sums, mins, ref):
+                tree.update(idx, values)
+        if step % 2:  # several updates between reads: refreshed together
+            continue
+        np.testing.assert_array_equal(sums.leaves, [v or 0.0 for v in ref.leaves])
+        assert sums.total == ref.total() and mins.min() == ref.min()
+        # Every parent is the sum (minimum) of its 16 children; padding holds 0 (+inf).
+        for tree, op, pad in ((sums, np.add, 0.0), (mins, np.minimum, np.inf)):
+            for child, parent in zip(tree.levels[:-1], tree.levels[1:], strict=True):
+                n = len(child) // 16
+                np.testing.assert_array_equal(parent[:n], op.reduce(child.reshape(n, 16), 1))
+                assert np.all(parent[n:] == pad)
+        # Searches at random values and right at the items' boundaries.
+        cums = np.cumsum([v or 0.0 for v in ref.leaves])
+        probe = np.concatenate([rng.random(200) * ref.total(), cums[:-1][:200],
+                                [0.0, np.nextafter(ref.total(), 0.0)]])
+        np.testing.assert_array_equal(sums.find(probe), ref.find(probe))
 
 
 def test_prioritized_probabilities_and_weights_by_hand() -> None:

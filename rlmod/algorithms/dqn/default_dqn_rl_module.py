@@ -103,9 +103,11 @@ class DefaultDQNRLModule(RLModule):
 
     def _forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         obs, next_obs = self._flat(batch[Columns.OBS]), self._flat(batch[Columns.NEXT_OBS])
-        n = obs.shape[0]
-        q_both = self.q(torch.cat([obs, next_obs]))  # one pass for obs and new_obs
+        # Q(new_obs, .) of both networks without a graph: the backward pass then covers
+        # the B rows of obs only (one pass over obs and new_obs together ran it over 2B
+        # rows, half of them with zero gradient).
         with torch.no_grad():
+            q_next = self.q(next_obs)
             q_target_next = self.target_q(next_obs)
-        return {QF_PREDS: q_both[:n], QF_NEXT_PREDS: q_both[n:].detach(),
+        return {QF_PREDS: self.q(obs), QF_NEXT_PREDS: q_next,
                 QF_TARGET_NEXT_PREDS: q_target_next}

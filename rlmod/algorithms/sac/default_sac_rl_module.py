@@ -88,11 +88,13 @@ class DefaultSACRLModule(RLModule):
         return {Columns.ACTION_DIST_INPUTS: self.pi(features)}
 
     def _forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
-        """The actor's distribution inputs for `obs` and `new_obs` (one pass)."""
+        """The actor's distribution inputs for `obs`, and for `new_obs` without a graph
+        (they only enter the critics' targets): the backward pass covers B rows, not 2B."""
         obs, next_obs = self._flat(batch[Columns.OBS]), self._flat(batch[Columns.NEXT_OBS])
-        out = self.pi(self.pi_encoder(torch.cat([obs, next_obs])))
-        n = obs.shape[0]
-        return {Columns.ACTION_DIST_INPUTS: out[:n], "next_action_dist_inputs": out[n:]}
+        with torch.no_grad():
+            next_out = self.pi(self.pi_encoder(next_obs))
+        return {Columns.ACTION_DIST_INPUTS: self.pi(self.pi_encoder(obs)),
+                "next_action_dist_inputs": next_out}
 
     def critics(self, *, target: bool = False) -> list[nn.Module]:
         """The online critics, or their targets."""
