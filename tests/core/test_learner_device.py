@@ -100,7 +100,8 @@ def test_modules_optimizers_batches_and_sgd_steps_live_on_learner_device():
     cfgs = {"default_policy": learner.config.get_config_for_module("default_policy")}
     minibatches = list(learner._minibatches(batch, num_rows))
     assert len(minibatches) == 2
-    learner._sgd_step(minibatches[0], cfgs)
+    mb, stack_mbs = minibatches[0]
+    learner._sgd_step(mb, stack_mbs, cfgs)
     assert opt.step_count == 1
     logged = learner._logged["default_policy"]
     assert {"policy_loss", "vf_loss", "gradients_default_optimizer_global_norm"} <= logged.keys()
