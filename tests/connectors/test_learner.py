@@ -246,3 +246,17 @@ def test_gae_connector_with_stacked_modules_matches_unstacked():
         for col in (Columns.VF_PREDS, Columns.ADVANTAGES, Columns.VALUE_TARGETS):
             np.testing.assert_allclose(out_a[m][col].numpy(), out_b[m][col].numpy(),
                                        rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("num_sequences", [2, 64])  # the row loop and the all-at-once path
+def test_a_nan_in_one_sequence_does_not_reach_the_others(num_sequences):
+    # Modules' rows are concatenated into one GAE call: a NaN reward of one module (its
+    # minibatches are then skipped by the Learner's guard) must leave the others finite.
+    n = 3 * num_sequences
+    rewards = np.ones(n)
+    rewards[-2] = np.nan  # inside the last sequence
+    seq_ends = np.zeros(n)
+    seq_ends[2::3] = 1.0
+    adv, _ = compute_gae(rewards, np.zeros(n), np.zeros(n), np.zeros(n), seq_ends,
+                         gamma=0.9, lambda_=1.0)
+    assert np.isnan(adv[-3:-1]).all() and np.isfinite(adv[:-3]).all()
