@@ -16,7 +16,7 @@ import torch
 from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.optim import Adam, grad_norm
+from rlmod.core.optim import Adam, grad_norm, update_is_finite
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
@@ -192,18 +192,12 @@ class Learner(Checkpointable):
         for mid in mb:
             clip = configs[mid].grad_clip
             params = self._optimizers[mid].params
-            # The gradient norm doubles as the finiteness check (NaN/inf anywhere makes it
-            # NaN/inf): free where clipping computes it anyway, one fused kernel otherwise.
-            if clip is not None:
-                norm = torch.nn.utils.clip_grad_norm_(params, clip)
-            elif self._guard_non_finite:
-                norm = grad_norm(params)
-            # One sync per module and minibatch: whether loss and gradients are finite.
-            if self._guard_non_finite and not bool(torch.isfinite(losses[mid].detach() + norm)):
+            norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None else None
+            if self._guard_non_finite and not update_is_finite(losses[mid], norm, params):
                 self._skip_non_finite(mid, losses[mid], norm, marks[mid])
                 continue
             self._non_finite_streak[mid] = 0
-            if clip is not None:
+            if norm is not None:
                 self.log(mid, **{GRAD_NORM_KEY: norm})
             self._optimizers[mid].step()
 
@@ -238,7 +232,7 @@ class Learner(Checkpointable):
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return int(t.item())
 
-    def _skip_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor,
+    def _skip_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor | None,
                          marks: Mapping[str, int]) -> None:
         """Leaves module `mid` unstepped for this minibatch, drops what it logged for it
         from the means, and raises after `max_consecutive_non_finite_updates` in a row."""
@@ -251,6 +245,8 @@ class Learner(Checkpointable):
         self._non_finite_streak[mid] = streak
         limit = self.config.max_consecutive_non_finite_updates
         if streak >= limit:
+            if norm is None:  # not clipped: the check did not need the norm, the message does
+                norm = grad_norm(self._optimizers[mid].params)
             raise NonFiniteUpdateError(
                 f"Module {mid!r}: the loss or its gradient was NaN/inf in {streak} "
                 f"minibatches in a row (max_consecutive_non_finite_updates={limit}); its "
