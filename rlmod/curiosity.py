@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -41,11 +41,14 @@ import torch.nn.functional as F
 from rlmod.connectors.learner import LearnerConnector
 from rlmod.core.apis import find_intrinsic_rewards
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
-from rlmod.core.learner import TensorBatch
+from rlmod.core.learner import Learner, TensorBatch
 from rlmod.core.models import DefaultModelConfig, check_mlp_fields, dataclass_from_mapping, mlp
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.rl_module import RLModule, TensorDict
 from rlmod.errors import UnknownModuleIDError
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 ICM_MODULE_ID = "icm"
 """The module ID the ICM connector looks for by default."""
@@ -191,7 +194,7 @@ class IntrinsicCuriosityModel(RLModule):
         return {"total_loss": beta * forward_loss + (1.0 - beta) * inverse_loss,
                 "forward_loss": forward_loss, "inverse_loss": inverse_loss}
 
-    def compute_self_supervised_loss(self, *, learner: Any, module_id: str, config: Any,
+    def compute_self_supervised_loss(self, *, learner: Learner, module_id: str, config: AlgorithmConfig,
                                      batch: TensorDict, fwd_out: TensorDict) -> torch.Tensor:
         """RLlib's hook: the `total_loss` of `loss_terms`; the Learner logs the terms."""
         return _log_and_total(learner, module_id, self.loss_terms(batch, fwd_out))
@@ -233,13 +236,13 @@ class RandomNetworkDistillation(RLModule):
         """`total_loss`: the predictor's mean squared distillation error."""
         return {"total_loss": fwd_out[Columns.INTRINSIC_REWARDS].mean()}
 
-    def compute_self_supervised_loss(self, *, learner: Any, module_id: str, config: Any,
+    def compute_self_supervised_loss(self, *, learner: Learner, module_id: str, config: AlgorithmConfig,
                                      batch: TensorDict, fwd_out: TensorDict) -> torch.Tensor:
         """RLlib's hook: the `total_loss` of `loss_terms`; the Learner logs the terms."""
         return _log_and_total(learner, module_id, self.loss_terms(batch, fwd_out))
 
 
-def _log_and_total(learner: Any, module_id: str,
+def _log_and_total(learner: Learner, module_id: str,
                    terms: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """What RLlib's `compute_self_supervised_loss` does with a module's loss terms: logs
     them under the module's ID (`Learner.log`) and returns the one to minimize."""

@@ -395,7 +395,7 @@ class AlgorithmConfig(CommonSettings):
         return module_specs.learner_only_module_ids(self)
 
     # ------------------------------------------------------------------ per-module (rule 4)
-    def get_config_for_module(self, module_id: ModuleID) -> AlgorithmConfig:
+    def get_config_for_module(self, module_id: ModuleID) -> Self:
         """The config a Learner uses for `module_id` (rule 4).
 
         Without overrides that is this very config object; with overrides a frozen copy,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -20,6 +20,9 @@ from rlmod.core.optim import Adam, grad_norm, update_is_finite
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 LR_KEY = "default_optimizer_learning_rate"
 """RLlib's result key of a module's learning rate (`<optimizer name>_learning_rate`)."""
@@ -46,7 +49,7 @@ class Learner(Checkpointable):
     `max_consecutive_non_finite_updates` in a row raise NonFiniteUpdateError.
     """
 
-    def __init__(self, *, config: Any, module_spec: MultiRLModuleSpec) -> None:
+    def __init__(self, *, config: AlgorithmConfig, module_spec: MultiRLModuleSpec) -> None:
         self.config = config
         self.module_spec = module_spec
         self.module: MultiRLModule | None = None
@@ -102,7 +105,7 @@ class Learner(Checkpointable):
         return func(self, *args, **kwargs)
 
     # ------------------------------------------------------------------ the algorithm's math
-    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any,
+    def compute_loss_for_module(self, *, module_id: ModuleID, config: AlgorithmConfig,
                                 batch: dict[str, torch.Tensor],
                                 fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
         """The scalar loss of one module on one minibatch; log diagnostics with `log`."""

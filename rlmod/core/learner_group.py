@@ -9,7 +9,7 @@ same weights after every step.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from rlmod.core.columns import Columns
 from rlmod.core.learner import Learner, NumpyBatch
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
 from rlmod.utils.checkpoints import Checkpointable, select_components
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 
 class LearnerGroup(Checkpointable):
@@ -27,7 +30,7 @@ class LearnerGroup(Checkpointable):
     weights copied in when read.
     """
 
-    def __init__(self, *, config: Any, module_spec: MultiRLModuleSpec) -> None:
+    def __init__(self, *, config: AlgorithmConfig, module_spec: MultiRLModuleSpec) -> None:
         self.config = config
         learner_cls: type[Learner] = config.learner_class  # the algorithm's default if unset
         self._actors: list[Any] = []

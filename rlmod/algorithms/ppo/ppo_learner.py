@@ -6,7 +6,7 @@ Used by LearnerGroup for PPO; the advantages it needs come from the GAE learner 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -14,10 +14,15 @@ from rlmod.core.apis import find_compute_values, find_self_supervised_loss
 from rlmod.core.columns import Columns
 from rlmod.core.learner import Learner
 
+if TYPE_CHECKING:
+    from rlmod.algorithms.ppo.ppo import PPOConfig
+
 
 class PPOLearner(Learner):
     """PPO (Schulman et al. 2017): clipped surrogate (eq. 7), clipped value loss, entropy
     bonus and an optional adaptive KL penalty (eq. 8)."""
+
+    config: PPOConfig
 
     def build(self) -> None:
         super().build()
