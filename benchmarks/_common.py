@@ -40,8 +40,9 @@ import json, sys
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.tuned import TUNED
 env, target, seed, max_steps = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+overrides = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
 config = PPOConfig().environment(env).debugging(seed=seed)
-for k, v in TUNED[env].items():
+for k, v in {**TUNED[env], **overrides}.items():
     setattr(config, k, v)
 algo = config.build_algo()
 while True:
@@ -53,7 +54,8 @@ while True:
 print(json.dumps({"steps": steps, "return": ret, "reached": bool(full and ret >= target)}))
 """
 """rlmod PPO with `rlmod.tuned.TUNED[env]` until the mean return over the last 100 episodes
-reaches the target; argv: env, target, seed, max_steps; prints one JSON line."""
+reaches the target; argv: env, target, seed, max_steps and optionally a JSON dict of
+settings over TUNED[env]; prints one JSON line."""
 
 
 def run_timed(code: str, *args: object) -> dict:

@@ -11,6 +11,7 @@ both alike. SB3 uses its tuned rl-baselines3-zoo CartPole-v1 hyperparameters; rl
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 
 from _common import TRAIN_UNTIL, header, run_timed, table
@@ -49,16 +50,25 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--max-steps", type=int, default=500_000)
     parser.add_argument("--skip-sb3", action="store_true")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=JSON",
+                        help="also run rlmod with these settings over TUNED['CartPole-v1'], "
+                        "e.g. 'lrdecay={\"lr\": [[0, 0.001], [100000, 0.0]]}' (repeatable)")
     args = parser.parse_args()
     header("Time to solve CartPole-v1 (mean return >= 475 over 100 episodes), from process start")
-    libs = {"rlmod": (TRAIN_UNTIL, "CartPole-v1", 475)}
+    # name -> (code, arguments before seed and max steps, arguments after them)
+    libs: dict[str, tuple[str, tuple, tuple]] = {
+        "rlmod": (TRAIN_UNTIL, ("CartPole-v1", 475), ())}
+    for variant in args.variant:
+        name, _, settings = variant.partition("=")
+        json.loads(settings)  # fail here, not in every child process
+        libs[f"rlmod {name}"] = (TRAIN_UNTIL, ("CartPole-v1", 475), (settings,))
     if not args.skip_sb3:
-        libs["stable-baselines3"] = (SB3,)
+        libs["stable-baselines3"] = (SB3, (), ())
     results: dict[str, list[dict]] = {name: [] for name in libs}
     rows = []
     for seed in args.seeds:
-        for name, (code, *lead) in libs.items():
-            r = run_timed(code, *lead, seed, args.max_steps)
+        for name, (code, lead, tail) in libs.items():
+            r = run_timed(code, *lead, seed, args.max_steps, *tail)
             results[name].append(r)
             rows.append({"library": name, "seed": seed, "solved": r["reached"],
                          "env steps": f"{r['steps']:,}", "wall s": f"{r['wall_s']:.1f}",

@@ -47,9 +47,12 @@ import sys  # noqa: E402
 from typing import Any  # noqa: E402
 
 from rlmod.algorithms.ppo import PPOConfig  # noqa: E402
-from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector  # noqa: E402
 from rlmod.core import DEFAULT_MODULE_ID, MultiRLModuleSpec, RLModuleSpec  # noqa: E402
-from rlmod.core.curiosity import ICM_MODULE_ID, IntrinsicCuriosityModel  # noqa: E402
+from rlmod.curiosity import (  # noqa: E402
+    ICM_MODULE_ID,
+    IntrinsicCuriosityModel,
+    IntrinsicCuriosityModelConnector,  # noqa: E402
+)
 from rlmod.env.wrappers import make_with_terminal_time_limit  # noqa: E402
 from rlmod.tuned import FAST_PPO  # noqa: E402
 

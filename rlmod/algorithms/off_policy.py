@@ -10,7 +10,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -18,7 +18,8 @@ from torch import nn
 
 from rlmod.algorithms import settings as s
 from rlmod.algorithms.algorithm import Algorithm
-from rlmod.algorithms.algorithm_config import _UNSET, AlgorithmConfig, _plain
+from rlmod.algorithms.algorithm_config import AlgorithmConfig
+from rlmod.algorithms.module_specs import plain_model_config
 from rlmod.algorithms.settings import Invalid, Setting
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.learner import Learner, NumpyBatch
@@ -26,9 +27,6 @@ from rlmod.core.multi_rl_module import MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
 from rlmod.replay import MultiAgentReplayBuffer, check_replay_buffer_config
 from rlmod.utils.checkpoints import METADATA_FILE, Checkpointable
-
-if TYPE_CHECKING:
-    from typing import Self
 
 logger = logging.getLogger(__name__)
 
@@ -79,22 +77,9 @@ class OffPolicyConfig(AlgorithmConfig):
         "Replay ratio: transitions trained on per transition sampled (per module). None: "
         "one gradient step per iteration, RLlib's 'natural' ratio."))
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.train_batch_size = 32
-        self.minibatch_size = None  # one gradient step on each replayed batch
-        self.num_epochs = 1
-
-    def training(self, *, replay_buffer_config: dict = _UNSET, n_step: int = _UNSET,  # type: ignore[override]
-                 tau: float = _UNSET, target_network_update_freq: int = _UNSET,
-                 num_steps_sampled_before_learning_starts: int = _UNSET,
-                 training_intensity: float | None = _UNSET,
-                 store_buffer_in_checkpoints: bool = _UNSET, **common: Any) -> Self:
-        """The replay settings, plus all of `AlgorithmConfig.training`."""
-        values = dict(locals())
-        values.pop("common")
-        self._set_section("training", values)
-        return super().training(**common)
+    # minibatch_size None: one gradient step on each replayed batch
+    setting_defaults: ClassVar[dict[str, Any]] = {
+        "train_batch_size": 32, "minibatch_size": None, "num_epochs": 1}
 
     # ------------------------------------------------------------------ module flags
     def module_flags(self) -> dict[str, Any]:
@@ -109,7 +94,7 @@ class OffPolicyConfig(AlgorithmConfig):
         default_class = self.get_default_rl_module_spec().module_class
         if spec.module_class is not default_class:
             return spec
-        model_config = {**config.module_flags(), **_plain(spec.model_config)}
+        model_config = {**config.module_flags(), **plain_model_config(spec.model_config)}
         return dataclasses.replace(spec, model_config=model_config)
 
     def get_rl_module_spec(self, env: Any = None, spaces: Mapping[str, tuple] | None = None,

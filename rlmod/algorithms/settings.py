@@ -1,23 +1,44 @@
-"""Setting: one validated, documented field of an AlgorithmConfig, plus value checks.
+"""Setting: one validated, documented field of an AlgorithmConfig, its fluent setter, and
+value checks.
 
-Used by AlgorithmConfig and its subclasses; a value is checked when it is set, so a bad
-value fails at the line that sets it, with the setting's name in the message.
+Each setting is declared once, as a `Setting` class attribute of a config class (its
+default, section, check and doc). That one table drives everything else: the fluent
+setters (`SectionSetter`: `config.training(lr=...)` takes exactly the settings of section
+"training", with the keyword names and signature built from the table), the value checks
+when a value is set (a bad value fails at the line that sets it, with the setting's name in
+the message), the defaults (`AlgorithmConfig.defaults()`, which a subclass changes with
+`setting_defaults`), `repr`, and `to_dict`/`from_dict`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import os
-from collections.abc import Callable, Collection, Mapping
-from typing import Any
+import types
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, TypeVar, overload
 
 import gymnasium as gym
 
 from rlmod.core.multi_rl_module import MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
+from rlmod.utils.naming import did_you_mean
 
 Check = Callable[[Any], Any]
+_Config = TypeVar("_Config")
+
+
+class NotProvided:
+    """The default of every setter keyword: "not passed" (None is a meaningful value);
+    RLlib's name for the same marker."""
+
+    def __repr__(self) -> str:
+        return "NotProvided"
+
+
+NOT_PROVIDED: Any = NotProvided()
 
 
 class Invalid(ValueError):
@@ -75,6 +96,100 @@ class Setting:
             raise TypeError(f"{self.name}={value!r} is of the wrong kind: {e}") from None
         except Invalid as e:
             raise ValueError(f"{self.name}={value!r} is invalid: {e}") from None
+
+
+class SectionSetter:
+    """A fluent setter, `config.<name>(**settings) -> config`, built from the settings table.
+
+    Its keywords are the settings whose `section` is this setter's, in the config's class
+    (so `PPOConfig().training` takes PPO's settings and the common ones, with no
+    per-algorithm method), plus `accepts` (settings of another section that RLlib's setter
+    also takes) and `aliases` (keyword -> setting name, where RLlib's keyword differs from
+    the stored name). `inspect.signature` and `help()` show those keywords; an unknown one
+    raises TypeError with the closest valid name. `prepare(config, values)` may rewrite
+    the values (by setting name) before they are set, for setters that merge or convert.
+    """
+
+    def __init__(self, section: str, *, doc: str, positional: Sequence[str] = (),
+                 accepts: Sequence[str] = (), aliases: Mapping[str, str] | None = None,
+                 prepare: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None
+                 ) -> None:
+        self.section = section
+        self.doc = doc
+        self.positional = tuple(positional)
+        self.accepts = tuple(accepts)
+        self.aliases = dict(aliases or {})
+        self.prepare = prepare
+        self.name = section
+        self._functions: dict[type, Callable[..., Any]] = {}
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> Callable[..., Any]: ...
+    @overload
+    def __get__(self, obj: _Config, objtype: type | None = None) -> Callable[..., _Config]: ...
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Callable[..., Any]:
+        function = self._function_for(type(obj) if obj is not None else objtype or object)
+        return function if obj is None else types.MethodType(function, obj)
+
+    def keywords(self, cls: type) -> dict[str, str]:
+        """Keyword -> setting name, for config class `cls` (whose `settings()` is the table)."""
+        table: dict[str, Setting] = cls.settings()  # type: ignore[attr-defined]
+        names = {n: n for n, st in table.items() if st.section == self.section}
+        names.update((n, n) for n in self.accepts)
+        for keyword, setting_name in self.aliases.items():
+            names.pop(setting_name, None)
+            names[keyword] = setting_name
+        for name in reversed(self.positional):  # positional ones first, in their order
+            names = {name: names[name], **names}
+        return names
+
+    def _function_for(self, cls: type) -> Callable[..., Any]:
+        cached = self._functions.get(cls)
+        if cached is not None:
+            return cached
+        keywords = self.keywords(cls)
+        setter = self
+
+        def function(config: Any, *args: Any, **kwargs: Any) -> Any:
+            if len(args) > len(setter.positional):
+                raise TypeError(
+                    f".{setter.name}() takes {len(setter.positional)} positional argument(s) "
+                    f"{list(setter.positional)}; pass settings by keyword.")
+            for name, value in zip(setter.positional, args, strict=False):
+                if name in kwargs:
+                    raise TypeError(f".{setter.name}() got multiple values for {name!r}.")
+                kwargs[name] = value
+            for key in kwargs:
+                if key not in keywords:
+                    raise TypeError(
+                        f".{setter.name}() got an unexpected keyword argument {key!r}."
+                        f"{did_you_mean(key, keywords)} Valid: {sorted(keywords)}.")
+            values = {keywords[k]: v for k, v in kwargs.items()}
+            if setter.prepare is not None:
+                values = setter.prepare(config, values)
+            for name, value in values.items():
+                setattr(config, name, value)
+            return config
+
+        table: dict[str, Setting] = cls.settings() if hasattr(cls, "settings") else {}
+        kind = inspect.Parameter
+        function.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+            kind("self", kind.POSITIONAL_OR_KEYWORD),
+            *(kind(k, kind.POSITIONAL_OR_KEYWORD if k in self.positional else kind.KEYWORD_ONLY,
+                   default=NOT_PROVIDED) for k in keywords)])
+        lines = [f"    {k}: {table[n].doc}" for k, n in keywords.items()
+                 if n in table and table[n].doc]
+        function.__doc__ = self.doc + ("\n\n    Keywords (each a setting; see its check):\n"
+                                       + "\n".join(lines) if lines else "")
+        function.__name__ = self.name
+        function.__qualname__ = f"{cls.__name__}.{self.name}"
+        function.__module__ = cls.__module__
+        self._functions[cls] = function
+        return function
 
 
 def integer(*, min: int = 0) -> Check:  # noqa: A002 - reads like the math

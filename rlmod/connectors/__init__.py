@@ -1,7 +1,6 @@
 """Connector pipelines: env-to-module, module-to-env and learner."""
 
 from rlmod.connectors.connector_v2 import ConnectorV2, SingleAgentObservationPreprocessor
-from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
 from rlmod.connectors.env_to_module import (
     EnvToModule,
     FlattenObservations,
@@ -13,6 +12,16 @@ from rlmod.connectors.env_to_module import (
 from rlmod.connectors.learner import GeneralAdvantageEstimation, LearnerConnector, compute_gae
 from rlmod.connectors.module_to_env import ActionsToEnvSpace, GetActions, ModuleToEnv
 from rlmod.connectors.pipeline import Connector, ConnectorPipeline
+
+
+def __getattr__(name: str) -> object:
+    # The curiosity connector lives in rlmod.curiosity, with the modules it calls (which
+    # build on this package); offered here as before, imported on first use.
+    if name == "IntrinsicCuriosityModelConnector":
+        import rlmod.curiosity
+
+        return rlmod.curiosity.IntrinsicCuriosityModelConnector
+    raise AttributeError(f"module 'rlmod.connectors' has no attribute {name!r}")
 
 __all__ = [
     "ActionsToEnvSpace",

@@ -8,9 +8,13 @@ own `compute_self_supervised_loss`, the curiosity connector `compute_intrinsic_r
 from __future__ import annotations
 
 import abc
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
+    from rlmod.core.learner import Learner
 
 
 class ValueFunctionAPI(abc.ABC):
@@ -48,7 +52,7 @@ class ComputeSelfSupervisedLoss(Protocol):
     """A module's own loss, used by Learners instead of the algorithm's loss (the ICM's
     and RND's); it may log diagnostics through `learner.log(module_id, ...)`."""
 
-    def __call__(self, *, learner: Any, module_id: str, config: Any,
+    def __call__(self, *, learner: Learner, module_id: str, config: AlgorithmConfig,
                  batch: dict[str, torch.Tensor], fwd_out: dict[str, torch.Tensor]
                  ) -> torch.Tensor: ...
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -19,12 +19,15 @@ from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
 from rlmod.core.learner_stacks import TrainStack
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.optim import Adam, AdamSlot, GroupAdam, clip_grad_norm, grad_norm
+from rlmod.core.optim import Adam, AdamSlot, GroupAdam, clip_grad_norm, grad_norm, update_is_finite
 from rlmod.core.rl_module import TensorDict
 from rlmod.core.stacked import StackedGroup, find_stack_groups
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 LR_KEY = "default_optimizer_learning_rate"
 """RLlib's result key of a module's learning rate (`<optimizer name>_learning_rate`)."""
@@ -59,7 +62,7 @@ class Learner(Checkpointable):
     `max_consecutive_non_finite_updates` in a row raise NonFiniteUpdateError.
     """
 
-    def __init__(self, *, config: Any, module_spec: MultiRLModuleSpec) -> None:
+    def __init__(self, *, config: AlgorithmConfig, module_spec: MultiRLModuleSpec) -> None:
         self.config = config
         self.module_spec = module_spec
         self.module: MultiRLModule | None = None
@@ -180,7 +183,7 @@ class Learner(Checkpointable):
         return func(self, *args, **kwargs)
 
     # ------------------------------------------------------------------ the algorithm's math
-    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any,
+    def compute_loss_for_module(self, *, module_id: ModuleID, config: AlgorithmConfig,
                                 batch: dict[str, torch.Tensor],
                                 fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
         """The scalar loss of one module on one minibatch; log diagnostics with `log`."""
@@ -326,18 +329,12 @@ class Learner(Checkpointable):
         for mid in mb:
             clip = configs[mid].grad_clip
             params = self._optimizers[mid].params
-            # The gradient norm doubles as the finiteness check (NaN/inf anywhere makes it
-            # NaN/inf): free where clipping computes it anyway, one fused kernel otherwise.
-            if clip is not None:
-                norm = clip_grad_norm(params, clip)
-            elif self._guard_non_finite:
-                norm = grad_norm(params)
-            # One sync per module and minibatch: whether loss and gradients are finite.
-            if self._guard_non_finite and not bool(torch.isfinite(losses[mid].detach() + norm)):
+            norm = clip_grad_norm(params, clip) if clip is not None else None
+            if self._guard_non_finite and not update_is_finite(losses[mid], norm, params):
                 self._skip_non_finite(mid, losses[mid], norm, marks[mid])
                 continue
             self._non_finite_streak[mid] = 0
-            if clip is not None:
+            if norm is not None:
                 self.log(mid, **{GRAD_NORM_KEY: norm})
             self._optimizers[mid].step()
 
@@ -401,7 +398,7 @@ class Learner(Checkpointable):
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return int(t.item())
 
-    def _skip_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor,
+    def _skip_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor | None,
                          marks: Mapping[str, int]) -> None:
         """Leaves module `mid` unstepped for this minibatch, drops what it logged for it
         from the means, and raises after `max_consecutive_non_finite_updates` in a row."""
@@ -420,6 +417,8 @@ class Learner(Checkpointable):
         self._non_finite_streak[mid] = streak
         limit = self.config.max_consecutive_non_finite_updates
         if streak >= limit:
+            if norm is None:  # not clipped: the check did not need the norm, the message does
+                norm = grad_norm(self._optimizers[mid].params)
             raise NonFiniteUpdateError(
                 f"Module {mid!r}: the loss or its gradient was NaN/inf in {streak} "
                 f"minibatches in a row (max_consecutive_non_finite_updates={limit}); its "

@@ -10,7 +10,7 @@ the group with a LearnerError (RLlib does not restart Learners either).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from rlmod.core.learner import Learner, NumpyBatch
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
 from rlmod.errors import LearnerError
 from rlmod.utils.checkpoints import Checkpointable, select_components
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 
 class LearnerGroup(Checkpointable):
@@ -36,7 +39,7 @@ class LearnerGroup(Checkpointable):
     LearnerError naming the Learner and the cause; resume from a checkpoint.
     """
 
-    def __init__(self, *, config: Any, module_spec: MultiRLModuleSpec) -> None:
+    def __init__(self, *, config: AlgorithmConfig, module_spec: MultiRLModuleSpec) -> None:
         self.config = config
         learner_cls: type[Learner] = config.learner_class  # the algorithm's default if unset
         self._actors: list[Any] = []

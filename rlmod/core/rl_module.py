@@ -8,8 +8,9 @@ Learners alone.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +23,9 @@ from rlmod.utils.checkpoints import Checkpointable, read_metadata
 from rlmod.utils.naming import import_path
 from rlmod.utils.spaces import space_from_dict, space_to_dict
 from rlmod.utils.state_files import read_state
+
+if TYPE_CHECKING:
+    from rlmod.core.multi_rl_module import MultiRLModule, MultiRLModuleSpec
 
 TensorDict = dict[str, torch.Tensor]
 
@@ -125,7 +129,7 @@ class RLModule(nn.Module, Checkpointable):
                 "it with RLModuleSpec(inference_only=False) (Learners do) to train it.")
         return self._forward_train(batch, **kwargs)
 
-    def as_multi_rl_module(self) -> Any:
+    def as_multi_rl_module(self) -> MultiRLModule:
         """A MultiRLModule holding this module under `default_policy` (RLlib's name).
 
         Deliberate difference: RLlib builds a new module from this one's spec (fresh
@@ -165,9 +169,9 @@ class RLModule(nn.Module, Checkpointable):
         return {"module_spec": RLModuleSpec.from_module(self).to_dict(allow_unnamed=True)}
 
     @classmethod
-    def from_checkpoint(cls, path: str | Any, *, inference_only: bool | None = None,
+    def from_checkpoint(cls, path: str | os.PathLike[str], *, inference_only: bool | None = None,
                         module_id: str | None = None, module_class: type[RLModule] | None = None,
-                        trusted_modules: Any = ()) -> RLModule:
+                        trusted_modules: Iterable[str] = ()) -> RLModule:
         """Builds a module from a checkpoint and loads its weights (RLlib's name).
 
         Args:
@@ -193,7 +197,7 @@ class RLModule(nn.Module, Checkpointable):
         """
         from rlmod.core.multi_rl_module import locate_module_checkpoint
 
-        directory, mid = locate_module_checkpoint(path, module_id)
+        directory, mid = locate_module_checkpoint(os.fspath(path), module_id)
         meta = read_metadata(directory)
         stored = meta["module_specs"].get(mid) if mid is not None else meta.get("module_spec")
         spec = spec_from_metadata(stored, file=directory / "metadata.json", module_id=mid,
@@ -212,7 +216,8 @@ class RLModule(nn.Module, Checkpointable):
         module.load_checkpoint_state(state, directory)
         return module
 
-    def load_checkpoint_state(self, state: Mapping[str, Any], directory: Any) -> None:
+    def load_checkpoint_state(self, state: Mapping[str, Any],
+                              directory: str | os.PathLike[str]) -> None:
         """`set_state`, with a mismatch reported as a CheckpointError naming `directory`."""
         try:
             self.set_state(state)
@@ -351,7 +356,7 @@ class RLModuleSpec:
             model_config=merged or None,
         )
 
-    def as_multi_rl_module_spec(self) -> Any:
+    def as_multi_rl_module_spec(self) -> MultiRLModuleSpec:
         """A MultiRLModuleSpec with this spec under `default_policy` (RLlib's name)."""
         from rlmod.core.columns import DEFAULT_MODULE_ID
         from rlmod.core.multi_rl_module import MultiRLModuleSpec

@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +22,9 @@ from rlmod.utils.checkpoints import Checkpointable
 from rlmod.utils.metrics_logger import MetricsLogger
 from rlmod.utils.seeding import derive_seed
 from rlmod.utils.spaces import space_to_dict
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 ENV_SPACES_KEY = "__env__"
 """Key of the raw env's (observation_space, action_space) in `get_spaces()`: the vector
@@ -56,7 +59,7 @@ class EnvRunner(Checkpointable, abc.ABC):
     `env_runner.metrics`); `get_metrics()` ships what was logged to the Algorithm.
     """
 
-    def __init__(self, *, config: Any, worker_index: int = 0) -> None:
+    def __init__(self, *, config: AlgorithmConfig, worker_index: int = 0) -> None:
         self.config = config
         self.worker_index = worker_index
         self.metrics = MetricsLogger()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
@@ -20,6 +20,10 @@ from rlmod.connectors.env_to_module import merge_env_to_module_states
 from rlmod.env.env_runner import WEIGHTS_SEQ_NO, EnvRunner, SampleResult
 from rlmod.errors import EnvRunnerError
 from rlmod.utils.checkpoints import Checkpointable, _class_path
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
+    from rlmod.core.learner_group import LearnerGroup
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +46,7 @@ class EnvRunnerGroup:
         >>> group.stop()
     """
 
-    def __init__(self, *, config: Any, local_env_runner: bool | None = None) -> None:
+    def __init__(self, *, config: AlgorithmConfig, local_env_runner: bool | None = None) -> None:
         """`local_env_runner=None` builds the local EnvRunner where RLlib does: when there
         are no remote ones, or with `config.create_env_on_local_worker`."""
         self.config = config
@@ -70,7 +74,7 @@ class EnvRunnerGroup:
                             for i in range(1, config.num_env_runners + 1)}
 
     @staticmethod
-    def _default_runner_cls(config: Any) -> type[EnvRunner]:
+    def _default_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
         if config.is_multi_agent:
             from rlmod.env.multi_agent_env_runner import MultiAgentEnvRunner
 
@@ -231,7 +235,7 @@ class EnvRunnerGroup:
         return metrics
 
     # ------------------------------------------------------------------ state
-    def sync_weights(self, *, from_learner_group: Any, inference_only: bool = True) -> None:
+    def sync_weights(self, *, from_learner_group: LearnerGroup, inference_only: bool = True) -> None:
         """Sends the inference-only weights of the modules EnvRunners hold (never any
         learner-only module's) to every EnvRunner, with a new version number: one copy
         into Ray's object store, its reference to each remote EnvRunner."""

@@ -8,13 +8,16 @@ agent: cheap with thousands of agents.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 
 class ModuleSpaces:
@@ -25,7 +28,7 @@ class ModuleSpaces:
     module no agent mapped to then adopts the spaces of the first agent mapped to it later.
     """
 
-    def __init__(self, config: Any, envs: list[MultiAgentEnv], agents: list[AgentID]) -> None:
+    def __init__(self, config: AlgorithmConfig, envs: list[MultiAgentEnv], agents: list[AgentID]) -> None:
         self.config = config
         self.env0 = envs[0]
         self.agents = agents

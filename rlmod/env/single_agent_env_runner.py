@@ -7,7 +7,8 @@ Built by EnvRunnerGroup from the config; its module comes from
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -16,6 +17,7 @@ import torch
 from rlmod.connectors.connector_v2 import row_of
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
+from rlmod.core.rl_module import TensorDict
 from rlmod.env.env_runner import (
     ENV_SINGLE_SPACES_KEY,
     ENV_SPACES_KEY,
@@ -30,6 +32,9 @@ from rlmod.errors import EnvError
 from rlmod.offline.writer import EpisodeWriter
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +62,7 @@ class SingleAgentEnvRunner(EnvRunner):
     unfinished episode dropped). Counters count only the rows that reached a batch.
     """
 
-    def __init__(self, *, config: Any, worker_index: int = 0) -> None:
+    def __init__(self, *, config: AlgorithmConfig, worker_index: int = 0) -> None:
         super().__init__(config=config, worker_index=worker_index)
         self.num_envs = config.num_envs_per_env_runner
         self._truncate_non_finite = config.on_non_finite_env_data == "truncate_episode"
@@ -72,6 +77,7 @@ class SingleAgentEnvRunner(EnvRunner):
                             metrics_logger=self.metrics, env=self.env,
                             env_context=dict(config.env_config))
         self._env_to_module = config.build_env_to_module_connector(self.env, *self._env_spaces)
+        assert self._env_to_module.observation_space is not None  # set from the input space
         self._module_to_env = config.build_module_to_env_connector(
             self.env, self._env_to_module.observation_space, self._env_spaces[1]
         )
@@ -206,7 +212,8 @@ class SingleAgentEnvRunner(EnvRunner):
                                 samples=self._episodes_done + ongoing)
         return {DEFAULT_MODULE_ID: batch}
 
-    def _step(self, cols: StepBuffer, forward: Any, explore: bool) -> np.ndarray:
+    def _step(self, cols: StepBuffer, forward: Callable[[TensorDict], TensorDict],
+              explore: bool) -> np.ndarray:
         """One step of all sub-envs (the hot loop: no per-env Python); returns which are done."""
         obs = self._obs
         assert obs is not None

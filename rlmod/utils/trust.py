@@ -24,6 +24,8 @@ TRUSTED_BY_DEFAULT = ("rlmod",)
 _RLMOD_FUNCTIONS: dict[str, frozenset[str]] = {
     "env": frozenset({"rlmod.env.wrappers:make_with_terminal_time_limit"}),
     "policy_mapping_fn": frozenset({
+        "rlmod.algorithms.common_settings:default_policy_mapping_fn",
+        # where it lived before; configs and checkpoints saved then name it so
         "rlmod.algorithms.algorithm_config:default_policy_mapping_fn"}),
 }
 

@@ -141,9 +141,8 @@ def test_bad_settings_name_the_setting() -> None:
 
 
 def test_a_learner_only_curiosity_module_beside_the_q_module() -> None:
-    from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
     from rlmod.core import MultiRLModuleSpec, RLModuleSpec
-    from rlmod.core.curiosity import IntrinsicCuriosityModel
+    from rlmod.curiosity import IntrinsicCuriosityModel, IntrinsicCuriosityModelConnector
 
     config = _small(DQNConfig()).training(
         learner_connector=IntrinsicCuriosityModelConnector).rl_module(

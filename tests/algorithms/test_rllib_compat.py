@@ -241,7 +241,7 @@ def test_evaluation_parallel_to_training_gives_the_same_iterations_results():
 # ---------------------------------------------------------------------- curiosity (RLlib's way)
 def test_curiosity_through_learner_class_and_learner_config_dict_as_rllibs_example():
     from rlmod.algorithms.ppo.curiosity_learner import PPOTorchLearnerWithCuriosity
-    from rlmod.core.curiosity import IntrinsicCuriosityModel
+    from rlmod.curiosity import IntrinsicCuriosityModel
 
     spec = MultiRLModuleSpec(rl_module_specs={
         DEFAULT_MODULE_ID: RLModuleSpec(),

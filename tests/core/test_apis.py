@@ -13,7 +13,7 @@ from rlmod.core.apis import (
     find_intrinsic_rewards,
     find_self_supervised_loss,
 )
-from rlmod.core.curiosity import IntrinsicCuriosityModel
+from rlmod.curiosity import IntrinsicCuriosityModel
 
 BOX = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACT = gym.spaces.Discrete(2)

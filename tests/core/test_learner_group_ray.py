@@ -91,9 +91,8 @@ def test_ppo_trains_with_two_remote_learners():
 
 
 def test_a_learner_only_icm_trains_data_parallel_too():
-    from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
     from rlmod.core import DEFAULT_MODULE_ID, MultiRLModuleSpec, RLModuleSpec
-    from rlmod.core.curiosity import IntrinsicCuriosityModel
+    from rlmod.curiosity import IntrinsicCuriosityModel, IntrinsicCuriosityModelConnector
 
     algo = (PPOConfig()
             .environment("FrozenLake-v1", env_config={"is_slippery": False,

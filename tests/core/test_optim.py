@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlmod.core.optim import Adam, clip_grad_norm, grad_norm
+from rlmod.core.optim import Adam, clip_grad_norm, grad_norm, update_is_finite
 
 
 def small_net() -> nn.Module:
@@ -136,3 +136,27 @@ def test_moments_of_parameters_without_gradient_never_become_denormal() -> None:
         for t in (opt.exp_avg[0], opt.exp_avg_sq[0]):
             assert not ((t != 0) & (t.abs() < tiny)).any(), opt.step_count
     assert float(opt.exp_avg[0].abs().max()) == 0.0  # flushed, not denormal
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), None])
+@pytest.mark.parametrize("where", range(4))
+def test_update_is_finite_agrees_with_torch_isfinite_and_leaves_gradients_alone(bad, where):
+    """The guard's cheap check (a foreach non-finite kernel without clipping, float reads
+    with it) decides as the plain `torch.isfinite` over loss and every gradient entry."""
+    torch.manual_seed(where)
+    params = [nn.Parameter(torch.randn(s)) for s in ((64, 4), (64,), (2, 64), (2,))]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    loss = torch.tensor(0.5)
+    if bad is not None:
+        if where == 3:
+            loss = torch.tensor(bad)
+        else:
+            params[where].grad.view(-1)[1] = bad
+    grads = [p.grad.clone() for p in params]
+    plain = bool(torch.isfinite(loss)) and all(bool(torch.isfinite(g).all()) for g in grads)
+    assert update_is_finite(loss, None, params) is plain
+    assert update_is_finite(loss, grad_norm(params), params) is plain
+    for p, g in zip(params, grads, strict=True):  # bit for bit, NaNs included
+        assert torch.equal(p.grad.view(torch.int32), g.view(torch.int32))
+    assert update_is_finite(loss, None, [nn.Parameter(torch.zeros(2))]) is (bad is None or where != 3)

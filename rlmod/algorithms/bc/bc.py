@@ -5,6 +5,8 @@ Used like MARWIL: `BCConfig().offline_data(input_=DIR).build_algo()`.
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from rlmod.algorithms.marwil.marwil import MARWIL, MARWILConfig
 
 
@@ -17,9 +19,7 @@ class BCConfig(MARWILConfig):
         0.0
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.beta = 0.0
+    setting_defaults: ClassVar[dict[str, Any]] = {"beta": 0.0}
 
 
 class BC(MARWIL):

@@ -6,17 +6,13 @@ DefaultDQNRLModule the Q-network and exploration, OffPolicyAlgorithm the replay 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from rlmod.algorithms import settings as s
-from rlmod.algorithms.algorithm_config import _UNSET
 from rlmod.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from rlmod.algorithms.settings import Invalid, Setting
 from rlmod.core.rl_module import RLModuleSpec
 from rlmod.utils.schedules import scheduled_value
-
-if TYPE_CHECKING:
-    from typing import Self
 
 
 def _epsilon(v: Any) -> Any:
@@ -50,20 +46,10 @@ class DQNConfig(OffPolicyConfig):
     td_error_loss_fn = Setting("huber", section="training", check=s.one_of("huber", "mse"),
                                doc="Loss of the TD error: 'huber' (delta 1) or 'mse'.")
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.lr = 5e-4
-        self.grad_clip = 40.0
+    setting_defaults: ClassVar[dict[str, Any]] = {
+        "lr": 5e-4, "grad_clip": 40.0,
         # RLlib's DefaultModelConfig widths with ReLU, the usual Q-network.
-        self.model_config = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}
-
-    def training(self, *, double_q: bool = _UNSET, dueling: bool = _UNSET,  # type: ignore[override]
-                 epsilon: Any = _UNSET, td_error_loss_fn: str = _UNSET, **common: Any) -> Self:
-        """DQN's settings, plus the replay settings and all of `AlgorithmConfig.training`."""
-        values = dict(locals())
-        values.pop("common")
-        self._set_section("training", values)
-        return super().training(**common)
+        "model_config": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}}
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from rlmod.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule

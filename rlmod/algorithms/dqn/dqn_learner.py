@@ -7,7 +7,7 @@ weights (`weights`), and it returns per-row TD errors for the priorities.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +22,9 @@ from rlmod.core.columns import Columns
 from rlmod.core.learner import NumpyBatch
 from rlmod.replay import N_STEP, WEIGHTS
 from rlmod.utils.schedules import scheduled_value
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.dqn.dqn import DQNConfig
 
 
 def q_learning_targets(rewards: torch.Tensor, terminateds: torch.Tensor, n_step: torch.Tensor,
@@ -46,6 +49,8 @@ class DQNLearner(OffPolicyLearner):
     TD loss, then (OffPolicyLearner) the target network moves by `tau` when
     `target_network_update_freq` env steps passed since its last update.
     """
+
+    config: DQNConfig
 
     def compute_loss_for_module(self, *, module_id: str, config: Any,
                                 batch: dict[str, torch.Tensor],

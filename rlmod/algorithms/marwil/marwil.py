@@ -8,11 +8,11 @@ BC is MARWIL with beta=0 (rlmod.algorithms.bc), as in RLlib.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from rlmod.algorithms import settings as s
 from rlmod.algorithms.algorithm import Algorithm
-from rlmod.algorithms.algorithm_config import _UNSET, AlgorithmConfig
+from rlmod.algorithms.algorithm_config import AlgorithmConfig
 from rlmod.algorithms.settings import Setting
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.learner_group import LearnerGroup
@@ -21,9 +21,6 @@ from rlmod.offline.offline_data import OfflineData
 from rlmod.offline.reader import OfflineReader
 from rlmod.offline.writer import ENV_KEY
 from rlmod.utils.spaces import space_to_dict
-
-if TYPE_CHECKING:
-    from typing import Self
 
 
 class MARWILConfig(AlgorithmConfig):
@@ -48,20 +45,8 @@ class MARWILConfig(AlgorithmConfig):
 
     reads_offline_data = True
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.lr = 1e-4
-        self.train_batch_size = 2000
-        self.minibatch_size = None
-
-    def training(self, *, beta: float = _UNSET, vf_coeff: float = _UNSET,  # type: ignore[override]
-                 moving_average_sqd_adv_norm_update_rate: float = _UNSET,
-                 moving_average_sqd_adv_norm_start: float = _UNSET, **common: Any) -> Self:
-        """MARWIL's settings, plus all of `AlgorithmConfig.training`."""
-        values = dict(locals())
-        values.pop("common")
-        self._set_section("training", values)
-        return super().training(**common)
+    setting_defaults: ClassVar[dict[str, Any]] = {
+        "lr": 1e-4, "train_batch_size": 2000, "minibatch_size": None}
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from rlmod.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule

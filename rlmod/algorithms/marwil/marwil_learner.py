@@ -6,18 +6,23 @@ the OfflineReader.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from rlmod.core.columns import Columns
 from rlmod.core.learner import Learner
 
+if TYPE_CHECKING:
+    from rlmod.algorithms.marwil.marwil import MARWILConfig
+
 
 class MARWILLearner(Learner):
     """MARWIL (Wang et al. 2018, eq. 5): maximize E[exp(beta * A / c) * log pi(a|s)] with
     A = R - V(s) and c^2 a moving average of A^2; V regresses R. With beta=0 it is
     behaviour cloning: the log-likelihood alone, no value loss."""
+
+    config: MARWILConfig
 
     def build(self) -> None:
         super().build()

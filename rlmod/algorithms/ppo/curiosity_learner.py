@@ -11,9 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 from rlmod.algorithms.ppo.ppo_learner import PPOLearner
-from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
 from rlmod.core.columns import DEFAULT_MODULE_ID
-from rlmod.core.curiosity import ICM_MODULE_ID
+from rlmod.curiosity import ICM_MODULE_ID, IntrinsicCuriosityModelConnector
 
 RLLIB_ICM_MODULE_ID = "_intrinsic_curiosity_model"
 """The curiosity module's ID in RLlib's example; rlmod's own examples call it "icm"."""
@@ -32,7 +31,7 @@ class PPOLearnerWithCuriosity(PPOLearner):
     Example:
         >>> from rlmod.algorithms.ppo import PPOConfig
         >>> from rlmod.core import MultiRLModuleSpec, RLModuleSpec
-        >>> from rlmod.core.curiosity import IntrinsicCuriosityModel
+        >>> from rlmod.curiosity import IntrinsicCuriosityModel
         >>> config = PPOConfig().environment("FrozenLake-v1").training(
         ...     learner_class=PPOLearnerWithCuriosity,
         ...     learner_config_dict={"intrinsic_reward_coeff": 0.05, "forward_loss_weight": 0.2},

@@ -5,20 +5,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
 from rlmod.algorithms import settings as s
 from rlmod.algorithms.algorithm import Algorithm
-from rlmod.algorithms.algorithm_config import _UNSET, AlgorithmConfig
+from rlmod.algorithms.algorithm_config import AlgorithmConfig
 from rlmod.algorithms.settings import Setting
 from rlmod.connectors.learner import GeneralAdvantageEstimation
 from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.rl_module import RLModuleSpec
-
-if TYPE_CHECKING:
-    from typing import Self
 
 
 class PPOConfig(AlgorithmConfig):
@@ -62,20 +59,8 @@ class PPOConfig(AlgorithmConfig):
     normalize_advantages = Setting(True, section="training", check=s.boolean,
                                    doc="Standardize advantages per train batch.")
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.num_epochs = 30  # RLlib's PPO; lr 5e-5, minibatch 128, batch 4000 are the base's
-
-    def training(self, *, lambda_: float = _UNSET, clip_param: float = _UNSET,  # type: ignore[override]
-                 vf_clip_param: float = _UNSET, vf_loss_coeff: float = _UNSET,
-                 entropy_coeff: float = _UNSET, kl_coeff: float = _UNSET,
-                 kl_target: float = _UNSET, use_kl_loss: bool = _UNSET,
-                 normalize_advantages: bool = _UNSET, **common: Any) -> Self:
-        """PPO's settings, plus all of `AlgorithmConfig.training`."""
-        values = dict(locals())
-        values.pop("common")
-        self._set_section("training", values)
-        return super().training(**common)
+    # RLlib's PPO; lr 5e-5, minibatch 128, batch 4000 are the base's
+    setting_defaults: ClassVar[dict[str, Any]] = {"num_epochs": 30}
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from rlmod.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule

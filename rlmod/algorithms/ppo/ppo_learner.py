@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,10 +16,15 @@ from rlmod.core.columns import Columns
 from rlmod.core.learner import Learner
 from rlmod.core.stacked import StackedGroup
 
+if TYPE_CHECKING:
+    from rlmod.algorithms.ppo.ppo import PPOConfig
+
 
 class PPOLearner(Learner):
     """PPO (Schulman et al. 2017): clipped surrogate (eq. 7), clipped value loss, entropy
     bonus and an optional adaptive KL penalty (eq. 8)."""
+
+    config: PPOConfig
 
     def build(self) -> None:
         super().build()

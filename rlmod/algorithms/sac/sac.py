@@ -6,16 +6,12 @@ DefaultSACRLModule the actor and critics, OffPolicyAlgorithm the replay loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from rlmod.algorithms import settings as s
-from rlmod.algorithms.algorithm_config import _UNSET
 from rlmod.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from rlmod.algorithms.settings import Invalid, Setting
 from rlmod.core.rl_module import RLModuleSpec
-
-if TYPE_CHECKING:
-    from typing import Self
 
 
 def _target_entropy(v: Any) -> Any:
@@ -47,24 +43,12 @@ class SACConfig(OffPolicyConfig):
         "Entropy the temperature steers the policy to: 'auto' is -dim(A) for Box actions "
         "and 0.98 * log(n) for Discrete ones, or a number."))
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.lr = 3e-4
-        self.train_batch_size = 256
-        self.tau = 5e-3
-        self.target_network_update_freq = 0
-        self.num_steps_sampled_before_learning_starts = 1500
-        self.replay_buffer_config = {"type": "PrioritizedEpisodeReplayBuffer",
-                                     "capacity": 1_000_000, "alpha": 0.6, "beta": 0.4}
-        self.model_config = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}
-
-    def training(self, *, twin_q: bool = _UNSET, initial_alpha: float = _UNSET,  # type: ignore[override]
-                 target_entropy: str | float = _UNSET, **common: Any) -> Self:
-        """SAC's settings, plus the replay settings and all of `AlgorithmConfig.training`."""
-        values = dict(locals())
-        values.pop("common")
-        self._set_section("training", values)
-        return super().training(**common)
+    setting_defaults: ClassVar[dict[str, Any]] = {
+        "lr": 3e-4, "train_batch_size": 256, "tau": 5e-3, "target_network_update_freq": 0,
+        "num_steps_sampled_before_learning_starts": 1500,
+        "replay_buffer_config": {"type": "PrioritizedEpisodeReplayBuffer",
+                                 "capacity": 1_000_000, "alpha": 0.6, "beta": 0.4},
+        "model_config": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}}
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from rlmod.algorithms.sac.default_sac_rl_module import DefaultSACRLModule

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import torch
@@ -19,6 +19,9 @@ from rlmod.algorithms.off_policy import OffPolicyLearner
 from rlmod.core.columns import Columns
 from rlmod.core.distributions import TanhGaussian
 from rlmod.replay import N_STEP, WEIGHTS
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.sac.sac import SACConfig
 
 
 def auto_target_entropy(action_space: gym.Space) -> float:
@@ -47,6 +50,8 @@ class SACLearner(OffPolicyLearner):
     """Soft Actor-Critic (Haarnoja et al. 2018a; automatic temperature: 2018b) and its
     discrete variant (Christodoulou 2019). The three losses add up to one total whose
     parts move disjoint parameters: critics, actor, temperature."""
+
+    config: SACConfig
 
     def compute_loss_for_module(self, *, module_id: str, config: Any,
                                 batch: dict[str, torch.Tensor],

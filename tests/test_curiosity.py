@@ -12,14 +12,17 @@ import pytest
 import torch
 
 from rlmod.algorithms.ppo import DefaultPPORLModule, PPOConfig
-from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
 from rlmod.core import DEFAULT_MODULE_ID, Columns, MultiRLModule, MultiRLModuleSpec, RLModuleSpec
-from rlmod.core.curiosity import IntrinsicCuriosityModel, RandomNetworkDistillation
 from rlmod.core.optim import Adam
+from rlmod.curiosity import (
+    IntrinsicCuriosityModel,
+    IntrinsicCuriosityModelConnector,
+    RandomNetworkDistillation,
+)
 from rlmod.env.wrappers import make_with_terminal_time_limit
 from rlmod.errors import UnknownModuleIDError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "curiosity" / "inverse_dynamics_model_based_curiosity.py"
 JSON_CONFIG = ROOT / "examples" / "curiosity" / "frozenlake_icm.json"
 DESC = ["SFFF", "FFFF", "FFFF", "FFFG"]
@@ -296,3 +299,26 @@ def test_json_config_equals_the_examples_config_and_trains_through_the_cli():
     assert algo.env_runner.module_ids == [DEFAULT_MODULE_ID]
     assert result["learners"]["icm"]["default_optimizer_learning_rate"] == 1e-3
     assert config.env is make_with_terminal_time_limit  # the task's step limit is terminal
+
+
+def test_the_loss_returns_its_terms_and_the_old_import_paths_name_the_same_objects():
+    import rlmod.connectors.curiosity as old_connector_path
+    import rlmod.core.curiosity as old_module_path
+    from rlmod import curiosity
+    from rlmod.connectors import IntrinsicCuriosityModelConnector as from_package
+    from rlmod.core import IntrinsicCuriosityModel as from_core
+
+    assert old_module_path.IntrinsicCuriosityModel is curiosity.IntrinsicCuriosityModel
+    assert from_core is curiosity.IntrinsicCuriosityModel
+    assert old_connector_path.IntrinsicCuriosityModelConnector is from_package
+    assert from_package is curiosity.IntrinsicCuriosityModelConnector
+    icm = RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True,
+                       observation_space=gym.spaces.Box(0, 1, (4,)),
+                       action_space=gym.spaces.Discrete(2)).build()
+    batch = {"obs": torch.eye(4)[:3], "new_obs": torch.eye(4)[1:4],
+             "actions": torch.tensor([0, 1, 1])}
+    terms = icm.loss_terms(batch, icm.forward_train(batch))
+    assert set(terms) == {"total_loss", "forward_loss", "inverse_loss"}
+    beta = icm.config.forward_loss_weight
+    assert torch.allclose(terms["total_loss"],
+                          beta * terms["forward_loss"] + (1 - beta) * terms["inverse_loss"])
