@@ -408,7 +408,7 @@ class Learner(Checkpointable):
             del v[marks.get(k, 0):]
         self._count_non_finite(mid, loss, norm, terms)
 
-    def _count_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor,
+    def _count_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor | None,
                           terms: Mapping[str, float]) -> None:
         """Counts a skipped minibatch of `mid`; raises after
         `max_consecutive_non_finite_updates` in a row."""
