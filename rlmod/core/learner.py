@@ -313,7 +313,7 @@ class Learner(Checkpointable):
             fwd = stack.group.call_padded("forward_train", cols)
             loss_vec = self.compute_losses_for_group(group=stack.group, configs=cfgs,
                                                      batch=cols, mask=stack.mask, fwd_out=fwd)
-            loss_vec = torch.where(torch.from_numpy(stack.active), loss_vec, 0.0)
+            loss_vec = torch.where(torch.from_numpy(stack.active).to(self.device), loss_vec, 0.0)
             group_losses.append((stack, cfgs, loss_vec))
             total = total + loss_vec.sum()
         for mid in mb:
@@ -344,28 +344,27 @@ class Learner(Checkpointable):
         for one module (gradient norm, non-finite guard, clipping, Adam), on `[M]`
         vectors; a module without rows, or with a NaN/inf loss or gradient, is not
         stepped."""
-        stepped = torch.from_numpy(stack.active.copy())
-        clips = torch.tensor([math.inf if c.grad_clip is None else float(c.grad_clip)
-                              for c in configs])
-        has_clip = torch.isfinite(clips)
-        any_clip = bool(has_clip.any())
+        active = stack.active.copy()  # [M] numpy: the modules that step
+        clip_list = [math.inf if c.grad_clip is None else float(c.grad_clip) for c in configs]
+        any_clip = any(math.isfinite(c) for c in clip_list)
+        clips = torch.tensor(clip_list, device=self.device)
         norms = stack.grad_norms() if any_clip or self._guard_non_finite else None
         if self._guard_non_finite and norms is not None:
-            finite = torch.isfinite(losses.detach() + norms)
-            if not bool(finite[stepped].all()):  # one sync per group and minibatch
-                for i in torch.nonzero(stepped & ~finite).flatten().tolist():
-                    mid = stack.module_ids[i]
-                    self._count_non_finite(mid, losses[i], norms[i], stack.pending_terms(i))
-                stepped &= finite
+            # one sync per group and minibatch
+            finite = torch.isfinite(losses.detach() + norms).cpu().numpy()
+            for i in np.flatnonzero(active & ~finite).tolist():
+                mid = stack.module_ids[i]
+                self._count_non_finite(mid, losses[i], norms[i], stack.pending_terms(i))
+            active &= finite
             streaks = [m for m, v in self._non_finite_streak.items() if v and m in
-                       stack.group.position and bool(stepped[stack.group.position[m]])]
+                       stack.group.position and active[stack.group.position[m]]]
             for mid in streaks:
                 self._non_finite_streak[mid] = 0
         if any_clip and norms is not None:
             stack.clip(norms, clips)
-            stack.log({GRAD_NORM_KEY: norms}, valid=has_clip)
-        stack.commit(stepped)
-        stack.optimizer.step(stepped.numpy())
+            stack.log({GRAD_NORM_KEY: norms}, valid=torch.isfinite(clips))
+        stack.commit(torch.from_numpy(active).to(self.device))
+        stack.optimizer.step(active)
 
     def _all_reduce_gradients(self, mb: TensorBatch) -> None:
         """Data-parallel: every module's gradient becomes the row-weighted mean over all

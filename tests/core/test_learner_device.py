@@ -128,3 +128,43 @@ def test_weights_and_state_leave_the_learner_as_cpu_data():
         assert held[k].device == CPU
         np.testing.assert_array_equal(held[k].numpy(), v)
     runner.stop()
+
+
+def test_a_stacked_group_trains_on_the_learner_device():
+    """The stacked path (rlmod/core/learner_stacks.py, GroupAdam): its row indices, masks,
+    counts, per-module norms and Adam moments are all made on the Learner's device."""
+    from rlmod.env import MultiAgentEnvRunner
+    from rlmod.testing import MultiAgentCartPole
+
+    cfg = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 3})
+           .env_runners(num_envs_per_env_runner=2)
+           .multi_agent(policies={"p0", "p1", "p2"},
+                        policy_mapping_fn=lambda aid, ep, **kw: f"p{aid}")
+           .rl_module(model_config={"fcnet_hiddens": [16, 16]})
+           .training(train_batch_size=64, minibatch_size=32, num_epochs=1, grad_clip=0.5)
+           .debugging(seed=0))
+    runner = MultiAgentEnvRunner(config=cfg)
+    sample = runner.sample(num_timesteps=64)
+    spec = cfg.get_multi_rl_module_spec(spaces=runner.get_spaces())
+    runner.stop()
+    reference = cfg.learner_class(config=cfg, module_spec=spec)
+    reference.build()
+    cpu_batch = reference._learner_connector(reference._to_tensors(sample),
+                                             rl_module=reference.module)
+    learner = cfg.learner_class(config=cfg, module_spec=spec)
+    meta = torch.device("meta")
+    learner.device = meta
+    learner.build()
+    assert len(learner._stacks) == 1 and len(learner._stacks[0].group) == 3
+    assert all(p.device == meta for p in learner.module.parameters())
+    batch = {m: {k: v.to(meta) for k, v in cols.items()} for m, cols in cpu_batch.items()}
+    learner._guard_non_finite = False  # it reads values (impossible on meta)
+    configs = {m: cfg.get_config_for_module(m) for m in batch}
+    stack = learner._stacks[0]
+    stack.start_update(batch, configs)
+    num_rows = {m: next(iter(cols.values())).shape[0] for m, cols in batch.items()}
+    mb, stack_mbs = next(iter(learner._minibatches(batch, num_rows)))
+    assert not mb and len(stack_mbs) == 1  # every module trains inside the group
+    learner._sgd_step(mb, stack_mbs, configs)
+    assert stack.optimizer.steps.tolist() == [1, 1, 1]
+    assert all(t.device == meta for t in stack.optimizer.exp_avg + stack.optimizer.exp_avg_sq)

@@ -93,10 +93,11 @@ class PPOLearner(Learner):
 
         def setting(name: str, default: float = math.inf) -> torch.Tensor:  # [M]
             return torch.tensor([default if (v := getattr(c, name)) is None else float(v)
-                                 for c in configs])
+                                 for c in configs], device=self.device)
 
         clip = setting("clip_param").unsqueeze(1)  # [M, 1]
-        use_kl = torch.tensor([bool(c.use_kl_loss) for c in configs])
+        kl_flags = [bool(c.use_kl_loss) for c in configs]
+        use_kl = torch.tensor(kl_flags, device=self.device)
         module: Any = group.modules[0]
         dist = module.action_dist(fwd_out[Columns.ACTION_DIST_INPUTS])
         logp = dist.logp(batch[Columns.ACTIONS])  # [M, K]
@@ -105,7 +106,7 @@ class PPOLearner(Learner):
         surrogate = torch.min(ratio * advantages,
                               torch.clamp(ratio, 1.0 - clip, 1.0 + clip) * advantages)
         old_dist = module.action_dist(batch[Columns.ACTION_DIST_INPUTS])
-        with torch.set_grad_enabled(bool(use_kl.any())):
+        with torch.set_grad_enabled(any(kl_flags)):
             mean_kl = mean(old_dist.kl(dist))
         entropy = mean(dist.entropy())
         vf_preds = group.call_padded("compute_values", {Columns.OBS: batch[Columns.OBS]},
@@ -114,7 +115,8 @@ class PPOLearner(Learner):
         vf_loss_unclipped = (vf_preds - vf_targets).pow(2)
         vf_loss = mean(torch.minimum(vf_loss_unclipped, setting("vf_clip_param").unsqueeze(1)))
         policy_loss = -mean(surrogate)
-        kl_coeffs = torch.tensor([self.curr_kl_coeffs[m] for m in group.module_ids])
+        kl_coeffs = torch.tensor([self.curr_kl_coeffs[m] for m in group.module_ids],
+                                 device=self.device)
         total = (policy_loss + setting("vf_loss_coeff") * vf_loss
                  - setting("entropy_coeff") * entropy
                  + torch.where(use_kl, kl_coeffs * mean_kl, 0.0))
@@ -126,7 +128,7 @@ class PPOLearner(Learner):
                        vf_loss_unclipped=mean(vf_loss_unclipped.detach()), entropy=entropy,
                        mean_kl_loss=mean_kl, vf_explained_var=explained_var,
                        clip_fraction=clip_fraction)
-        if bool(use_kl.any()):
+        if any(kl_flags):
             self.log_group(group, valid=use_kl, curr_kl_coeff=kl_coeffs)
         return total
 
