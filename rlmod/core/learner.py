@@ -44,6 +44,14 @@ class Learner(Checkpointable):
     Modules not in `policies_to_train` are never stepped. A module that brings its own
     loss (`compute_self_supervised_loss`, e.g. a curiosity model) is trained with it.
 
+    Stacking (`stack_modules`, on by default): trainable modules of one architecture
+    (rlmod.core.stacked) train as one group: one `compute_losses_for_group` call, one
+    backward pass and one GroupAdam step per group and minibatch, with each module's own
+    lr, schedule, gradient clip, guard and logs; `_optimizers[module_id]` is then that
+    module's AdamSlot. Results, checkpoints and weights are those of training each module
+    alone (within float rounding). Learners whose class has no group loss, or that train
+    data-parallel, train module by module.
+
     Numerical guard: a minibatch whose loss or gradient norm is NaN/inf does not step that
     module (weights and optimizer state stay bit-identical) and its logged diagnostics are
     left out of the means; `num_non_finite_updates` counts such minibatches per module, and

@@ -4,7 +4,9 @@ Why not torch.optim.Adam: its constructor imports torch._dynamo (2.0 s on torch 
 the project's 2-core machine), and its state dict nests Python objects. This one keeps
 plain tensors (checkpoints store them as safetensors) and steps all of a module's
 parameters in one call of the kernel `torch.optim.Adam(fused=True)` runs on CPU, which
-torch has had since 2.4 (the floor pyproject.toml declares).
+torch has had since 2.4 (the floor pyproject.toml declares). GroupAdam runs the same
+kernel for the modules of a stacked group (rlmod.core.stacked), with one AdamSlot per
+module giving each its own Adam interface and checkpoint state.
 """
 
 from __future__ import annotations
