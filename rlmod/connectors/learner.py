@@ -74,9 +74,9 @@ def _gae_recursion(deltas: np.ndarray, carry: np.ndarray, seq_ends: np.ndarray) 
     if n < 32 * int(lengths.max()):
         adv = np.empty(n, dtype=np.float64)
         last = 0.0
-        d_list, c_list, e_list = deltas.tolist(), carry.tolist(), seq_ends.tolist()
+        d_list, c_list, end_list = deltas.tolist(), carry.tolist(), seq_ends.tolist()
         for t in range(n - 1, -1, -1):
-            if e_list[t]:  # a new sequence: a NaN in the next one must not leak in (0 * nan)
+            if end_list[t]:  # what follows a sequence end counts as 0 (a NaN there too)
                 last = 0.0
             last = d_list[t] + c_list[t] * last
             adv[t] = last

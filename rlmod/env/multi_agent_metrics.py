@@ -2,7 +2,8 @@
 `get_metrics()`: returns and lengths, overall, per module and per agent.
 
 Recorded once per finished env episode with array operations over its agents, grouped by
-agent once per `get_metrics()` (not a dict append per agent per episode).
+module and by agent once per `get_metrics()` (not a dict append per module or agent per
+episode: 1,000 appends per episode end at 1,000 modules).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ class EpisodeStats:
     def clear(self) -> None:
         self.returns: list[float] = []
         self.lens: list[int] = []
-        self.module_returns: dict[ModuleID, list[float]] = {}
-        self.agent_returns: list[tuple[np.ndarray, np.ndarray]] = []  # (agents, returns)
+        # Per finished episode: (agents, their returns), and their modules.
+        self.agent_returns: list[tuple[np.ndarray, np.ndarray]] = []
+        self.modules: list[np.ndarray] = []
 
     def __len__(self) -> int:
         """Episodes finished since the last `export()`."""
@@ -44,26 +46,40 @@ class EpisodeStats:
         returns and their modules (indices)."""
         self.returns.append(float(returns.sum()))
         self.lens.append(length)
-        sums = np.bincount(modules, weights=returns, minlength=len(self.module_ids))
-        for m in np.unique(modules).tolist():
-            self.module_returns.setdefault(self.module_ids[m], []).append(float(sums[m]))
         self.agent_returns.append((agents, returns))
+        self.modules.append(modules)
 
-    def mark(self) -> tuple[int, int, int, dict[ModuleID, int]]:
+    def mark(self) -> int:
         """Where the record stands now, for `rollback()`."""
-        return (len(self.returns), len(self.lens), len(self.agent_returns),
-                {mid: len(v) for mid, v in self.module_returns.items()})
+        return len(self.returns)
 
-    def rollback(self, mark: tuple[int, int, int, dict[ModuleID, int]]) -> None:
+    def rollback(self, mark: int) -> None:
         """Forgets the episodes recorded since `mark` (a failed `sample()` call's)."""
-        del self.returns[mark[0]:], self.lens[mark[1]:], self.agent_returns[mark[2]:]
-        for mid in list(self.module_returns):
-            del self.module_returns[mid][mark[3].get(mid, 0):]
+        del self.returns[mark:], self.lens[mark:], self.agent_returns[mark:]
+        del self.modules[mark:]
 
     def export(self) -> dict[str, Any]:
         """The metrics of `get_metrics()`, then a fresh record."""
         out = {"episode_returns": self.returns, "episode_lens": self.lens,
-               "module_episode_returns": self.module_returns,
+               "module_episode_returns": self._returns_by_module(),
                "agent_episode_returns": returns_by_agent(self.agent_returns, self.agents)}
         self.clear()
         return out
+
+    def _returns_by_module(self) -> dict[ModuleID, list[float]]:
+        """Each module's return per episode it took part in (the sum over its agents),
+        in episode order."""
+        if not self.modules:
+            return {}
+        num_modules = len(self.module_ids)
+        episode = np.repeat(np.arange(len(self.modules)), [len(m) for m in self.modules])
+        keys, inverse = np.unique(episode * num_modules + np.concatenate(self.modules),
+                                  return_inverse=True)  # sorted: episode-major
+        sums = np.bincount(inverse, weights=np.concatenate([r for _, r in self.agent_returns]))
+        module = keys % num_modules
+        order = np.argsort(module, kind="stable")  # stable: episode order per module
+        module, sums = module[order], sums[order]
+        cuts = np.flatnonzero(module[1:] != module[:-1]) + 1
+        firsts = np.concatenate([[0], cuts]).tolist()
+        return {self.module_ids[module[i]]: part.tolist()
+                for i, part in zip(firsts, np.split(sums, cuts), strict=True)}

@@ -139,16 +139,16 @@ def step_flags(flagged: list, keys_l: list[tuple], num_obs: int
     trunc = np.zeros(num_obs, bool)
     over, extras = [], []
     for e, start, te, tr in flagged:
-        okeys = keys_l[e]
-        te_e, te_all, te_extra = read_flags(te, okeys)
-        tr_e, tr_all, tr_extra = read_flags(tr, okeys)
+        obs_agents = keys_l[e]
+        te_e, te_all, te_extra = read_flags(te, obs_agents)
+        tr_e, tr_all, tr_extra = read_flags(tr, obs_agents)
         if te_all or tr_all:
             own = te_e | tr_e
             te_e = te_e | (~own & te_all)
             tr_e = tr_e | (~own & ~te_e & tr_all)
             over.append((e, te_all))
-        term[start:start + len(okeys)] = te_e
-        trunc[start:start + len(okeys)] = tr_e
+        term[start:start + len(obs_agents)] = te_e
+        trunc[start:start + len(obs_agents)] = tr_e
         extras += [(e, agent, agent in te_extra)  # dict, not set: no hash order
                    for agent in dict.fromkeys((*te_extra, *tr_extra))]
     return term, trunc, over, extras

@@ -260,3 +260,26 @@ def test_a_nan_in_one_sequence_does_not_reach_the_others(num_sequences):
     adv, _ = compute_gae(rewards, np.zeros(n), np.zeros(n), np.zeros(n), seq_ends,
                          gamma=0.9, lambda_=1.0)
     assert np.isnan(adv[-3:-1]).all() and np.isfinite(adv[:-3]).all()
+
+
+def test_a_non_finite_module_does_not_leak_into_the_others():
+    """One GAE over all modules: a NaN in one module's rows stays in that module (the
+    Learner then skips that module alone), on both recursion paths."""
+    space = gym.spaces.Box(-10, 10, (1,))
+    multi = MultiRLModule({m: _TableValues(observation_space=space,
+                                           action_space=gym.spaces.Discrete(2))
+                           for m in ("a", "b", "c")})
+    for rows, longest in ((4, 4), (200, 2)):  # plain loop; vectorised (many short sequences)
+        batch = {}
+        for mid in ("a", "b", "c"):
+            v = torch.ones(rows)
+            batch[mid] = {Columns.OBS: v.unsqueeze(-1), Columns.NEXT_OBS: v.unsqueeze(-1),
+                          Columns.REWARDS: torch.full((rows,), float("nan") if mid == "b"
+                                                      else 1.0),
+                          Columns.TERMINATEDS: torch.zeros(rows, dtype=torch.bool),
+                          Columns.SEQ_ENDS: torch.from_numpy(np.arange(rows) % longest
+                                                             == longest - 1)}
+        out = GeneralAdvantageEstimation(normalize_advantages=False)(batch, rl_module=multi)
+        assert torch.isfinite(out["a"][Columns.ADVANTAGES]).all()
+        assert torch.isfinite(out["c"][Columns.ADVANTAGES]).all()
+        assert torch.isnan(out["b"][Columns.ADVANTAGES]).all()
