@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -60,13 +61,18 @@ settings over TUNED[env]; prints one JSON line."""
 
 def run_timed(code: str, *args: object) -> dict:
     """Runs `code` in a fresh Python process; its last stdout line (JSON) plus `wall_s`,
-    the wall time from spawn to exit (interpreter start and imports included)."""
+    the wall time from spawn to exit (interpreter start and imports included), and `cpu_s`,
+    the CPU time (user + system) of that process and its children: on a shared machine it
+    moves far less with the other load than the wall time does."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
                          text=True)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["wall_s"] = wall
+    result["cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return result

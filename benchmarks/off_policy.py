@@ -1,7 +1,8 @@
 """DQN and SAC against Stable-Baselines3 with rl-baselines3-zoo's settings, in one run.
 
 Each run is a fresh process (interpreter start and imports included in the wall time),
-one after the other, never two at once:
+one after the other, never two at once; the CPU time of each process is reported beside
+its wall time, since on a shared machine it moves far less with the other load:
 - DQN, CartPole-v1, until a greedy evaluation (10 episodes, every 2,560 env steps) has a
   mean >= 475 (the zoo's criterion). rlmod: `rlmod.tuned.TUNED_DQN`; SB3: the zoo's DQN
   hyperparameters for CartPole-v1.
@@ -127,16 +128,19 @@ def main() -> None:
                 out = run_timed(code, seed, max_steps)
                 runs[who].append(out)
                 print(f"{task} {who} seed {seed}: {out}", flush=True)
-        med = {w: (statistics.median(r["steps"] for r in rs),
-                   statistics.median(r["wall_s"] for r in rs)) for w, rs in runs.items()}
+        med = {w: {k: statistics.median(r[k] for r in rs) for k in ("steps", "wall_s", "cpu_s")}
+               for w, rs in runs.items()}
         for who, rs in runs.items():
+            m, sb3 = med[who], med["sb3"]
             rows.append({"task": title, "library": who,
                          "reached": f"{sum(r['reached'] for r in rs)}/{len(rs)}",
-                         "env steps (median)": f"{med[who][0]:,.0f}",
-                         "wall s (median)": f"{med[who][1]:.1f}",
-                         "wall vs SB3": f"{med[who][1] / med['sb3'][1]:.2f}"})
+                         "env steps (median)": f"{m['steps']:,.0f}",
+                         "wall s (median)": f"{m['wall_s']:.1f}",
+                         "wall vs SB3": f"{m['wall_s'] / sb3['wall_s']:.2f}",
+                         "CPU s (median)": f"{m['cpu_s']:.1f}",
+                         "CPU vs SB3": f"{m['cpu_s'] / sb3['cpu_s']:.2f}"})
     table(rows, ["task", "library", "reached", "env steps (median)", "wall s (median)",
-                 "wall vs SB3"])
+                 "wall vs SB3", "CPU s (median)", "CPU vs SB3"])
 
 
 if __name__ == "__main__":

@@ -71,9 +71,15 @@ class ReplayBuffer(Checkpointable):
                 dst[:num - first] = v[skip + first:]
         self.next_index = (start + num) % self.capacity
         self.size = min(self.capacity, self.size + num)
+        self._rows_written(start, start + first)
+        if first < num:
+            self._rows_written(0, num - first)
         if first == num:  # no wrap: one arange (the modulo would double add()'s overhead)
             return np.arange(start, start + num)
         return np.concatenate([np.arange(start, self.capacity), np.arange(num - first)])
+
+    def _rows_written(self, start: int, stop: int) -> None:
+        """Hook: `add` wrote rows `start .. stop - 1` (once per contiguous slice)."""
 
     def sample(self, batch_size: int, **kwargs: Any) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """`batch_size` transitions drawn uniformly with replacement, and their indices."""
@@ -161,16 +167,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.min_tree = MinTree(capacity)  # the largest importance weight, without a scan
         self.max_priority = 1.0
 
-    def add(self, transitions: Mapping[str, np.ndarray]) -> np.ndarray:
-        indices = super().add(transitions)
+    def _rows_written(self, start: int, stop: int) -> None:
+        """New rows get the largest priority so far (one slice per tree)."""
         value = self.max_priority ** self.alpha
-        if len(indices) and indices[-1] - indices[0] == len(indices) - 1:  # no wrap: a slice
-            start, stop = int(indices[0]), int(indices[-1]) + 1
-            self.tree.update_range(start, stop, value)
-            self.min_tree.update_range(start, stop, value)
-        else:
-            self._set_priorities(indices, value)
-        return indices
+        self.tree.update_range(start, stop, value)
+        self.min_tree.update_range(start, stop, value)
 
     def _set_priorities(self, indices: np.ndarray, values: np.ndarray | float) -> None:
         """Sets the leaves `p_i ** alpha` of items `indices` in both trees."""

@@ -23,6 +23,8 @@ BRANCHING = 16
 SCAN_MAX = 1024
 """A search scans this many top-level nodes with one `np.cumsum` + `np.searchsorted`, about
 the cost of descending one level of the tree."""
+MAX_STALE = 64
+"""Updates noted before the tree refreshes without waiting for a read."""
 _UPPER = np.triu(np.ones((BRANCHING, BRANCHING)))  # running sums of 16 children: x @ _UPPER
 _ONES = np.ones(BRANCHING)
 
@@ -67,17 +69,31 @@ class _Tree:
             self._stale_ranges.append((lo, hi))
         else:
             self._stale_items.append(idx)
+        self._bound_staleness()
 
     def update_range(self, start: int, stop: int, value: float) -> None:
         """Sets items `start .. stop - 1` to `value` (a ring's new rows: one slice)."""
         self._levels[0][start:stop] = value
         if stop > start and len(self._levels) > 1:
             self._stale_ranges.append((start, stop - 1))
+            self._bound_staleness()
+
+    def _bound_staleness(self) -> None:
+        # Many updates without a read (a buffer filling before learning starts): refresh
+        # now and then, so the notes stay short and no single read pays for thousands.
+        if len(self._stale_ranges) + len(self._stale_items) >= MAX_STALE:
+            self._refresh()
 
     def _refresh(self) -> None:
         """Recomputes the parents of the leaves updated since the last refresh."""
         pairs = list(zip(self._levels[:-1], self._levels[1:], strict=True))
-        for lo, hi in self._stale_ranges:
+        merged: list[list[int]] = []  # overlapping or adjacent ranges as one (a ring's adds)
+        for lo, hi in sorted(self._stale_ranges):
+            if merged and lo <= merged[-1][1] + BRANCHING:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        for lo, hi in merged:
             for child, parent in pairs:
                 lo, hi = lo // BRANCHING, hi // BRANCHING
                 parent[lo:hi + 1] = self._op.reduce(
