@@ -91,3 +91,18 @@ def test_a_new_setting_gets_its_setter_keyword_without_a_method():
     assert config.my_coeff == 0.25
     assert "my_coeff" in inspect.signature(MyConfig.training).parameters
     assert "A new loss weight." in MyConfig().training.__doc__
+
+
+def test_a_subclass_setter_that_calls_super_works_as_in_rllib():
+    class MyConfig(PPOConfig):
+        my_coeff = Setting(0.5, section="training", doc="A new loss weight.")
+
+        def training(self, *, extra=NOT_PROVIDED, **kwargs: Any):
+            if extra is not NOT_PROVIDED:
+                kwargs["my_coeff"] = extra * 2
+            return super().training(**kwargs)
+
+    config = MyConfig().training(extra=0.25, lr=1e-3)
+    assert (config.my_coeff, config.lr) == (0.5, 1e-3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'lrr'"):
+        MyConfig().training(lrr=1e-3)
