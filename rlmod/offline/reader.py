@@ -229,21 +229,23 @@ def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
     if len(lasts) < len(firsts):  # rows after the last end: one more (cut) episode
         lasts = np.r_[lasts, n - 1]
     lens = lasts - firsts + 1
-    episode_of_row = np.repeat(np.arange(len(firsts)), lens)
-    k = rows - firsts[episode_of_row]  # step within the episode
+    k = rows - np.repeat(firsts, lens)  # step within the episode
     log_gamma = math.log(gamma)
     max_len = n if gamma >= 1.0 else max(1, int(math.log(1e-3) / log_gamma))
     cut = bool(lens.max() > max_len)
     if cut:
-        k = k % max_len  # step within the segment
+        k %= max_len  # step within the segment
     w = np.exp(np.arange(int(k.max()) + 1) * log_gamma)[k]  # gamma^(t-s)
     suffix = np.cumsum((r * w)[::-1])[::-1]
-    seg_last = lasts[episode_of_row]
     if cut:
-        seg_last = np.minimum(seg_last, rows - k + max_len - 1)
-    g = (suffix - np.append(suffix, 0.0)[seg_last + 1]) / w
+        seg_last = np.minimum(np.repeat(lasts, lens), rows - k + max_len - 1)
+        after = np.append(suffix, 0.0)[seg_last + 1]
+    else:  # one segment per episode: the suffix sum after it, gathered per episode
+        after = np.repeat(np.append(suffix, 0.0)[lasts + 1], lens)
+    g = suffix - after
+    g /= w
     if cut:  # segments cut inside an episode carry the next one's first return backwards
-        inner = np.flatnonzero((k == max_len - 1) & (rows != lasts[episode_of_row]))
+        inner = np.flatnonzero((k == max_len - 1) & (rows != np.repeat(lasts, lens)))
         for last in inner[::-1].tolist():
             first = last - max_len + 1
             g[first:last + 1] += g[last + 1] * np.exp(

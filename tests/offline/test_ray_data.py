@@ -1,6 +1,7 @@
 """Ray Data reading (`offline_data(input_read_method="read_parquet")`) on a local Ray
 cluster of 2 CPUs: the same files, read by Ray Data tasks with the in-process reader's
-code, shared out to data-parallel Learners that each read their own shard.
+code, shared out to data-parallel Learners that each read their own shard; multi-agent
+recordings give one stream per module.
 
 One Ray session per module.
 """
@@ -102,3 +103,34 @@ def test_two_learners_each_read_their_own_shard(data: Path) -> None:
     assert read == [4000, 4000] and trained == 8000
     assert losses[-1] < losses[0]
 
+
+
+def test_multi_agent_rows_reach_their_modules_through_ray_data(tmp_path: Path) -> None:
+    from rlmod.algorithms.ppo import PPOConfig
+    from rlmod.core import MultiRLModuleSpec, RLModuleSpec
+    from rlmod.env import MultiAgentEnvRunner
+    from rlmod.testing import CartPoleExpertModule, MultiAgentCartPole
+
+    def mapping(agent_id: int, episode: object, **kwargs: object) -> str:
+        return f"p{agent_id}"
+
+    recording = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 2})
+                 .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=mapping)
+                 .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs={
+                     mid: RLModuleSpec(module_class=CartPoleExpertModule)
+                     for mid in ("p0", "p1")}))
+                 .offline_data(output=str(tmp_path)).debugging(seed=0))
+    runner = MultiAgentEnvRunner(config=recording)
+    runner.sample(num_episodes=3)
+    runner.stop()
+    algo = (BCConfig().environment(MultiAgentCartPole, env_config={"num_agents": 2})
+            .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=mapping)
+            .offline_data(input_=str(tmp_path), input_read_method="read_parquet")
+            .training(train_batch_size=500, minibatch_size=250, num_epochs=1)
+            .debugging(seed=0).build_algo())
+    result = algo.train()
+    read = algo.learner_group.foreach_learner(
+        lambda learner: {m: s.num_rows_read for m, s in learner.offline_streams.items()})
+    algo.stop()
+    assert read == [{"p0": 500, "p1": 500}]
+    assert {"p0", "p1"} <= set(result["learners"])
