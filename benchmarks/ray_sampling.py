@@ -16,12 +16,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
+from collections.abc import Iterator
 
 import gymnasium as gym
 from _common import header, table
 
 from rlmod.algorithms.ppo import PPOConfig
+from rlmod.core.learner_group import LearnerGroup
 from rlmod.env import EnvRunnerGroup
 
 
@@ -89,7 +92,7 @@ def startup() -> list[dict]:
     return rows
 
 
-def multi_agent_build(num_agents: int) -> list[dict]:
+def multi_agent_build(num_agents: int, *, train: bool = True) -> list[dict]:
     """`build_algo()` and the first `train()` of PPO on a `num_agents`-agent
     MultiAgentCartPole with one module per agent (multi_module_scale.py's build case),
     in-process and with 2 remote EnvRunners (Ray already running)."""
@@ -103,18 +106,54 @@ def multi_agent_build(num_agents: int) -> list[dict]:
                                policy_mapping_fn=_one_module_per_agent)
                   .env_runners(num_env_runners=runners)
                   .training(train_batch_size=64, minibatch_size=None).debugging(seed=0))
+        phases: dict[str, float] = {}
         start = time.perf_counter()
-        algo = config.build_algo()
+        with _timed(phases, EnvRunnerGroup, "get_spaces"), \
+                _timed(phases, LearnerGroup, "__init__"), \
+                _timed(phases, EnvRunnerGroup, "sync_weights"):
+            algo = config.build_algo()
         built = time.perf_counter()
+        if not train:
+            rows.append({"setup": "in-process" if runners == 0 else
+                         f"{runners} remote EnvRunners", "agents": f"{num_agents:,}",
+                         "build_algo s": f"{built - start:.2f}",
+                         "of it spaces / Learner / sync s": " / ".join(
+                             f"{phases.get(k, 0.0):.2f}" for k in ("get_spaces", "__init__",
+                                                                   "sync_weights"))})
+            algo.stop()
+            continue
         result = algo.train()
         rows.append({"setup": "in-process" if runners == 0 else f"{runners} remote EnvRunners",
                      "agents": f"{num_agents:,}", "build_algo s": f"{built - start:.2f}",
+                     "of it spaces / Learner / sync s": " / ".join(
+                         f"{phases.get(k, 0.0):.2f}" for k in ("get_spaces", "__init__",
+                                                      "sync_weights")),
                      "first train s": f"{time.perf_counter() - built:.2f}",
                      "of it sample / learn / sync s": " / ".join(
                          f"{result['timers'][k]:.2f}" for k in
                          ("sample_time_s", "learn_time_s", "sync_weights_time_s"))})
         algo.stop()
     return rows
+
+
+@contextlib.contextmanager
+def _timed(into: dict[str, float], cls: type, name: str) -> Iterator[None]:
+    """Adds the seconds spent in `cls.name` to `into[name]` while inside (build phases:
+    waiting for a remote EnvRunner's spaces, building the Learner, the first weight sync)."""
+    original = getattr(cls, name)
+
+    def wrapper(*args: object, **kwargs: object) -> object:
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            into[name] = into.get(name, 0.0) + time.perf_counter() - start
+
+    setattr(cls, name, wrapper)
+    try:
+        yield
+    finally:
+        setattr(cls, name, original)
 
 
 def _one_module_per_agent(agent_id: int, episode: object, **kwargs: object) -> str:
@@ -127,13 +166,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--env-cost-us", type=int, default=200)
     parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--only-build", action="store_true",
+                        help="only the 1,000-agent build (ray.init() first, not timed)")
     args = parser.parse_args()
     header("Remote EnvRunners (Ray) vs in-process: start-up and sampling throughput")
-    table(startup(), ["setup", "ray.init s", "build_algo s", "first train s"])
-    print()
-    ma = multi_agent_build(args.agents)
+    if args.only_build:
+        import ray
+
+        ray.init(include_dashboard=False, log_to_driver=False)
+    else:
+        table(startup(), ["setup", "ray.init s", "build_algo s", "first train s"])
+        print()
+    ma = multi_agent_build(args.agents, train=not args.only_build)
     table(ma, list(ma[0]))
     print()
+    if args.only_build:
+        return
     rows = []
     for name, env, env_config, steps in (
             ("CartPole-v1", "CartPole-v1", {}, args.steps),

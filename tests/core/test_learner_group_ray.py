@@ -87,6 +87,11 @@ def test_ppo_trains_with_two_remote_learners():
     for k, v in weights[0]["default_policy"].items():
         np.testing.assert_array_equal(v, weights[1]["default_policy"][k])
     assert first["learners"]["__all_modules__"]["num_module_steps_trained"] > 0
+    # num_cpus_per_learner is what Ray reserved for each Learner actor; no GPU asked.
+    assigned = algo.learner_group.foreach_learner(
+        lambda learner: (ray.get_runtime_context().get_assigned_resources(),
+                         str(learner.device)))
+    assert assigned == [({"CPU": 0.5}, "cpu")] * 2
     algo.stop()
 
 
