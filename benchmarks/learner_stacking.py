@@ -100,12 +100,41 @@ def learner_update_timings(num_modules: int, total_rows: int, *, stack: bool = T
             "groups": len(learner._stacks)}
 
 
+def bucket_effect(num_modules: int = 1000, *, short: int = 5, long: int = 64,
+                  num_long: int = 2, epochs: int = 3, repeats: int = 3) -> dict[str, float]:
+    """Seconds per update, stacked, when most modules have `short` rows and `num_long`
+    have `long` (agents whose episodes ended early): padded whole, against the two
+    buckets `row_buckets` picks (alternating, best of `repeats`)."""
+    import rlmod.core.learner_stacks as learner_stacks
+
+    learner, ids = make_learner(num_modules, stack=True)
+    learner.config.__dict__["num_epochs"] = epochs  # a built config is frozen; a benchmark knob
+    batch = synthetic_batch(ids, long)
+    for mid in ids[num_long:]:
+        batch[mid] = {c: v[:short].copy() for c, v in batch[mid].items()}
+        batch[mid]["seq_ends"][-1] = batch[mid]["terminateds"][-1] = True
+    learner.update(batch)
+    default = learner_stacks.MIN_SPLIT_ROWS
+    times: dict[str, list[float]] = {"whole": [], "buckets": []}
+    for _ in range(repeats):
+        for case, min_split in (("whole", 2**62), ("buckets", default)):
+            learner_stacks.MIN_SPLIT_ROWS = min_split
+            t = time.perf_counter()
+            learner.update(batch)
+            times[case].append(time.perf_counter() - t)
+    learner_stacks.MIN_SPLIT_ROWS = default
+    return {k: min(v) for k, v in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=64_000)
     parser.add_argument("--modules", type=int, nargs="+", default=[10, 1000])
     parser.add_argument("--unstacked-modules", type=int, nargs="*", default=[10, 100])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--uneven", action="store_true",
+                        help="also time 998 modules of 5 rows beside 2 of 64, padded whole "
+                             "vs in buckets")
     args = parser.parse_args()
     torch.set_num_threads(1)
     header("Learner update throughput: stacked groups vs one module at a time")
@@ -125,6 +154,11 @@ def main() -> None:
                      "vs first": f"{r['rows_per_s'] / base:.2f}"})
     table(rows, ["modules", "stacked", "groups", "rows", "update_s", "gae_s", "rows/s",
                  "SGD rows/s", "vs first"])
+    if args.uneven:
+        r = bucket_effect(repeats=args.repeats)
+        print(f"\n1,000 modules, 998 with 5 rows and 2 with 64, 3 epochs: padded whole "
+              f"{r['whole']:.3f} s, two buckets {r['buckets']:.3f} s per update "
+              f"({r['whole'] / r['buckets']:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -19,8 +19,7 @@ from rlmod.core.columns import ALL_MODULES
 from rlmod.core.learner_stacks import TrainStack
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, AdamSlot, GroupAdam, grad_norm
-from rlmod.core.rl_module import TensorDict
-from rlmod.core.stacked import StackedGroup, find_stack_groups
+from rlmod.core.stacked import GroupView, StackedGroup, find_stack_groups
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
@@ -176,7 +175,8 @@ class Learner(Checkpointable):
         """The scalar loss of one module on one minibatch; log diagnostics with `log`."""
         raise NotImplementedError(f"{type(self).__name__} must implement compute_loss_for_module.")
 
-    def compute_losses_for_group(self, *, group: StackedGroup, configs: Sequence[Any],
+    def compute_losses_for_group(self, *, group: StackedGroup | GroupView,
+                                 configs: Sequence[Any],
                                  batch: dict[str, torch.Tensor], mask: torch.Tensor,
                                  fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
         """The losses of a stacked group's modules on one minibatch, `[M]`: entry i must
@@ -185,7 +185,9 @@ class Learner(Checkpointable):
         let Learners stack modules (rlmod.core.stacked); log with `log_group`.
 
         Args:
-            group: The group; `group.module_ids[i]` is module i.
+            group: The group, or a GroupView of some of its modules (when their row
+                counts differ much, modules run in buckets); `group.module_ids[i]` is
+                module i, `group.call_padded` runs methods of these modules.
             configs: `configs[i]` is module i's config (`get_config_for_module`).
             batch: Columns `[M, K, ...]`: module i's rows are `batch[col][i][mask[i]]`.
             mask: `[M, K]` bool: which slots hold rows (padded slots hold zeros).
@@ -195,11 +197,13 @@ class Learner(Checkpointable):
             f"{type(self).__name__} has no compute_losses_for_group; it trains modules one "
             "by one (stack_modules has no effect on its Learner).")
 
-    def log_group(self, group: StackedGroup, valid: torch.Tensor | None = None,
+    def log_group(self, group: StackedGroup | GroupView, valid: torch.Tensor | None = None,
                   **values: torch.Tensor) -> None:
-        """Records per-module diagnostics `[M]` of a stacked group (`log` for one
-        module); `valid` ([M] bool) marks the modules the values apply to (None: all)."""
-        self._stack_of[group.module_ids[0]].log(values, valid)
+        """Records per-module diagnostics `[M]` of a stacked group, or of the modules of a
+        GroupView (`log` for one module); `valid` ([M] bool) marks the modules the values
+        apply to (None: all)."""
+        self._stack_of[group.module_ids[0]].log(values, valid,
+                                                positions=getattr(group, "positions", None))
 
     def logged_mean(self, module_id: ModuleID, key: str) -> float | None:
         """The mean of what `module_id` logged under `key` in the last update, over the
@@ -271,7 +275,7 @@ class Learner(Checkpointable):
         }
         return results
 
-    def _sgd_step(self, mb: TensorBatch, stack_mbs: Sequence[tuple[TrainStack, TensorDict]],
+    def _sgd_step(self, mb: TensorBatch, stack_mbs: Sequence[tuple[TrainStack, list[Any]]],
                   configs: Mapping[ModuleID, Any]) -> None:
         """One minibatch: every module's loss (stacked groups' as one `[M]` vector), one
         backward pass for all, then a guarded, clipped optimizer step per module/group."""
@@ -296,14 +300,22 @@ class Learner(Checkpointable):
             losses[mid] = loss
             total = total + loss
         group_losses = []
-        for stack, cols in stack_mbs:
+        for stack, buckets in stack_mbs:
             cfgs = [configs.get(m, self.config) for m in stack.module_ids]
-            fwd = stack.group.call_padded("forward_train", cols)
-            loss_vec = self.compute_losses_for_group(group=stack.group, configs=cfgs,
-                                                     batch=cols, mask=stack.mask, fwd_out=fwd)
-            loss_vec = torch.where(torch.from_numpy(stack.active), loss_vec, 0.0)
-            group_losses.append((stack, cfgs, loss_vec))
-            total = total + loss_vec.sum()
+            losses_all = torch.zeros(len(stack.group))  # [M], for the guard
+            for positions, cols, mask in buckets:
+                group = stack.group if positions is None else GroupView(stack.group, positions)
+                fwd = group.call_padded("forward_train", cols)
+                loss_vec = self.compute_losses_for_group(
+                    group=group, configs=[configs.get(m, self.config) for m in group.module_ids],
+                    batch=cols, mask=mask, fwd_out=fwd)
+                if positions is None:  # modules without rows here add nothing
+                    loss_vec = torch.where(torch.from_numpy(stack.active), loss_vec, 0.0)
+                    losses_all = loss_vec.detach()
+                else:
+                    losses_all[positions] = loss_vec.detach()
+                total = total + loss_vec.sum()
+            group_losses.append((stack, cfgs, losses_all))
         for mid in mb:
             self._optimizers[mid].zero_grad(set_to_none=True)
         for stack, _ in stack_mbs:
@@ -420,7 +432,7 @@ class Learner(Checkpointable):
             )
 
     def _minibatches(self, batch: TensorBatch, num_rows: Mapping[ModuleID, int]
-                     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, TensorDict]]]]:
+                     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, list[Any]]]]]:
         """Shuffled minibatches of `minibatch_size` rows per module, round(rows / size) of
         them per epoch (the few rows past a multiple of the size wait for the next epoch's
         shuffle); modules with fewer rows cycle through theirs again, as RLlib's cyclic

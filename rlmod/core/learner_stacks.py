@@ -20,6 +20,44 @@ from rlmod.core.optim import GroupAdam
 from rlmod.core.stacked import StackedGroup
 
 TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
+TensorDict = dict[str, torch.Tensor]
+
+GATHER_COST_SLOTS = 32
+"""What running a module in a bucket of its own (not the whole group) costs, in padded row
+slots: its parameter rows are gathered for the pass and their gradients scattered back
+(measured on the project's Xeon host, [64, 64] PPO modules: about 140 us per module, the
+compute of ~32 padded rows)."""
+MIN_SPLIT_ROWS = 8192
+"""Below this many padded slots a minibatch is cheap to pad whole (each extra bucket
+costs a stacked pass's fixed overhead, about a millisecond)."""
+
+
+def row_buckets(k: np.ndarray) -> list[tuple[np.ndarray | None, int]]:
+    """How to run a minibatch whose modules have `k[i]` rows: (module positions, None for
+    the whole group; width) per bucket, each bucket padded to its widest module.
+
+    The whole group padded to its widest module, unless two buckets (the modules with
+    the most rows, the rest) cost fewer padded slots plus GATHER_COST_SLOTS per module by
+    a fifth: agents whose episodes ended early leave their modules few rows, and padding
+    them to the longest would multiply the work.
+    """
+    active = np.flatnonzero(k > 0)
+    if len(active) == 0:
+        return []
+    width = int(k.max())
+    whole = width * len(k)
+    if whole < MIN_SPLIT_ROWS or len(active) < 2:
+        return [(None, width)]
+    order = active[np.argsort(-k[active], kind="stable")]
+    sorted_k = k[order]
+    split = np.arange(1, len(order))  # the first `split` modules form the wide bucket
+    cost = (width * split + sorted_k[split] * (len(order) - split)
+            + GATHER_COST_SLOTS * len(order))
+    best = int(np.argmin(cost))
+    if cost[best] >= 0.8 * whole:
+        return [(None, width)]
+    s = int(split[best])
+    return [(np.sort(order[:s]), width), (np.sort(order[s:]), int(sorted_k[s]))]
 
 
 class TrainStack:
@@ -40,12 +78,9 @@ class TrainStack:
         self.columns: dict[str, torch.Tensor] = {}
         self.num_rows = np.zeros(len(group), dtype=np.int64)
         self._offsets = np.zeros(len(group), dtype=np.int64)
-        self._epoch: dict[str, torch.Tensor] = {}
-        self._k = np.zeros(len(group), dtype=np.int64)
-        self.mask = torch.zeros(len(group), 0, dtype=torch.bool)
-        self.counts = torch.zeros(len(group))
+        self._buckets: list[tuple[torch.Tensor | None, TensorDict, torch.Tensor]] = []
         self._logs: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = defaultdict(list)
-        self._pending: dict[str, tuple[torch.Tensor, torch.Tensor | None]] = {}
+        self._pending: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     # ------------------------------------------------------------------ rows
     def start_update(self, batch: TensorBatch, trainable: Collection[ModuleID]) -> None:
@@ -77,21 +112,27 @@ class TrainStack:
         minibatches of min(size, its rows) rows, as Learner._minibatches does per module."""
         n = self.num_rows
         k = n.copy() if perms is None or size is None else np.minimum(size, n)
-        width = int(k.max()) if len(k) else 0
-        rows = np.full((num_steps, len(n), width), self._zero_row, dtype=np.int64)
-        for i in np.flatnonzero(self.active):
-            order = np.arange(n[i]) if perms is None else perms[int(i)]
-            idx = np.resize(order, num_steps * k[i]).reshape(num_steps, k[i])
-            rows[:, i, :k[i]] = idx + self._offsets[i]
-        index = torch.from_numpy(rows)
-        self._epoch = {c: v[index] for c, v in self.columns.items()}  # [S, M, K, ...]
-        self._k = k
-        self.mask = torch.arange(width).unsqueeze(0) < torch.from_numpy(k).unsqueeze(1)
-        self.counts = torch.from_numpy(k).to(torch.float32)
+        k[~self.active] = 0
+        self._buckets = []
+        for positions, width in row_buckets(k):
+            picked = np.arange(len(k)) if positions is None else positions
+            rows = np.full((num_steps, len(picked), width), self._zero_row, dtype=np.int64)
+            for j, i in enumerate(picked.tolist()):
+                if k[i] == 0:
+                    continue
+                order = np.arange(n[i]) if perms is None else perms[i]
+                idx = np.resize(order, num_steps * k[i]).reshape(num_steps, k[i])
+                rows[:, j, :k[i]] = idx + self._offsets[i]
+            index = torch.from_numpy(rows)
+            mask = torch.arange(width).unsqueeze(0) < torch.from_numpy(k[picked]).unsqueeze(1)
+            self._buckets.append((None if positions is None else torch.from_numpy(positions),
+                                  {c: v[index] for c, v in self.columns.items()}, mask))
 
-    def minibatch(self, step: int) -> dict[str, torch.Tensor]:
-        """Columns `[M, K, ...]` of minibatch `step` of this epoch (views)."""
-        return {c: v[step] for c, v in self._epoch.items()}
+    def minibatch(self, step: int) -> list[tuple[torch.Tensor | None, TensorDict, torch.Tensor]]:
+        """Minibatch `step` of this epoch, per bucket of modules: (positions in the group,
+        None for all; columns `[M', K, ...]` (views); mask `[M', K]`)."""
+        return [(pos, {c: v[step] for c, v in cols.items()}, mask)
+                for pos, cols, mask in self._buckets]
 
     # ------------------------------------------------------------------ gradients
     def grad_norms(self) -> torch.Tensor:
@@ -112,17 +153,29 @@ class TrainStack:
                 p.grad.mul_(coef.view(-1, *([1] * (p.grad.dim() - 1))))
 
     # ------------------------------------------------------------------ logs
-    def log(self, values: Mapping[str, torch.Tensor], valid: torch.Tensor | None = None) -> None:
-        """Per-module values `[M]` of the current minibatch; `valid` ([M] bool) marks the
-        modules that logged the key at all (None: all)."""
+    def log(self, values: Mapping[str, torch.Tensor], valid: torch.Tensor | None = None,
+            positions: torch.Tensor | None = None) -> None:
+        """Per-module values of the current minibatch: `[M]`, or `[M']` for the modules at
+        `positions`; `valid` (bool, same size) marks the modules that logged the key at
+        all (None: all of them)."""
+        size = len(self.group)
         for key, v in values.items():
-            self._pending[key] = (v.detach().float(), valid)
+            v = v.detach().float()
+            ok = torch.ones(v.shape[0], dtype=torch.bool) if valid is None else valid
+            if positions is None:
+                self._pending[key] = (v, ok)
+                continue
+            full, full_ok = self._pending.get(key) or (torch.zeros(size),
+                                                      torch.zeros(size, dtype=torch.bool))
+            full[positions] = v
+            full_ok[positions] = ok
+            self._pending[key] = (full, full_ok)
 
     def commit(self, stepped: torch.Tensor) -> None:
         """Keeps the current minibatch's logs of the modules that were stepped (a skipped
         module's are dropped from its means, as Learner._skip_non_finite does)."""
         for key, (v, valid) in self._pending.items():
-            self._logs[key].append((v, stepped if valid is None else stepped & valid))
+            self._logs[key].append((v, stepped & valid))
         self._pending = {}
 
     def pending_terms(self, position: int) -> dict[str, float]:

@@ -181,7 +181,8 @@ class StackedGroup:
 
     # ------------------------------------------------------------------ forwards
     def call_padded(self, method: str, batch: TensorDict, *args: torch.Tensor,
-                    params: Mapping[str, torch.Tensor] | None = None) -> Any:
+                    params: Mapping[str, torch.Tensor] | None = None,
+                    rows: torch.Tensor | None = None) -> Any:
         """`module.<method>(batch, *args)` of every module at once, on padded inputs.
 
         Args:
@@ -190,14 +191,23 @@ class StackedGroup:
             batch: Columns `[M, K, ...]`: module i's rows are `batch[col][i]`.
             args: More tensor arguments `[M, K, ...]`, passed positionally.
             params: Stacked parameters to use instead of `self.params` (names as in the
-                module), e.g. a subset of modules' rows; same leading size for all.
+                module), e.g. a subset of modules' rows; same leading size for all. With
+                buffers, pass `rows` instead.
+            rows: Run only these modules (positions, `[M']`): their parameter and buffer
+                rows are gathered (differentiably) and `batch` holds `M'` modules.
 
         Returns:
             What the method returns, with a leading module dim on every tensor.
         """
         self._check()
-        state = self._stacked if params is None else [*params.values(),
-                                                      *self.buffers.values()]
+        if rows is not None:
+            state = [t[rows] for t in self._stacked]
+        elif params is not None:
+            if self.buffers:
+                raise ValueError("call_padded(params=...) of modules with buffers: pass rows=.")
+            state = list(params.values())
+        else:
+            state = self._stacked
         template = self.modules[0]
 
         def one(st: list[torch.Tensor], b: TensorDict, *a: torch.Tensor) -> Any:
@@ -227,15 +237,13 @@ class StackedGroup:
         if n == 0:  # right keys and trailing shapes from one module's forward
             return getattr(self.modules[0], method)(batch)
         present = torch.unique(index)
-        params = None
+        rows = None
         if present.shape[0] < len(self):
-            params = {k: v[present] for k, v in self.params.items()}
-            if self.buffers:  # buffers: gather them the same way
-                raise NotImplementedError("row subsets of modules with buffers")
+            rows = present
             index = torch.searchsorted(present, index)
         layout = RowLayout(index, present.shape[0])
         padded = {k: layout.pad(v) for k, v in batch.items()}
-        out = self.call_padded(method, padded, params=params)
+        out = self.call_padded(method, padded, rows=rows)
         return {k: layout.unpad(v) for k, v in out.items()}
 
     def forward_exploration(self, obs: torch.Tensor | TensorDict,
@@ -265,6 +273,25 @@ class StackedGroup:
         layout = RowLayout(index, len(self))
         padded = {k: layout.pad(v) for k, v in batch.items()}
         return layout.unpad(self.call_padded("compute_values", padded))  # type: ignore[no-any-return]
+
+
+class GroupView:
+    """Some modules of a StackedGroup, with the group's interface for running them:
+    `module_ids`, `modules` and `call_padded` over just these (their parameter rows are
+    gathered, differentiably, so gradients reach the group's parameters)."""
+
+    def __init__(self, group: StackedGroup, positions: torch.Tensor) -> None:
+        self.group = group
+        self.positions = positions
+        picked = positions.tolist()
+        self.module_ids = [group.module_ids[i] for i in picked]
+        self.modules = [group.modules[i] for i in picked]
+
+    def __len__(self) -> int:
+        return len(self.module_ids)
+
+    def call_padded(self, method: str, batch: TensorDict, *args: torch.Tensor) -> Any:
+        return self.group.call_padded(method, batch, *args, rows=self.positions)
 
 
 def _as_batch(obs: torch.Tensor | TensorDict) -> TensorDict:

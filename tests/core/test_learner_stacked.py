@@ -229,3 +229,48 @@ def test_a_replaced_stacked_module_is_refused_not_trained_stale():
     with pytest.raises(RuntimeError, match="stack_modules=False"):
         learner.update(batch)
     algo.stop()
+
+
+def test_modules_with_very_different_row_counts_run_in_buckets_with_the_same_result(
+        monkeypatch):
+    """Agents whose episodes ended early have few rows: their modules run in their own
+    bucket (less padding); the update stays that of training each module alone."""
+    import rlmod.core.learner_stacks as learner_stacks
+
+    monkeypatch.setattr(learner_stacks, "MIN_SPLIT_ROWS", 0)  # split even tiny batches
+    monkeypatch.setattr(learner_stacks, "GATHER_COST_SLOTS", 0)
+    algos = {stack: config(stack=stack, minibatch_size=None).build_algo()
+             for stack in (False, True)}
+    batch = algos[False].env_runner_group.sample()[0]
+    keep = {"p0": None, "p1": 80, "p2": 5, "p3": 4}  # rows kept: 2 buckets of 2
+    batch = {m: {c: v[:keep[m]] for c, v in cols.items()} if keep.get(m) else cols
+             for m, cols in batch.items()}
+    for m in ("p1", "p2", "p3"):
+        batch[m]["seq_ends"] = batch[m]["seq_ends"].copy()
+        batch[m]["seq_ends"][-1] = True
+    buckets = learner_stacks.row_buckets(np.array([len(batch[m]["obs"]) for m in keep]))
+    assert [b.tolist() for b, _ in buckets] == [[0, 1], [2, 3]]
+    results = {s: a.learner_group.learner.update(batch) for s, a in algos.items()}
+    for mid in keep:
+        for key, value in results[False][mid].items():
+            assert results[True][mid][key] == pytest.approx(value, rel=1e-4, abs=1e-5), \
+                (mid, key)
+        plain = algos[False].learner_group.learner.module[mid].get_state()
+        stacked = algos[True].learner_group.learner.module[mid].get_state()
+        for name, value in plain.items():
+            torch.testing.assert_close(stacked[name], value, atol=ATOL, rtol=0)
+    for a in algos.values():
+        a.stop()
+
+
+def test_row_buckets_split_only_where_padding_costs_more_than_gathering():
+    from rlmod.core.learner_stacks import row_buckets
+
+    assert row_buckets(np.full(1000, 128)) == [(None, 128)]  # balanced: the whole group
+    spread = np.random.default_rng(0).integers(5, 40, 1000)
+    assert row_buckets(spread)[0][0] is None  # padding to 39 costs less than gathering
+    few_long = np.full(1000, 5)
+    few_long[[3, 7]] = 64  # two agents acted all along, the others ended early
+    [(wide, w1), (rest, w2)] = row_buckets(few_long)
+    assert wide.tolist() == [3, 7] and (w1, w2) == (64, 5) and len(rest) == 998
+    assert row_buckets(np.zeros(4, dtype=np.int64)) == []

@@ -14,7 +14,7 @@ import torch
 from rlmod.core.apis import find_compute_values, find_self_supervised_loss
 from rlmod.core.columns import Columns
 from rlmod.core.learner import Learner
-from rlmod.core.stacked import StackedGroup
+from rlmod.core.stacked import GroupView, StackedGroup
 
 
 class PPOLearner(Learner):
@@ -74,7 +74,8 @@ class PPOLearner(Learner):
             self.log(module_id, curr_kl_coeff=self.curr_kl_coeffs[module_id])
         return total
 
-    def compute_losses_for_group(self, *, group: StackedGroup, configs: Sequence[Any],
+    def compute_losses_for_group(self, *, group: StackedGroup | GroupView,
+                                 configs: Sequence[Any],
                                  batch: dict[str, torch.Tensor], mask: torch.Tensor,
                                  fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
         """`compute_loss_for_module`'s math for every module of a stacked group at once:
