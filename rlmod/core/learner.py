@@ -19,7 +19,7 @@ from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
 from rlmod.core.learner_stacks import TrainStack
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.optim import Adam, AdamSlot, GroupAdam, clip_grad_norm, grad_norm, update_is_finite
+from rlmod.core.optim import Adam, AdamSlot, GroupAdam, grad_norm, update_is_finite
 from rlmod.core.stacked import GroupView, StackedGroup, find_stack_groups
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
@@ -342,7 +342,7 @@ class Learner(Checkpointable):
         for mid in mb:
             clip = configs[mid].grad_clip
             params = self._optimizers[mid].params
-            norm = clip_grad_norm(params, clip) if clip is not None else None
+            norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None else None
             if self._guard_non_finite and not update_is_finite(losses[mid], norm, params):
                 self._skip_non_finite(mid, losses[mid], norm, marks[mid])
                 continue
