@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 from rlmod.algorithms.ppo import PPOConfig
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[Any]:
+    """A local Ray cluster for one test module, 2 CPUs (CI runs on 2 cores), started here
+    unless one runs already; modules ask for it with pytest.mark.usefixtures."""
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
 
 
 @pytest.fixture

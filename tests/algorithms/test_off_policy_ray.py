@@ -18,17 +18,8 @@ from rlmod.core.columns import DEFAULT_MODULE_ID
 from rlmod.replay import PrioritizedReplayBuffer
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_local")]
 
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
 
 
 def _dqn() -> DQNConfig:

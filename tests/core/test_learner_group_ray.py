@@ -15,17 +15,8 @@ from rlmod.core.learner_group import LearnerGroup, split_batches
 from rlmod.env import SingleAgentEnvRunner
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_local")]
 
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
 
 
 def config(num_learners: int) -> PPOConfig:

@@ -29,16 +29,11 @@ pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_session():
-    """One local Ray cluster for this module (2 CPUs: the machine is shared)."""
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    # The env factories below live in this test module, which Ray's workers cannot import.
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+def ray_session(ray_local):
+    """The shared local Ray cluster (conftest.py), able to unpickle this module's env
+    factories, which Ray's workers cannot import."""
+    ray_local.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     yield
-    if started:
-        ray.shutdown()
 
 
 def small(**env_runners) -> PPOConfig:

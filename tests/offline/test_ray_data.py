@@ -25,19 +25,10 @@ from rlmod.testing import cartpole_expert
 from rlmod.utils import ray_utils
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_local")]
 
 CARTPOLE = gym.make("CartPole-v1")
 
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_session() -> Any:
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
 
 
 @pytest.fixture(scope="module")
