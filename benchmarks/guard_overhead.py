@@ -128,7 +128,7 @@ def multi_agent(rounds: int, attr: str) -> dict[str, str]:
     runner = MultiAgentEnvRunner(config=config)
 
     def run(guard: bool) -> None:
-        setattr(runner, attr, guard)
+        setattr(runner._intake, attr, guard)  # the guard switches live on the intake
         runner.sample(num_timesteps=2048)
     return _rounds(run, rounds)
 
@@ -153,9 +153,9 @@ def main() -> None:
         ("learning", "learning CartPole-v1 (no grad_clip), loss/grad check",
          lambda: learning(args.rounds, grad_clip=None)),
         ("multi-agent", "multi-agent sampling, non-finite checks",
-         lambda: multi_agent(args.rounds, "_check_finite_data")),
+         lambda: multi_agent(args.rounds, "check_finite")),
         ("multi-agent", "multi-agent sampling, shape/dtype check (check_agent_observations)",
-         lambda: multi_agent(args.rounds, "_check_obs")),
+         lambda: multi_agent(args.rounds, "check_obs")),
     ]
     rows = [{"what": name, **measure()} for group, name, measure in cases
             if args.only in (None, group)]

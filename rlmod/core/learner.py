@@ -319,7 +319,8 @@ class Learner(Checkpointable):
                 group = stack.group if positions is None else GroupView(stack.group, positions)
                 fwd = group.call_padded("forward_train", cols)
                 loss_vec = self.compute_losses_for_group(
-                    group=group, configs=[configs.get(m, self.config) for m in group.module_ids],
+                    group=group, configs=cfgs if positions is None
+                    else [cfgs[i] for i in positions.tolist()],
                     batch=cols, mask=mask, fwd_out=fwd)
                 if positions is None:  # modules without rows here add nothing
                     loss_vec = torch.where(torch.from_numpy(stack.active).to(self.device), loss_vec,

@@ -129,23 +129,6 @@ class MultiAgentEnvRunner(EnvRunner):
             module_to_env=self._module_to_env, env_spaces=self.get_spaces(),
             agents=self._agents, worker_index=self.worker_index)
 
-    # Guard switches, read by benchmarks/guard_overhead.py (they live on the intake).
-    @property
-    def _check_obs(self) -> bool:
-        return self._intake.check_obs
-
-    @_check_obs.setter
-    def _check_obs(self, value: bool) -> None:
-        self._intake.check_obs = value
-
-    @property
-    def _check_finite_data(self) -> bool:
-        return self._intake.check_finite
-
-    @_check_finite_data.setter
-    def _check_finite_data(self, value: bool) -> None:
-        self._intake.check_finite = value
-
     def _init_bookkeeping(self) -> None:
         self._slots = AgentSlots(self.config, agents=self._agents, num_envs=self.num_envs,
                                  module_index=self._module_index, spaces=self._spaces,

@@ -134,9 +134,8 @@ def _small_pendulum() -> SACConfig:
 def test_a_learner_only_curiosity_module_beside_the_sac_module() -> None:
     """A learner-only ICM (Box actions) trains beside SAC; EnvRunners and the replay
     buffer know the SAC module only."""
-    from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
     from rlmod.core import MultiRLModuleSpec, RLModuleSpec
-    from rlmod.core.curiosity import IntrinsicCuriosityModel
+    from rlmod.curiosity import IntrinsicCuriosityModel, IntrinsicCuriosityModelConnector
 
     config = _small_pendulum().training(
         learner_connector=IntrinsicCuriosityModelConnector).rl_module(

@@ -9,10 +9,9 @@ import pytest
 import torch
 
 from rlmod.algorithms.ppo import PPOConfig, PPOLearner
-from rlmod.connectors.curiosity import IntrinsicCuriosityModelConnector
 from rlmod.core import RLModuleSpec
-from rlmod.core.curiosity import IntrinsicCuriosityModel
 from rlmod.core.optim import AdamSlot
+from rlmod.curiosity import IntrinsicCuriosityModel, IntrinsicCuriosityModelConnector
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.testing import MultiAgentCartPole
 
