@@ -10,8 +10,8 @@ Each run is a fresh process timed from spawn (interpreter start and imports incl
 
 `--many-agents N` (issue 17) runs instead MultiAgentCartPole with N agents and N
 independent modules (stacked: one module each, one forward, loss and optimizer step per
-group) until every module's mean return reaches 450, beside the 2-policy run above with
-the same seeds, PPO settings and envs, each in a fresh process.
+group) beside 4 agents on 2 policies, with the same seeds, PPO settings and envs, each in
+a fresh process, until every module's greedy evaluation mean return reaches 450.
 """
 
 from __future__ import annotations
@@ -76,53 +76,66 @@ import json, sys, time
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.testing import MultiAgentCartPole
 from rlmod.tuned import FAST_PPO
-n, seed, max_iterations = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+n, k, seed, max_iterations = (int(a) for a in sys.argv[1:5])
 config = (PPOConfig().update_from_dict(FAST_PPO)
           .environment(MultiAgentCartPole, env_config={"num_agents": n})
           .env_runners(num_envs_per_env_runner=4)
-          .multi_agent(policies={f"m{i}" for i in range(n)},
-                       policy_mapping_fn=lambda aid, episode: f"m{aid}")
+          .multi_agent(policies={f"m{i}" for i in range(k)},
+                       policy_mapping_fn=lambda aid, episode: f"m{aid % k}")
           .training(train_batch_size=512, minibatch_size=256, num_epochs=10, lr=1e-3,
                     gamma=0.98, lambda_=0.8)
+          .evaluation(evaluation_duration=10, evaluation_config={"explore": False})
           .debugging(seed=seed))
 algo = config.build_algo()
-modules = {}
+train_means, greedy, evaluations = {}, {}, 0
 for it in range(1, max_iterations + 1):
     r = algo.train()
     # Mean return per module over its recent episodes; a module missing this iteration
     # keeps its last mean.
-    modules.update(r["env_runners"]["module_episode_returns_mean"])
-    if len(modules) == n and min(modules.values()) >= 450:
+    train_means.update(r["env_runners"]["module_episode_returns_mean"])
+    values = sorted(train_means.values())
+    if it % 25 or len(values) < k or values[len(values) // 2] < 450:
+        continue
+    # Greedy evaluation once most modules are there: with a constant lr some of 100
+    # stochastic policies always dip (see RESULTS.md), so stochastic training means alone
+    # rarely pass 450 all at once.
+    greedy = algo.evaluate()["env_runners"]["module_episode_returns_mean"]
+    evaluations += 1
+    if len(greedy) == k and min(greedy.values()) >= 450:
         break
-reached = len(modules) == n and min(modules.values()) >= 450
-print(json.dumps({"iterations": it, "reached": reached,
+reached = len(greedy) == k and min(greedy.values()) >= 450
+print(json.dumps({"iterations": it, "reached": reached, "evaluations": evaluations,
                   "env_steps": r["num_env_steps_sampled_lifetime"],
                   "agent_steps": r["num_agent_steps_sampled_lifetime"],
-                  "min_module": round(min(modules.values()), 1),
-                  "median_module": round(sorted(modules.values())[len(modules) // 2], 1),
-                  "timers": {k: round(v, 3) for k, v in r["timers"].items()}}))
+                  "greedy_min": round(min(greedy.values(), default=0.0), 1),
+                  "train_min": round(min(train_means.values()), 1),
+                  "train_median": round(values[len(values) // 2], 1)}))
 """
 
 
 def many_agents(args: argparse.Namespace) -> None:
-    """N agents on N independent modules against the 2-policy run, same seeds."""
+    """N agents on N independent modules against 4 agents on 2 policies, same seeds and
+    settings, both until every module's greedy evaluation mean return is >= 450."""
     n = args.many_agents
     print(f"\n## MultiAgentCartPole, {n} agents on {n} independent modules (stacked) "
-          "until every module's mean return >= 450, against 4 agents on 2 policies\n")
+          "against 4 agents on 2 policies, until every module's greedy evaluation mean "
+          "return (10 episodes, checked every 25 iterations) is >= 450\n")
     rows = []
     for seed in args.seeds:
-        two = run_timed(CARTPOLE, "independent", seed)
-        rows.append({"run": "4 agents, 2 policies", "seed": seed, "reached": two["reached"],
-                     "iterations": two["iterations"], "env steps": f"{two['env_steps']:,}",
-                     "wall s": f"{two['wall_s']:.1f}", "returns": two["modules"]})
-        r = run_timed(MANY, n, seed, args.max_iterations)
-        rows.append({"run": f"{n} agents, {n} modules", "seed": seed, "reached": r["reached"],
-                     "iterations": r["iterations"], "env steps": f"{r['env_steps']:,}",
-                     "agent steps": f"{r['agent_steps']:,}", "wall s": f"{r['wall_s']:.1f}",
-                     "wall / 2-policy": f"{r['wall_s'] / two['wall_s']:.2f}",
-                     "returns": f"min {r['min_module']}, median {r['median_module']}"})
+        base = None
+        for agents, modules in ((4, 2), (n, n)):
+            r = run_timed(MANY, agents, modules, seed, args.max_iterations)
+            base = base or r["wall_s"]
+            rows.append({"run": f"{agents} agents, {modules} modules", "seed": seed,
+                         "reached": r["reached"], "iterations": r["iterations"],
+                         "env steps": f"{r['env_steps']:,}",
+                         "agent steps": f"{r['agent_steps']:,}",
+                         "wall s": f"{r['wall_s']:.1f}",
+                         "wall / 2-policy": f"{r['wall_s'] / base:.2f}",
+                         "greedy min": r["greedy_min"],
+                         "training min / median": f"{r['train_min']} / {r['train_median']}"})
     table(rows, ["run", "seed", "reached", "iterations", "env steps", "agent steps",
-                 "wall s", "wall / 2-policy", "returns"])
+                 "wall s", "wall / 2-policy", "greedy min", "training min / median"])
 
 
 def main() -> None:
