@@ -59,15 +59,17 @@ reaches the target; argv: env, target, seed, max_steps and optionally a JSON dic
 settings over TUNED[env]; prints one JSON line."""
 
 
-def run_timed(code: str, *args: object) -> dict:
-    """Runs `code` in a fresh Python process; its last stdout line (JSON) plus `wall_s`,
+def run_timed(code: str, *args: object, pythonpath: str | None = None) -> dict:
+    """Runs `code` in a fresh Python process (with `pythonpath` as its PYTHONPATH if given:
+    another checkout's rlmod); its last stdout line (JSON) plus `wall_s`,
     the wall time from spawn to exit (interpreter start and imports included), and `cpu_s`,
     the CPU time (user + system) of that process and its children: on a shared machine it
     moves far less with the other load than the wall time does."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
+    env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
     out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
-                         text=True)
+                         text=True, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:

@@ -6,13 +6,16 @@ both alike. SB3 uses its tuned rl-baselines3-zoo CartPole-v1 hyperparameters; rl
 `rlmod.tuned.TUNED["CartPole-v1"]` (what `rlmod train` uses).
 
     python benchmarks/solve_cartpole.py [--seeds 0 1 2] [--max-steps 500000]
+        [--compare-tree /tmp/before]  # also rlmod TUNED from another checkout, same run
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 
 from _common import TRAIN_UNTIL, header, run_timed, table
 
@@ -53,32 +56,47 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=JSON",
                         help="also run rlmod with these settings over TUNED['CartPole-v1'], "
                         "e.g. 'lrdecay={\"lr\": [[0, 0.001], [100000, 0.0]]}' (repeatable)")
+    parser.add_argument("--compare-tree", action="append", default=[], metavar="DIR",
+                        help="also run rlmod TUNED from this checkout (on PYTHONPATH), in "
+                        "the same alternating loop, e.g. a `git worktree` of the commit "
+                        "before a change (repeatable)")
     args = parser.parse_args()
     header("Time to solve CartPole-v1 (mean return >= 475 over 100 episodes), from process start")
-    # name -> (code, arguments before seed and max steps, arguments after them)
-    libs: dict[str, tuple[str, tuple, tuple]] = {
-        "rlmod": (TRAIN_UNTIL, ("CartPole-v1", 475), ())}
+    # name -> (code, arguments before seed and max steps, arguments after them, PYTHONPATH)
+    libs: dict[str, tuple[str, tuple, tuple, str | None]] = {}
+    for tree in args.compare_tree:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=tree).stdout.strip() or os.path.basename(tree)
+        libs[f"rlmod@{rev}"] = (TRAIN_UNTIL, ("CartPole-v1", 475), (), os.path.abspath(tree))
+    # This checkout's rlmod, whatever PYTHONPATH the parent had (an installed rlmod may be
+    # another checkout's).
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    libs["rlmod"] = (TRAIN_UNTIL, ("CartPole-v1", 475), (), here)
     for variant in args.variant:
         name, _, settings = variant.partition("=")
         json.loads(settings)  # fail here, not in every child process
-        libs[f"rlmod {name}"] = (TRAIN_UNTIL, ("CartPole-v1", 475), (settings,))
+        libs[f"rlmod {name}"] = (TRAIN_UNTIL, ("CartPole-v1", 475), (settings,), here)
     if not args.skip_sb3:
-        libs["stable-baselines3"] = (SB3, (), ())
+        libs["stable-baselines3"] = (SB3, (), (), None)
     results: dict[str, list[dict]] = {name: [] for name in libs}
     rows = []
     for seed in args.seeds:
-        for name, (code, lead, tail) in libs.items():
-            r = run_timed(code, *lead, seed, args.max_steps, *tail)
+        for name, (code, lead, tail, tree) in libs.items():
+            r = run_timed(code, *lead, seed, args.max_steps, *tail, pythonpath=tree)
             results[name].append(r)
             rows.append({"library": name, "seed": seed, "solved": r["reached"],
                          "env steps": f"{r['steps']:,}", "wall s": f"{r['wall_s']:.1f}",
                          "return": f"{r['return']:.1f}"})
     table(rows, ["library", "seed", "solved", "env steps", "wall s", "return"])
     medians = {n: statistics.median(r["wall_s"] for r in rs) for n, rs in results.items()}
+    steps = {n: statistics.median(r["steps"] for r in rs) for n, rs in results.items()}
     for name, med in medians.items():
-        print(f"median wall s, {name}: {med:.1f}")
+        print(f"median wall s, {name}: {med:.1f}; median env steps: {steps[name]:,.0f}")
     if "stable-baselines3" in medians:
-        print(f"ratio rlmod / SB3 (median wall): {medians['rlmod'] / medians['stable-baselines3']:.2f}")
+        sb3 = "stable-baselines3"
+        for name in (n for n in libs if n.startswith("rlmod") and " " not in n):
+            print(f"ratio {name} / SB3: median wall {medians[name] / medians[sb3]:.2f}, "
+                  f"median env steps {steps[name] / steps[sb3]:.2f}")
     try:
         import ray  # noqa: F401
 

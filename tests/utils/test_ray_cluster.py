@@ -29,7 +29,7 @@ def test_env_runners_are_placed_on_both_nodes_and_training_improves():
         nodes = {ray_utils.node_id_of(a) for a in algo.env_runner_group._actors.values()}
         assert len(nodes) == 2 and len(ray.nodes()) == 2
         first = algo.train()["env_runners"]["episode_return_mean"]
-        for _ in range(5):
+        for _ in range(11):  # 12 x 1,024 env steps (TUNED's batch)
             last = algo.train()["env_runners"]["episode_return_mean"]
         assert last > 1.5 * first
         algo.stop()
