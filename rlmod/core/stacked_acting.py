@@ -11,11 +11,12 @@ Why: an EnvRunner's group sees few rows per module each step (1,000 agents in 32
 MultiAgentCartPole, one module per agent: 1-32 rows per module, and only some modules
 present late in an episode). `vmap` pads every module to the most rows any module has and,
 with modules missing, first copies the parameters of those present; its linear then costs
-3-4x what the same rows cost at 10 modules. Here each step takes the cheaper of two layouts:
+3-4x what the same rows cost at 10 modules. Here each step takes the cheaper of two
+layouts by a cost model (constants below):
 
-- **padded** (`[modules, features, width]`, one `baddbmm` per layer, weights read in place)
-  when the padding is small (slots at most `PAD_SLACK` x rows); only the modules present
-  are gathered, and only when they are under `GATHER_BELOW` of the group;
+- **padded** (`[modules, features, width]`, one `baddbmm` per layer): all the group's
+  modules with their weights read in place, or only the modules present, their parameters
+  gathered first;
 - **sparse** (no padding and no gather): each layer is one CSR x dense product, row r of the
   sparse matrix holding its input at its module's block of columns, against the weights
   laid out `[modules * in, out]` (a transposed copy, kept per weight and refreshed when the
@@ -38,12 +39,15 @@ from torch import nn
 if TYPE_CHECKING:
     from rlmod.core.stacked import StackedGroup
 
-# Padded layout when its slots (modules present x most rows of one module) are at most
-# this many times the rows; else the sparse one.
-PAD_SLACK = 1.3
-# In the padded layout, gather the parameters of the modules present only when they are
-# under this fraction of the group (else read all weights in place, zeros padding the rest).
-GATHER_BELOW = 0.25
+# The cost model that picks a layout per step, in microseconds (fitted on the issue-17
+# traces, 32 envs and 1 env, [64, 64] MLPs, Xeon host, one thread): the padded layout costs PER_MODULE
+# per module it runs (each layer's small matmul) plus PER_SLOT per padded slot, and GATHER
+# per module to gather the parameters of only those present; the sparse layout costs
+# PER_ROW per row. Only the ratios matter: a layout is picked, the outputs are the same.
+PER_MODULE_US = 2.8
+GATHER_US = 2.8
+PER_SLOT_US = 0.36
+PER_ROW_US = 1.3
 
 # Elementwise activations, applied in place to the fresh output of the layer before.
 _IN_PLACE: dict[type[nn.Module], Callable[[torch.Tensor], torch.Tensor]] = {
@@ -112,14 +116,16 @@ class StackedActing:
         counts = torch.bincount(index, minlength=self.num_modules)
         width = int(counts.max())
         present = int(torch.count_nonzero(counts))
-        if present * width <= PAD_SLACK * n:
-            return self._padded(x, index, counts, width, present)
-        return self._sparse(x.contiguous(), index)
+        all_modules = self.num_modules * (PER_MODULE_US + PER_SLOT_US * width)
+        gathered = present * (PER_MODULE_US + GATHER_US + PER_SLOT_US * width)
+        if min(all_modules, gathered) > PER_ROW_US * n:
+            return self._sparse(x.contiguous(), index)
+        return self._padded(x, index, counts, width, gather=gathered < all_modules)
 
     def _padded(self, x: torch.Tensor, index: torch.Tensor, counts: torch.Tensor,
-                width: int, present: int) -> torch.Tensor:
+                width: int, *, gather: bool) -> torch.Tensor:
         rows = None
-        if present < GATHER_BELOW * self.num_modules:
+        if gather:
             rows = torch.nonzero(counts).squeeze(1)  # sorted module positions
             index = torch.searchsorted(rows, index)
             counts = counts[rows]
@@ -169,11 +175,15 @@ class StackedActing:
         return h
 
     def _weights_by_input(self, j: int, weight: torch.Tensor) -> torch.Tensor:
-        """`[M, out, in]` -> `[M * in, out]` (a copy), remade when the weights changed."""
+        """`[M, out, in]` -> `[M * in, out]` (a copy), remade when the weights changed
+        (every call for weights made under inference mode: those have no version)."""
+        version = None if weight.is_inference() else weight._version
         cached = self._transposed.get(j)
-        if cached is None or cached[0] != weight._version:
+        if cached is None or version is None or cached[0] != version:
             m, out, in_dim = weight.shape
             copy = weight.detach().transpose(1, 2).reshape(m * in_dim, out).contiguous()
-            cached = (weight._version, copy)
+            if version is None:
+                return copy
+            cached = (version, copy)
             self._transposed[j] = cached
         return cached[1]

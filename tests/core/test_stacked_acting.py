@@ -48,6 +48,15 @@ def _rows(n: int, num_modules: int, missing: int, seed: int) -> tuple[torch.Tens
     return torch.randn(n, *BOX.shape, generator=g), index
 
 
+def _force(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    """Makes the cost model pick `layout`: "padded" (all modules), "padded_gather" (only
+    those present) or "sparse"."""
+    monkeypatch.setattr(sa, "PER_ROW_US", 0.0 if layout == "sparse" else 1e9)
+    monkeypatch.setattr(sa, "PER_MODULE_US", 1.0)
+    monkeypatch.setattr(sa, "PER_SLOT_US", 1.0)
+    monkeypatch.setattr(sa, "GATHER_US", 0.0 if layout == "padded_gather" else 1e9)
+
+
 @pytest.mark.parametrize("model_config", [
     {"fcnet_hiddens": [16, 16]},
     {"fcnet_hiddens": [8], "fcnet_activation": "relu", "head_fcnet_hiddens": [5],
@@ -59,8 +68,13 @@ def test_fast_path_gives_the_plain_paths_outputs(model_config: dict, layout: str
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     group = _group(12, model_config)
     assert isinstance(StackedActing.of(group), StackedActing)
-    monkeypatch.setattr(sa, "PAD_SLACK", 0.0 if layout == "sparse" else 1e9)
-    monkeypatch.setattr(sa, "GATHER_BELOW", 2.0 if layout == "padded_gather" else 0.0)
+    _force(monkeypatch, layout)
+    ran: list[str] = []
+    padded, sparse = StackedActing._padded, StackedActing._sparse
+    monkeypatch.setattr(StackedActing, "_padded", lambda self, *a, gather: (
+        ran.append("padded_gather" if gather else "padded"), padded(self, *a, gather=gather))[1])
+    monkeypatch.setattr(StackedActing, "_sparse", lambda self, *a: (
+        ran.append("sparse"), sparse(self, *a))[1])
     for n, missing, seed in [(40, 0, 0), (25, 7, 1), (1, 11, 2), (12, 0, 3)]:
         obs, index = _rows(n, 12, missing, seed)
         with torch.inference_mode():
@@ -71,6 +85,8 @@ def test_fast_path_gives_the_plain_paths_outputs(model_config: dict, layout: str
         torch.testing.assert_close(fast[Columns.ACTION_DIST_INPUTS], want, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(greedy[Columns.ACTION_DIST_INPUTS], want, rtol=1e-5,
                                    atol=1e-6)
+        if missing:  # (with every module present, gathering them all is the same)
+            assert ran[-2:] == [layout, layout]
 
 
 def test_both_layouts_run_by_default() -> None:
@@ -89,7 +105,7 @@ def test_both_layouts_run_by_default() -> None:
 def test_sparse_layout_follows_weight_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sparse layout's transposed weights are remade when a module's weights change
     through the per-module API (set_state writes into the group's storage)."""
-    monkeypatch.setattr(sa, "PAD_SLACK", 0.0)
+    _force(monkeypatch, "sparse")
     group = _group(6, {"fcnet_hiddens": [8, 8]})
     obs, index = _rows(30, 6, 0, 4)
     with torch.inference_mode():
@@ -101,6 +117,21 @@ def test_sparse_layout_follows_weight_changes(monkeypatch: pytest.MonkeyPatch) -
     torch.testing.assert_close(after, _plain(group, obs, index).detach(), rtol=1e-5, atol=1e-6)
     changed = (after - before).abs().amax(1) > 1e-6
     assert torch.equal(changed, index == 2)  # only module 2's rows changed
+
+
+def test_groups_stacked_under_inference_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weights made under inference mode have no version counter: the sparse layout then
+    transposes them anew each call (right after an in-place change too)."""
+    _force(monkeypatch, "sparse")
+    with torch.inference_mode():
+        group = _group(5, {"fcnet_hiddens": [8]})
+        obs, index = _rows(20, 5, 0, 7)
+        first = group.forward_exploration(obs, index)[Columns.ACTION_DIST_INPUTS]
+        group.params["encoder.0.weight"].mul_(2.0)
+        second = group.forward_exploration(obs, index)[Columns.ACTION_DIST_INPUTS]
+        want = _plain(group, obs, index)
+    torch.testing.assert_close(second, want, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(first, second)
 
 
 def test_plain_path_where_the_fast_path_does_not_apply() -> None:
