@@ -48,6 +48,9 @@ PER_MODULE_US = 2.8
 GATHER_US = 2.8
 PER_SLOT_US = 0.36
 PER_ROW_US = 1.3
+# In the sparse layout, a layer with at most this many outputs gathers each row's weights
+# instead (CSR x dense is slow with few dense columns: 0.34 vs 0.64 ms, 5,000 rows, 64 -> 2).
+NARROW_OUT = 4
 
 # Elementwise activations, applied in place to the fresh output of the layer before.
 _IN_PLACE: dict[type[nn.Module], Callable[[torch.Tensor], torch.Tensor]] = {
@@ -140,9 +143,9 @@ class StackedActing:
         for step in self.steps:
             if isinstance(step, tuple):
                 weight, bias = step
-                if rows is not None:
-                    weight = weight[rows]
-                    bias = None if bias is None else bias[rows]
+                if rows is not None:  # index_select: 5-10x faster than weight[rows] here
+                    weight = weight.index_select(0, rows)
+                    bias = None if bias is None else bias.index_select(0, rows)
                 h = (torch.bmm(weight, h) if bias is None
                      else torch.baddbmm(bias.unsqueeze(2), weight, h))
             else:
@@ -158,6 +161,11 @@ class StackedActing:
                 continue
             weight, bias = step
             in_dim = h.shape[1]
+            if weight.shape[1] <= NARROW_OUT:  # each row's few output rows of weights
+                h = torch.bmm(weight.index_select(0, index), h.unsqueeze(2)).squeeze(2)
+                if bias is not None:
+                    h.add_(bias.index_select(0, index))
+                continue
             cols = self._cols.get(in_dim)
             if cols is None:  # row r's input sits at its module's block of columns
                 cols = (index.unsqueeze(1) * in_dim + torch.arange(in_dim)).reshape(-1)
@@ -170,7 +178,7 @@ class StackedActing:
                                                  check_invariants=False)
             h = sparse @ self._weights_by_input(j, weight)
             if bias is not None:
-                h.add_(bias[index])
+                h.add_(bias.index_select(0, index))
         self._cols = {}
         return h
 
