@@ -84,7 +84,6 @@ class StackedActing:
         self.steps = steps
         self.num_modules = len(group)
         self._transposed: dict[int, tuple[int, torch.Tensor]] = {}  # step -> (version, W^T)
-        self._cols: dict[int, torch.Tensor] = {}  # scratch per call: in_dim -> CSR columns
 
     @classmethod
     def of(cls, group: StackedGroup) -> StackedActing | None:
@@ -154,7 +153,7 @@ class StackedActing:
 
     def _sparse(self, h: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         n = index.shape[0]
-        self._cols = {}
+        cols_of: dict[int, torch.Tensor] = {}  # in_dim -> each row's CSR columns
         for j, step in enumerate(self.steps):
             if not isinstance(step, tuple):
                 h = step(h)
@@ -166,10 +165,10 @@ class StackedActing:
                 if bias is not None:
                     h.add_(bias.index_select(0, index))
                 continue
-            cols = self._cols.get(in_dim)
+            cols = cols_of.get(in_dim)
             if cols is None:  # row r's input sits at its module's block of columns
                 cols = (index.unsqueeze(1) * in_dim + torch.arange(in_dim)).reshape(-1)
-                self._cols[in_dim] = cols
+                cols_of[in_dim] = cols
             crow = torch.arange(0, (n + 1) * in_dim, in_dim)
             with warnings.catch_warnings():  # torch's once-per-process "beta" notice
                 warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
@@ -179,7 +178,6 @@ class StackedActing:
             h = sparse @ self._weights_by_input(j, weight)
             if bias is not None:
                 h.add_(bias.index_select(0, index))
-        self._cols = {}
         return h
 
     def _weights_by_input(self, j: int, weight: torch.Tensor) -> torch.Tensor:
