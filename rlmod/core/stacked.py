@@ -14,6 +14,8 @@ swapped in (as `torch.func.functional_call` does), so a stacked forward computes
 module's forward computes (measured at 1,000 PPO modules of [64, 64], one row each, on the
 project's Xeon host: 2.9 ms against 43 ms for 1,000 separate forwards; a hand-written
 `torch.baddbmm` MLP takes 1.4 ms but would duplicate every stackable class's forward).
+EnvRunners' acting forwards (no autograd, few rows per module) take batched matmuls instead
+where the class declares its acting layers: rlmod/core/stacked_acting.py.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ import torch
 from torch import nn
 from torch.func import vmap
 
+from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.rl_module import RLModule, TensorDict
+from rlmod.core.stacked_acting import StackedActing
 from rlmod.utils.spaces import space_to_dict
 
 # module -> the group it was last stacked into (weak both ways: no attribute on the module,
@@ -149,6 +153,7 @@ class StackedGroup:
         self._stacked = [*self.params.values(), *self.buffers.values()]
         self._module_slots = [[(owner._buffers if is_buffer else owner._parameters, attr)
                                for _, owner, attr, is_buffer, _ in own] for own in slots]
+        self._acting: StackedActing | bool | None = None  # built on first acting call
 
     def __len__(self) -> int:
         return len(self.module_ids)
@@ -254,12 +259,24 @@ class StackedGroup:
             obs: `[N, ...]` observations (or a dict of `[N, ...]` columns).
             index: `[N]` long: each row's module position in `module_ids`.
         """
-        return self.call_rows("forward_exploration", _as_batch(obs), index)
+        return self._act("forward_exploration", obs, index)
 
     def forward_inference(self, obs: torch.Tensor | TensorDict,
                           index: torch.Tensor) -> TensorDict:
         """Per row, what `modules[index[r]].forward_inference` gives for that row."""
-        return self.call_rows("forward_inference", _as_batch(obs), index)
+        return self._act("forward_inference", obs, index)
+
+    def _act(self, method: str, obs: torch.Tensor | TensorDict, index: torch.Tensor
+             ) -> TensorDict:
+        """Acting without autograd (EnvRunners) goes through the group's StackedActing
+        where its class declares acting layers; anything else through `call_rows`."""
+        if (isinstance(obs, torch.Tensor) and index.shape[0] and not torch.is_grad_enabled()):
+            if self._acting is None:
+                self._acting = StackedActing.of(self) or False
+            if isinstance(self._acting, StackedActing):
+                self._check()
+                return {Columns.ACTION_DIST_INPUTS: self._acting(obs, index)}
+        return self.call_rows(method, _as_batch(obs), index)
 
     def compute_values(self, obs: torch.Tensor | TensorDict, index: torch.Tensor) -> torch.Tensor:
         """Per row, `modules[index[r]].compute_values(row)` (`[N]`), for modules with a

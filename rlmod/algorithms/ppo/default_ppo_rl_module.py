@@ -57,6 +57,13 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         self.vf = mlp(enc_dim, cfg.head_fcnet_hiddens, activation_name=cfg.head_fcnet_activation,
                       out_dim=1, out_gain=1.0)
 
+    def stacked_acting_layers(self) -> list[nn.Module] | None:
+        """The layers whose composition on the flattened observation is all `_forward`
+        returns (ACTION_DIST_INPUTS): encoder, then policy head; None with a free log-std
+        (its parameter is concatenated). Stacked groups then act through batched matmuls
+        instead of vmap (rlmod/core/stacked_acting.py)."""
+        return None if self._free_log_std else [*self.encoder, *self.pi]
+
     def _dist_inputs(self, embeddings: torch.Tensor) -> torch.Tensor:
         return self._with_log_std(self.pi(embeddings))
 

@@ -1,0 +1,150 @@
+"""Issue 17's sampling ratio, taken apart: where 1,000 modules cost more than 10 when the same
+1,000 MultiAgentCartPole agents sample in the same envs, and the floor of that ratio.
+
+    python benchmarks/stacked_acting.py [--envs 32] [--rounds 6] [--steps 10]
+
+Two MultiAgentEnvRunners (agents mapped to 10 and to 1,000 modules, one stacked group each)
+sample in alternating rounds, as in benchmarks/multi_module_scale.py's issue-17 child. Each
+round records the time of the whole `sample()` call and of the group's acting forward in it
+(the only part whose work depends on the module count), and keeps each forward's inputs. Then
+the recorded forwards are replayed (same rows, same row-to-module indices) through every way
+to run them: the vmap plain path (`StackedGroup.call_rows`), StackedActing's padded layout
+over all modules, its sparse layout, and its per-step choice; plus the best layout per step
+in hindsight. The floor: the ratio the runner would reach if its 1,000-module forward cost
+what that hindsight best costs and everything else stayed as measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+from _common import commit, table
+
+import rlmod.core.stacked_acting as sa
+from rlmod.algorithms.ppo import PPOConfig
+from rlmod.core.stacked import StackedGroup
+from rlmod.env import MultiAgentEnvRunner
+from rlmod.testing import MultiAgentCartPole
+
+AGENTS = 1000
+
+
+def make_runner(num_modules: int, num_envs: int, steps: int) -> MultiAgentEnvRunner:
+    config = (PPOConfig()
+              .environment(MultiAgentCartPole, env_config={"num_agents": AGENTS})
+              .env_runners(num_envs_per_env_runner=num_envs)
+              .multi_agent(policies={f"p{i}" for i in range(num_modules)},
+                           policy_mapping_fn=lambda aid, episode: f"p{aid % num_modules}")
+              .rl_module(model_config={"fcnet_hiddens": [64, 64]})
+              .debugging(seed=0))
+    runner = MultiAgentEnvRunner(config=config)
+    runner.sample(num_timesteps=num_envs * steps)  # steady state first
+    runner.get_metrics()
+    return runner
+
+
+def group_of(runner: MultiAgentEnvRunner) -> StackedGroup:
+    [group] = [g.stacked for g in runner._groups.groups if g.stacked is not None]
+    return group
+
+
+def replay(group: StackedGroup, calls: list, how: str) -> list[float]:
+    """Seconds per recorded forward, run `how`."""
+    costs = dict(PER_ROW_US=sa.PER_ROW_US, GATHER_US=sa.GATHER_US)
+    if how == "sparse":
+        sa.PER_ROW_US = 0.0
+    elif how == "padded":
+        sa.PER_ROW_US, sa.GATHER_US = 1e9, 1e9
+    out = []
+    try:
+        with torch.inference_mode():
+            for obs, index in calls:
+                t = time.perf_counter()
+                if how == "vmap":
+                    group.call_rows("forward_exploration", {"obs": obs}, index)
+                else:
+                    group.forward_exploration(obs, index)
+                out.append(time.perf_counter() - t)
+    finally:
+        sa.PER_ROW_US, sa.GATHER_US = costs["PER_ROW_US"], costs["GATHER_US"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=10, help="env steps per env per call")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    sizes = (10, 1000)
+    runners = {m: make_runner(m, args.envs, args.steps) for m in sizes}
+    groups = {m: group_of(r) for m, r in runners.items()}
+    calls: dict[int, list] = {m: [] for m in sizes}
+    forward_s = {m: 0.0 for m in sizes}
+    for m, g in groups.items():  # record each acting forward: inputs and time
+        original = g.forward_exploration
+
+        def timed(obs, index, m=m, original=original):
+            t = time.perf_counter()
+            out = original(obs, index)
+            forward_s[m] += time.perf_counter() - t
+            calls[m].append((obs, index))
+            return out
+
+        g.forward_exploration = timed  # type: ignore[method-assign]
+    total = {m: [] for m in sizes}
+    fwd = {m: [] for m in sizes}
+    steps = {m: 0 for m in sizes}
+    for _ in range(args.rounds):  # alternating: the machine's speed drifts
+        for m, r in runners.items():
+            forward_s[m] = 0.0
+            t = time.perf_counter()
+            r.sample(num_timesteps=args.envs * args.steps)
+            total[m].append(time.perf_counter() - t)
+            fwd[m].append(forward_s[m])
+            steps[m] += r.get_metrics()["num_agent_steps"]
+    rate = {m: steps[m] / sum(total[m]) for m in sizes}
+    rows = []
+    for m in sizes:
+        rows.append({"modules": m, "agent steps/s": f"{rate[m]:,.0f}",
+                     "sample() s": f"{sum(total[m]):.2f}",
+                     "of it acting forward s": f"{sum(fwd[m]):.2f}",
+                     "forward calls": len(calls[m]),
+                     "rows per call": f"{np.mean([len(i) for _, i in calls[m]]):,.0f}"})
+    table(rows, ["modules", "agent steps/s", "sample() s", "of it acting forward s",
+                 "forward calls", "rows per call"])
+    ratio = rate[1000] / rate[10]
+    print(f"\nsampling ratio 1,000 vs 10 modules: {ratio:.2f} (target >= 0.8)")
+
+    for g in groups.values():
+        del g.forward_exploration  # the class's own again
+    # Replay the 1,000-module forwards every way (same rows), and the 10-module ones.
+    ways = ("vmap", "padded", "sparse", "chosen")
+    replayed = {(m, w): np.array(replay(groups[m], calls[m], w)) for m in sizes for w in ways}
+    replayed = {k: np.minimum(v, np.array(replay(groups[k[0]], calls[k[0]], k[1])))
+                for k, v in replayed.items()}  # best of two replays per call
+    print("\nForward per call, replayed (ms, mean over the recorded calls):\n")
+    table([{"modules": m, **{w: f"{1e3 * replayed[(m, w)].mean():.2f}" for w in ways},
+            "best per call in hindsight": f"{1e3 * np.minimum(replayed[(m, 'padded')], replayed[(m, 'sparse')]).mean():.2f}"}
+           for m in sizes], ["modules", *ways, "best per call in hindsight"])
+    # Floor: everything but the forward as measured; forwards as replayed.
+    rest = {m: sum(total[m]) - sum(fwd[m]) for m in sizes}
+    n = {m: len(calls[m]) for m in sizes}
+    per_call = {m: sum(fwd[m]) / n[m] for m in sizes}
+    best = {m: np.minimum(replayed[(m, "padded")], replayed[(m, "sparse")]).mean()
+            for m in sizes}
+    floor = (steps[1000] / (rest[1000] + n[1000] * best[1000])) / (
+        steps[10] / (rest[10] + n[10] * min(best[10], per_call[10])))
+    print(f"\nEverything but the forward: {rest[10]:.2f} s (10 modules) vs {rest[1000]:.2f} s "
+          f"(1,000). Ratio with each runner's forward at its best layout per call in "
+          f"hindsight: {floor:.2f}.\ncommit {commit()}, {args.envs} envs, {args.rounds} "
+          f"alternating rounds of sample() calls of {args.steps} env steps per env, "
+          "one thread.")
+
+
+if __name__ == "__main__":
+    main()
