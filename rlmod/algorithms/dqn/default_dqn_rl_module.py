@@ -87,27 +87,31 @@ class DefaultDQNRLModule(RLModule):
         return [(self.target_q, self.q)]
 
     @staticmethod
-    def _flat(obs: torch.Tensor) -> torch.Tensor:
+    def flat_obs(obs: torch.Tensor) -> torch.Tensor:
+        """Observations as the Q-network takes them, `[B, obs_dim]`."""
         return obs if obs.dim() == 2 else obs.flatten(1)
 
     def _forward(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
-        return {Columns.ACTION_DIST_INPUTS: self.q(self._flat(batch[Columns.OBS]))}
+        return {Columns.ACTION_DIST_INPUTS: self.q(self.flat_obs(batch[Columns.OBS]))}
 
     def _forward_exploration(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         """Epsilon-greedy: a uniformly random action with probability `epsilon`."""
-        q = self.q(self._flat(batch[Columns.OBS]))
+        q = self.q(self.flat_obs(batch[Columns.OBS]))
         greedy = q.argmax(-1)
         random = torch.randint(0, self.num_actions, greedy.shape, device=greedy.device)
         explore = torch.rand(greedy.shape, device=greedy.device) < self.get_buffer("epsilon")
         return {Columns.ACTION_DIST_INPUTS: q, Columns.ACTIONS: torch.where(explore, random, greedy)}
 
     def _forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
-        obs, next_obs = self._flat(batch[Columns.OBS]), self._flat(batch[Columns.NEXT_OBS])
+        obs, next_obs = self.flat_obs(batch[Columns.OBS]), self.flat_obs(batch[Columns.NEXT_OBS])
         # Q(new_obs, .) of both networks without a graph: the backward pass then covers
         # the B rows of obs only (one pass over obs and new_obs together ran it over 2B
-        # rows, half of them with zero gradient).
+        # rows, half of them with zero gradient). DQNLearner may have computed the target
+        # network's values for several gradient steps at once: then the batch has them.
         with torch.no_grad():
             q_next = self.q(next_obs)
-            q_target_next = self.target_q(next_obs)
+            q_target_next = batch.get(QF_TARGET_NEXT_PREDS)
+            if q_target_next is None:
+                q_target_next = self.target_q(next_obs)
         return {QF_PREDS: self.q(obs), QF_NEXT_PREDS: q_next,
                 QF_TARGET_NEXT_PREDS: q_target_next}
