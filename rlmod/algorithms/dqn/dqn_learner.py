@@ -80,7 +80,7 @@ class DQNLearner(OffPolicyLearner):
         pass (the module computes it per step otherwise)."""
         mb = super().step_minibatch(module_id, cols, step, num_steps)
         assert self.module is not None
-        module = self.module[module_id]
+        module: Any = self.module[module_id]
         if not hasattr(module, "target_q") or not self.target_fixed_for_rest_of_update(module_id):
             return mb
         version = self.target_version(module_id)
