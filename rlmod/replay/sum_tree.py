@@ -50,7 +50,7 @@ class _Tree:
     @property
     def levels(self) -> list[np.ndarray]:
         """All levels, leaves first, with every parent up to date."""
-        self._refresh()
+        self.refresh()
         return self._levels
 
     @property
@@ -74,6 +74,11 @@ class _Tree:
     def update_range(self, start: int, stop: int, value: float) -> None:
         """Sets items `start .. stop - 1` to `value` (a ring's new rows: one slice)."""
         self._levels[0][start:stop] = value
+        self.mark_written(start, stop)
+
+    def mark_written(self, start: int, stop: int) -> None:
+        """Notes that items `start .. stop - 1` were written straight into `leaves` (their
+        parents are recomputed at the next read)."""
         if stop > start and len(self._levels) > 1:
             self._stale_ranges.append((start, stop - 1))
             self._bound_staleness()
@@ -82,9 +87,9 @@ class _Tree:
         # Many updates without a read (a buffer filling before learning starts): refresh
         # now and then, so the notes stay short and no single read pays for thousands.
         if len(self._stale_ranges) + len(self._stale_items) >= MAX_STALE:
-            self._refresh()
+            self.refresh()
 
-    def _refresh(self) -> None:
+    def refresh(self) -> None:
         """Recomputes the parents of the leaves updated since the last refresh."""
         pairs = list(zip(self._levels[:-1], self._levels[1:], strict=True))
         merged: list[list[int]] = []  # overlapping or adjacent ranges as one (a ring's adds)
