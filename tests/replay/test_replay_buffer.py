@@ -271,3 +271,31 @@ def test_beta_is_annealed_by_env_steps() -> None:
         # w_i = (N P_i)^-beta / max_j (N P_j)^-beta with P = p / 10 (alpha 1, epsilon 1e-6).
         expected = ((per.tree.leaves[idx["p0"]] / per.tree.leaves[:4].min()) ** -beta)
         np.testing.assert_allclose(batch["p0"]["weights"], expected, rtol=1e-5)
+
+
+def test_prioritized_adds_reach_the_trees_across_wraps_and_priority_updates() -> None:
+    """Adds write leaves and hand their rows to the trees later (at a read or after
+    HAND_OVER_ROWS): every level must then equal one rebuilt from the leaves."""
+    from rlmod.replay.replay_buffer import HAND_OVER_ROWS
+    from rlmod.replay.sum_tree import MinTree, SumTree
+
+    rng = np.random.default_rng(0)
+    buf = PrioritizedReplayBuffer(1000, alpha=0.7, seed=0)
+    for i in range(60):  # 37-row adds wrap the 1,000-row ring twice
+        buf.add({"obs": rng.random((37, 2)), "rewards": rng.random(37)})
+        if i % 7 == 3:
+            _, idx = buf.sample(16)
+            buf.update_priorities(idx, rng.random(16) * 5)
+        if i % 11 == 5:  # a new largest priority: later adds get it
+            buf.update_priorities(np.array([int(rng.integers(0, len(buf)))]), np.array([9.0]))
+        for tree, fresh in ((buf.tree, SumTree(1000)), (buf.min_tree, MinTree(1000))):
+            fresh.update(np.arange(1000), tree.leaves.copy())
+            for a, b in zip(tree.levels, fresh.levels, strict=True):
+                np.testing.assert_allclose(a, b, rtol=1e-12)
+    newest = (buf.next_index - 37) % 1000
+    assert buf.tree.leaves[newest] == pytest.approx((9.0 + buf.epsilon) ** 0.7)
+    # Many adds without a read: the trees are told (and refresh) by themselves.
+    big = PrioritizedReplayBuffer(4 * HAND_OVER_ROWS, seed=0)
+    for _ in range(HAND_OVER_ROWS // 256 + 1):
+        big.add({"obs": np.zeros((256, 1))})
+    assert len(big._written) <= 1
