@@ -280,19 +280,21 @@ def test_prioritized_adds_reach_the_trees_across_wraps_and_priority_updates() ->
     from rlmod.replay.sum_tree import MinTree, SumTree
 
     rng = np.random.default_rng(0)
-    buf = PrioritizedReplayBuffer(1000, alpha=0.7, seed=0)
-    for i in range(60):  # 37-row adds wrap the 1,000-row ring twice
-        buf.add({"obs": rng.random((37, 2)), "rewards": rng.random(37)})
+    cap = 20_000  # 3 levels: 20,000 leaves, 1,250 and 79 parents
+    buf = PrioritizedReplayBuffer(cap, alpha=0.7, seed=0)
+    for i in range(60):  # 701-row adds wrap the ring twice
+        buf.add({"obs": rng.random((701, 2)), "rewards": rng.random(701)})
         if i % 7 == 3:
             _, idx = buf.sample(16)
             buf.update_priorities(idx, rng.random(16) * 5)
         if i % 11 == 5:  # a new largest priority: later adds get it
             buf.update_priorities(np.array([int(rng.integers(0, len(buf)))]), np.array([9.0]))
-        for tree, fresh in ((buf.tree, SumTree(1000)), (buf.min_tree, MinTree(1000))):
-            fresh.update(np.arange(1000), tree.leaves.copy())
+        for tree, fresh in ((buf.tree, SumTree(cap)), (buf.min_tree, MinTree(cap))):
+            fresh.update(np.arange(cap), tree.leaves.copy())
+            assert len(tree.levels) == 3
             for a, b in zip(tree.levels, fresh.levels, strict=True):
                 np.testing.assert_allclose(a, b, rtol=1e-12)
-    newest = (buf.next_index - 37) % 1000
+    newest = (buf.next_index - 701) % cap
     assert buf.tree.leaves[newest] == pytest.approx((9.0 + buf.epsilon) ** 0.7)
     # Many adds without a read: the trees are told (and refresh) by themselves.
     big = PrioritizedReplayBuffer(4 * HAND_OVER_ROWS, seed=0)
