@@ -158,3 +158,17 @@ def test_dqn_training_iteration_samples_once_with_uniform_replay() -> None:
         assert result["learners"][ALL_MODULES]["num_gradient_steps"] == 8
     finally:
         algo.stop()
+
+
+def test_without_double_q_the_module_skips_the_online_pass_over_new_obs() -> None:
+    learner = _dqn(double_q=False, target_network_update_freq=1000)
+    assert learner.module is not None
+    calls: list[int] = []
+    module = learner.module[DEFAULT_MODULE_ID]
+    module.q.register_forward_hook(lambda mod, args, out: calls.append(len(args[0])))
+    rng = np.random.default_rng(4)
+    batch = _batch(rng, 4, rng.integers(0, 3, STEPS * ROWS))
+    learner.update(batch, timesteps={"num_env_steps_sampled_lifetime": 100},
+                   num_gradient_steps=STEPS)
+    assert calls == [ROWS] * STEPS  # Q(obs) only; with double Q also Q(new_obs)
+    _compare(_dqn(double_q=False, target_network_update_freq=10), batch, 256)
