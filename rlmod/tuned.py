@@ -63,17 +63,19 @@ TUNED: dict[str, dict[str, Any]] = {
 """Env ID -> PPO settings that solve it quickly on one machine (measured, see comments)."""
 
 TUNED_DQN: dict[str, dict[str, Any]] = {
-    # rl-baselines3-zoo's DQN settings for CartPole-v1 (lr 2.3e-3, batch 64, 100k buffer,
-    # 1000 learning starts, epsilon to 0.04 over 8k steps, 128 gradient steps per 256 env
-    # steps, target copied every 10 env steps) on RLlib's default double-Q dueling 256x256
-    # ReLU network. Greedy evaluation reached 500 at 25.6k (seed 0) and 20.5k (seed 1) env
-    # steps, 70-80 s on a shared CPU core. Uniform replay, 1-step: PER and n-step did not
-    # speed this task up in short trials. On an Intel Xeon host: 23.0k (seed 0) and 25.6k
-    # (seed 2), while seed 1 peaked at 439 and had not reached 475 by 60k; with SB3's
-    # grad_clip of 10 instead of 40, seed 1 solved at 10.2k and seed 2 at 28.2k, but seed 0
-    # had not by 60k: either way one seed in three fails on that host.
+    # rl-baselines3-zoo's DQN for CartPole-v1, setting for setting: lr 2.3e-3, batch 64,
+    # 100k buffer, 1000 learning starts, epsilon to 0.04 over 8k steps, 128 gradient steps
+    # per 256 env steps, target copied every 10 env steps, and SB3's DQN itself: one Q-head
+    # (no dueling) and the target network's max (no double Q) on 256x256 ReLU. Uniform
+    # replay, 1-step. On an Intel Xeon host (session 21) greedy evaluation reached 500 at
+    # 10.2k / 41.0k / 28.2k env steps (seeds 0 / 1 / 2). RLlib's double-Q dueling network
+    # with the same settings reached it at 23.0k (seed 0) and 25.6k (seed 2), while seed 1
+    # peaked at 439 and had not reached 475 by 60k; it also costs a second forward pass per
+    # gradient step (the online network on new_obs for double Q's argmax).
     "CartPole-v1": {
         "lr": 2.3e-3,
+        "double_q": False,
+        "dueling": False,
         "train_batch_size": 64,
         "rollout_fragment_length": 256,
         "training_intensity": 32,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,7 +22,7 @@ from rlmod.algorithms.algorithm_config import AlgorithmConfig
 from rlmod.algorithms.module_specs import plain_model_config
 from rlmod.algorithms.settings import Invalid, Setting
 from rlmod.core.columns import ALL_MODULES
-from rlmod.core.learner import Learner, NumpyBatch
+from rlmod.core.learner import Learner, NumpyBatch, TensorBatch
 from rlmod.core.multi_rl_module import MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
 from rlmod.replay import MultiAgentReplayBuffer, check_replay_buffer_config
@@ -142,22 +142,90 @@ class OffPolicyLearner(Learner):
     """A Learner with target networks and per-row TD errors (DQN's and SAC's base).
 
     Modules name their (target, online) network pairs in `target_network_pairs()`; the
-    algorithm's loss stores each module's TD errors in `self.td_errors[module_id]`, and
+    algorithm's loss records each module's TD errors with `record_td_errors`, and
     `update()` returns them as numpy arrays under `td_error` for the replay priorities.
+
+    `update(..., num_gradient_steps=K)` takes K gradient steps in one call, on K
+    consecutive equal blocks of each module's rows (uniform replay samples them at once),
+    with the target networks' check after every step: the same weights, targets and TD
+    errors as K `update()` calls on the blocks, with one batch conversion and one result
+    dict (whose counters are the K steps' sums, diagnostics their means). Within one
+    update the env-step counter does not move, so a target network moves at most once
+    (after the first step, if due) unless `target_network_update_freq=0`; subclasses use
+    `target_fixed_for_rest_of_update` to compute target values for the remaining steps in
+    one pass.
     """
 
     def build(self) -> None:
         super().build()
         self._last_target_update: dict[str, int] = dict.fromkeys(self._optimizers, 0)
-        self.td_errors: dict[str, torch.Tensor] = {}
+        self._target_version: dict[str, int] = dict.fromkeys(self._optimizers, 0)
+        self._td_errors: dict[str, list[torch.Tensor]] = {}
+        self._num_steps_this_update = 1
+        self._update_timesteps: dict[str, int] = {}
+
+    def record_td_errors(self, module_id: str, td_errors: torch.Tensor) -> None:
+        """Stores one gradient step's per-row TD errors of `module_id` (`[B]`, detached)."""
+        self._td_errors.setdefault(module_id, []).append(td_errors.detach())
 
     def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
-               timesteps: Mapping[str, int] | None = None) -> dict[str, dict[str, Any]]:
-        self.td_errors = {}
-        results: dict[str, dict[str, Any]] = super().update(batches, timesteps=timesteps)
-        for mid, td in self.td_errors.items():
-            results[mid][TD_ERROR] = td.cpu().numpy()
+               timesteps: Mapping[str, int] | None = None,
+               num_gradient_steps: int = 1) -> dict[str, dict[str, Any]]:
+        """`Learner.update` (one gradient step per replayed batch), or with
+        `num_gradient_steps=K` K steps on K consecutive blocks of each module's rows (see
+        the class docstring). Per-row TD errors are returned under `td_error`, in row order."""
+        if isinstance(num_gradient_steps, bool) or num_gradient_steps < 1:
+            raise ValueError(f"num_gradient_steps={num_gradient_steps!r} must be an int >= 1.")
+        self._td_errors = {}
+        self._num_steps_this_update = num_gradient_steps
+        self._update_timesteps = dict(timesteps or {})
+        try:
+            results: dict[str, dict[str, Any]] = super().update(batches, timesteps=timesteps)
+        finally:
+            self._num_steps_this_update = 1
+        for mid, tds in self._td_errors.items():
+            results[mid][TD_ERROR] = (tds[0] if len(tds) == 1 else torch.cat(tds)).cpu().numpy()
         return results
+
+    def _minibatches(self, batch: TensorBatch, num_rows: Mapping[str, int]
+                     ) -> Iterator[tuple[TensorBatch, list[tuple[Any, list[Any]]]]]:
+        """One minibatch per gradient step: all rows, or with `num_gradient_steps=K` the K
+        row blocks in order, the target networks' check run between them (the Learner
+        runs it after the last, as after any update)."""
+        steps = self._num_steps_this_update
+        if steps == 1:
+            yield from super()._minibatches(batch, num_rows)
+            return
+        for mid, n in num_rows.items():
+            if n % steps:
+                raise ValueError(
+                    f"Module {mid!r} has {n} rows, not a multiple of num_gradient_steps="
+                    f"{steps}: each gradient step trains on an equal block of rows.")
+        for i in range(steps):
+            if i:
+                self.after_gradient_based_update(timesteps=self._update_timesteps)
+            yield {mid: self.step_minibatch(mid, cols, i, steps)
+                   for mid, cols in batch.items() if num_rows[mid]}, []
+
+    def step_minibatch(self, module_id: str, cols: Mapping[str, torch.Tensor], step: int,
+                       num_steps: int) -> dict[str, torch.Tensor]:
+        """The rows of gradient step `step` of `num_steps` (block `step` of each column);
+        subclasses add values precomputed for all steps (DQN: target Q-values)."""
+        size = next(iter(cols.values())).shape[0] // num_steps
+        return {c: v[step * size:(step + 1) * size] for c, v in cols.items()}
+
+    def target_fixed_for_rest_of_update(self, module_id: str) -> bool:
+        """Whether `module_id`'s target networks keep their weights until this update's
+        last gradient step: `target_network_update_freq > 0` and the update's env-step
+        count is not due for a target update (within one update it is due at most once)."""
+        config: Any = self.config.get_config_for_module(module_id)
+        now = int(self._update_timesteps.get("num_env_steps_sampled_lifetime", 0))
+        freq = config.target_network_update_freq
+        return freq > 0 and now - self._last_target_update[module_id] < freq
+
+    def target_version(self, module_id: str) -> int:
+        """How often `module_id`'s target networks moved (changes when their weights do)."""
+        return self._target_version[module_id]
 
     def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
         """Target networks: `target <- tau * online + (1 - tau) * target` once
@@ -171,6 +239,7 @@ class OffPolicyLearner(Learner):
                 for target, online in pairs():
                     update_target_network(target, online, tau=config.tau)
                 self._last_target_update[mid] = now
+                self._target_version[mid] += 1
 
     def get_state(self, components: Any = None, *, not_components: Any = None,
                   **kwargs: Any) -> dict[str, Any]:
@@ -297,8 +366,11 @@ class OffPolicyAlgorithm(Algorithm):
         if now < self.config.num_steps_sampled_before_learning_starts:
             return {}
         num_modules = max(1, len(rows))
+        num_steps = self._num_gradient_steps(sum(rows) / num_modules)
+        if num_steps > 1 and self._replays_at_once():
+            return self._train_at_once(num_steps, now)
         results: list[dict[str, dict[str, Any]]] = []
-        for _ in range(self._num_gradient_steps(sum(rows) / num_modules)):
+        for _ in range(num_steps):
             with self._timer("replay_sample_time_s"):
                 batch, indices = self.replay_buffer.sample(
                     self.config.train_batch_size, num_env_steps_sampled_lifetime=now)
@@ -312,6 +384,35 @@ class OffPolicyAlgorithm(Algorithm):
             with self._timer("sync_weights_time_s"):
                 group.sync_weights(from_learner_group=self.learner_group)
         return _mean_results(results)
+
+
+    def _replays_at_once(self) -> bool:
+        """Whether an iteration's gradient steps can draw their batches in one sample: with
+        uniform replay (priorities do not change what is drawn; the buffer does not change
+        during the steps, so one draw of K x B rows is K draws of B) and a local Learner."""
+        return not self.replay_buffer.prioritized and not self.learner_group.is_remote
+
+    def _train_at_once(self, num_steps: int, now: int) -> dict[str, Any]:
+        """`num_steps` gradient steps from one replay sample of `num_steps` x
+        `train_batch_size` rows per module and one Learner call (OffPolicyLearner's
+        `num_gradient_steps`): what the step-by-step loop does, with one sample, one
+        batch conversion and one result dict instead of `num_steps`."""
+        timesteps = {"num_env_steps_sampled_lifetime": now}
+        with self._timer("replay_sample_time_s"):
+            batch, _ = self.replay_buffer.sample(
+                self.config.train_batch_size * num_steps, num_env_steps_sampled_lifetime=now)
+        with self._timer("learn_time_s"):
+            out: dict[str, dict[str, Any]] = self.learner_group.foreach_learner(
+                lambda learner: learner.update(batch, timesteps=timesteps,
+                                               num_gradient_steps=num_steps))[0]
+        for r in out.values():
+            r.pop(TD_ERROR, None)  # uniform replay: no priorities to update
+        assert self.env_runner_group is not None
+        with self._timer("sync_weights_time_s"):
+            self.env_runner_group.sync_weights(from_learner_group=self.learner_group)
+        results = _mean_results([out])
+        results[ALL_MODULES]["num_gradient_steps"] = num_steps
+        return results
 
 
 def _mean_results(results: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:

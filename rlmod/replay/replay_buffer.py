@@ -15,6 +15,10 @@ from rlmod.errors import CheckpointError
 from rlmod.replay.sum_tree import MinTree, SumTree
 from rlmod.utils.checkpoints import Checkpointable
 
+HAND_OVER_ROWS = 16_384
+"""Rows a PrioritizedReplayBuffer adds before its trees recompute their parents without
+waiting for a read (then one reduction per level over these rows' parents)."""
+
 WEIGHTS = "weights"
 """Column of sampled batches: importance-sampling weights (all ones for uniform replay)."""
 
@@ -163,15 +167,52 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             raise ValueError(f"replay_buffer_config['alpha']={alpha} must be >= 0.")
         self.alpha = float(alpha)
         self.epsilon = float(epsilon)
-        self.tree = SumTree(capacity)
-        self.min_tree = MinTree(capacity)  # the largest importance weight, without a scan
+        self._set_trees(SumTree(capacity), MinTree(capacity))
         self.max_priority = 1.0
 
+    def _set_trees(self, sums: SumTree, mins: MinTree) -> None:
+        # The MinTree gives the largest importance weight without a scan.
+        self._sum_tree, self._min_tree = sums, mins
+        self._sum_leaves, self._min_leaves = sums.leaves, mins.leaves  # views, written by add
+        self._written: list[list[int]] = []  # [start, stop) row ranges the trees are not told of
+
+    @property
+    def tree(self) -> SumTree:
+        """The sum tree of `p_i ** alpha`, told of every row added so far."""
+        if self._written:
+            self._hand_over()
+        return self._sum_tree
+
+    @property
+    def min_tree(self) -> MinTree:
+        """The min tree of `p_i ** alpha`, told of every row added so far."""
+        if self._written:
+            self._hand_over()
+        return self._min_tree
+
+    def _hand_over(self) -> None:
+        for start, stop in self._written:
+            self._sum_tree.mark_written(start, stop)
+            self._min_tree.mark_written(start, stop)
+        self._written = []
+
     def _rows_written(self, start: int, stop: int) -> None:
-        """New rows get the largest priority so far (one slice per tree)."""
+        """New rows get the largest priority so far: one slice per tree's leaves, and the
+        range joins the previous one when the ring writes on where it left off (an add
+        costs two slice writes, not two tree calls); the trees are told at the next read,
+        or once the waiting rows reach `HAND_OVER_ROWS`, when they also refresh."""
         value = self.max_priority ** self.alpha
-        self.tree.update_range(start, stop, value)
-        self.min_tree.update_range(start, stop, value)
+        self._sum_leaves[start:stop] = value
+        self._min_leaves[start:stop] = value
+        written = self._written
+        if written and written[-1][1] == start:
+            written[-1][1] = stop
+        else:
+            written.append([start, stop])
+        if stop - written[-1][0] >= HAND_OVER_ROWS or len(written) > 2:
+            self._hand_over()
+            self._sum_tree.refresh()
+            self._min_tree.refresh()
 
     def _set_priorities(self, indices: np.ndarray, values: np.ndarray | float) -> None:
         """Sets the leaves `p_i ** alpha` of items `indices` in both trees."""
@@ -224,6 +265,6 @@ class PrioritizedReplayBuffer(ReplayBuffer):
                 f"The saved prioritized replay buffer has alpha={alpha}, this one "
                 f"alpha={self.alpha}; set replay_buffer_config['alpha'] to {alpha}.")
         super().set_state(state)
-        self.tree, self.min_tree = SumTree(self.capacity), MinTree(self.capacity)
+        self._set_trees(SumTree(self.capacity), MinTree(self.capacity))
         self._set_priorities(np.arange(self.size), np.asarray(state["priorities"], np.float64))
         self.max_priority = float(state["max_priority"])

@@ -18,6 +18,7 @@ from rlmod.replay import (
     PrioritizedReplayBuffer,
     ReplayBuffer,
     SumTree,
+    sum_tree,
 )
 
 
@@ -73,13 +74,21 @@ class _ReferenceTree:
         return [min(bisect.bisect_right(prefix, v), len(prefix) - 1) for v in values.tolist()]
 
 
-@pytest.mark.parametrize("capacity", [1, 13, 5000, 20_000])  # 1, 1, 2, 3 levels
-def test_vectorized_trees_equal_a_straightforward_reference(capacity: int) -> None:
+@pytest.mark.parametrize(("capacity", "scan_max", "num_levels"), [
+    (1, None, 1), (13, None, 1), (20_000, None, 2),
+    (5000, 1024, 2), (20_000, 1024, 3),  # a smaller top level: more levels, same code
+])
+def test_vectorized_trees_equal_a_straightforward_reference(
+        capacity: int, scan_max: int | None, num_levels: int,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Batched updates (contiguous ranges, scattered and repeated indices, refreshed lazily)
     and batched searches give what item-by-item code gives. Integer priorities make every
     sum exact, so the comparison is exact."""
+    if scan_max is not None:
+        monkeypatch.setattr(sum_tree, "SCAN_MAX", scan_max)
     rng = np.random.default_rng(capacity)
     sums, mins, ref = SumTree(capacity), MinTree(capacity), _ReferenceTree(capacity)
+    assert len(sums.levels) == len(mins.levels) == num_levels
     for step in range(12):
         if step % 3 == 0:  # a ring's new rows, wrapping at the end
             start = int(rng.integers(capacity))
@@ -271,3 +280,33 @@ def test_beta_is_annealed_by_env_steps() -> None:
         # w_i = (N P_i)^-beta / max_j (N P_j)^-beta with P = p / 10 (alpha 1, epsilon 1e-6).
         expected = ((per.tree.leaves[idx["p0"]] / per.tree.leaves[:4].min()) ** -beta)
         np.testing.assert_allclose(batch["p0"]["weights"], expected, rtol=1e-5)
+
+
+def test_prioritized_adds_reach_the_trees_across_wraps_and_priority_updates() -> None:
+    """Adds write leaves and hand their rows to the trees later (at a read or after
+    HAND_OVER_ROWS): every level must then equal one rebuilt from the leaves."""
+    from rlmod.replay.replay_buffer import HAND_OVER_ROWS
+    from rlmod.replay.sum_tree import MinTree, SumTree
+
+    rng = np.random.default_rng(0)
+    cap = 200_000  # 3 levels: 200,000 leaves, 12,500 and 782 parents
+    buf = PrioritizedReplayBuffer(cap, alpha=0.7, seed=0)
+    for i in range(60):  # 7,001-row adds wrap the ring twice
+        buf.add({"obs": rng.random((7001, 2)), "rewards": rng.random(7001)})
+        if i % 7 == 3:
+            _, idx = buf.sample(16)
+            buf.update_priorities(idx, rng.random(16) * 5)
+        if i % 11 == 5:  # a new largest priority: later adds get it
+            buf.update_priorities(np.array([int(rng.integers(0, len(buf)))]), np.array([9.0]))
+        for tree, fresh in ((buf.tree, SumTree(cap)), (buf.min_tree, MinTree(cap))):
+            fresh.update(np.arange(cap), tree.leaves.copy())
+            assert len(tree.levels) == 3
+            for a, b in zip(tree.levels, fresh.levels, strict=True):
+                np.testing.assert_allclose(a, b, rtol=1e-12)
+    newest = (buf.next_index - 7001) % cap
+    assert buf.tree.leaves[newest] == pytest.approx((9.0 + buf.epsilon) ** 0.7)
+    # Many adds without a read: the trees are told (and refresh) by themselves.
+    big = PrioritizedReplayBuffer(4 * HAND_OVER_ROWS, seed=0)
+    for _ in range(HAND_OVER_ROWS // 256 + 1):
+        big.add({"obs": np.zeros((256, 1))})
+    assert len(big._written) <= 1

@@ -22,7 +22,8 @@ from rlmod.core.rl_module import RLModule, TensorDict
 QF_PREDS = "qf_preds"
 """forward_train output: Q(obs, .), `[B, num_actions]`."""
 QF_NEXT_PREDS = "qf_next_preds"
-"""forward_train output: the online network's Q(new_obs, .) (double Q's argmax)."""
+"""forward_train output: the online network's Q(new_obs, .) (double Q's argmax; only with
+`double_q`, a model_config key DQNConfig sets from its setting)."""
 QF_TARGET_NEXT_PREDS = "qf_target_next_preds"
 """forward_train output: the target network's Q(new_obs, .)."""
 
@@ -53,8 +54,9 @@ class DefaultDQNRLModule(RLModule):
     """Q-network `q`, an `epsilon` buffer (synced to EnvRunners with the weights) and, on
     Learners only, the target network `target_q`.
 
-    `model_config` takes the default MLP keys plus `dueling` (default True) and the initial
-    `epsilon` (default 1.0), which DQNConfig fills in from its settings. Acting:
+    `model_config` takes the default MLP keys plus `dueling` (default True), `double_q`
+    (default True: `forward_train` also returns the online network's Q(new_obs, .)) and the
+    initial `epsilon` (default 1.0), which DQNConfig fills in from its settings. Acting:
     `forward_inference` is greedy (the Q-values are the action-distribution inputs, whose
     mode is the argmax); `forward_exploration` is epsilon-greedy.
     """
@@ -64,6 +66,7 @@ class DefaultDQNRLModule(RLModule):
     def setup(self) -> None:
         model_config = dict(self.model_config)
         dueling = bool(model_config.pop("dueling", True))
+        self.double_q = bool(model_config.pop("double_q", True))
         epsilon = float(model_config.pop("epsilon", 1.0))
         cfg = DefaultModelConfig.from_any(model_config)
         if not isinstance(self.action_space, gym.spaces.Discrete):
@@ -87,27 +90,33 @@ class DefaultDQNRLModule(RLModule):
         return [(self.target_q, self.q)]
 
     @staticmethod
-    def _flat(obs: torch.Tensor) -> torch.Tensor:
+    def flat_obs(obs: torch.Tensor) -> torch.Tensor:
+        """Observations as the Q-network takes them, `[B, obs_dim]`."""
         return obs if obs.dim() == 2 else obs.flatten(1)
 
     def _forward(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
-        return {Columns.ACTION_DIST_INPUTS: self.q(self._flat(batch[Columns.OBS]))}
+        return {Columns.ACTION_DIST_INPUTS: self.q(self.flat_obs(batch[Columns.OBS]))}
 
     def _forward_exploration(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         """Epsilon-greedy: a uniformly random action with probability `epsilon`."""
-        q = self.q(self._flat(batch[Columns.OBS]))
+        q = self.q(self.flat_obs(batch[Columns.OBS]))
         greedy = q.argmax(-1)
         random = torch.randint(0, self.num_actions, greedy.shape, device=greedy.device)
         explore = torch.rand(greedy.shape, device=greedy.device) < self.get_buffer("epsilon")
         return {Columns.ACTION_DIST_INPUTS: q, Columns.ACTIONS: torch.where(explore, random, greedy)}
 
     def _forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
-        obs, next_obs = self._flat(batch[Columns.OBS]), self._flat(batch[Columns.NEXT_OBS])
+        obs, next_obs = self.flat_obs(batch[Columns.OBS]), self.flat_obs(batch[Columns.NEXT_OBS])
         # Q(new_obs, .) of both networks without a graph: the backward pass then covers
         # the B rows of obs only (one pass over obs and new_obs together ran it over 2B
-        # rows, half of them with zero gradient).
+        # rows, half of them with zero gradient). DQNLearner may have computed the target
+        # network's values for several gradient steps at once: then the batch has them.
+        out: TensorDict = {}
         with torch.no_grad():
-            q_next = self.q(next_obs)
-            q_target_next = self.target_q(next_obs)
-        return {QF_PREDS: self.q(obs), QF_NEXT_PREDS: q_next,
-                QF_TARGET_NEXT_PREDS: q_target_next}
+            if self.double_q:  # (its argmax picks the next action; without, the target's)
+                out[QF_NEXT_PREDS] = self.q(next_obs)
+            q_target_next = batch.get(QF_TARGET_NEXT_PREDS)
+            out[QF_TARGET_NEXT_PREDS] = (self.target_q(next_obs) if q_target_next is None
+                                         else q_target_next)
+        out[QF_PREDS] = self.q(obs)
+        return out

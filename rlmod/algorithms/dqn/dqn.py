@@ -57,9 +57,11 @@ class DQNConfig(OffPolicyConfig):
         return RLModuleSpec(module_class=DefaultDQNRLModule)
 
     def module_flags(self) -> dict[str, Any]:
-        """`dueling`, and `epsilon` (the schedule's start) for acting before the first
+        """`dueling`, `double_q` (without it the module skips the online network's pass
+        over new_obs) and `epsilon` (the schedule's start) for acting before the first
         update, which sets epsilon from the schedule from then on."""
-        return {"dueling": self.dueling, "epsilon": scheduled_value(self.epsilon, 0)}
+        return {"dueling": self.dueling, "double_q": self.double_q,
+                "epsilon": scheduled_value(self.epsilon, 0)}
 
     def get_default_learner_class(self) -> type:
         from rlmod.algorithms.dqn.dqn_learner import DQNLearner

@@ -68,21 +68,48 @@ class DQNLearner(OffPolicyLearner):
         else:
             per_row = 0.5 * td_error.pow(2)
         loss = (batch[WEIGHTS] * per_row).mean()  # prioritized replay's IS correction
-        self.td_errors[module_id] = td_error.detach()
+        self.record_td_errors(module_id, td_error)
         self.log(module_id, qf_loss=loss, qf_mean=q_taken.mean(), qf_max=q.max(-1).values.mean(),
                  td_error_mean=td_error.abs().mean())
         return loss
 
-    def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
-               timesteps: Mapping[str, int] | None = None) -> dict[str, dict[str, Any]]:
-        """Sets each module's epsilon from its schedule, then one gradient step."""
+    def step_minibatch(self, module_id: str, cols: Mapping[str, torch.Tensor], step: int,
+                       num_steps: int) -> dict[str, torch.Tensor]:
+        """Block `step` of the rows; while the target network keeps its weights to the end of
+        the update, with its Q(new_obs, .) for all remaining steps computed in one forward
+        pass (the module computes it per step otherwise)."""
+        mb = super().step_minibatch(module_id, cols, step, num_steps)
         assert self.module is not None
+        module: Any = self.module[module_id]
+        if not hasattr(module, "target_q") or not self.target_fixed_for_rest_of_update(module_id):
+            return mb
+        version = self.target_version(module_id)
+        cached = self._target_q_next.get(module_id)
+        if cached is None or cached[0] != version:
+            size = next(iter(cols.values())).shape[0] // num_steps
+            with torch.no_grad():
+                q = module.target_q(module.flat_obs(cols[Columns.NEXT_OBS][step * size:]))
+            cached = self._target_q_next[module_id] = (version, step, q)
+        size = len(mb[Columns.NEXT_OBS])
+        first = (step - cached[1]) * size
+        mb[QF_TARGET_NEXT_PREDS] = cached[2][first:first + size]
+        return mb
+
+    def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
+               timesteps: Mapping[str, int] | None = None,
+               num_gradient_steps: int = 1) -> dict[str, dict[str, Any]]:
+        """Sets each module's epsilon from its schedule, then `num_gradient_steps` gradient
+        steps (OffPolicyLearner.update)."""
+        assert self.module is not None
+        self._target_q_next: dict[str, tuple[int, int, torch.Tensor]] = {}
         now = int((timesteps or {}).get("num_env_steps_sampled_lifetime", 0))
         q_modules = [m for m in self._optimizers if hasattr(self.module[m], "epsilon")]
         for mid in q_modules:  # (a learner-only module beside them has no epsilon)
             epsilon = scheduled_value(self.config.get_config_for_module(mid).epsilon, now)
             self.module[mid].get_buffer("epsilon").fill_(epsilon)
-        results = super().update(batches, timesteps=timesteps)
+        results = super().update(batches, timesteps=timesteps,
+                                 num_gradient_steps=num_gradient_steps)
+        self._target_q_next = {}
         for mid in q_modules:
             if mid in results:
                 results[mid]["epsilon"] = float(self.module[mid].get_buffer("epsilon"))

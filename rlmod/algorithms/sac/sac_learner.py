@@ -100,9 +100,10 @@ class SACLearner(OffPolicyLearner):
         critic_loss = sum(0.5 * (batch[WEIGHTS] * (q - targets).pow(2)).mean() for q in q_preds)
         # eq. 18 (2018b): alpha grows while the entropy is below its target.
         alpha_loss = -(log_alpha * (target_entropy - entropy.detach())).mean()
-        self.td_errors[module_id] = (q_preds[0] - targets).detach()
+        td_error = (q_preds[0] - targets).detach()
+        self.record_td_errors(module_id, td_error)
         self.log(module_id, critic_loss=critic_loss, actor_loss=actor_loss,
                  alpha_loss=alpha_loss, alpha_value=alpha, entropy=entropy.mean(),
-                 qf_mean=q_preds[0].mean(), td_error_mean=self.td_errors[module_id].abs().mean())
+                 qf_mean=q_preds[0].mean(), td_error_mean=td_error.abs().mean())
         assert isinstance(critic_loss, torch.Tensor)
         return critic_loss + actor_loss + alpha_loss
