@@ -92,31 +92,37 @@ def startup() -> list[dict]:
     return rows
 
 
-def multi_agent_build(num_agents: int, *, train: bool = True) -> list[dict]:
+def multi_agent_build(num_agents: int, *, train: bool = True, runner_counts: tuple[int, ...] = (0, 2),
+                      hiddens: tuple[int, ...] = (256, 256)) -> list[dict]:
     """`build_algo()` and the first `train()` of PPO on a `num_agents`-agent
-    MultiAgentCartPole with one module per agent (multi_module_scale.py's build case),
-    in-process and with 2 remote EnvRunners (Ray already running)."""
+    MultiAgentCartPole with one module per agent (multi_module_scale.py's build case:
+    RLlib's default [256, 256] model; issue 17's table uses [64, 64]), in-process and
+    with 2 remote EnvRunners (Ray already running)."""
     from rlmod.testing import MultiAgentCartPole
 
     rows = []
-    for runners in (0, 2):
+    for runners in runner_counts:
         config = (PPOConfig()
                   .environment(MultiAgentCartPole, env_config={"num_agents": num_agents})
                   .multi_agent(policies={f"a{i}" for i in range(num_agents)},
                                policy_mapping_fn=_one_module_per_agent)
+                  .rl_module(model_config={"fcnet_hiddens": list(hiddens)})
                   .env_runners(num_env_runners=runners)
                   .training(train_batch_size=64, minibatch_size=None).debugging(seed=0))
         phases: dict[str, float] = {}
+        cpu = time.process_time()
         start = time.perf_counter()
         with _timed(phases, EnvRunnerGroup, "get_spaces"), \
                 _timed(phases, LearnerGroup, "__init__"), \
                 _timed(phases, EnvRunnerGroup, "sync_weights"):
             algo = config.build_algo()
         built = time.perf_counter()
+        cpu = time.process_time() - cpu
         if not train:
             rows.append({"setup": "in-process" if runners == 0 else
                          f"{runners} remote EnvRunners", "agents": f"{num_agents:,}",
                          "build_algo s": f"{built - start:.2f}",
+                         "driver CPU s": f"{cpu:.2f}",
                          "of it spaces / Learner / sync s": " / ".join(
                              f"{phases.get(k, 0.0):.2f}" for k in ("get_spaces", "__init__",
                                                                    "sync_weights"))})
@@ -168,16 +174,22 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--only-build", action="store_true",
                         help="only the 1,000-agent build (ray.init() first, not timed)")
+    parser.add_argument("--runners", type=int, nargs="+", default=[0, 2],
+                        help="num_env_runners of the 1,000-agent builds")
+    parser.add_argument("--hiddens", type=int, nargs="+", default=[256, 256],
+                        help="fcnet_hiddens of the 1,000-agent build's modules")
     args = parser.parse_args()
     header("Remote EnvRunners (Ray) vs in-process: start-up and sampling throughput")
     if args.only_build:
-        import ray
+        if any(args.runners):
+            import ray
 
-        ray.init(include_dashboard=False, log_to_driver=False)
+            ray.init(include_dashboard=False, log_to_driver=False)
     else:
         table(startup(), ["setup", "ray.init s", "build_algo s", "first train s"])
         print()
-    ma = multi_agent_build(args.agents, train=not args.only_build)
+    ma = multi_agent_build(args.agents, train=not args.only_build,
+                           runner_counts=tuple(args.runners), hiddens=tuple(args.hiddens))
     table(ma, list(ma[0]))
     print()
     if args.only_build:

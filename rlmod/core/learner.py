@@ -18,6 +18,7 @@ from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
 from rlmod.core.learner_stacks import TrainStack
+from rlmod.core.module_weights import numpy_weights
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, AdamSlot, GroupAdam, grad_norm, update_is_finite
 from rlmod.core.stacked import GroupView, StackedGroup, find_stack_groups
@@ -520,11 +521,8 @@ class Learner(Checkpointable):
         """
         assert self.module is not None
         ids = self.module.keys() if module_ids is None else list(module_ids)
-        state = self.module.get_state(ids, inference_only=inference_only)
-        # .numpy() of a CPU tensor shares its memory: copy, so that later updates do
-        # not change what the caller holds.
-        return {m: {k: v.detach().cpu().numpy().copy() for k, v in s.items()}
-                for m, s in state.items()}
+        # Copies (a CPU tensor's .numpy() shares its memory), stacked groups in one each.
+        return numpy_weights(self.module, ids, inference_only=inference_only)
 
     def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Any]]) -> None:
         """Loads weights by module ID (RLlib's name for `set_state({"rl_module": ...})`)."""

@@ -59,6 +59,11 @@ class RLModule(nn.Module, Checkpointable):
     parameter shapes follow from spaces and model config alone, and its forwards and
     `compute_values` are pure functions of parameters and inputs (no randomness, no
     data-dependent Python branching, no in-place state), so `torch.func.vmap` runs them."""
+    supports_deferred_init: bool = False
+    """Whether an EnvRunner that gets this very class's weights from a Learner (a
+    subclass must say so again) may build it without running its initialisers
+    (rlmod.core.deferred_init): its `setup()` creates only submodules, parameters and
+    persistent buffers, so `set_state()` restores all a normal build would have set."""
     _auto_forwards: frozenset[str] = frozenset()
     framework: str = "torch"
     """RLlib's class attribute; rlmod modules are always PyTorch modules."""

@@ -110,6 +110,12 @@ class EnvRunner(Checkpointable, abc.ABC):
         self.weights_seq_no = int(seq_no)
         return state
 
+    def make_module(self) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Builds this EnvRunner's modules now if it left that for later (RLlib's name;
+        here it never rebuilds). EnvRunnerGroup calls it on remote EnvRunners right after
+        asking the first one for its spaces, so that they build while the driver builds
+        its Learner. By default the modules were built in `__init__`: nothing to do."""
+
     def apply(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """`func(self, *args, **kwargs)`: how `EnvRunnerGroup.foreach_env_runner` runs a
         function on an EnvRunner, in-process or inside its Ray actor."""

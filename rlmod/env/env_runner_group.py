@@ -64,6 +64,7 @@ class EnvRunnerGroup:
         self._connector_state: Any = None  # the last merged connector state, likewise
         self._connectors_are_stateless = False  # learned at the first sync
         self._pending_metrics: list[dict[str, Any]] = []  # fetched with remote samples
+        self._spaces_ref: Any = None  # the first remote EnvRunner's get_spaces(), asked early
         self.last_sampled_worker_indices: list[int] = []
         """Which EnvRunner returned each batch of the last `sample()` (a failed one is
         missing), e.g. for replay buffers that keep one n-step window per EnvRunner."""
@@ -72,6 +73,12 @@ class EnvRunnerGroup:
 
             self._actors = {i: ray_utils.make_actor(self.env_runner_cls, config, i)
                             for i in range(1, config.num_env_runners + 1)}
+            # The first one's spaces before any builds its modules (an actor runs its calls
+            # in order): the driver builds its Learner from them while they build.
+            if self.local_env_runner is None:
+                self._spaces_ref = ray_utils.submit(self._actors[1], ("get_spaces", (), {}))
+            for actor in self._actors.values():  # errors come again at the first sync
+                ray_utils.submit(actor, ("make_module", (), {}))
 
     @staticmethod
     def _default_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
@@ -202,6 +209,15 @@ class EnvRunnerGroup:
         remote one's."""
         if self.local_env_runner is not None:
             return self.local_env_runner.get_spaces()
+        ref, self._spaces_ref = self._spaces_ref, None
+        if ref is not None and 1 in self._actors:  # asked at start-up
+            from rlmod.utils import ray_utils
+
+            results, _, error = ray_utils.get_all([ref])
+            if results is not None:
+                return results[0]
+            assert error is not None
+            self._handle_failure(1, error, "get_spaces")
         return self._first_remote("get_spaces")
 
     # ------------------------------------------------------------------ sampling

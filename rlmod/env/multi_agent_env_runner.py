@@ -29,7 +29,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.deferred_init import PendingInit, build_deferred, is_plain
+from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.env.agent_slots import AgentSlots
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
 from rlmod.env.episodes import MultiAgentEpisode
@@ -104,26 +105,29 @@ class MultiAgentEnvRunner(EnvRunner):
             raise EnvError(f"env={config.env!r} has no possible_agents; set them in __init__.")
         # Raw spaces per module, from the env's agents (SETUP_EPISODE); checks the mapping.
         self._spaces = ModuleSpaces(config, self.envs, self._agents)
-        spec = config.get_multi_rl_module_spec(env=self.env0, spaces=self.get_spaces(),
-                                               inference_only=True)
-        with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
-            self.module = spec.build()
-        self.module.eval()
-        self._spaces.attach(self.module)
-        self._module_ids: list[ModuleID] = self.module.keys()
+        self._spec = config.get_multi_rl_module_spec(env=self.env0, spaces=self.get_spaces(),
+                                                     inference_only=True)
+        # The modules are built by make_module(), on first need (a remote EnvRunner answers
+        # get_spaces() first); a custom MultiRLModule class now, its module IDs are its own.
+        self._module: MultiRLModule | None = None
+        self._groups: ModuleGroups  # and the bookkeeping: by make_module()
+        self._made = False
+        self._rng_before_module = self._torch_rng_state
+        if not is_plain(self._spec):
+            self._build_module()
+        subs = self._module.items() if self._module is not None else (
+            self._spec.rl_module_specs.items())
+        self._module_ids: list[ModuleID] = [mid for mid, _ in subs]
         self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
         self._restart = config.restart_failed_sub_environments
         self._intake = ObservationIntake(env_name=config.env, spaces=self._spaces,
                                          check_obs=config.check_agent_observations,
                                          locate=self._locate)
         self._module_to_env = {}
-        for mid, sub in self.module.items():
+        for mid, sub in subs:
             raw_act = self._spaces.raw.get(mid, (None, sub.action_space))[1]
             self._module_to_env[mid] = config.build_module_to_env_connector(
                 self.env0, sub.observation_space, raw_act)
-        self._groups = ModuleGroups(self.module, self._module_ids, self._module_to_env,
-                                    stack=config.stack_modules)
-        self._init_bookkeeping()
         self._writer = RowRecorder.create(  # config.offline_data(output=DIR)
             config, module_ids=self._module_ids, spaces=self._spaces,
             module_to_env=self._module_to_env, env_spaces=self.get_spaces(),
@@ -181,14 +185,56 @@ class MultiAgentEnvRunner(EnvRunner):
                                    self.env0.get_action_space(first))}
         for mid, pipeline in self._spaces.env_to_module.items():
             spaces[mid] = (pipeline.observation_space, pipeline.action_space)
-        if hasattr(self, "module"):  # modules no env agent maps to: spaces from their spec
-            for mid, sub in self.module.items():
+        if hasattr(self, "_spec"):  # modules no env agent maps to: spaces from their spec
+            subs = self._spec.rl_module_specs.items() if self._module is None else (
+                self._module.items())
+            for mid, sub in subs:
                 spaces.setdefault(mid, (sub.observation_space, sub.action_space))
         return spaces
 
     @property
     def module_ids(self) -> list[ModuleID]:
         return list(self._module_ids)
+
+    @property
+    def module(self) -> MultiRLModule:
+        """The inference-only MultiRLModule; modules still without weights (built without
+        initialisers, no weights set yet) get their initial weights first."""
+        self.make_module()
+        self._init_pending_modules()
+        assert self._module is not None
+        return self._module
+
+    def make_module(self) -> None:
+        """Builds the modules and what runs them, if not yet (RLlib's name). Called by
+        everything that needs them; EnvRunnerGroup calls it on remote EnvRunners right
+        after the first one's get_spaces(), so they build while the driver builds its
+        Learner. Modules whose class allows it are built without initialisers: the
+        first weight sync sets them, or `_init_pending_modules` initialises them first."""
+        if self._made:
+            return
+        if self._module is None:
+            self._build_module()
+        assert self._module is not None
+        self._spaces.attach(self._module)
+        self._groups = ModuleGroups(self._module, self._module_ids, self._module_to_env,
+                                    stack=self.config.stack_modules)
+        self._init_bookkeeping()
+        self._made = True
+
+    def _build_module(self) -> None:
+        with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
+            module, deferred = build_deferred(self._spec)
+        self._pending_init = PendingInit(self._spec, deferred, self._rng_before_module)
+        self._module = module.eval()
+
+    def _init_pending_modules(self) -> None:
+        """Runs the initialisers of the modules built without them that got no weights
+        (rlmod.core.deferred_init): nothing reads a module before this or a weight sync."""
+        after = (self._pending_init.initialise(self._module)
+                 if self._pending_init and self._module is not None else None)
+        if after is not None:  # the stream continues as after a normal build
+            self._torch_rng_state = after
 
     def _slots_for(self, e: int, keys: tuple) -> np.ndarray:
         """Slots of `keys` in env `e`; maps the agents new to its episode."""
@@ -471,6 +517,8 @@ class MultiAgentEnvRunner(EnvRunner):
         until `num_episodes` episodes are complete (then only their rows are returned)."""
         if num_timesteps is not None and num_episodes is not None:
             raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
+        self.make_module()
+        self._init_pending_modules()
         mark = self._stats.mark()
         try:
             with self.own_torch_rng():
@@ -535,6 +583,7 @@ class MultiAgentEnvRunner(EnvRunner):
 
     # ------------------------------------------------------------------ metrics and state
     def get_metrics(self) -> dict[str, Any]:
+        self.make_module()
         metrics = {**self._stats.export(), "num_env_steps": self._num_env_steps,
                    "num_agent_steps": self._num_agent_steps,
                    "num_sub_env_restarts": self._num_restarts}
@@ -546,6 +595,7 @@ class MultiAgentEnvRunner(EnvRunner):
 
     def get_state(self, components: Any = None, *, not_components: Any = None,
                   **kwargs: Any) -> dict[str, Any]:
+        self.make_module()
         state: dict[str, Any] = {
             "env_to_module": {mid: s for mid, p in self._spaces.env_to_module.items()
                               if (s := p.get_state())},
@@ -553,7 +603,7 @@ class MultiAgentEnvRunner(EnvRunner):
             "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
         }
         if select_components(components, not_components, "rl_module")[0]:
-            weights = self.module.get_state(inference_only=True)
+            weights = self.module.get_state(inference_only=True)  # initialised first
             state["rl_module"] = {mid: {k: v.numpy() for k, v in s.items()}
                                   for mid, s in weights.items()}
         return state
@@ -561,9 +611,12 @@ class MultiAgentEnvRunner(EnvRunner):
     def set_state(self, state: dict[str, Any]) -> None:
         """Restores any subset of `get_state()`; weights of a module this EnvRunner does
         not hold (e.g. a learner-only one) raise UnknownModuleIDError."""
+        self.make_module()
+        assert self._module is not None
         state = self._drop_stale_weights(state)
         if "rl_module" in state:  # stack groups in one copy per parameter, the rest per module
-            self.module.set_state(self._groups.set_weights(state["rl_module"]))
+            self._module.set_state(self._groups.set_weights(state["rl_module"]))
+            self._pending_init.weights_set(state["rl_module"])
         for mid, s in state.get("env_to_module", {}).items():
             self._spaces.env_to_module[mid].set_state(s)
         for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):

@@ -164,6 +164,11 @@ def call(actors: Mapping[int, Any], calls: Sequence[Call], *, timeout_s: float |
     return results, errors
 
 
+def submit(actor: Any, c: Call) -> Any:
+    """Submits one call to an actor without waiting; returns its result's reference."""
+    return _submit(actor, c)
+
+
 def _submit(actor: Any, c: Call) -> Any:
     func, args, kwargs = c
     if isinstance(func, str):

@@ -136,6 +136,7 @@ def test_one_forward_pass_per_execution_group_per_step() -> None:
     specs = {"p3": RLModuleSpec(model_config={"fcnet_hiddens": [8]}),
              "p4": RLModuleSpec(model_config={"fcnet_hiddens": [8]})}
     runner = MultiAgentEnvRunner(config=_config(MultiAgentCartPole, 5, specs, stack=True))
+    runner.make_module()  # the modules are built on first need
     calls: list[tuple[int, int]] = []
     for g, group in enumerate(runner._groups.groups):
         assert group.stacked is not None

@@ -30,6 +30,7 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
 
     training_only_submodules = ("vf_encoder", "vf")
     supports_stacking = True  # modules of one model config run as one (rlmod.core.stacked)
+    supports_deferred_init = True  # all its state is in state_dict (rlmod.core.deferred_init)
 
     def setup(self) -> None:
         cfg = DefaultModelConfig.from_any(self.model_config)
