@@ -11,7 +11,8 @@ Each run is a fresh process timed from spawn (interpreter start and imports incl
 `--many-agents N` (issue 17) runs instead MultiAgentCartPole with N agents and N
 independent modules (stacked: one module each, one forward, loss and optimizer step per
 group) beside 4 agents on 2 policies, with the same seeds, PPO settings and envs, each in
-a fresh process, until every module's greedy evaluation mean return reaches 450.
+a fresh process, until every agent's (so every module's) greedy evaluation mean
+return reaches 450.
 """
 
 from __future__ import annotations
@@ -90,20 +91,20 @@ algo = config.build_algo()
 train_means, greedy, evaluations = {}, {}, 0
 for it in range(1, max_iterations + 1):
     r = algo.train()
-    # Mean return per module over its recent episodes; a module missing this iteration
-    # keeps its last mean.
-    train_means.update(r["env_runners"]["module_episode_returns_mean"])
+    # Mean return per agent (per module when N on N) over its recent episodes; an agent
+    # missing this iteration keeps its last mean.
+    train_means.update(r["env_runners"]["agent_episode_returns_mean"])
     values = sorted(train_means.values())
-    if it % 25 or len(values) < k or values[len(values) // 2] < 450:
+    if it % 25 or len(values) < n or values[len(values) // 2] < 450:
         continue
     # Greedy evaluation once most modules are there: with a constant lr some of 100
     # stochastic policies always dip (see RESULTS.md), so stochastic training means alone
     # rarely pass 450 all at once.
-    greedy = algo.evaluate()["env_runners"]["module_episode_returns_mean"]
+    greedy = algo.evaluate()["env_runners"]["agent_episode_returns_mean"]
     evaluations += 1
-    if len(greedy) == k and min(greedy.values()) >= 450:
+    if len(greedy) == n and min(greedy.values()) >= 450:
         break
-reached = len(greedy) == k and min(greedy.values()) >= 450
+reached = len(greedy) == n and min(greedy.values()) >= 450
 print(json.dumps({"iterations": it, "reached": reached, "evaluations": evaluations,
                   "env_steps": r["num_env_steps_sampled_lifetime"],
                   "agent_steps": r["num_agent_steps_sampled_lifetime"],
@@ -115,10 +116,10 @@ print(json.dumps({"iterations": it, "reached": reached, "evaluations": evaluatio
 
 def many_agents(args: argparse.Namespace) -> None:
     """N agents on N independent modules against 4 agents on 2 policies, same seeds and
-    settings, both until every module's greedy evaluation mean return is >= 450."""
+    settings, both until every agent's greedy evaluation mean return is >= 450."""
     n = args.many_agents
     print(f"\n## MultiAgentCartPole, {n} agents on {n} independent modules (stacked) "
-          "against 4 agents on 2 policies, until every module's greedy evaluation mean "
+          "against 4 agents on 2 policies, until every agent's greedy evaluation mean "
           "return (10 episodes, checked every 25 iterations) is >= 450\n")
     rows = []
     for seed in args.seeds:
