@@ -46,7 +46,18 @@ enough that per-chunk overheads vanish, small enough to bound memory for large r
 
 REQUIRED_COLUMNS = (Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
                     Columns.TRUNCATEDS)
-"""What MARWIL and BC read; other recorded columns stay on disk."""
+"""What MARWIL and BC read; other recorded columns stay on disk (MARWIL also reads
+`new_obs`, for the observation that bootstraps a truncated episode's returns)."""
+
+BOOTSTRAP_OBS = "bootstrap_obs"
+"""Per row: the observation after the last step of the row's episode (s_T), as the module
+sees it (through the same transform as `obs`), repeated for each row of the episode."""
+BOOTSTRAP_DISCOUNT = "bootstrap_discount"
+"""Per row t of an episode truncated (not terminated) after its step T - 1: gamma^(T - t);
+0 for the rows of terminated episodes. MARWIL's Learner adds
+`bootstrap_discount * V(bootstrap_obs)` to `value_targets`, with V at the time of the update:
+RLlib 2.60's value targets for episodes (GAE with lambda=1 over episodes extended by one
+step: `AddOneTsToEpisodesAndTruncate` + `GeneralAdvantageEstimation`)."""
 
 
 def resolve_files(input_: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
@@ -253,21 +264,60 @@ def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
     return g.astype(np.float32)
 
 
+def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = True) -> None:
+    """Adds `value_targets` (each row's discounted return to its episode's end),
+    `bootstrap_discount` and `bootstrap_obs` (see their constants) to a chunk of whole
+    episodes; `new_obs` is dropped unless `keep_next_obs`. The last row ends an episode
+    (a chunk cut without an end flag counts as a terminated episode's end). Data without
+    `new_obs` are refused only where an episode was truncated (it has nothing to
+    bootstrap from); elsewhere `bootstrap_obs` is zeros."""
+    rewards = cols[Columns.REWARDS]
+    terminated, truncated = cols[Columns.TERMINATEDS], cols[Columns.TRUNCATEDS]
+    ends = terminated | truncated
+    cols[Columns.VALUE_TARGETS] = discounted_returns(rewards, ends, gamma)
+    n = len(rewards)
+    next_obs = cols.get(Columns.NEXT_OBS) if keep_next_obs else cols.pop(Columns.NEXT_OBS, None)
+    lasts = np.flatnonzero(ends)
+    if n and (not len(lasts) or lasts[-1] != n - 1):
+        lasts = np.r_[lasts, n - 1]
+    lens = np.diff(lasts, prepend=-1)
+    bootstrapped = truncated[lasts] & ~terminated[lasts]  # [episodes]
+    discount = np.zeros(n, np.float32)
+    if bootstrapped.any():
+        if next_obs is None:
+            raise OfflineDataError(
+                f"MARWIL bootstraps truncated episodes' returns from the observation after "
+                f"their last step, the {Columns.NEXT_OBS!r} column, which these data lack; "
+                "record them with rlmod's writers (they store it), or train BC (beta=0), "
+                "which needs no returns.")
+        if gamma > 0.0:
+            steps_left = np.repeat(lasts + 1, lens) - np.arange(n)  # T - t: 1 at the last row
+            discount = (np.exp(steps_left * math.log(gamma))
+                        * np.repeat(bootstrapped, lens)).astype(np.float32)
+    cols[BOOTSTRAP_DISCOUNT] = discount
+    finals = (next_obs if next_obs is not None else cols[Columns.OBS])[lasts]
+    if next_obs is None:
+        finals = np.zeros_like(finals)
+    cols[BOOTSTRAP_OBS] = np.repeat(finals, lens, axis=0)
+
+
 def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
                    module_id: str | None, obs_shape: tuple[int, ...] | None, rows: int,
                    gamma: float | None, transform: Transform | None) -> Iterator[Columns_]:
-    """One file's (or source's) rows as training rows, in chunks of whole episodes: the
-    discounted returns added as `value_targets` (unless `gamma` is None), then
-    `transform` applied. Shared by OfflineReader and the Ray Data readers."""
+    """One file's (or source's) rows as training rows, in chunks of whole episodes: unless
+    `gamma` is None, the discounted returns as `value_targets` and what bootstraps a
+    truncated episode's (`add_return_columns`; `new_obs` is read for it); then `transform`
+    applied. Shared by OfflineReader and the Ray Data readers."""
+    keep_next_obs = columns is None or Columns.NEXT_OBS in columns
+    if gamma is not None and not keep_next_obs:
+        columns = [*columns, Columns.NEXT_OBS]  # type: ignore[misc]
     chunks = (_file_chunks(source, columns=columns, module_id=module_id, obs_shape=obs_shape,
                            rows=rows) if isinstance(source, Path)
               else source.chunks(columns=columns, module_id=module_id, obs_shape=obs_shape,
                                  rows=rows))
     for cols in chunks:
         if gamma is not None:
-            cols[Columns.VALUE_TARGETS] = discounted_returns(
-                cols[Columns.REWARDS], cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS],
-                gamma)
+            add_return_columns(cols, gamma, keep_next_obs=keep_next_obs)
         yield cols if transform is None else transform(cols)
 
 
@@ -279,8 +329,9 @@ class OfflineReader:
             sources of whole-episode chunks (e.g. `minari_source.MinariSource`).
         batch_size: Rows per batch.
         gamma: Discount of the returns added as `value_targets` (MARWIL's regression
-            target); None adds none (BC needs none). A truncated episode's return is cut at the truncation (not
-            bootstrapped: offline there is no value estimate of the next state to trust).
+            target); None adds none (BC needs none). A truncated episode's rows also get
+            `bootstrap_discount` and `bootstrap_obs`, with which MARWIL's Learner adds the
+            value of the observation after the truncation, as RLlib does.
         shuffle_buffer_size: Rows kept back to mix with the next read chunk; each refill
             shuffles these, what is left of the last one and one new chunk of whole
             episodes together.
