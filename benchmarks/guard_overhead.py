@@ -27,37 +27,16 @@ spread several times wider: the IQR columns show it).
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from collections.abc import Callable
 
 import torch
-from _common import header, table
+from _common import header, median_ci, table
 
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.env import MultiAgentEnvRunner, SingleAgentEnvRunner
 from rlmod.testing import MultiAgentCartPole
 from rlmod.tuned import FAST_PPO, TUNED
-
-
-def _median_ci(values: list[float], level: float = 0.95) -> tuple[float, float, float]:
-    """The median of `values` and a distribution-free `level` confidence interval of it:
-    the k-th smallest and k-th largest values, k from the binomial(n, 1/2) distribution
-    (no assumption on the shape of the rounds' ratios)."""
-    xs = sorted(values)
-    n = len(xs)
-    median = (xs[(n - 1) // 2] + xs[n // 2]) / 2
-    # largest k with P(Binomial(n, 1/2) < k) <= (1 - level) / 2
-    tail, k, cdf = (1 - level) / 2, 0, 0.0
-    while k < n // 2:
-        p_next = math.comb(n, k) / 2 ** n
-        if cdf + p_next > tail:
-            break
-        cdf += p_next
-        k += 1
-    k = max(k, 1)
-    return median, xs[k - 1], xs[n - k]
-
 
 AA = False
 """`--aa`: every run with the guard off, "on" included: the ratios then show the method's
@@ -84,7 +63,7 @@ def _rounds(run: Callable[[bool], None], rounds: int) -> dict[str, str]:
             values.append(spent[clock, True] / spent[clock, False])
     out = {}
     for clock, values in ratios.items():
-        median, low, high = _median_ci(values)
+        median, low, high = median_ci(values)
         xs = sorted(values)
         q1, q3 = xs[len(xs) // 4], xs[(3 * len(xs)) // 4]
         out |= {f"{clock}: on / off (median)": f"{median:.3f}",

@@ -42,7 +42,9 @@ class ChunkSource(Protocol):
 READ_CHUNK_BYTES = 1 << 20
 MAX_READ_ROWS = 65_536
 """Rows are read in chunks of about READ_CHUNK_BYTES (at most MAX_READ_ROWS rows): large
-enough that per-chunk overheads vanish, small enough to bound memory for large rows."""
+enough that per-chunk overheads vanish, small enough to bound memory for large rows (and
+to keep the shuffle pool in a core's L2 cache at CartPole's row size: a pool twice as
+large made its reshuffle half again as slow on this project's host)."""
 
 REQUIRED_COLUMNS = (Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
                     Columns.TRUNCATEDS)
@@ -264,13 +266,18 @@ def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
     return g.astype(np.float32)
 
 
-def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = True) -> None:
+def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = True,
+                       finals: np.ndarray | None = None) -> np.ndarray:
     """Adds `value_targets` (each row's discounted return to its episode's end),
     `bootstrap_discount` and `bootstrap_obs` (see their constants) to a chunk of whole
     episodes; `new_obs` is dropped unless `keep_next_obs`. The last row ends an episode
-    (a chunk cut without an end flag counts as a terminated episode's end). Data without
-    `new_obs` are refused only where an episode was truncated (it has nothing to
-    bootstrap from); elsewhere `bootstrap_obs` is zeros."""
+    (a chunk cut without an end flag counts as a terminated episode's end).
+
+    The observation after each truncated episode comes from `finals` (one per truncated
+    episode, in order: what an earlier call returned, see FinalsCache) or else from the
+    chunk's `new_obs`; data without `new_obs` are refused only where an episode was
+    truncated (nothing to bootstrap from). Returns the truncated episodes' finals used.
+    """
     rewards = cols[Columns.REWARDS]
     terminated, truncated = cols[Columns.TERMINATEDS], cols[Columns.TRUNCATEDS]
     ends = terminated | truncated
@@ -282,43 +289,92 @@ def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = Tr
         lasts = np.r_[lasts, n - 1]
     lens = np.diff(lasts, prepend=-1)
     bootstrapped = truncated[lasts] & ~terminated[lasts]  # [episodes]
-    discount = np.zeros(n, np.float32)
-    if bootstrapped.any():
-        if next_obs is None:
+    obs = cols[Columns.OBS]
+    if finals is None:
+        if next_obs is None and bootstrapped.any():
             raise OfflineDataError(
                 f"MARWIL bootstraps truncated episodes' returns from the observation after "
                 f"their last step, the {Columns.NEXT_OBS!r} column, which these data lack; "
                 "record them with rlmod's writers (they store it), or train BC (beta=0), "
                 "which needs no returns.")
+        finals = (next_obs[lasts[bootstrapped]] if next_obs is not None  # a copy
+                  else np.empty((0, *obs.shape[1:]), obs.dtype))  # (a view would pin obs)
+    else:
+        finals = finals[:int(bootstrapped.sum())]
+    discount = np.zeros(n, np.float32)
+    per_episode = np.zeros((len(lasts), *obs.shape[1:]), obs.dtype)
+    if bootstrapped.any():
+        per_episode[bootstrapped] = finals
         if gamma > 0.0:
             steps_left = np.repeat(lasts + 1, lens) - np.arange(n)  # T - t: 1 at the last row
             discount = (np.exp(steps_left * math.log(gamma))
                         * np.repeat(bootstrapped, lens)).astype(np.float32)
     cols[BOOTSTRAP_DISCOUNT] = discount
-    finals = (next_obs if next_obs is not None else cols[Columns.OBS])[lasts]
-    if next_obs is None:
-        finals = np.zeros_like(finals)
-    cols[BOOTSTRAP_OBS] = np.repeat(finals, lens, axis=0)
+    cols[BOOTSTRAP_OBS] = np.repeat(per_episode, lens, axis=0)
+    return finals
+
+
+FINALS_CACHE_BYTES = 64 << 20
+"""What an OfflineReader keeps of FinalsCache at most (all sources together)."""
+
+
+class FinalsCache:
+    """Per source (file), the observations after its truncated episodes' last steps.
+
+    MARWIL's returns need only those of the whole `new_obs` column, yet decoding it cost
+    as much as decoding all other columns MARWIL reads (`obs` included), on every pass.
+    An OfflineReader reads `new_obs` on a source's first pass and keeps its finals here
+    (one observation per truncated episode: 1/episode-length of the observations read,
+    and at most `max_bytes` in all; a source past the cap is read with `new_obs` each
+    pass), so later passes skip the column. Sources are files written once and renamed
+    complete, so what was read stays true.
+    """
+
+    def __init__(self, max_bytes: int = FINALS_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._finals: dict[Any, np.ndarray] = {}
+
+    def get(self, source: Any) -> np.ndarray | None:
+        return self._finals.get(source)
+
+    def put(self, source: Any, finals: np.ndarray) -> None:
+        if source not in self._finals and self.nbytes + finals.nbytes <= self.max_bytes:
+            self._finals[source] = finals
+            self.nbytes += finals.nbytes
 
 
 def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
                    module_id: str | None, obs_shape: tuple[int, ...] | None, rows: int,
-                   gamma: float | None, transform: Transform | None) -> Iterator[Columns_]:
+                   gamma: float | None, transform: Transform | None,
+                   finals_cache: FinalsCache | None = None) -> Iterator[Columns_]:
     """One file's (or source's) rows as training rows, in chunks of whole episodes: unless
     `gamma` is None, the discounted returns as `value_targets` and what bootstraps a
-    truncated episode's (`add_return_columns`; `new_obs` is read for it); then `transform`
-    applied. Shared by OfflineReader and the Ray Data readers."""
+    truncated episode's (`add_return_columns`; `new_obs` is read for it, unless
+    `finals_cache` holds this source's); then `transform` applied. Shared by
+    OfflineReader and the Ray Data readers."""
     keep_next_obs = columns is None or Columns.NEXT_OBS in columns
+    cached = None
     if gamma is not None and not keep_next_obs:
-        columns = [*columns, Columns.NEXT_OBS]  # type: ignore[misc]
+        cached = None if finals_cache is None else finals_cache.get(source)
+        if cached is None:
+            columns = [*columns, Columns.NEXT_OBS]  # type: ignore[misc]
     chunks = (_file_chunks(source, columns=columns, module_id=module_id, obs_shape=obs_shape,
                            rows=rows) if isinstance(source, Path)
               else source.chunks(columns=columns, module_id=module_id, obs_shape=obs_shape,
                                  rows=rows))
+    found: list[np.ndarray] = []
+    used = 0
     for cols in chunks:
         if gamma is not None:
-            add_return_columns(cols, gamma, keep_next_obs=keep_next_obs)
+            if cached is None:
+                found.append(add_return_columns(cols, gamma, keep_next_obs=keep_next_obs))
+            else:
+                used += len(add_return_columns(cols, gamma, keep_next_obs=keep_next_obs,
+                                               finals=cached[used:]))
         yield cols if transform is None else transform(cols)
+    if finals_cache is not None and gamma is not None and cached is None and found:
+        finals_cache.put(source, np.concatenate(found))
 
 
 class OfflineReader:
@@ -376,6 +432,7 @@ class OfflineReader:
         self._pos = 0
         self._chunks = self._endless_chunks()
         self.num_rows_read = 0
+        self.finals_cache = FinalsCache()
 
     def __iter__(self) -> Iterator[Columns_]:
         while True:
@@ -417,7 +474,7 @@ class OfflineReader:
                 for cols in episode_chunks(
                         self.files[i], columns=self.columns, module_id=self.module_id,
                         obs_shape=self.obs_shape, rows=self.read_rows, gamma=self.gamma,
-                        transform=self.transform):
+                        transform=self.transform, finals_cache=self.finals_cache):
                     n = len(cols[Columns.REWARDS])
                     if n and self.read_rows == max(self.batch_size, 1024):
                         row_bytes = sum(v.nbytes for v in cols.values()) / n

@@ -141,3 +141,33 @@ def test_the_bootstrap_observation_goes_through_the_module_view(data: Path,
     np.testing.assert_array_equal(chunk[BOOTSTRAP_OBS][3:], [want] * 4)
     if stacked:
         np.testing.assert_array_equal(chunk[Columns.OBS][6], [2, 1, 3, 1])
+
+
+def test_later_passes_take_the_bootstrap_observations_from_the_cache(
+        data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first pass over a file reads `new_obs` and keeps the truncated episodes' finals;
+    later passes skip the column and give the same rows bit for bit."""
+    from rlmod.offline import reader as reader_module
+
+    read_columns: list[list[str]] = []
+    file_chunks = reader_module._file_chunks
+
+    def spy(file: Path, *, columns: Any, **kwargs: Any) -> Any:
+        read_columns.append(list(columns))
+        return file_chunks(file, columns=columns, **kwargs)
+
+    monkeypatch.setattr(reader_module, "_file_chunks", spy)
+    (file,) = resolve_files(data)
+    cache = reader_module.FinalsCache()
+    passes = [list(episode_chunks(file, columns=REQUIRED_COLUMNS, module_id=None,
+                                  obs_shape=(2,), rows=1024, gamma=GAMMA, transform=None,
+                                  finals_cache=cache)) for _ in range(2)]
+    assert [Columns.NEXT_OBS in c for c in read_columns] == [True, False]
+    np.testing.assert_array_equal(cache.get(file), [[4, 1]])  # one truncated episode
+    (first,), (second,) = passes
+    assert first.keys() == second.keys()
+    for key, value in first.items():
+        assert value.tobytes() == second[key].tobytes(), key
+    small = reader_module.FinalsCache(max_bytes=4)  # 8 bytes do not fit: not kept
+    small.put(file, cache.get(file))
+    assert small.get(file) is None and small.nbytes == 0
