@@ -231,30 +231,41 @@ def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
     amplifies), and the returns at such cuts are carried backwards in a short loop.
     About 13 ns per row (cProfile of the MARWIL reader: this was its largest own cost).
     """
+    return _returns(rewards, episode_ends, gamma)[0]
+
+
+def _returns(rewards: np.ndarray, episode_ends: np.ndarray, gamma: float
+             ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+    """`discounted_returns`, plus what `add_return_columns` reuses: gamma^k per row (k:
+    the step within its episode; None where episodes were cut into segments or gamma is
+    0), and each episode's last row and length."""
     n = len(rewards)
     r = rewards.astype(np.float64)
-    if n == 0 or gamma == 0.0:
-        return r.astype(np.float32)
     ends = episode_ends.astype(bool, copy=False)
-    rows = np.arange(n)
-    firsts = np.flatnonzero(np.r_[True, ends[:-1]])
     lasts = np.flatnonzero(ends)
-    if len(lasts) < len(firsts):  # rows after the last end: one more (cut) episode
+    if n and (not len(lasts) or lasts[-1] != n - 1):  # rows after the last end: one more
         lasts = np.r_[lasts, n - 1]
-    lens = lasts - firsts + 1
-    k = rows - np.repeat(firsts, lens)  # step within the episode
+    lens = np.diff(lasts, prepend=-1)
+    if n == 0 or gamma == 0.0:
+        return r.astype(np.float32), None, lasts, lens
+    rows = np.arange(n)
+    k = rows - np.repeat(lasts + 1 - lens, lens)  # step within the episode
     log_gamma = math.log(gamma)
     max_len = n if gamma >= 1.0 else max(1, int(math.log(1e-3) / log_gamma))
     cut = bool(lens.max() > max_len)
     if cut:
         k %= max_len  # step within the segment
     w = np.exp(np.arange(int(k.max()) + 1) * log_gamma)[k]  # gamma^(t-s)
-    suffix = np.cumsum((r * w)[::-1])[::-1]
+    # sums[j] = sum of (r * w) over the last j rows (sums[0] = 0): the suffix sum from row
+    # t on is sums[n - t], so the one after row `last` is sums[n - last - 1]
+    sums = np.zeros(n + 1)
+    np.cumsum((r * w)[::-1], out=sums[1:])
+    suffix = sums[n:0:-1]
     if cut:
         seg_last = np.minimum(np.repeat(lasts, lens), rows - k + max_len - 1)
-        after = np.append(suffix, 0.0)[seg_last + 1]
+        after = sums[n - seg_last - 1]
     else:  # one segment per episode: the suffix sum after it, gathered per episode
-        after = np.repeat(np.append(suffix, 0.0)[lasts + 1], lens)
+        after = np.repeat(sums[n - lasts - 1], lens)
     g = suffix - after
     g /= w
     if cut:  # segments cut inside an episode carry the next one's first return backwards
@@ -263,7 +274,7 @@ def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
             first = last - max_len + 1
             g[first:last + 1] += g[last + 1] * np.exp(
                 (last + 1 - np.arange(first, last + 1)) * log_gamma)
-    return g.astype(np.float32)
+    return g.astype(np.float32), None if cut else w, lasts, lens
 
 
 def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = True,
@@ -280,14 +291,10 @@ def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = Tr
     """
     rewards = cols[Columns.REWARDS]
     terminated, truncated = cols[Columns.TERMINATEDS], cols[Columns.TRUNCATEDS]
-    ends = terminated | truncated
-    cols[Columns.VALUE_TARGETS] = discounted_returns(rewards, ends, gamma)
+    cols[Columns.VALUE_TARGETS], w, lasts, lens = _returns(rewards, terminated | truncated,
+                                                           gamma)
     n = len(rewards)
     next_obs = cols.get(Columns.NEXT_OBS) if keep_next_obs else cols.pop(Columns.NEXT_OBS, None)
-    lasts = np.flatnonzero(ends)
-    if n and (not len(lasts) or lasts[-1] != n - 1):
-        lasts = np.r_[lasts, n - 1]
-    lens = np.diff(lasts, prepend=-1)
     bootstrapped = truncated[lasts] & ~terminated[lasts]  # [episodes]
     obs = cols[Columns.OBS]
     if finals is None:
@@ -305,7 +312,10 @@ def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = Tr
     per_episode = np.zeros((len(lasts), *obs.shape[1:]), obs.dtype)
     if bootstrapped.any():
         per_episode[bootstrapped] = finals
-        if gamma > 0.0:
+        if w is not None:  # gamma^(T - t) = gamma^T / gamma^t (both >= 1e-3 * gamma here)
+            discount = (np.repeat(np.where(bootstrapped, np.exp(lens * math.log(gamma)), 0.0),
+                                  lens) / w).astype(np.float32)
+        elif gamma > 0.0:
             steps_left = np.repeat(lasts + 1, lens) - np.arange(n)  # T - t: 1 at the last row
             discount = (np.exp(steps_left * math.log(gamma))
                         * np.repeat(bootstrapped, lens)).astype(np.float32)

@@ -171,3 +171,23 @@ def test_later_passes_take_the_bootstrap_observations_from_the_cache(
     small = reader_module.FinalsCache(max_bytes=4)  # 8 bytes do not fit: not kept
     small.put(file, cache.get(file))
     assert small.get(file) is None and small.nbytes == 0
+
+
+@pytest.mark.parametrize("gamma, length", [(0.99, 30), (0.5, 25)])  # one segment / cut ones
+def test_bootstrap_discounts_are_gamma_to_the_steps_left(gamma: float, length: int) -> None:
+    from rlmod.offline.reader import add_return_columns
+
+    rng = np.random.default_rng(0)
+    n = length + 7  # a truncated episode, then a terminated one of 7 rows
+    ends = np.zeros(n, bool)
+    truncated, terminated = ends.copy(), ends.copy()
+    truncated[length - 1], terminated[-1] = True, True
+    cols = {Columns.OBS: rng.random((n, 3), np.float32), Columns.REWARDS: rng.random(n, np.float32),
+            Columns.TERMINATEDS: terminated, Columns.TRUNCATEDS: truncated,
+            Columns.NEXT_OBS: rng.random((n, 3), np.float32)}
+    finals = add_return_columns(cols, gamma)
+    want = np.r_[gamma ** (length - np.arange(length)), np.zeros(7)]
+    np.testing.assert_allclose(cols[BOOTSTRAP_DISCOUNT], want, rtol=1e-6)
+    np.testing.assert_array_equal(finals, cols[Columns.NEXT_OBS][[length - 1]])
+    np.testing.assert_array_equal(cols[BOOTSTRAP_OBS][:length],
+                                  np.repeat(finals, length, axis=0))
