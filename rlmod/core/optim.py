@@ -302,8 +302,10 @@ def update_is_finite(loss: torch.Tensor, norm: torch.Tensor | None,
     kernels, 8 us); without clipping, one pass of torch's foreach non-finite check (the
     kernel of `torch.amp.GradScaler`, with a scale of 1: the gradients stay bit-identical)
     takes 7 us where the global norm took 37 us (tight loop; inside a PPO update both take
-    2-3x that: 43 against 65-100 us, see benchmarks/RESULTS.md, issue 11). A NaN or inf in any gradient entry makes
-    that entry's norm, and the global norm, NaN or inf, so both routes decide the same.
+    2-3x that: 43 against 65-100 us, see benchmarks/RESULTS.md, issue 11). A NaN or inf in
+    any gradient entry makes that entry's norm, and the global norm, NaN or inf, so both
+    routes decide the same. (The Learner's no-clipping path for an `Adam` runs the same
+    check inside `Adam.step(guard_loss=...)`, on the gradient list the step builds anyway.)
     """
     if not math.isfinite(loss.item()):
         return False
