@@ -168,15 +168,17 @@ def read_columns(files: Sequence[Path], *, columns: Sequence[str] | None = None,
 
 
 def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | None,
-                 obs_shape: tuple[int, ...] | None, rows: int) -> Iterator[Columns_]:
-    """One file's rows in chunks of whole episodes (of `module_id`)."""
+                 obs_shape: tuple[int, ...] | None, rows: int,
+                 verify: bool = True) -> Iterator[Columns_]:
+    """One file's rows in chunks of whole episodes (of `module_id`); `verify` checks each
+    page's checksum (a corrupt page raises instead of decoding to wrong numbers)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     carry: Columns_ = {Columns.REWARDS: np.zeros(0)}  # rows of an unfinished episode
     with _named_errors(file):
-        parquet = pq.ParquetFile(file, page_checksum_verification=True)
+        parquet = pq.ParquetFile(file, page_checksum_verification=verify)
         names = parquet.schema_arrow.names
         wanted = [c for c in (columns or names) if c in names]
         if module_id is not None and MODULE_ID in names and MODULE_ID not in wanted:
@@ -329,7 +331,9 @@ FINALS_CACHE_BYTES = 64 << 20
 
 
 class FinalsCache:
-    """Per source (file), the observations after its truncated episodes' last steps.
+    """What an OfflineReader learns about a source (file) on its first whole read: the
+    observations after its truncated episodes' last steps, and that its pages' checksums
+    held.
 
     MARWIL's returns need only those of the whole `new_obs` column, yet decoding it cost
     as much as decoding all other columns MARWIL reads (`obs` included), on every pass.
@@ -344,6 +348,8 @@ class FinalsCache:
         self.max_bytes = max_bytes
         self.nbytes = 0
         self._finals: dict[Any, np.ndarray] = {}
+        self.verified: set[Any] = set()
+        """Sources read whole once, their pages' checksums verified."""
 
     def get(self, source: Any) -> np.ndarray | None:
         return self._finals.get(source)
@@ -362,15 +368,21 @@ def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
     `gamma` is None, the discounted returns as `value_targets` and what bootstraps a
     truncated episode's (`add_return_columns`; `new_obs` is read for it, unless
     `finals_cache` holds this source's); then `transform` applied. Shared by
-    OfflineReader and the Ray Data readers."""
+    OfflineReader and the Ray Data readers.
+
+    Pages' checksums are verified unless `finals_cache` has seen this source read whole
+    (`FinalsCache.verified`): files are written once and renamed complete, so a file
+    that checked out on one pass holds the same bytes on the next.
+    """
     keep_next_obs = columns is None or Columns.NEXT_OBS in columns
     cached = None
     if gamma is not None and not keep_next_obs:
         cached = None if finals_cache is None else finals_cache.get(source)
         if cached is None:
             columns = [*columns, Columns.NEXT_OBS]  # type: ignore[misc]
+    verified = finals_cache is not None and source in finals_cache.verified
     chunks = (_file_chunks(source, columns=columns, module_id=module_id, obs_shape=obs_shape,
-                           rows=rows) if isinstance(source, Path)
+                           rows=rows, verify=not verified) if isinstance(source, Path)
               else source.chunks(columns=columns, module_id=module_id, obs_shape=obs_shape,
                                  rows=rows))
     found: list[np.ndarray] = []
@@ -383,8 +395,10 @@ def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
                 used += len(add_return_columns(cols, gamma, keep_next_obs=keep_next_obs,
                                                finals=cached[used:]))
         yield cols if transform is None else transform(cols)
-    if finals_cache is not None and gamma is not None and cached is None and found:
-        finals_cache.put(source, np.concatenate(found))
+    if finals_cache is not None:  # read whole: checked, and its finals known
+        finals_cache.verified.add(source)
+        if gamma is not None and cached is None and found:
+            finals_cache.put(source, np.concatenate(found))
 
 
 class OfflineReader:

@@ -146,15 +146,18 @@ def test_the_bootstrap_observation_goes_through_the_module_view(data: Path,
 def test_later_passes_take_the_bootstrap_observations_from_the_cache(
         data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first pass over a file reads `new_obs` and keeps the truncated episodes' finals;
-    later passes skip the column and give the same rows bit for bit."""
+    later passes skip the column (and the page checksums, verified once) and give the same
+    rows bit for bit."""
     from rlmod.offline import reader as reader_module
 
     read_columns: list[list[str]] = []
+    verified: list[bool] = []
     file_chunks = reader_module._file_chunks
 
-    def spy(file: Path, *, columns: Any, **kwargs: Any) -> Any:
+    def spy(file: Path, *, columns: Any, verify: bool, **kwargs: Any) -> Any:
         read_columns.append(list(columns))
-        return file_chunks(file, columns=columns, **kwargs)
+        verified.append(verify)
+        return file_chunks(file, columns=columns, verify=verify, **kwargs)
 
     monkeypatch.setattr(reader_module, "_file_chunks", spy)
     (file,) = resolve_files(data)
@@ -163,6 +166,7 @@ def test_later_passes_take_the_bootstrap_observations_from_the_cache(
                                   obs_shape=(2,), rows=1024, gamma=GAMMA, transform=None,
                                   finals_cache=cache)) for _ in range(2)]
     assert [Columns.NEXT_OBS in c for c in read_columns] == [True, False]
+    assert verified == [True, False]  # checksums on the first whole read only
     np.testing.assert_array_equal(cache.get(file), [[4, 1]])  # one truncated episode
     (first,), (second,) = passes
     assert first.keys() == second.keys()
