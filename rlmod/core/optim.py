@@ -45,8 +45,6 @@ class Adam:
         device = self.params[0].device if self.params else None
         self._found_inf = torch.zeros(1, device=device)
         self._one = torch.ones(1, device=device)
-        # on the CPU the flag is read through a numpy view of it: no torch call per step
-        self._found_np = self._found_inf.numpy() if self._found_inf.device.type == "cpu" else None
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.params:
@@ -77,7 +75,7 @@ class Adam:
         if guard_loss is not None:
             found = self._found_inf
             torch._amp_foreach_non_finite_check_and_unscale_(grads, found, self._one)
-            if (found.item() if self._found_np is None else self._found_np[0]) != 0.0:
+            if found.item() != 0.0:
                 found.zero_()
                 return False
         m = [self.exp_avg[i] for i in with_grad]
