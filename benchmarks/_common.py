@@ -78,3 +78,25 @@ def run_timed(code: str, *args: object, pythonpath: str | None = None) -> dict:
     result["wall_s"] = wall
     result["cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return result
+
+
+def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """The median of `values` and a distribution-free `level` confidence interval of it:
+    the k-th smallest and k-th largest values, k from the binomial(n, 1/2) distribution
+    (no assumption on the shape of the rounds' ratios)."""
+    import math
+
+    xs = sorted(values)
+    n = len(xs)
+    median = (xs[(n - 1) // 2] + xs[n // 2]) / 2
+    # largest k with P(Binomial(n, 1/2) < k) <= (1 - level) / 2
+    tail, k, cdf = (1 - level) / 2, 0, 0.0
+    while k < n // 2:
+        p_next = math.comb(n, k) / 2 ** n
+        if cdf + p_next > tail:
+            break
+        cdf += p_next
+        k += 1
+    k = max(k, 1)
+    return median, xs[k - 1], xs[n - k]
+

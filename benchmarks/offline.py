@@ -7,10 +7,12 @@ and MARWIL vs BC on mixed data.
   example reports them, and from spawn as measured here.
 - Read throughput: rows/s from the same Parquet files into Learner batches (OfflineReader
   with BC's and MARWIL's settings: batch 2,000, shuffle buffer 10,000, the env-to-module
-  transform; MARWIL's also computes discounted returns), in steady state (the shuffle pool
-  filled once before timing), against pyarrow's own scan of the files
-  (`ParquetFile.iter_batches`, all columns; and only the columns the reader takes).
-  Rounds interleaved, fastest of each kept.
+  transform; MARWIL's also computes discounted returns and what bootstraps truncated
+  episodes, for which it reads `new_obs` too), in steady state (the shuffle pool filled
+  once before timing), against pyarrow's own scan of the files (`ParquetFile.iter_batches`,
+  all columns; and only the columns each reader takes). Paired rounds (each runs every
+  path once, one pass over the files; order reversed every other round): the median of
+  the per-round ratios with a 95% CI, on the wall clock and on process CPU time.
 - Recording overhead: `SingleAgentEnvRunner.sample()` on CartPole-v1 with the tuned number
   of sub-envs, with `offline_data(output=...)` writing and without (one EnvRunner, its
   writer toggled), rounds interleaved, fastest of each kept; ratio without / with.
@@ -19,7 +21,8 @@ and MARWIL vs BC on mixed data.
   episode by episode (every file half expert) and recorded with a fixed seed (the same
   files every run), so neither the reader's file order nor a re-recording decides.
 
-    flock /tmp/bench.lock python benchmarks/offline.py [--seeds 0 1 2] [--rounds 5]
+    flock /tmp/bench.lock python benchmarks/offline.py [--seeds 0 1 2] [--rounds 5] \
+        [--read-rounds 41] [--only read]
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ from pathlib import Path
 import gymnasium as gym
 import pyarrow.parquet as pq
 import torch
-from _common import header, table
+from _common import header, median_ci, table
 
 from rlmod.algorithms.bc import BCConfig
 from rlmod.connectors.pipeline import ConnectorPipeline
+from rlmod.core.columns import Columns
 from rlmod.env import SingleAgentEnvRunner
 from rlmod.offline import OfflineReader, record_episodes
 from rlmod.offline.reader import REQUIRED_COLUMNS, resolve_files
@@ -73,19 +77,41 @@ def _fastest(fns: dict[str, Callable[[], int]], rounds: int) -> dict[str, float]
     return best
 
 
+def _paired_rounds(fns: dict[str, Callable[[], int]], rounds: int
+                   ) -> dict[str, dict[str, list[float]]]:
+    """Per round, every function once (order reversed every other round, so a drift in
+    the machine's speed hits all alike), timed on the wall clock and on the process's CPU
+    clock (all its threads: pyarrow decodes on a pool); returns per clock and function the
+    rounds' rows/s."""
+    names = list(fns)
+    speeds: dict[str, dict[str, list[float]]] = {"wall": {n: [] for n in names},
+                                                 "cpu": {n: [] for n in names}}
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            wall, cpu = time.perf_counter(), time.process_time()
+            rows = fns[name]()
+            speeds["cpu"][name].append(rows / max(time.process_time() - cpu, 1e-9))
+            speeds["wall"][name].append(rows / (time.perf_counter() - wall))
+    return speeds
+
+
 def read_throughput(data: Path, rounds: int) -> list[dict]:
+    """Rows/s of the OfflineReader (BC's and MARWIL's settings) and of pyarrow's own scan
+    of the same files, measured in paired rounds: each round runs the four once, one pass
+    over the files each (the readers: as many rows in batches of 2,000); the table gives
+    each path's median rows/s and the median, with a 95% CI, of its per-round ratio to the
+    all-columns scan, on the wall clock and on process CPU time (which leaves out waits
+    for cores other processes hold)."""
     files = resolve_files(data)
     env = gym.make("CartPole-v1")
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    passes = 3
 
     def scan(columns: list[str] | None) -> Callable[[], int]:
         def go() -> int:
             rows = 0
-            for _ in range(passes):
-                for f in files:
-                    for batch in pq.ParquetFile(f).iter_batches(columns=columns):
-                        rows += batch.num_rows
+            for f in files:
+                for batch in pq.ParquetFile(f).iter_batches(columns=columns):
+                    rows += batch.num_rows
             return rows
         return go
 
@@ -99,19 +125,35 @@ def read_throughput(data: Path, rounds: int) -> list[dict]:
 
         def go() -> int:
             rows = 0
-            while rows < passes * total:
+            while rows < total:
                 rows += len(r.next_batch()["rewards"])
             return rows
         return go
 
-    best = _fastest({"pyarrow scan, all columns": scan(None),
-                     "pyarrow scan, the reader's columns": scan(list(REQUIRED_COLUMNS)),
-                     "OfflineReader, BC": reader(None),
-                     "OfflineReader, MARWIL (+ returns)": reader(0.99)}, rounds)
-    base = best["pyarrow scan, all columns"]
-    base_cols = best["pyarrow scan, the reader's columns"]
-    return [{"path": name, "rows/s": f"{v:,.0f}", "vs scan (all)": f"{v / base:.2f}",
-             "vs scan (same columns)": f"{v / base_cols:.2f}"} for name, v in best.items()]
+    all_cols = "pyarrow scan, all columns"
+    fns = {all_cols: scan(None),
+           "pyarrow scan, BC's columns": scan(list(REQUIRED_COLUMNS)),
+           "pyarrow scan, MARWIL's columns": scan([*REQUIRED_COLUMNS, Columns.NEXT_OBS]),
+           "OfflineReader, BC": reader(None),
+           "OfflineReader, MARWIL (+ returns, bootstrap)": reader(0.99)}
+    for fn in fns.values():  # warm-up: files in the page cache, pools filled
+        fn()
+    speeds = _paired_rounds(fns, rounds)
+    rows = []
+    for name in fns:
+        row = {"path": name}
+        for clock, by_name in speeds.items():
+            ratios = [x / b for x, b in zip(by_name[name], by_name[all_cols], strict=True)]
+            median, low, high = median_ci(ratios)
+            row[f"{clock}: rows/s"] = f"{sorted(by_name[name])[len(ratios) // 2]:,.0f}"
+            row[f"{clock}: vs scan (all), median"] = f"{median:.2f}"
+            row[f"{clock}: 95% CI"] = f"{low:.2f}-{high:.2f}"
+        rows.append(row)
+    return rows
+
+
+READ_COLUMNS = ["path", *(f"{clock}: {col}" for clock in ("wall", "cpu")
+                          for col in ("rows/s", "vs scan (all), median", "95% CI"))]
 
 
 def recording_overhead(rounds: int) -> dict:
@@ -145,7 +187,12 @@ def recording_overhead(rounds: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved rounds of the recording overhead")
+    parser.add_argument("--read-rounds", type=int, default=41,
+                        help="paired rounds of the read throughput (median and 95%% CI)")
+    parser.add_argument("--only", choices=["read"], default=None,
+                        help="measure the read throughput only")
     args = parser.parse_args()
     torch.set_num_threads(1)  # as Algorithm does (num_threads_per_learner); 2 cores shared
     header("Offline RL (BC, MARWIL, Parquet)")
@@ -155,6 +202,10 @@ def main() -> None:
                            output_dir=expert, seed=0)
     print(f"\n200 expert episodes, {rows:,} rows, in {expert}\n")
 
+    if args.only == "read":
+        print("\n## Read throughput only (--only read)")
+        table(read_throughput(expert, args.read_rounds), READ_COLUMNS)
+        return
     print("## BC to eval return 450 (fresh process, 200 expert episodes)")
     bc_rows = []
     for seed in args.seeds:
@@ -167,9 +218,9 @@ def main() -> None:
     table(bc_rows, ["seed", "reached", "return", "iterations", "s from start",
                     "s from spawn"])
 
-    print("\n## Read throughput: Parquet -> Learner batches (3 passes over the files)")
-    table(read_throughput(expert, args.rounds),
-          ["path", "rows/s", "vs scan (all)", "vs scan (same columns)"])
+    print(f"\n## Read throughput: Parquet -> Learner batches ({args.read_rounds} paired "
+          "rounds, one pass over the files each)")
+    table(read_throughput(expert, args.read_rounds), READ_COLUMNS)
 
     print("\n## Recording overhead: EnvRunner.sample() with and without output")
     rec = recording_overhead(args.rounds)

@@ -8,6 +8,7 @@ through `rlmod.utils.loggers`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
@@ -395,6 +396,9 @@ def _train(args: argparse.Namespace) -> int:
         try:
             algo = config.build_algo()
         except (ValueError, TypeError, KeyError) as e:  # unknown env, spaces, module IDs
+            if args.run_dir is None:  # the empty default dir made for this run
+                with contextlib.suppress(OSError):
+                    run_dir.rmdir()
             raise CLIError(str(e)) from None
     if not any(
         v is not None
@@ -494,11 +498,15 @@ def _run_dir(given: Path | None, algo_name: str, env: Any) -> Path:
 
     if given is None:
         base = _default_run_dir(algo_name, env)
+        base.parent.mkdir(parents=True, exist_ok=True)
         run_dir, i = base, 1
-        while run_dir.exists():  # two runs started in the same second
-            i += 1
-            run_dir = base.with_name(f"{base.name}-{i}")
-        return run_dir
+        while True:  # made here, atomically: runs started in the same second get their own
+            try:
+                run_dir.mkdir()
+                return run_dir
+            except FileExistsError:
+                i += 1
+                run_dir = base.with_name(f"{base.name}-{i}")
     taken = [n for n in (PROGRESS_CSV, RESULT_JSONL, PARAMS_JSON) if (given / n).exists()]
     if taken:
         raise CLIError(

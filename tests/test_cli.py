@@ -190,6 +190,47 @@ def test_a_used_run_dir_is_never_overwritten(tmp_path: Path,
     assert (run / "progress.csv").read_text() == before
 
 
+def test_runs_started_in_the_same_second_get_their_own_default_dir(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default run dir is made when it is chosen, so a second run choosing before the
+    first one writes its logs (its Algorithm still building) gets another."""
+    from rlmod import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli.time, "strftime", lambda fmt, *a: "20261204-213000")
+    first = cli._run_dir(None, "PPO", "CartPole-v1")
+    second = cli._run_dir(None, "PPO", "CartPole-v1")
+    assert first != second and first.is_dir() and second.is_dir()
+    assert second.name == first.name + "-2"
+    # a build that fails leaves no empty default dir behind
+    assert _run("train --env NoSuchEnv-v0 --stop-iters 1 --no-tensorboard") == 2
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(
+        [first.name, second.name])
+
+
+def test_a_nan_reward_stops_training_with_an_error_naming_where(tmp_path: Path) -> None:
+    """Issue 11's first symptom: an env returning NaN rewards trained on, the CLI logging
+    the loss as null and exiting 0. Now the first NaN stops `rlmod train` with an error
+    naming the env, sub-env, step and key, and nothing was logged as trained."""
+    import gymnasium as gym
+
+    from rlmod import register_env
+    from rlmod.errors import EnvError
+
+    class NaNReward(gym.Wrapper):
+        def step(self, action):  # type: ignore[no-untyped-def]
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            return obs, float("nan"), terminated, truncated, info
+
+    register_env("NaNRewardCartPole-cli-test", lambda cfg: NaNReward(gym.make("CartPole-v1")))
+    with pytest.raises(EnvError, match=r"NaNRewardCartPole-cli-test.*non-finite.*rewards in "
+                       r"sub-env 0 at step 1"):
+        _run("train --env NaNRewardCartPole-cli-test --stop-iters 2 --no-tensorboard",
+             "--run-dir", tmp_path / "run")
+    progress = tmp_path / "run" / "progress.csv"
+    assert not progress.exists() or len(_read_csv(progress)) == 0
+
+
 def test_trust_lets_a_config_name_a_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture) -> None:
     (tmp_path / "my_cartpole.py").write_text(

@@ -343,15 +343,24 @@ class Learner(Checkpointable):
             self._all_reduce_gradients(mb)
         for mid in mb:
             clip = configs[mid].grad_clip
-            params = self._optimizers[mid].params
-            norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None else None
-            if self._guard_non_finite and not update_is_finite(losses[mid], norm, params):
+            optimizer = self._optimizers[mid]
+            if clip is None and self._guard_non_finite and isinstance(optimizer, Adam):
+                # the check on the step's own gradient list (Adam.step, guard_loss)
+                stepped = optimizer.step(guard_loss=losses[mid])
+                norm = None
+            else:
+                params = optimizer.params
+                norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None else None
+                stepped = (not self._guard_non_finite
+                           or update_is_finite(losses[mid], norm, params))
+                if stepped:
+                    optimizer.step()
+            if not stepped:
                 self._skip_non_finite(mid, losses[mid], norm, marks[mid])
                 continue
             self._non_finite_streak[mid] = 0
             if norm is not None:
                 self.log(mid, **{GRAD_NORM_KEY: norm})
-            self._optimizers[mid].step()
 
     def _step_stack(self, stack: TrainStack, configs: Sequence[Any],
                     losses: torch.Tensor) -> None:

@@ -40,18 +40,44 @@ class Adam:
         self.step_count = 0
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+        # The guard's flag (see `step`): kept, so a step does not allocate one; it is only
+        # ever set on a skipped step, and reset there.
+        device = self.params[0].device if self.params else None
+        self._found_inf = torch.zeros(1, device=device)
+        self._one = torch.ones(1, device=device)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.params:
             p.grad = None
 
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self, *, guard_loss: torch.Tensor | None = None) -> bool:
+        """One Adam step of the parameters that have a gradient.
+
+        Args:
+            guard_loss: The Learner's numerical guard (a module's minibatch loss): the step
+                is taken only if this loss and every gradient entry are finite; otherwise
+                nothing changes (weights, moments and step count stay bit-identical).
+                Checked here, on the gradient list the step builds anyway, in one pass of
+                torch's foreach non-finite kernel (see `update_is_finite`): a separate check
+                before the step cost about twice as much inside a PPO update.
+
+        Returns:
+            False when `guard_loss` was given and the step was skipped, else True.
+        """
+        if guard_loss is not None and not math.isfinite(guard_loss.item()):
+            return False
         with_grad = [i for i, p in enumerate(self.params) if p.grad is not None]
         if not with_grad:
-            return
+            return True
         params: list[torch.Tensor] = [self.params[i] for i in with_grad]
         grads: list[torch.Tensor] = [g for i in with_grad if (g := self.params[i].grad) is not None]
+        if guard_loss is not None:
+            found = self._found_inf
+            torch._amp_foreach_non_finite_check_and_unscale_(grads, found, self._one)
+            if found.item() != 0.0:
+                found.zero_()
+                return False
         m = [self.exp_avg[i] for i in with_grad]
         v = [self.exp_avg_sq[i] for i in with_grad]
         b1, b2 = self.betas
@@ -66,6 +92,7 @@ class Adam:
                            weight_decay=0.0, eps=self.eps, amsgrad=False, maximize=False)
         if self.step_count % FLUSH_EVERY == 0:
             self._flush_tiny_moments()
+        return True
 
     def _flush_tiny_moments(self) -> None:
         """Sets moments below `TINY` in magnitude to 0, before they become denormal floats.
@@ -275,8 +302,10 @@ def update_is_finite(loss: torch.Tensor, norm: torch.Tensor | None,
     kernels, 8 us); without clipping, one pass of torch's foreach non-finite check (the
     kernel of `torch.amp.GradScaler`, with a scale of 1: the gradients stay bit-identical)
     takes 7 us where the global norm took 37 us (tight loop; inside a PPO update both take
-    2-3x that: 43 against 65-100 us, see benchmarks/RESULTS.md, issue 11). A NaN or inf in any gradient entry makes
-    that entry's norm, and the global norm, NaN or inf, so both routes decide the same.
+    2-3x that: 43 against 65-100 us, see benchmarks/RESULTS.md, issue 11). A NaN or inf in
+    any gradient entry makes that entry's norm, and the global norm, NaN or inf, so both
+    routes decide the same. (The Learner's no-clipping path for an `Adam` runs the same
+    check inside `Adam.step(guard_loss=...)`, on the gradient list the step builds anyway.)
     """
     if not math.isfinite(loss.item()):
         return False

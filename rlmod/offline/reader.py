@@ -42,11 +42,24 @@ class ChunkSource(Protocol):
 READ_CHUNK_BYTES = 1 << 20
 MAX_READ_ROWS = 65_536
 """Rows are read in chunks of about READ_CHUNK_BYTES (at most MAX_READ_ROWS rows): large
-enough that per-chunk overheads vanish, small enough to bound memory for large rows."""
+enough that per-chunk overheads vanish, small enough to bound memory for large rows (and
+to keep the shuffle pool in a core's L2 cache at CartPole's row size: a pool twice as
+large made its reshuffle half again as slow on this project's host)."""
 
 REQUIRED_COLUMNS = (Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
                     Columns.TRUNCATEDS)
-"""What MARWIL and BC read; other recorded columns stay on disk."""
+"""What MARWIL and BC read; other recorded columns stay on disk (MARWIL also reads
+`new_obs`, for the observation that bootstraps a truncated episode's returns)."""
+
+BOOTSTRAP_OBS = "bootstrap_obs"
+"""Per row: the observation after the last step of the row's episode (s_T), as the module
+sees it (through the same transform as `obs`), repeated for each row of the episode."""
+BOOTSTRAP_DISCOUNT = "bootstrap_discount"
+"""Per row t of an episode truncated (not terminated) after its step T - 1: gamma^(T - t);
+0 for the rows of terminated episodes. MARWIL's Learner adds
+`bootstrap_discount * V(bootstrap_obs)` to `value_targets`, with V at the time of the update:
+RLlib 2.60's value targets for episodes (GAE with lambda=1 over episodes extended by one
+step: `AddOneTsToEpisodesAndTruncate` + `GeneralAdvantageEstimation`)."""
 
 
 def resolve_files(input_: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
@@ -155,15 +168,17 @@ def read_columns(files: Sequence[Path], *, columns: Sequence[str] | None = None,
 
 
 def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | None,
-                 obs_shape: tuple[int, ...] | None, rows: int) -> Iterator[Columns_]:
-    """One file's rows in chunks of whole episodes (of `module_id`)."""
+                 obs_shape: tuple[int, ...] | None, rows: int,
+                 verify: bool = True) -> Iterator[Columns_]:
+    """One file's rows in chunks of whole episodes (of `module_id`); `verify` checks each
+    page's checksum (a corrupt page raises instead of decoding to wrong numbers)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     carry: Columns_ = {Columns.REWARDS: np.zeros(0)}  # rows of an unfinished episode
     with _named_errors(file):
-        parquet = pq.ParquetFile(file, page_checksum_verification=True)
+        parquet = pq.ParquetFile(file, page_checksum_verification=verify)
         names = parquet.schema_arrow.names
         wanted = [c for c in (columns or names) if c in names]
         if module_id is not None and MODULE_ID in names and MODULE_ID not in wanted:
@@ -218,30 +233,41 @@ def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
     amplifies), and the returns at such cuts are carried backwards in a short loop.
     About 13 ns per row (cProfile of the MARWIL reader: this was its largest own cost).
     """
+    return _returns(rewards, episode_ends, gamma)[0]
+
+
+def _returns(rewards: np.ndarray, episode_ends: np.ndarray, gamma: float
+             ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+    """`discounted_returns`, plus what `add_return_columns` reuses: gamma^k per row (k:
+    the step within its episode; None where episodes were cut into segments or gamma is
+    0), and each episode's last row and length."""
     n = len(rewards)
     r = rewards.astype(np.float64)
-    if n == 0 or gamma == 0.0:
-        return r.astype(np.float32)
     ends = episode_ends.astype(bool, copy=False)
-    rows = np.arange(n)
-    firsts = np.flatnonzero(np.r_[True, ends[:-1]])
     lasts = np.flatnonzero(ends)
-    if len(lasts) < len(firsts):  # rows after the last end: one more (cut) episode
+    if n and (not len(lasts) or lasts[-1] != n - 1):  # rows after the last end: one more
         lasts = np.r_[lasts, n - 1]
-    lens = lasts - firsts + 1
-    k = rows - np.repeat(firsts, lens)  # step within the episode
+    lens = np.diff(lasts, prepend=-1)
+    if n == 0 or gamma == 0.0:
+        return r.astype(np.float32), None, lasts, lens
+    rows = np.arange(n)
+    k = rows - np.repeat(lasts + 1 - lens, lens)  # step within the episode
     log_gamma = math.log(gamma)
     max_len = n if gamma >= 1.0 else max(1, int(math.log(1e-3) / log_gamma))
     cut = bool(lens.max() > max_len)
     if cut:
         k %= max_len  # step within the segment
     w = np.exp(np.arange(int(k.max()) + 1) * log_gamma)[k]  # gamma^(t-s)
-    suffix = np.cumsum((r * w)[::-1])[::-1]
+    # sums[j] = sum of (r * w) over the last j rows (sums[0] = 0): the suffix sum from row
+    # t on is sums[n - t], so the one after row `last` is sums[n - last - 1]
+    sums = np.zeros(n + 1)
+    np.cumsum((r * w)[::-1], out=sums[1:])
+    suffix = sums[n:0:-1]
     if cut:
         seg_last = np.minimum(np.repeat(lasts, lens), rows - k + max_len - 1)
-        after = np.append(suffix, 0.0)[seg_last + 1]
+        after = sums[n - seg_last - 1]
     else:  # one segment per episode: the suffix sum after it, gathered per episode
-        after = np.repeat(np.append(suffix, 0.0)[lasts + 1], lens)
+        after = np.repeat(sums[n - lasts - 1], lens)
     g = suffix - after
     g /= w
     if cut:  # segments cut inside an episode carry the next one's first return backwards
@@ -250,25 +276,129 @@ def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
             first = last - max_len + 1
             g[first:last + 1] += g[last + 1] * np.exp(
                 (last + 1 - np.arange(first, last + 1)) * log_gamma)
-    return g.astype(np.float32)
+    return g.astype(np.float32), None if cut else w, lasts, lens
+
+
+def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = True,
+                       finals: np.ndarray | None = None) -> np.ndarray:
+    """Adds `value_targets` (each row's discounted return to its episode's end),
+    `bootstrap_discount` and `bootstrap_obs` (see their constants) to a chunk of whole
+    episodes; `new_obs` is dropped unless `keep_next_obs`. The last row ends an episode
+    (a chunk cut without an end flag counts as a terminated episode's end).
+
+    The observation after each truncated episode comes from `finals` (one per truncated
+    episode, in order: what an earlier call returned, see FinalsCache) or else from the
+    chunk's `new_obs`; data without `new_obs` are refused only where an episode was
+    truncated (nothing to bootstrap from). Returns the truncated episodes' finals used.
+    """
+    rewards = cols[Columns.REWARDS]
+    terminated, truncated = cols[Columns.TERMINATEDS], cols[Columns.TRUNCATEDS]
+    cols[Columns.VALUE_TARGETS], w, lasts, lens = _returns(rewards, terminated | truncated,
+                                                           gamma)
+    n = len(rewards)
+    next_obs = cols.get(Columns.NEXT_OBS) if keep_next_obs else cols.pop(Columns.NEXT_OBS, None)
+    bootstrapped = truncated[lasts] & ~terminated[lasts]  # [episodes]
+    obs = cols[Columns.OBS]
+    if finals is None:
+        if next_obs is None and bootstrapped.any():
+            raise OfflineDataError(
+                f"MARWIL bootstraps truncated episodes' returns from the observation after "
+                f"their last step, the {Columns.NEXT_OBS!r} column, which these data lack; "
+                "record them with rlmod's writers (they store it), or train BC (beta=0), "
+                "which needs no returns.")
+        finals = (next_obs[lasts[bootstrapped]] if next_obs is not None  # a copy
+                  else np.empty((0, *obs.shape[1:]), obs.dtype))  # (a view would pin obs)
+    else:
+        finals = finals[:int(bootstrapped.sum())]
+    discount = np.zeros(n, np.float32)
+    per_episode = np.zeros((len(lasts), *obs.shape[1:]), obs.dtype)
+    if bootstrapped.any():
+        per_episode[bootstrapped] = finals
+        if w is not None:  # gamma^(T - t) = gamma^T / gamma^t (both >= 1e-3 * gamma here)
+            discount = (np.repeat(np.where(bootstrapped, np.exp(lens * math.log(gamma)), 0.0),
+                                  lens) / w).astype(np.float32)
+        elif gamma > 0.0:
+            steps_left = np.repeat(lasts + 1, lens) - np.arange(n)  # T - t: 1 at the last row
+            discount = (np.exp(steps_left * math.log(gamma))
+                        * np.repeat(bootstrapped, lens)).astype(np.float32)
+    cols[BOOTSTRAP_DISCOUNT] = discount
+    cols[BOOTSTRAP_OBS] = np.repeat(per_episode, lens, axis=0)
+    return finals
+
+
+FINALS_CACHE_BYTES = 64 << 20
+"""What an OfflineReader keeps of FinalsCache at most (all sources together)."""
+
+
+class FinalsCache:
+    """What an OfflineReader learns about a source (file) on its first whole read: the
+    observations after its truncated episodes' last steps, and that its pages' checksums
+    held.
+
+    MARWIL's returns need only those of the whole `new_obs` column, yet decoding it cost
+    as much as decoding all other columns MARWIL reads (`obs` included), on every pass.
+    An OfflineReader reads `new_obs` on a source's first pass and keeps its finals here
+    (one observation per truncated episode: 1/episode-length of the observations read,
+    and at most `max_bytes` in all; a source past the cap is read with `new_obs` each
+    pass), so later passes skip the column. Sources are files written once and renamed
+    complete, so what was read stays true.
+    """
+
+    def __init__(self, max_bytes: int = FINALS_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._finals: dict[Any, np.ndarray] = {}
+        self.verified: set[Any] = set()
+        """Sources read whole once, their pages' checksums verified."""
+
+    def get(self, source: Any) -> np.ndarray | None:
+        return self._finals.get(source)
+
+    def put(self, source: Any, finals: np.ndarray) -> None:
+        if source not in self._finals and self.nbytes + finals.nbytes <= self.max_bytes:
+            self._finals[source] = finals
+            self.nbytes += finals.nbytes
 
 
 def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
                    module_id: str | None, obs_shape: tuple[int, ...] | None, rows: int,
-                   gamma: float | None, transform: Transform | None) -> Iterator[Columns_]:
-    """One file's (or source's) rows as training rows, in chunks of whole episodes: the
-    discounted returns added as `value_targets` (unless `gamma` is None), then
-    `transform` applied. Shared by OfflineReader and the Ray Data readers."""
+                   gamma: float | None, transform: Transform | None,
+                   finals_cache: FinalsCache | None = None) -> Iterator[Columns_]:
+    """One file's (or source's) rows as training rows, in chunks of whole episodes: unless
+    `gamma` is None, the discounted returns as `value_targets` and what bootstraps a
+    truncated episode's (`add_return_columns`; `new_obs` is read for it, unless
+    `finals_cache` holds this source's); then `transform` applied. Shared by
+    OfflineReader and the Ray Data readers.
+
+    Pages' checksums are verified unless `finals_cache` has seen this source read whole
+    (`FinalsCache.verified`): files are written once and renamed complete, so a file
+    that checked out on one pass holds the same bytes on the next.
+    """
+    keep_next_obs = columns is None or Columns.NEXT_OBS in columns
+    cached = None
+    if gamma is not None and not keep_next_obs:
+        cached = None if finals_cache is None else finals_cache.get(source)
+        if cached is None:
+            columns = [*columns, Columns.NEXT_OBS]  # type: ignore[misc]
+    verified = finals_cache is not None and source in finals_cache.verified
     chunks = (_file_chunks(source, columns=columns, module_id=module_id, obs_shape=obs_shape,
-                           rows=rows) if isinstance(source, Path)
+                           rows=rows, verify=not verified) if isinstance(source, Path)
               else source.chunks(columns=columns, module_id=module_id, obs_shape=obs_shape,
                                  rows=rows))
+    found: list[np.ndarray] = []
+    used = 0
     for cols in chunks:
         if gamma is not None:
-            cols[Columns.VALUE_TARGETS] = discounted_returns(
-                cols[Columns.REWARDS], cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS],
-                gamma)
+            if cached is None:
+                found.append(add_return_columns(cols, gamma, keep_next_obs=keep_next_obs))
+            else:
+                used += len(add_return_columns(cols, gamma, keep_next_obs=keep_next_obs,
+                                               finals=cached[used:]))
         yield cols if transform is None else transform(cols)
+    if finals_cache is not None:  # read whole: checked, and its finals known
+        finals_cache.verified.add(source)
+        if gamma is not None and cached is None and found:
+            finals_cache.put(source, np.concatenate(found))
 
 
 class OfflineReader:
@@ -279,8 +409,9 @@ class OfflineReader:
             sources of whole-episode chunks (e.g. `minari_source.MinariSource`).
         batch_size: Rows per batch.
         gamma: Discount of the returns added as `value_targets` (MARWIL's regression
-            target); None adds none (BC needs none). A truncated episode's return is cut at the truncation (not
-            bootstrapped: offline there is no value estimate of the next state to trust).
+            target); None adds none (BC needs none). A truncated episode's rows also get
+            `bootstrap_discount` and `bootstrap_obs`, with which MARWIL's Learner adds the
+            value of the observation after the truncation, as RLlib does.
         shuffle_buffer_size: Rows kept back to mix with the next read chunk; each refill
             shuffles these, what is left of the last one and one new chunk of whole
             episodes together.
@@ -325,6 +456,7 @@ class OfflineReader:
         self._pos = 0
         self._chunks = self._endless_chunks()
         self.num_rows_read = 0
+        self.finals_cache = FinalsCache()
 
     def __iter__(self) -> Iterator[Columns_]:
         while True:
@@ -366,7 +498,7 @@ class OfflineReader:
                 for cols in episode_chunks(
                         self.files[i], columns=self.columns, module_id=self.module_id,
                         obs_shape=self.obs_shape, rows=self.read_rows, gamma=self.gamma,
-                        transform=self.transform):
+                        transform=self.transform, finals_cache=self.finals_cache):
                     n = len(cols[Columns.REWARDS])
                     if n and self.read_rows == max(self.batch_size, 1024):
                         row_bytes = sum(v.nbytes for v in cols.values()) / n

@@ -13,7 +13,7 @@ import numpy as np
 from rlmod.connectors.module_to_env import _plan, actions_from_env
 from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.columns import Columns
-from rlmod.offline.reader import Columns_, Transform
+from rlmod.offline.reader import BOOTSTRAP_OBS, Columns_, Transform
 
 
 def module_view(pipeline: ConnectorPipeline, action_space: gym.Space) -> Transform:
@@ -42,29 +42,49 @@ def module_view(pipeline: ConnectorPipeline, action_space: gym.Space) -> Transfo
             return cols
         obs = cols[Columns.OBS]
         ends = cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS]
+        # `bootstrap_obs` (MARWIL): the step after each episode's last, seen as the module
+        # would have seen it there (RLlib runs its connectors over episodes extended by it)
+        last = np.flatnonzero(ends)
+        finals = cols[BOOTSTRAP_OBS][last] if BOOTSTRAP_OBS in cols else None
         if row_wise:
             starts = np.r_[True, ends[:-1]]
             cols[Columns.OBS] = pipeline(obs, episode_starts=starts)
+            if finals is not None:
+                finals = np.asarray(pipeline(finals, episode_starts=np.zeros(len(last), bool)))
         else:
-            cols[Columns.OBS] = _by_episode(pipeline, obs, ends)
+            cols[Columns.OBS], finals = _by_episode(pipeline, obs, ends, finals)
+        if finals is not None:
+            cols[BOOTSTRAP_OBS] = np.repeat(finals, np.diff(last, prepend=-1), axis=0)
         return cols
 
     return transform
 
 
-def _by_episode(pipeline: ConnectorPipeline, obs: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def _by_episode(pipeline: ConnectorPipeline, obs: np.ndarray, ends: np.ndarray,
+                finals: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Runs `pipeline` at step t of all episodes at once, t = 0 .. longest episode - 1
-    (ended episodes repeat their last row; those outputs are dropped)."""
+    (ended episodes repeat their last row; those outputs are dropped). With `finals` (one
+    observation per episode: the one after its last step) each episode gets one more
+    step on it; returns the outputs for the rows and those for `finals`."""
     last = np.flatnonzero(ends)
     first = np.r_[0, last[:-1] + 1]
     lens = last - first + 1
     out: np.ndarray | None = None
-    for t in range(int(lens.max())):
+    finals_out: np.ndarray | None = None
+    for t in range(int(lens.max()) + (finals is not None)):
         rows = first + np.minimum(t, lens - 1)
-        y = np.asarray(pipeline(obs[rows], episode_starts=np.full(len(first), t == 0)))
+        x = obs[rows]
+        at_final = t == lens
+        if finals is not None and at_final.any():
+            x[at_final] = finals[at_final]
+        y = np.asarray(pipeline(x, episode_starts=np.full(len(first), t == 0)))
         if out is None:
             out = np.empty((len(obs), *y.shape[1:]), dtype=y.dtype)
+            if finals is not None:
+                finals_out = np.empty((len(first), *y.shape[1:]), dtype=y.dtype)
         live = t < lens
         out[(first + t)[live]] = y[live]
+        if finals_out is not None:
+            finals_out[at_final] = y[at_final]
     assert out is not None
-    return out
+    return out, finals_out

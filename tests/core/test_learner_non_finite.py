@@ -22,18 +22,28 @@ def _weights(learner):
     return {k: v.clone() for k, v in learner.module["default_policy"].state_dict().items()}
 
 
+def _assert_optimizer_state_unchanged(learner, before):
+    """Adam's moments bit for bit and its step count (bias correction) as before."""
+    after = learner._optimizers["default_policy"].state_dict()
+    assert after["step"] == before["step"]
+    for key in ("exp_avg", "exp_avg_sq"):
+        for a, b in zip(before[key], after[key], strict=True):
+            assert torch.equal(a, b), key
+
+
 def test_a_nan_loss_skips_the_update_and_keeps_weights_bit_identical(cartpole_config):
     algo = cartpole_config.learners(max_consecutive_non_finite_updates=100).build_algo()
     learner = algo.learner_group.learner
+    learner.update(algo.env_runner_group.sample()[0])  # moments and step count not 0
     before = _weights(learner)
-    adam_before = [t.clone() for t in learner._optimizers["default_policy"].exp_avg]
+    adam_before = learner._optimizers["default_policy"].state_dict()
+    assert adam_before["step"] > 0
     result = learner.update(_batch_with_nan_rewards(algo))
     after = _weights(learner)
     for name, value in before.items():
         assert torch.equal(value, after[name]), name
         assert torch.isfinite(after[name]).all()
-    for a, b in zip(adam_before, learner._optimizers["default_policy"].exp_avg, strict=True):
-        assert torch.equal(a, b)
+    _assert_optimizer_state_unchanged(learner, adam_before)
     # 256 rows / 64 per minibatch, 2 epochs: every minibatch was skipped.
     assert result["default_policy"]["num_non_finite_updates"] == 8
     assert result["__all_modules__"]["num_non_finite_updates"] == 8
@@ -62,11 +72,14 @@ def test_without_gradient_clipping_a_non_finite_gradient_is_caught_too(cartpole_
     algo = cartpole_config.training(grad_clip=None).learners(
         max_consecutive_non_finite_updates=100).build_algo()
     learner = algo.learner_group.learner
+    learner.update(algo.env_runner_group.sample()[0])
     before = _weights(learner)
+    adam_before = learner._optimizers["default_policy"].state_dict()
     result = learner.update(_batch_with_nan_rewards(algo))
     assert result["default_policy"]["num_non_finite_updates"] == 8
     for name, value in before.items():
         assert torch.equal(value, _weights(learner)[name])
+    _assert_optimizer_state_unchanged(learner, adam_before)
     algo.stop()
 
 

@@ -14,6 +14,7 @@ from rlmod.algorithms import settings as s
 from rlmod.algorithms.algorithm import Algorithm
 from rlmod.algorithms.algorithm_config import AlgorithmConfig
 from rlmod.algorithms.settings import Setting
+from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.learner_group import LearnerGroup
 from rlmod.core.rl_module import RLModuleSpec
@@ -57,6 +58,17 @@ class MARWILConfig(AlgorithmConfig):
         from rlmod.algorithms.marwil.marwil_learner import MARWILLearner
 
         return MARWILLearner
+
+    def build_learner_connector(self, observation_space: Any = None,
+                                action_space: Any = None) -> ConnectorPipeline:
+        """The user's learner connectors, then `BootstrapTruncatedReturns` (as RLlib
+        appends its GAE connector last): truncated episodes' value targets bootstrapped
+        with the value function at the start of each update."""
+        from rlmod.algorithms.marwil.marwil_learner import BootstrapTruncatedReturns
+
+        pipeline = super().build_learner_connector(observation_space, action_space)
+        pipeline.connectors.append(BootstrapTruncatedReturns())
+        return pipeline
 
     def validate(self) -> None:
         super().validate()

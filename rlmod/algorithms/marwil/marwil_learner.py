@@ -1,7 +1,8 @@
 """MARWILLearner: the advantage-weighted log-likelihood of MARWIL, one module at a time.
 
 Used by LearnerGroup for MARWIL and BC; `value_targets` (discounted returns) come from
-the OfflineReader.
+the OfflineReader, and `BootstrapTruncatedReturns` (MARWIL's learner connector) adds the
+value of the observation after a truncated episode's end to its rows' targets.
 """
 
 from __future__ import annotations
@@ -10,8 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from rlmod.connectors.learner import LearnerConnector
+from rlmod.core.apis import find_compute_values
 from rlmod.core.columns import Columns
-from rlmod.core.learner import Learner
+from rlmod.core.learner import Learner, TensorBatch
+from rlmod.core.multi_rl_module import MultiRLModule
+from rlmod.offline.reader import BOOTSTRAP_DISCOUNT, BOOTSTRAP_OBS
 
 if TYPE_CHECKING:
     from rlmod.algorithms.marwil.marwil import MARWILConfig
@@ -81,3 +86,35 @@ class MARWILLearner(Learner):
     def set_state(self, state: Any) -> None:
         super().set_state(state)
         self.moving_avg_sqd_adv_norms.update(state.get("moving_avg_sqd_adv_norms", {}))
+
+
+class BootstrapTruncatedReturns(LearnerConnector):
+    """`value_targets += bootstrap_discount * V(bootstrap_obs)` per module, then drops both
+    columns (the OfflineReader adds them; see rlmod.offline.reader).
+
+    A truncated episode's rows t then regress on
+    `r_t + ... + gamma^(T-1-t) r_{T-1} + gamma^(T-t) V(s_T)`, a terminated one's on the
+    plain discounted return: RLlib 2.60's MARWIL targets for whole episodes (its learner
+    connector extends each episode by one step and runs GAE with lambda=1). V is the
+    module's value function at the start of the update (no gradient), evaluated on the
+    truncated episodes' rows only. Modules without a value function, and batches
+    without the columns (BC), pass unchanged.
+    """
+
+    def __call__(self, batch: TensorBatch, *, rl_module: MultiRLModule,
+                 **kwargs: Any) -> TensorBatch:
+        for mid, cols in batch.items():
+            discount = cols.pop(BOOTSTRAP_DISCOUNT, None)
+            final_obs = cols.pop(BOOTSTRAP_OBS, None)
+            compute_values = find_compute_values(rl_module[mid])
+            if discount is None or final_obs is None or compute_values is None:
+                continue
+            rows = torch.nonzero(discount).squeeze(1)
+            if not len(rows):
+                continue
+            with torch.no_grad():
+                values = compute_values({Columns.OBS: final_obs[rows]})
+            targets = cols[Columns.VALUE_TARGETS].clone()
+            targets[rows] += discount[rows] * values.to(targets.dtype)
+            cols[Columns.VALUE_TARGETS] = targets
+        return batch
