@@ -179,6 +179,46 @@ class GroupAdam:
                 part = t[rows]
                 t[rows] = part.masked_fill(part.abs() < TINY, 0.0)
 
+    def rows(self, order: np.ndarray, params: list[torch.Tensor]) -> GroupAdam:
+        """This optimizer's modules `order` (positions, in that order) as a GroupAdam of
+        their own over `params` (`[len(order), ...]` each, those modules' parameter rows
+        in that order): their learning rates, step counts and moments, so that stepping
+        it steps those modules exactly as this one would. The moments are this one's own
+        tensors where `order` is every position in order, else gathered copies; write
+        them back with `put_rows`.
+
+        A Learner trains a group in an order of its own for a whole update (its modules
+        sorted by rows, so that row buckets are contiguous slices: rlmod.core.learner_stacks).
+        """
+        if len(params) != len(self.params):
+            raise ValueError(f"GroupAdam.rows got {len(params)} parameters for a group of "
+                             f"{len(self.params)}.")
+        work = GroupAdam.__new__(GroupAdam)
+        work.params = list(params)
+        work.lrs = self.lrs[order].copy()
+        work.steps = self.steps[order].copy()
+        work.betas, work.eps = self.betas, self.eps
+        if _is_identity(order, len(self)):
+            work.exp_avg, work.exp_avg_sq = self.exp_avg, self.exp_avg_sq
+        else:
+            rows = torch.from_numpy(np.asarray(order, dtype=np.int64)).to(self.params[0].device)
+            work.exp_avg = [t[rows] for t in self.exp_avg]
+            work.exp_avg_sq = [t[rows] for t in self.exp_avg_sq]
+        return work
+
+    def put_rows(self, work: GroupAdam, order: np.ndarray) -> None:
+        """Writes the state of `work` (made by `rows(order)`) back into modules `order`:
+        step counts always, moments where they were copies. Learning rates are not
+        written back: they are set per update, before `rows`."""
+        self.steps[order] = work.steps
+        if work.exp_avg is self.exp_avg:
+            return
+        rows = torch.from_numpy(np.asarray(order, dtype=np.int64)).to(self.params[0].device)
+        with torch.no_grad():
+            for dst, src in zip(self.exp_avg + self.exp_avg_sq, work.exp_avg + work.exp_avg_sq,
+                                strict=True):
+                dst.index_copy_(0, rows, src)
+
     def slot(self, index: int, params: Iterable[torch.nn.Parameter]) -> AdamSlot:
         """Module `index`'s share, with `Adam`'s interface; `params` are the module's own
         (view) parameters, in the order of this optimizer's."""
@@ -289,3 +329,8 @@ def update_is_finite(loss: torch.Tensor, norm: torch.Tensor | None,
     one = _ONE if grads[0].device.type == "cpu" else _ONE.to(grads[0].device)
     torch._amp_foreach_non_finite_check_and_unscale_(grads, found, one)
     return found.item() == 0.0
+
+
+def _is_identity(order: np.ndarray, size: int) -> bool:
+    """Whether `order` lists positions 0..size-1 in order."""
+    return len(order) == size and bool(np.array_equal(order, np.arange(size)))
