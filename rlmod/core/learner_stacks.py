@@ -131,7 +131,7 @@ class TrainStack:
         self._k = np.zeros(0, dtype=np.int64)  # rows per minibatch, per working position
         self._offsets = np.zeros(0, dtype=np.int64)
         self._zero_row = 0
-        self._grads: list[torch.Tensor] = []
+        self._leaves: list[list[tuple[int, torch.Tensor]]] = []
         self._buckets: list[StackBucket] = []
         self._masks: list[torch.Tensor] = []
         self._epoch: list[TensorDict] = []
@@ -173,7 +173,7 @@ class TrainStack:
         self.columns = {c: torch.cat([*v, v[0].new_zeros((1, *v[0].shape[1:]))])
                         for c, v in parts.items() if len(v) == len(self.ids)}
         if not self.ids:
-            self.work, self._buckets, self._grads = None, [], []
+            self.work, self._buckets, self._leaves = None, [], []
             return
         # working parameter rows: the group's storage itself (detached views) where the
         # order is every module in order, else copies in working order
@@ -183,28 +183,28 @@ class TrainStack:
             work_params = [p.detach() if same else p.detach()[rows]
                            for p in self.optimizer.params]
         self.work = self.optimizer.rows(self.order, work_params)
-        self._grads = [torch.zeros_like(p) for p in work_params]
-        for p, g in zip(work_params, self._grads, strict=True):
-            p.grad = g
         # every stacked tensor of the group in working order (trained ones: the working
         # rows; others and buffers: the group's, gathered where the order is not its own)
-        trained = iter(zip(work_params, self._grads, strict=True))
-        state: list[tuple[str, torch.Tensor, torch.Tensor | None]] = []
+        trained = iter(work_params)
+        state: list[tuple[str, torch.Tensor, bool]] = []
         for name, t in [*self.group.params.items(), *self.group.buffers.items()]:
             if isinstance(t, torch.nn.Parameter) and t.requires_grad:
-                state.append((name, *next(trained)))
+                state.append((name, next(trained), True))
             else:
-                state.append((name, t.detach() if same else t.detach()[rows], None))
+                state.append((name, t.detach() if same else t.detach()[rows], False))
+        self._leaves = [[] for _ in work_params]  # per trained parameter: (start, leaf)
         device = rows.device
         spans = row_buckets(self._k)
         self._buckets, self._masks = [], []
         for start, stop, width in spans:
             leaves: dict[str, torch.Tensor] = {}
-            for name, t, g in state:
-                part = t[start:stop]
-                if g is not None:
+            j = 0
+            for name, rows_t, is_trained in state:
+                part = rows_t[start:stop]
+                if is_trained:  # a leaf of its own: backward leaves its gradient there
                     part.requires_grad_()
-                    part.grad = g[start:stop]  # backward accumulates into the working grads
+                    self._leaves[j].append((start, part))
+                    j += 1
                 leaves[name] = part
             self._buckets.append(StackBucket(self, start, stop, width, leaves,
                                              whole=len(spans) == 1))
@@ -223,7 +223,7 @@ class TrainStack:
                     for p, w in zip(self.optimizer.params, self.work.params, strict=True):
                         p.index_copy_(0, rows, w)
             self.optimizer.put_rows(self.work, self.order)
-        self.work, self._grads, self._buckets, self._masks = None, [], [], []
+        self.work, self._leaves, self._buckets, self._masks = None, [], [], []
         self._epoch, self._in_order, self.columns = [], None, {}
 
     # ------------------------------------------------------------------ minibatches
@@ -262,28 +262,39 @@ class TrainStack:
 
     # ------------------------------------------------------------------ gradients
     def zero_grad(self) -> None:
-        """Zeroes the working gradients in place (the buckets' leaves keep views of them)."""
-        for g in self._grads:
-            g.zero_()
+        """Drops the buckets' gradients (the next backward pass makes new ones)."""
+        for pieces in self._leaves:
+            for _, leaf in pieces:
+                leaf.grad = None
+
+    def _grads(self) -> list[list[tuple[int, torch.Tensor]]]:
+        """Per trained parameter, its gradient pieces `(first working row, tensor)`, one
+        per bucket that has one."""
+        return [[(start, leaf.grad) for start, leaf in pieces if leaf.grad is not None]
+                for pieces in self._leaves]
 
     def grad_norms(self) -> torch.Tensor:
         """`[W]`: each working module's global L2 gradient norm over its rows of all
         parameters (what `clip_grad_norm_` computes over that module's own parameters)."""
-        per_param = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1)
-                                 for g in self._grads])
-        return torch.linalg.vector_norm(per_param, dim=0)
+        squares = torch.zeros(len(self), device=self.optimizer.params[0].device)
+        for pieces in self._grads():
+            for start, g in pieces:
+                norm = torch.linalg.vector_norm(g.flatten(1), dim=1)
+                squares[start:start + g.shape[0]] += norm * norm
+        return squares.sqrt()
 
     def clip(self, norms: torch.Tensor, max_norms: torch.Tensor) -> None:
         """Scales each module's gradient rows by min(1, max_norm / (norm + 1e-6)), as
         `torch.nn.utils.clip_grad_norm_` does per module (inf: no clipping)."""
         coef = torch.clamp(max_norms / (norms + 1e-6), max=1.0)
-        for g in self._grads:
-            g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+        for pieces in self._grads():
+            for start, g in pieces:
+                g.mul_(coef[start:start + g.shape[0]].view(-1, *([1] * (g.dim() - 1))))
 
     def step(self, stepped: np.ndarray) -> None:
         """One Adam step of the working modules marked in `stepped` (`[W]` bool)."""
         assert self.work is not None
-        self.work.step(stepped)
+        self.work.step(stepped, self._grads())
 
     # ------------------------------------------------------------------ logs
     def log(self, values: Mapping[str, torch.Tensor], valid: torch.Tensor | None = None,

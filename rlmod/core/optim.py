@@ -129,7 +129,7 @@ class GroupAdam:
 
     def __init__(self, params: Iterable[torch.nn.Parameter], *, lrs: Iterable[float],
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
-        self.params = list(params)
+        self.params: list[torch.Tensor] = list(params)
         self.lrs = np.asarray(list(lrs), dtype=np.float64)
         num = len(self.lrs)
         if any(p.shape[0] != num for p in self.params):
@@ -149,10 +149,18 @@ class GroupAdam:
             p.grad = None
 
     @torch.no_grad()
-    def step(self, stepped: np.ndarray) -> None:
-        """One Adam step of the modules where `stepped` ([M] bool) is True."""
+    def step(self, stepped: np.ndarray,
+             grads: list[list[tuple[int, torch.Tensor]]] | None = None) -> None:
+        """One Adam step of the modules where `stepped` ([M] bool) is True.
+
+        `grads` (default: each parameter's `.grad`): per parameter, its gradient as
+        pieces `(first row, tensor)` that cover its rows in order, e.g. one per row
+        bucket as a Learner's backward pass left them (no copy into one tensor).
+        """
         stepped = np.asarray(stepped, dtype=bool)
-        with_grad = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if grads is None:
+            grads = [[(0, g)] if (g := p.grad) is not None else [] for p in self.params]
+        with_grad = [i for i, pieces in enumerate(grads) if pieces]
         if not with_grad or not stepped.any():
             return
         # runs of neighbours with equal (stepped, lr, step): one kernel call per stepped run
@@ -163,14 +171,19 @@ class GroupAdam:
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             if not stepped[a]:
                 continue
-            params = [self.params[i][a:b] for i in with_grad]
-            grads = [g[a:b] for i in with_grad if (g := self.params[i].grad) is not None]
+            params, grad_parts, m, v = [], [], [], []
+            for i in with_grad:
+                for first, g in grads[i]:
+                    lo, hi = max(a, first), min(b, first + g.shape[0])
+                    if lo < hi:
+                        params.append(self.params[i][lo:hi])
+                        grad_parts.append(g[lo - first:hi - first])
+                        m.append(self.exp_avg[i][lo:hi])
+                        v.append(self.exp_avg_sq[i][lo:hi])
             step = torch.tensor(float(self.steps[a] + 1))
-            torch._fused_adam_(params, grads, [self.exp_avg[i][a:b] for i in with_grad],
-                               [self.exp_avg_sq[i][a:b] for i in with_grad], [],
-                               [step] * len(params), lr=float(self.lrs[a]), beta1=b1,
-                               beta2=b2, weight_decay=0.0, eps=self.eps, amsgrad=False,
-                               maximize=False)
+            torch._fused_adam_(params, grad_parts, m, v, [], [step] * len(params),
+                               lr=float(self.lrs[a]), beta1=b1, beta2=b2, weight_decay=0.0,
+                               eps=self.eps, amsgrad=False, maximize=False)
         self.steps[stepped] += 1
         due = np.flatnonzero(stepped & (self.steps % FLUSH_EVERY == 0))
         if len(due):  # as Adam._flush_tiny_moments, for the modules at their flush step

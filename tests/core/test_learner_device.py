@@ -98,7 +98,8 @@ def test_modules_optimizers_batches_and_sgd_steps_live_on_learner_device():
     learner._guard_non_finite = False
     num_rows = {"default_policy": 64}
     cfgs = {"default_policy": learner.config.get_config_for_module("default_policy")}
-    minibatches = list(learner._minibatches(batch, num_rows))
+    minibatches = list(learner._minibatches(batch, num_rows,
+                                            *learner._minibatch_plan(num_rows)))
     assert len(minibatches) == 2
     mb, stack_mbs = minibatches[0]
     learner._sgd_step(mb, stack_mbs, cfgs)
