@@ -103,8 +103,8 @@ def learner_update_timings(num_modules: int, total_rows: int, *, stack: bool = T
 def bucket_effect(num_modules: int = 1000, *, short: int = 5, long: int = 64,
                   num_long: int = 2, epochs: int = 3, repeats: int = 3) -> dict[str, float]:
     """Seconds per update, stacked, when most modules have `short` rows and `num_long`
-    have `long` (agents whose episodes ended early): padded whole, against the two
-    buckets `row_buckets` picks (alternating, best of `repeats`)."""
+    have `long` (agents whose episodes ended early): padded whole (one bucket), against
+    the buckets `row_buckets` picks (alternating, best of `repeats`)."""
     import rlmod.core.learner_stacks as learner_stacks
 
     learner, ids = make_learner(num_modules, stack=True)
@@ -114,15 +114,17 @@ def bucket_effect(num_modules: int = 1000, *, short: int = 5, long: int = 64,
         batch[mid] = {c: v[:short].copy() for c, v in batch[mid].items()}
         batch[mid]["seq_ends"][-1] = batch[mid]["terminateds"][-1] = True
     learner.update(batch)
-    default = learner_stacks.MIN_SPLIT_ROWS
+    default = learner_stacks.BUCKET_COST_SLOTS
     times: dict[str, list[float]] = {"whole": [], "buckets": []}
-    for _ in range(repeats):
-        for case, min_split in (("whole", 2**62), ("buckets", default)):
-            learner_stacks.MIN_SPLIT_ROWS = min_split
-            t = time.perf_counter()
-            learner.update(batch)
-            times[case].append(time.perf_counter() - t)
-    learner_stacks.MIN_SPLIT_ROWS = default
+    try:
+        for _ in range(repeats):
+            for case, cost in (("whole", 2**40), ("buckets", default)):
+                learner_stacks.BUCKET_COST_SLOTS = cost
+                t = time.perf_counter()
+                learner.update(batch)
+                times[case].append(time.perf_counter() - t)
+    finally:
+        learner_stacks.BUCKET_COST_SLOTS = default
     return {k: min(v) for k, v in times.items()}
 
 
@@ -157,7 +159,7 @@ def main() -> None:
     if args.uneven:
         r = bucket_effect(repeats=args.repeats)
         print(f"\n1,000 modules, 998 with 5 rows and 2 with 64, 3 epochs: padded whole "
-              f"{r['whole']:.3f} s, two buckets {r['buckets']:.3f} s per update "
+              f"{r['whole']:.3f} s, in buckets {r['buckets']:.3f} s per update "
               f"({r['whole'] / r['buckets']:.2f}x)")
 
 

@@ -17,11 +17,11 @@ import torch
 from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
-from rlmod.core.learner_stacks import TrainStack
+from rlmod.core.learner_stacks import StackBucket, TrainStack
 from rlmod.core.module_weights import numpy_weights
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, AdamSlot, GroupAdam, grad_norm, update_is_finite
-from rlmod.core.stacked import GroupView, StackedGroup, find_stack_groups
+from rlmod.core.stacked import find_stack_groups
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
@@ -189,7 +189,7 @@ class Learner(Checkpointable):
         """The scalar loss of one module on one minibatch; log diagnostics with `log`."""
         raise NotImplementedError(f"{type(self).__name__} must implement compute_loss_for_module.")
 
-    def compute_losses_for_group(self, *, group: StackedGroup | GroupView,
+    def compute_losses_for_group(self, *, group: StackBucket,
                                  configs: Sequence[Any],
                                  batch: dict[str, torch.Tensor], mask: torch.Tensor,
                                  fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -199,8 +199,8 @@ class Learner(Checkpointable):
         let Learners stack modules (rlmod.core.stacked); log with `log_group`.
 
         Args:
-            group: The group, or a GroupView of some of its modules (when their row
-                counts differ much, modules run in buckets); `group.module_ids[i]` is
+            group: Modules of a stacked group with similar row counts (a row bucket:
+                all of them where their counts are alike); `group.module_ids[i]` is
                 module i, `group.call_padded` runs methods of these modules.
             configs: `configs[i]` is module i's config (`get_config_for_module`).
             batch: Columns `[M, K, ...]`: module i's rows are `batch[col][i][mask[i]]`.
@@ -211,13 +211,12 @@ class Learner(Checkpointable):
             f"{type(self).__name__} has no compute_losses_for_group; it trains modules one "
             "by one (stack_modules has no effect on its Learner).")
 
-    def log_group(self, group: StackedGroup | GroupView, valid: torch.Tensor | None = None,
+    def log_group(self, group: StackBucket, valid: torch.Tensor | None = None,
                   **values: torch.Tensor) -> None:
-        """Records per-module diagnostics `[M]` of a stacked group, or of the modules of a
-        GroupView (`log` for one module); `valid` ([M] bool) marks the modules the values
-        apply to (None: all)."""
-        self._stack_of[group.module_ids[0]].log(values, valid,
-                                                positions=getattr(group, "positions", None))
+        """Records per-module diagnostics `[M]` of the modules of a row bucket (`log` for
+        one module); `valid` ([M] bool) marks the modules the values apply to (None:
+        all)."""
+        self._stack_of[group.module_ids[0]].log(values, valid, positions=group.positions)
 
     def logged_mean(self, module_id: ModuleID, key: str) -> float | None:
         """The mean of what `module_id` logged under `key` in the last update, over the
@@ -263,14 +262,20 @@ class Learner(Checkpointable):
         self._group_means = {}
         self._num_non_finite = dict.fromkeys(trainable, 0)
         num_rows = {m: next(iter(batch[m].values())).shape[0] for m in trainable}
-        for stack in self._stacks:
-            self._check_stack(stack)
-            stack.start_update(batch, configs)
-        for _ in range(self.config.num_epochs):
-            for mb, stack_mbs in self._minibatches({m: batch[m] for m in trainable}, num_rows):
-                self._sgd_step(mb, stack_mbs, configs)
-        for stack in self._stacks:
-            self._group_means.update(stack.means())
+        num_steps, size = self._minibatch_plan(num_rows)
+        try:
+            for stack in self._stacks:
+                self._check_stack(stack)
+                stack.start_update(batch, configs, size if num_steps > 1 else None)
+            for _ in range(self.config.num_epochs):
+                for mb, stack_mbs in self._minibatches({m: batch[m] for m in trainable},
+                                                       num_rows, num_steps, size):
+                    self._sgd_step(mb, stack_mbs, configs)
+            for stack in self._stacks:
+                self._group_means.update(stack.means())
+        finally:  # the working rows go back into the modules, also when a guard raised
+            for stack in self._stacks:
+                stack.finish_update()
         self.after_gradient_based_update(timesteps=timesteps)
         results = {mid: {k: float(torch.stack(v).float().mean()) for k, v in logged.items()
                          if v}
@@ -314,31 +319,22 @@ class Learner(Checkpointable):
             total = total + loss
         group_losses = []
         for stack, buckets in stack_mbs:
-            cfgs = [configs.get(m, self.config) for m in stack.module_ids]
-            losses_all = torch.zeros(len(stack.group), device=self.device)  # [M], for the guard
-            for positions, cols, mask in buckets:
-                group = stack.group if positions is None else GroupView(stack.group, positions)
-                fwd = group.call_padded("forward_train", cols)
+            losses_all = torch.zeros(len(stack), device=self.device)  # [W], for the guard
+            for bucket, cols, mask in buckets:
+                fwd = bucket.call_padded("forward_train", cols)
                 loss_vec = self.compute_losses_for_group(
-                    group=group, configs=cfgs if positions is None
-                    else [cfgs[i] for i in positions.tolist()],
-                    batch=cols, mask=mask, fwd_out=fwd)
-                if positions is None:  # modules without rows here add nothing
-                    loss_vec = torch.where(torch.from_numpy(stack.active).to(self.device), loss_vec,
-                                           0.0)
-                    losses_all = loss_vec.detach()
-                else:
-                    losses_all[positions] = loss_vec.detach()
+                    group=bucket, configs=bucket.configs, batch=cols, mask=mask, fwd_out=fwd)
+                losses_all[bucket.start:bucket.stop] = loss_vec.detach()
                 total = total + loss_vec.sum()
-            group_losses.append((stack, cfgs, losses_all))
+            group_losses.append((stack, losses_all))
         for mid in mb:
             self._optimizers[mid].zero_grad(set_to_none=True)
         for stack, _ in stack_mbs:
-            stack.optimizer.zero_grad(set_to_none=True)
+            stack.zero_grad()
         assert isinstance(total, torch.Tensor)
         total.backward()
-        for stack, cfgs, loss_vec in group_losses:
-            self._step_stack(stack, cfgs, loss_vec)
+        for stack, loss_vec in group_losses:
+            self._step_stack(stack, loss_vec)
         if self._world_size > 1:
             self._all_reduce_gradients(mb)
         for mid in mb:
@@ -362,14 +358,14 @@ class Learner(Checkpointable):
             if norm is not None:
                 self.log(mid, **{GRAD_NORM_KEY: norm})
 
-    def _step_stack(self, stack: TrainStack, configs: Sequence[Any],
-                    losses: torch.Tensor) -> None:
+    def _step_stack(self, stack: TrainStack, losses: torch.Tensor) -> None:
         """The step of a stacked group after backward: per module, as `_sgd_step` does
-        for one module (gradient norm, non-finite guard, clipping, Adam), on `[M]`
-        vectors; a module without rows, or with a NaN/inf loss or gradient, is not
-        stepped."""
-        active = stack.active.copy()  # [M] numpy: the modules that step
-        clip_list = [math.inf if c.grad_clip is None else float(c.grad_clip) for c in configs]
+        for one module (gradient norm, non-finite guard, clipping, Adam), on `[W]`
+        vectors over the modules of this update (stack.ids); a module with a NaN/inf loss
+        or gradient is not stepped."""
+        active = np.ones(len(stack), dtype=bool)  # [W] numpy: the modules that step
+        clip_list = [math.inf if c.grad_clip is None else float(c.grad_clip)
+                     for c in stack.configs]
         any_clip = any(math.isfinite(c) for c in clip_list)
         clips = torch.tensor(clip_list, device=self.device)
         norms = stack.grad_norms() if any_clip or self._guard_non_finite else None
@@ -377,18 +373,18 @@ class Learner(Checkpointable):
             # one sync per group and minibatch
             finite = torch.isfinite(losses.detach() + norms).cpu().numpy()
             for i in np.flatnonzero(active & ~finite).tolist():
-                mid = stack.module_ids[i]
+                mid = stack.ids[i]
                 self._count_non_finite(mid, losses[i], norms[i], stack.pending_terms(i))
             active &= finite
             streaks = [m for m, v in self._non_finite_streak.items() if v and m in
-                       stack.group.position and active[stack.group.position[m]]]
+                       stack.position and active[stack.position[m]]]
             for mid in streaks:
                 self._non_finite_streak[mid] = 0
         if any_clip and norms is not None:
             stack.clip(norms, clips)
             stack.log({GRAD_NORM_KEY: norms}, valid=torch.isfinite(clips))
         stack.commit(torch.from_numpy(active).to(self.device))
-        stack.optimizer.step(active)
+        stack.step(active)
 
     def _all_reduce_gradients(self, mb: TensorBatch) -> None:
         """Data-parallel: every module's gradient becomes the row-weighted mean over all
@@ -450,47 +446,54 @@ class Learner(Checkpointable):
                 "batch (rewards, observations), a too-high lr or a log of 0 in a custom loss."
             )
 
-    def _minibatches(self, batch: TensorBatch, num_rows: Mapping[ModuleID, int]
-                     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, list[Any]]]]]:
-        """Shuffled minibatches of `minibatch_size` rows per module, round(rows / size) of
-        them per epoch (the few rows past a multiple of the size wait for the next epoch's
-        shuffle); modules with fewer rows cycle through theirs again, as RLlib's cyclic
-        iterator does.
-
-        Yields the unstacked modules' minibatch and each stacked group's (padded). Every
-        module draws its shuffle from the RNG in the same order, stacked or not, so both
-        ways train on the same minibatches.
-        """
+    def _minibatch_plan(self, num_rows: Mapping[ModuleID, int]) -> tuple[int, int | None]:
+        """(minibatches per epoch, rows per module and minibatch (None: all its rows)):
+        round(rows / minibatch_size) minibatches of the module with the most rows, one
+        (of every row, in order) where that is 1 or `minibatch_size` is None."""
         size = self.config.minibatch_size
         longest = max(num_rows.values(), default=0)
         whole = size is None or size >= longest
         num_steps = self._agree_max(0 if longest == 0 else 1 if whole else
                                     max(1, round(longest / size)))
-        if longest == 0:
+        return num_steps, None if num_steps <= 1 or size is None else size
+
+    def _minibatches(self, batch: TensorBatch, num_rows: Mapping[ModuleID, int],
+                     num_steps: int, size: int | None
+                     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, list[Any]]]]]:
+        """One epoch's shuffled minibatches of `size` rows per module (`_minibatch_plan`),
+        `num_steps` of them (the few rows past a multiple of the size wait for the next
+        epoch's shuffle); modules with fewer rows cycle through theirs again, as RLlib's
+        cyclic iterator does.
+
+        Yields the unstacked modules' minibatch and each stacked group's (in buckets).
+        Every module draws its shuffle from the RNG in the same order, stacked or not, so
+        both ways train on the same minibatches.
+        """
+        if num_steps == 0:
             return  # no trainable module (policies_to_train) has rows: nothing to step
-        stacks = [st for st in self._stacks if st.active.any()]
+        stacks = [st for st in self._stacks if len(st)]
         own = {m: cols for m, cols in batch.items() if m not in self._stack_of}
-        if num_steps == 1:
+        if size is None:
             for st in stacks:
-                st.start_epoch(None, 1, None)
+                st.start_epoch(None, 1)
             yield own, [(st, st.minibatch(0)) for st in stacks]
             return
-        size = longest if size is None else size
         # One gather per column and epoch, in shuffled order; minibatches are then slices
         # (views), not a gather per column and minibatch (small gathers cost ~4 us each).
         shuffled: TensorBatch = {}
-        perms: dict[int, dict[int, np.ndarray]] = {id(st): {} for st in stacks}
+        perms: dict[int, list[np.ndarray]] = {id(st): [np.zeros(0, np.int64)] * len(st)
+                                              for st in stacks}
         for mid, n in num_rows.items():
             if n > 0:
                 perm = self._rng.permutation(n)
                 stack = self._stack_of.get(mid)
                 if stack is not None:
-                    perms[id(stack)][stack.group.position[mid]] = perm
+                    perms[id(stack)][stack.position[mid]] = perm
                     continue
                 rows = torch.from_numpy(np.resize(perm, num_steps * min(size, n))).to(self.device)
                 shuffled[mid] = {c: v[rows] for c, v in batch[mid].items()}
         for st in stacks:
-            st.start_epoch(perms[id(st)], num_steps, size)
+            st.start_epoch(perms[id(st)], num_steps)
         for i in range(num_steps):
             mb: TensorBatch = {}
             for mid, cols in shuffled.items():

@@ -2,166 +2,306 @@
 and one optimizer step per group and minibatch.
 
 Used by Learner (rlmod.core.learner) for the groups `find_stack_groups` forms among its
-trainable modules when `stack_modules` is on. Holds the group's optimizer (GroupAdam), its
-rows of the current update in one padded layout `[M, K, ...]`, and its logged values as
-`[M]` tensors, so that nothing here loops over modules in Python per minibatch.
+trainable modules when `stack_modules` is on. For one update (all epochs) a TrainStack
+holds its modules that have rows in a working order, most rows first, with copies of
+their parameter and Adam rows in that order (written back when the update ends), so
+that modules of similar row counts are contiguous slices: each minibatch then runs in a
+few row buckets, each padded only to its own widest module, without gathering parameter
+rows per minibatch. Logged values are `[M]` tensors: nothing loops over modules in
+Python per minibatch.
+
+Why: agents whose episodes ended early leave their modules few rows (1,000 CartPole
+agents, 64 env steps: 10th/50th/90th percentile 11/19/37 rows, widest 64), and padding
+every module to the widest one made 64,000 row slots out of 21,970 rows in each epoch.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from rlmod.core.multi_rl_module import ModuleID
-from rlmod.core.optim import GroupAdam
+from rlmod.core.optim import GroupAdam, _is_identity
+from rlmod.core.rl_module import RLModule
 from rlmod.core.stacked import StackedGroup
 
 TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
 TensorDict = dict[str, torch.Tensor]
 
-GATHER_COST_SLOTS = 32
-"""What running a module in a bucket of its own (not the whole group) costs, in padded row
-slots: its parameter rows are gathered for the pass and their gradients scattered back
-(measured on the project's Xeon host, [64, 64] PPO modules: about 140 us per module, the
-compute of ~32 padded rows)."""
-MIN_SPLIT_ROWS = 8192
-"""Below this many padded slots a minibatch is cheap to pad whole (each extra bucket
-costs a stacked pass's fixed overhead, about a millisecond)."""
+BUCKET_COST_SLOTS = 512
+"""What one more row bucket costs per minibatch, in padded row slots: a stacked pass's
+fixed cost (its loss, forward and backward are some 150 small kernels and vmap calls,
+about 1.5 ms) in units of one padded row's compute (measured on the project's Xeon host,
+[64, 64] PPO modules, one thread: about 350 slots per ms). Modules with more parameters
+make a slot dearer, so this overstates a bucket's cost for them: they split less than
+they could, never more."""
 
 
-def row_buckets(k: np.ndarray) -> list[tuple[np.ndarray | None, int]]:
-    """How to run a minibatch whose modules have `k[i]` rows: (module positions, None for
-    the whole group; width) per bucket, each bucket padded to its widest module.
+def row_buckets(k: np.ndarray, bucket_cost: int | None = None) -> list[tuple[int, int, int]]:
+    """How to run a minibatch whose modules have `k[i]` rows, with `k` sorted from most
+    rows to fewest (all > 0): contiguous buckets `(start, stop, width)` covering all
+    modules, each padded to its widest (first) module, that minimize the padded slots
+    plus `bucket_cost` (default BUCKET_COST_SLOTS) per bucket.
 
-    The whole group padded to its widest module, unless two buckets (the modules with
-    the most rows, the rest) cost fewer padded slots plus GATHER_COST_SLOTS per module by
-    a fifth: agents whose episodes ended early leave their modules few rows, and padding
-    them to the longest would multiply the work.
+    Exact over bucket starts at changes of `k` (a bucket never starts inside a run of
+    equal counts: that would add a bucket and save no slot), by dynamic programming.
     """
-    active = np.flatnonzero(k > 0)
-    if len(active) == 0:
+    cost_per_bucket = BUCKET_COST_SLOTS if bucket_cost is None else bucket_cost
+    k = np.asarray(k, dtype=np.int64)
+    m = len(k)
+    if m == 0:
         return []
-    width = int(k.max())
-    whole = width * len(k)
-    if whole < MIN_SPLIT_ROWS or len(active) < 2:
-        return [(None, width)]
-    order = active[np.argsort(-k[active], kind="stable")]
-    sorted_k = k[order]
-    split = np.arange(1, len(order))  # the first `split` modules form the wide bucket
-    cost = (width * split + sorted_k[split] * (len(order) - split)
-            + GATHER_COST_SLOTS * len(order))
-    best = int(np.argmin(cost))
-    if cost[best] >= 0.8 * whole:
-        return [(None, width)]
-    s = int(split[best])
-    return [(np.sort(order[:s]), width), (np.sort(order[s:]), int(sorted_k[s]))]
+    if np.any(k[1:] > k[:-1]) or k[-1] <= 0:
+        raise ValueError("row_buckets needs row counts > 0, sorted from most to fewest.")
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])  # candidate bucket starts
+    ends = np.r_[starts[1:], m]
+    best = np.zeros(len(starts) + 1)  # best[j]: the modules before starts[j] (ends[j-1])
+    choice = np.zeros(len(starts) + 1, dtype=np.int64)
+    for j in range(1, len(starts) + 1):
+        stop = ends[j - 1]
+        # the last bucket starts at starts[i], i < j
+        cost = best[:j] + k[starts[:j]] * (stop - starts[:j]) + cost_per_bucket
+        i = int(np.argmin(cost))
+        best[j], choice[j] = cost[i], i
+    out = []
+    j = len(starts)
+    while j > 0:
+        i = int(choice[j])
+        out.append((int(starts[i]), int(ends[j - 1]), int(k[starts[i]])))
+        j = i
+    return out[::-1]
+
+
+class StackBucket:
+    """Modules `start:stop` of a TrainStack's working order, as `compute_losses_for_group`
+    sees them: `module_ids`, `modules`, `positions` (their working positions, a slice;
+    None where the bucket is every module of the update) and `call_padded`, which runs
+    these modules with their working parameter rows (views: no gather)."""
+
+    def __init__(self, stack: TrainStack, start: int, stop: int, width: int,
+                 params: Mapping[str, torch.Tensor], whole: bool) -> None:
+        self.group = stack.group
+        self.start, self.stop, self.width = start, stop, width
+        self.module_ids: list[ModuleID] = stack.ids[start:stop]
+        self.modules: list[RLModule] = [stack.group.modules[i]
+                                        for i in stack.order[start:stop].tolist()]
+        self.configs: list[Any] = stack.configs[start:stop]
+        self.positions: slice | None = None if whole else slice(start, stop)
+        self.params = dict(params)
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def call_padded(self, method: str, batch: TensorDict, *args: torch.Tensor) -> Any:
+        """`StackedGroup.call_padded` of these modules, on their working rows."""
+        return self.group.call_padded(method, batch, *args, params=self.params)
 
 
 class TrainStack:
-    """A StackedGroup, its GroupAdam and its rows of one update.
+    """A StackedGroup, its GroupAdam and its working state of one update.
 
-    Row layout of an update: the rows of all members are concatenated (module after
-    module, as the batch holds them) with one all-zero row at the end; a minibatch is a
-    gather of `[M, K]` row numbers into that, where the slots past a module's rows point
-    at the zero row (finite inputs, so a padded slot can never put a NaN into a loss)
-    and `mask` is False.
+    Between `start_update` and `finish_update`: `ids`/`order` are the modules with rows
+    (trainable and present in the batch) by working position, most rows first;
+    `optimizer` is the group's GroupAdam (module order) and `work` a GroupAdam over the
+    working parameter rows (`GroupAdam.rows`), whose gradients the buckets' backward
+    passes fill in place.
+
+    Row layout of an update: the rows of all working modules are concatenated (in working
+    order) with one all-zero row at the end; a bucket's minibatch is a gather of
+    `[m, width]` row numbers into that, where the slots past a module's rows point at the
+    zero row (finite inputs, so a padded slot can never put a NaN into a loss) and `mask`
+    is False.
     """
 
     def __init__(self, group: StackedGroup, optimizer: GroupAdam) -> None:
         self.group = group
         self.optimizer = optimizer
         self.module_ids = group.module_ids
-        self.active = np.zeros(len(group), dtype=bool)  # trainable with rows, this update
+        self.ids: list[ModuleID] = []
+        self.position: dict[ModuleID, int] = {}
+        self.order = np.zeros(0, dtype=np.int64)
+        self.configs: list[Any] = []
+        self.work: GroupAdam | None = None
         self.columns: dict[str, torch.Tensor] = {}
-        self.num_rows = np.zeros(len(group), dtype=np.int64)
-        self._offsets = np.zeros(len(group), dtype=np.int64)
-        self._buckets: list[tuple[torch.Tensor | None, TensorDict, torch.Tensor]] = []
+        self.num_rows = np.zeros(0, dtype=np.int64)  # per working position
+        self._k = np.zeros(0, dtype=np.int64)  # rows per minibatch, per working position
+        self._offsets = np.zeros(0, dtype=np.int64)
+        self._zero_row = 0
+        self._leaves: list[list[tuple[int, torch.Tensor]]] = []
+        self._buckets: list[StackBucket] = []
+        self._masks: list[torch.Tensor] = []
+        self._epoch: list[TensorDict] = []
+        self._in_order: list[TensorDict] | None = None  # whole-batch minibatches, cached
         self._logs: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = defaultdict(list)
         self._pending: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
-    # ------------------------------------------------------------------ rows
-    def start_update(self, batch: TensorBatch, trainable: Collection[ModuleID]) -> None:
-        """Takes the members' rows out of `batch` (they are trained here, as one)."""
-        present = [(i, m) for i, m in enumerate(self.module_ids) if m in trainable and m in batch]
-        self.active[:] = False
-        self.num_rows[:] = 0
+    def __len__(self) -> int:
+        """Modules training in the current update."""
+        return len(self.ids)
+
+    # ------------------------------------------------------------------ an update
+    def start_update(self, batch: TensorBatch, configs: Mapping[ModuleID, Any],
+                     size: int | None) -> None:
+        """Takes the rows of the members in `configs` (the trainable ones) out of `batch`
+        and sets up the working order for minibatches of `min(size, rows)` rows per module
+        (`size` None: all of a module's rows); `configs[m]` is module m's config."""
         self._logs = defaultdict(list)
+        self._pending = {}
+        self._in_order = None
+        present = [(i, m, next(iter(batch[m].values())).shape[0])
+                   for i, m in enumerate(self.module_ids) if m in configs and m in batch]
+        present = [p for p in present if p[2] > 0]
+        n = np.array([r for *_, r in present], dtype=np.int64)
+        k = n if size is None else np.minimum(size, n)
+        by_rows = np.argsort(-k, kind="stable")
+        self.order = np.array([present[j][0] for j in by_rows.tolist()], dtype=np.int64)
+        self.ids = [present[j][1] for j in by_rows.tolist()]
+        self.position = {m: j for j, m in enumerate(self.ids)}
+        self.configs = [configs[m] for m in self.ids]
+        self.num_rows, self._k = n[by_rows], k[by_rows]
+        self._offsets = np.cumsum(self.num_rows) - self.num_rows
+        self._zero_row = int(self.num_rows.sum())
         parts: dict[str, list[torch.Tensor]] = defaultdict(list)
-        offset = 0
-        for i, mid in present:
-            cols = batch[mid]
-            n = next(iter(cols.values())).shape[0]
-            self.num_rows[i], self._offsets[i] = n, offset
-            self.active[i] = n > 0
-            offset += n
-            for c, v in cols.items():
+        for mid in self.ids:
+            for c, v in batch[mid].items():
                 parts[c].append(v)
         # columns every member has (a learner connector may add some to one module only)
-        common = [c for c, v in parts.items() if len(v) == len(present)]
-        self.columns = {c: torch.cat([*parts[c], parts[c][0].new_zeros((1, *parts[c][0].shape[1:]))])
-                        for c in common}
-        self._zero_row = offset
+        self.columns = {c: torch.cat([*v, v[0].new_zeros((1, *v[0].shape[1:]))])
+                        for c, v in parts.items() if len(v) == len(self.ids)}
+        if not self.ids:
+            self.work, self._buckets, self._leaves = None, [], []
+            return
+        # working parameter rows: the group's storage itself (detached views) where the
+        # order is every module in order, else copies in working order
+        same = _is_identity(self.order, len(self.group))
+        rows = torch.from_numpy(self.order).to(self.optimizer.params[0].device)
+        with torch.no_grad():
+            work_params = [p.detach() if same else p.detach()[rows]
+                           for p in self.optimizer.params]
+        self.work = self.optimizer.rows(self.order, work_params)
+        # every stacked tensor of the group in working order (trained ones: the working
+        # rows; others and buffers: the group's, gathered where the order is not its own)
+        trained = iter(work_params)
+        state: list[tuple[str, torch.Tensor, bool]] = []
+        for name, t in [*self.group.params.items(), *self.group.buffers.items()]:
+            if isinstance(t, torch.nn.Parameter) and t.requires_grad:
+                state.append((name, next(trained), True))
+            else:
+                state.append((name, t.detach() if same else t.detach()[rows], False))
+        self._leaves = [[] for _ in work_params]  # per trained parameter: (start, leaf)
+        device = rows.device
+        spans = row_buckets(self._k)
+        self._buckets, self._masks = [], []
+        for start, stop, width in spans:
+            leaves: dict[str, torch.Tensor] = {}
+            j = 0
+            for name, rows_t, is_trained in state:
+                part = rows_t[start:stop]
+                if is_trained:  # a leaf of its own: backward leaves its gradient there
+                    part.requires_grad_()
+                    self._leaves[j].append((start, part))
+                    j += 1
+                leaves[name] = part
+            self._buckets.append(StackBucket(self, start, stop, width, leaves,
+                                             whole=len(spans) == 1))
+            k_here = torch.from_numpy(self._k[start:stop]).to(device)
+            self._masks.append(torch.arange(width, device=device).unsqueeze(0)
+                               < k_here.unsqueeze(1))
 
-    def start_epoch(self, perms: Mapping[int, np.ndarray] | None, num_steps: int,
-                    size: int | None) -> None:
-        """The row order of this epoch: `perms[i]` shuffles module i's rows (None: rows
-        in order, the whole batch in one minibatch), each module's cycled to `num_steps`
-        minibatches of min(size, its rows) rows, as Learner._minibatches does per module."""
-        n = self.num_rows
-        k = n.copy() if perms is None or size is None else np.minimum(size, n)
-        k[~self.active] = 0
-        self._buckets = []
-        device = next(iter(self.columns.values())).device if self.columns else None
-        for positions, width in row_buckets(k):
-            picked = np.arange(len(k)) if positions is None else positions
-            rows = np.full((num_steps, len(picked), width), self._zero_row, dtype=np.int64)
-            for j, i in enumerate(picked.tolist()):
-                if k[i] == 0:
-                    continue
-                order = np.arange(n[i]) if perms is None else perms[i]
-                idx = np.resize(order, num_steps * k[i]).reshape(num_steps, k[i])
-                rows[:, j, :k[i]] = idx + self._offsets[i]
+    def finish_update(self) -> None:
+        """Writes the working parameter and Adam rows back into the group's storage (the
+        per-module views), and drops the working state. Called when the update ends, also
+        when it raised."""
+        if self.work is not None:
+            if self.work.exp_avg is not self.optimizer.exp_avg:  # copies: write back
+                rows = torch.from_numpy(self.order).to(self.optimizer.params[0].device)
+                with torch.no_grad():
+                    for p, w in zip(self.optimizer.params, self.work.params, strict=True):
+                        p.index_copy_(0, rows, w)
+            self.optimizer.put_rows(self.work, self.order)
+        self.work, self._leaves, self._buckets, self._masks = None, [], [], []
+        self._epoch, self._in_order, self.columns = [], None, {}
+
+    # ------------------------------------------------------------------ minibatches
+    def start_epoch(self, perms: Sequence[np.ndarray] | None, num_steps: int) -> None:
+        """The row order of this epoch: `perms[j]` shuffles working module j's rows (None:
+        rows in order, all of them in one minibatch), each module's cycled to `num_steps`
+        minibatches of its `k` rows, as Learner._minibatches does per module."""
+        if perms is None and self._in_order is not None:
+            self._epoch = self._in_order
+            return
+        self._epoch = []
+        device = self._masks[0].device if self._masks else None
+        for bucket in self._buckets:
+            a, b, width = bucket.start, bucket.stop, bucket.width
+            k, n = self._k[a:b], self.num_rows[a:b]
+            slot = np.arange(width)
+            step = np.arange(num_steps)[:, None, None]
+            # minibatch s, module j, slot t < k[j]: its rows cycled, (s * k + t) mod n
+            pos = (step * k[None, :, None] + slot[None, None, :]) % n[None, :, None]
+            if perms is not None:
+                cat = np.concatenate([perms[j] for j in range(a, b)])
+                pos = cat[pos + (np.cumsum(n) - n)[None, :, None]]
+            rows = np.where(slot[None, None, :] < k[None, :, None],
+                            pos + self._offsets[a:b][None, :, None], self._zero_row)
             index = torch.from_numpy(rows).to(device)
-            mask = (torch.arange(width, device=device).unsqueeze(0)
-                    < torch.from_numpy(k[picked]).to(device).unsqueeze(1))
-            self._buckets.append((None if positions is None
-                                  else torch.from_numpy(positions).to(device),
-                                  {c: v[index] for c, v in self.columns.items()}, mask))
+            self._epoch.append({c: v[index] for c, v in self.columns.items()})
+        if perms is None:
+            self._in_order = self._epoch
 
-    def minibatch(self, step: int) -> list[tuple[torch.Tensor | None, TensorDict, torch.Tensor]]:
-        """Minibatch `step` of this epoch, per bucket of modules: (positions in the group,
-        None for all; columns `[M', K, ...]` (views); mask `[M', K]`)."""
-        return [(pos, {c: v[step] for c, v in cols.items()}, mask)
-                for pos, cols, mask in self._buckets]
+    def minibatch(self, step: int) -> list[tuple[StackBucket, TensorDict, torch.Tensor]]:
+        """Minibatch `step` of this epoch, per bucket: (the bucket, its columns
+        `[m, width, ...]` (views), its mask `[m, width]`)."""
+        return [(bucket, {c: v[step] for c, v in cols.items()}, mask)
+                for bucket, cols, mask in zip(self._buckets, self._epoch, self._masks,
+                                              strict=True)]
 
     # ------------------------------------------------------------------ gradients
+    def zero_grad(self) -> None:
+        """Drops the buckets' gradients (the next backward pass makes new ones)."""
+        for pieces in self._leaves:
+            for _, leaf in pieces:
+                leaf.grad = None
+
+    def _grads(self) -> list[list[tuple[int, torch.Tensor]]]:
+        """Per trained parameter, its gradient pieces `(first working row, tensor)`, one
+        per bucket that has one."""
+        return [[(start, leaf.grad) for start, leaf in pieces if leaf.grad is not None]
+                for pieces in self._leaves]
+
     def grad_norms(self) -> torch.Tensor:
-        """`[M]`: each module's global L2 gradient norm over its rows of all parameters
-        (what `clip_grad_norm_` computes over that module's own parameters)."""
-        grads = [p.grad for p in self.optimizer.params if p.grad is not None]
-        if not grads:
-            return torch.zeros(len(self.group), device=self.optimizer.params[0].device)
-        per_param = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])
-        return torch.linalg.vector_norm(per_param, dim=0)
+        """`[W]`: each working module's global L2 gradient norm over its rows of all
+        parameters (what `clip_grad_norm_` computes over that module's own parameters)."""
+        squares = torch.zeros(len(self), device=self.optimizer.params[0].device)
+        for pieces in self._grads():
+            for start, g in pieces:
+                norm = torch.linalg.vector_norm(g.flatten(1), dim=1)
+                squares[start:start + g.shape[0]] += norm * norm
+        return squares.sqrt()
 
     def clip(self, norms: torch.Tensor, max_norms: torch.Tensor) -> None:
         """Scales each module's gradient rows by min(1, max_norm / (norm + 1e-6)), as
         `torch.nn.utils.clip_grad_norm_` does per module (inf: no clipping)."""
         coef = torch.clamp(max_norms / (norms + 1e-6), max=1.0)
-        for p in self.optimizer.params:
-            if p.grad is not None:
-                p.grad.mul_(coef.view(-1, *([1] * (p.grad.dim() - 1))))
+        for pieces in self._grads():
+            for start, g in pieces:
+                g.mul_(coef[start:start + g.shape[0]].view(-1, *([1] * (g.dim() - 1))))
+
+    def step(self, stepped: np.ndarray) -> None:
+        """One Adam step of the working modules marked in `stepped` (`[W]` bool)."""
+        assert self.work is not None
+        self.work.step(stepped, self._grads())
 
     # ------------------------------------------------------------------ logs
     def log(self, values: Mapping[str, torch.Tensor], valid: torch.Tensor | None = None,
-            positions: torch.Tensor | None = None) -> None:
-        """Per-module values of the current minibatch: `[M]`, or `[M']` for the modules at
-        `positions`; `valid` (bool, same size) marks the modules that logged the key at
-        all (None: all of them)."""
-        size = len(self.group)
+            positions: slice | None = None) -> None:
+        """Per-module values of the current minibatch: `[W]`, or those of the modules at
+        working `positions`; `valid` (bool, same size) marks the modules that logged the
+        key at all (None: all of them)."""
         for key, v in values.items():
             v = v.detach().float()
             ok = (torch.ones(v.shape[0], dtype=torch.bool, device=v.device) if valid is None
@@ -170,8 +310,8 @@ class TrainStack:
                 self._pending[key] = (v, ok)
                 continue
             full, full_ok = self._pending.get(key) or (
-                torch.zeros(size, device=v.device),
-                torch.zeros(size, dtype=torch.bool, device=v.device))
+                torch.zeros(len(self), device=v.device),
+                torch.zeros(len(self), dtype=torch.bool, device=v.device))
             full[positions] = v
             full_ok[positions] = ok
             self._pending[key] = (full, full_ok)
@@ -184,21 +324,19 @@ class TrainStack:
         self._pending = {}
 
     def pending_terms(self, position: int) -> dict[str, float]:
-        """Module `position`'s logged values of the current minibatch (error messages)."""
+        """Working module `position`'s logged values of the current minibatch (errors)."""
         return {k: float(v[position]) for k, (v, _) in self._pending.items()}
 
     def means(self) -> dict[ModuleID, dict[str, float]]:
-        """Per module, the mean of each logged key over its kept minibatches."""
-        out: dict[ModuleID, dict[str, float]] = {}
+        """Per module of this update, the mean of each logged key over its kept
+        minibatches."""
         per_key = {}
         for key, entries in self._logs.items():
-            values = torch.stack([v for v, _ in entries])  # [S, M]
+            values = torch.stack([v for v, _ in entries])  # [S, W]
             keep = torch.stack([w for _, w in entries])
             num = keep.sum(0)
             total = torch.where(keep, values, values.new_zeros(())).sum(0)
             per_key[key] = ((total / num.clamp_min(1)).tolist(), (num > 0).tolist())
-        for i, mid in enumerate(self.module_ids):
-            if not self.active[i]:
-                continue
-            out[mid] = {k: m[i] for k, (m, has) in per_key.items() if has[i]}
-        return out
+        return {mid: {k: m[j] for k, (m, has) in per_key.items() if has[j]}
+                for j, mid in enumerate(self.ids)}
+

@@ -156,7 +156,7 @@ class GroupAdam:
 
     def __init__(self, params: Iterable[torch.nn.Parameter], *, lrs: Iterable[float],
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
-        self.params = list(params)
+        self.params: list[torch.Tensor] = list(params)
         self.lrs = np.asarray(list(lrs), dtype=np.float64)
         num = len(self.lrs)
         if any(p.shape[0] != num for p in self.params):
@@ -176,10 +176,18 @@ class GroupAdam:
             p.grad = None
 
     @torch.no_grad()
-    def step(self, stepped: np.ndarray) -> None:
-        """One Adam step of the modules where `stepped` ([M] bool) is True."""
+    def step(self, stepped: np.ndarray,
+             grads: list[list[tuple[int, torch.Tensor]]] | None = None) -> None:
+        """One Adam step of the modules where `stepped` ([M] bool) is True.
+
+        `grads` (default: each parameter's `.grad`): per parameter, its gradient as
+        pieces `(first row, tensor)` that cover its rows in order, e.g. one per row
+        bucket as a Learner's backward pass left them (no copy into one tensor).
+        """
         stepped = np.asarray(stepped, dtype=bool)
-        with_grad = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if grads is None:
+            grads = [[(0, g)] if (g := p.grad) is not None else [] for p in self.params]
+        with_grad = [i for i, pieces in enumerate(grads) if pieces]
         if not with_grad or not stepped.any():
             return
         # runs of neighbours with equal (stepped, lr, step): one kernel call per stepped run
@@ -190,14 +198,19 @@ class GroupAdam:
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             if not stepped[a]:
                 continue
-            params = [self.params[i][a:b] for i in with_grad]
-            grads = [g[a:b] for i in with_grad if (g := self.params[i].grad) is not None]
+            params, grad_parts, m, v = [], [], [], []
+            for i in with_grad:
+                for first, g in grads[i]:
+                    lo, hi = max(a, first), min(b, first + g.shape[0])
+                    if lo < hi:
+                        params.append(self.params[i][lo:hi])
+                        grad_parts.append(g[lo - first:hi - first])
+                        m.append(self.exp_avg[i][lo:hi])
+                        v.append(self.exp_avg_sq[i][lo:hi])
             step = torch.tensor(float(self.steps[a] + 1))
-            torch._fused_adam_(params, grads, [self.exp_avg[i][a:b] for i in with_grad],
-                               [self.exp_avg_sq[i][a:b] for i in with_grad], [],
-                               [step] * len(params), lr=float(self.lrs[a]), beta1=b1,
-                               beta2=b2, weight_decay=0.0, eps=self.eps, amsgrad=False,
-                               maximize=False)
+            torch._fused_adam_(params, grad_parts, m, v, [], [step] * len(params),
+                               lr=float(self.lrs[a]), beta1=b1, beta2=b2, weight_decay=0.0,
+                               eps=self.eps, amsgrad=False, maximize=False)
         self.steps[stepped] += 1
         due = np.flatnonzero(stepped & (self.steps % FLUSH_EVERY == 0))
         if len(due):  # as Adam._flush_tiny_moments, for the modules at their flush step
@@ -205,6 +218,46 @@ class GroupAdam:
             for t in self.exp_avg + self.exp_avg_sq:
                 part = t[rows]
                 t[rows] = part.masked_fill(part.abs() < TINY, 0.0)
+
+    def rows(self, order: np.ndarray, params: list[torch.Tensor]) -> GroupAdam:
+        """This optimizer's modules `order` (positions, in that order) as a GroupAdam of
+        their own over `params` (`[len(order), ...]` each, those modules' parameter rows
+        in that order): their learning rates, step counts and moments, so that stepping
+        it steps those modules exactly as this one would. The moments are this one's own
+        tensors where `order` is every position in order, else gathered copies; write
+        them back with `put_rows`.
+
+        A Learner trains a group in an order of its own for a whole update (its modules
+        sorted by rows, so that row buckets are contiguous slices: rlmod.core.learner_stacks).
+        """
+        if len(params) != len(self.params):
+            raise ValueError(f"GroupAdam.rows got {len(params)} parameters for a group of "
+                             f"{len(self.params)}.")
+        work = GroupAdam.__new__(GroupAdam)
+        work.params = list(params)
+        work.lrs = self.lrs[order].copy()
+        work.steps = self.steps[order].copy()
+        work.betas, work.eps = self.betas, self.eps
+        if _is_identity(order, len(self)):
+            work.exp_avg, work.exp_avg_sq = self.exp_avg, self.exp_avg_sq
+        else:
+            rows = torch.from_numpy(np.asarray(order, dtype=np.int64)).to(self.params[0].device)
+            work.exp_avg = [t[rows] for t in self.exp_avg]
+            work.exp_avg_sq = [t[rows] for t in self.exp_avg_sq]
+        return work
+
+    def put_rows(self, work: GroupAdam, order: np.ndarray) -> None:
+        """Writes the state of `work` (made by `rows(order)`) back into modules `order`:
+        step counts always, moments where they were copies. Learning rates are not
+        written back: they are set per update, before `rows`."""
+        self.steps[order] = work.steps
+        if work.exp_avg is self.exp_avg:
+            return
+        rows = torch.from_numpy(np.asarray(order, dtype=np.int64)).to(self.params[0].device)
+        with torch.no_grad():
+            for dst, src in zip(self.exp_avg + self.exp_avg_sq, work.exp_avg + work.exp_avg_sq,
+                                strict=True):
+                dst.index_copy_(0, rows, src)
 
     def slot(self, index: int, params: Iterable[torch.nn.Parameter]) -> AdamSlot:
         """Module `index`'s share, with `Adam`'s interface; `params` are the module's own
@@ -318,3 +371,8 @@ def update_is_finite(loss: torch.Tensor, norm: torch.Tensor | None,
     one = _ONE if grads[0].device.type == "cpu" else _ONE.to(grads[0].device)
     torch._amp_foreach_non_finite_check_and_unscale_(grads, found, one)
     return found.item() == 0.0
+
+
+def _is_identity(order: np.ndarray, size: int) -> bool:
+    """Whether `order` lists positions 0..size-1 in order."""
+    return len(order) == size and bool(np.array_equal(order, np.arange(size)))

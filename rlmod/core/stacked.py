@@ -197,7 +197,7 @@ class StackedGroup:
             args: More tensor arguments `[M, K, ...]`, passed positionally.
             params: Stacked parameters to use instead of `self.params` (names as in the
                 module), e.g. a subset of modules' rows; same leading size for all. With
-                buffers, pass `rows` instead.
+                buffers: all parameters, then all buffers (or pass `rows` instead).
             rows: Run only these modules (positions, `[M']`): their parameter and buffer
                 rows are gathered (differentiably) and `batch` holds `M'` modules.
 
@@ -208,8 +208,9 @@ class StackedGroup:
         if rows is not None:
             state = [t[rows] for t in self._stacked]
         elif params is not None:
-            if self.buffers:
-                raise ValueError("call_padded(params=...) of modules with buffers: pass rows=.")
+            if self.buffers and len(params) != len(self._stacked):
+                raise ValueError("call_padded(params=...) of modules with buffers: pass "
+                                 "rows=, or the parameters followed by the buffers.")
             state = list(params.values())
         else:
             state = self._stacked

@@ -56,3 +56,26 @@ def test_adam_slot_state_dict_round_trips_and_matches_adam_format() -> None:
     assert group.lrs[1] == 0.5 and other.param_groups[0]["lr"] == 0.5
     with pytest.raises(ValueError, match="saved for another module"):
         other.load_state_dict({**state, "exp_avg": [], "exp_avg_sq": []})
+
+
+def test_group_adam_with_gradient_pieces_equals_one_gradient_tensor() -> None:
+    """A Learner's row buckets leave each parameter's gradient in pieces (one tensor per
+    bucket); stepping with them is bit-identical to stepping with the whole gradient,
+    also where a run of equal lr crosses a piece's edge."""
+    torch.manual_seed(0)
+    shapes = [(5, 4, 3), (5, 3)]
+    a = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    lrs = [1e-3, 1e-3, 1e-3, 5e-2, 1e-3]
+    whole, pieces = GroupAdam(a, lrs=lrs), GroupAdam(b, lrs=lrs)
+    for mask in ([True] * 5, [True, False, True, True, True]):
+        grads = [torch.randn(s) for s in shapes]
+        for p, g in zip(a, grads, strict=True):
+            p.grad = g.clone()
+        whole.step(np.array(mask))
+        pieces.step(np.array(mask), [[(0, g[:2].clone()), (2, g[2:].clone())] for g in grads])
+    for p, q in zip(a, b, strict=True):
+        assert torch.equal(p, q)
+    for s, t in zip(whole.exp_avg_sq, pieces.exp_avg_sq, strict=True):
+        assert torch.equal(s, t)
+    assert whole.steps.tolist() == pieces.steps.tolist() == [2, 1, 2, 2, 2]

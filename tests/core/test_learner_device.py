@@ -98,7 +98,8 @@ def test_modules_optimizers_batches_and_sgd_steps_live_on_learner_device():
     learner._guard_non_finite = False
     num_rows = {"default_policy": 64}
     cfgs = {"default_policy": learner.config.get_config_for_module("default_policy")}
-    minibatches = list(learner._minibatches(batch, num_rows))
+    minibatches = list(learner._minibatches(batch, num_rows,
+                                            *learner._minibatch_plan(num_rows)))
     assert len(minibatches) == 2
     mb, stack_mbs = minibatches[0]
     learner._sgd_step(mb, stack_mbs, cfgs)
@@ -161,10 +162,12 @@ def test_a_stacked_group_trains_on_the_learner_device():
     learner._guard_non_finite = False  # it reads values (impossible on meta)
     configs = {m: cfg.get_config_for_module(m) for m in batch}
     stack = learner._stacks[0]
-    stack.start_update(batch, configs)
     num_rows = {m: next(iter(cols.values())).shape[0] for m, cols in batch.items()}
-    mb, stack_mbs = next(iter(learner._minibatches(batch, num_rows)))
+    num_steps, size = learner._minibatch_plan(num_rows)
+    stack.start_update(batch, configs, size)
+    mb, stack_mbs = next(iter(learner._minibatches(batch, num_rows, num_steps, size)))
     assert not mb and len(stack_mbs) == 1  # every module trains inside the group
     learner._sgd_step(mb, stack_mbs, configs)
+    stack.finish_update()
     assert stack.optimizer.steps.tolist() == [1, 1, 1]
     assert all(t.device == meta for t in stack.optimizer.exp_avg + stack.optimizer.exp_avg_sq)

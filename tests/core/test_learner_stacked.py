@@ -232,24 +232,28 @@ def test_a_replaced_stacked_module_is_refused_not_trained_stale():
 
 def test_modules_with_very_different_row_counts_run_in_buckets_with_the_same_result(
         monkeypatch):
-    """Agents whose episodes ended early have few rows: their modules run in their own
-    bucket (less padding); the update stays that of training each module alone."""
+    """Agents whose episodes ended early have few rows: their modules train in a working
+    order sorted by rows, in buckets of their own (less padding), on copies of their
+    parameter and Adam rows written back at the end; the update, the weights and the
+    optimizer state stay those of training each module alone."""
     import rlmod.core.learner_stacks as learner_stacks
 
-    monkeypatch.setattr(learner_stacks, "MIN_SPLIT_ROWS", 0)  # split even tiny batches
-    monkeypatch.setattr(learner_stacks, "GATHER_COST_SLOTS", 0)
+    monkeypatch.setattr(learner_stacks, "BUCKET_COST_SLOTS", 0)  # a bucket per row count
     algos = {stack: config(stack=stack, minibatch_size=None).build_algo()
              for stack in (False, True)}
     batch = algos[False].env_runner_group.sample()[0]
-    keep = {"p0": None, "p1": 80, "p2": 5, "p3": 4}  # rows kept: 2 buckets of 2
+    keep = {"p0": 5, "p1": None, "p2": 40, "p3": 4}  # rows kept (None: all)
     batch = {m: {c: v[:keep[m]] for c, v in cols.items()} if keep.get(m) else cols
              for m, cols in batch.items()}
-    for m in ("p1", "p2", "p3"):
+    for m in ("p0", "p2", "p3"):
         batch[m]["seq_ends"] = batch[m]["seq_ends"].copy()
         batch[m]["seq_ends"][-1] = True
-    buckets = learner_stacks.row_buckets(np.array([len(batch[m]["obs"]) for m in keep]))
-    assert [b.tolist() for b, _ in buckets] == [[0, 1], [2, 3]]
+    counts = np.array([len(batch[m]["obs"]) for m in keep])
+    assert counts[1] > 40
+    assert len(learner_stacks.row_buckets(np.sort(counts)[::-1])) == 4
     results = {s: a.learner_group.learner.update(batch) for s, a in algos.items()}
+    stack = algos[True].learner_group.learner._stacks[0]
+    assert stack.order.tolist() == [1, 2, 0, 3]  # most rows first: not the group's order
     for mid in keep:
         for key, value in results[False][mid].items():
             assert results[True][mid][key] == pytest.approx(value, rel=1e-4, abs=1e-5), \
@@ -258,18 +262,40 @@ def test_modules_with_very_different_row_counts_run_in_buckets_with_the_same_res
         stacked = algos[True].learner_group.learner.module[mid].get_state()
         for name, value in plain.items():
             torch.testing.assert_close(stacked[name], value, atol=ATOL, rtol=0)
+        adam = {s: a.learner_group.learner._optimizers[mid].state_dict()
+                for s, a in algos.items()}
+        assert adam[True]["step"] == adam[False]["step"] == 2  # num_epochs, one minibatch
+        for a, b in zip(adam[True]["exp_avg"], adam[False]["exp_avg"], strict=True):
+            torch.testing.assert_close(a, b, atol=ATOL, rtol=1e-3)
     for a in algos.values():
         a.stop()
 
 
-def test_row_buckets_split_only_where_padding_costs_more_than_gathering():
-    from rlmod.core.learner_stacks import row_buckets
+def test_row_buckets_minimize_padded_slots_plus_a_cost_per_bucket():
+    import itertools
 
-    assert row_buckets(np.full(1000, 128)) == [(None, 128)]  # balanced: the whole group
-    spread = np.random.default_rng(0).integers(5, 40, 1000)
-    assert row_buckets(spread)[0][0] is None  # padding to 39 costs less than gathering
-    few_long = np.full(1000, 5)
-    few_long[[3, 7]] = 64  # two agents acted all along, the others ended early
-    [(wide, w1), (rest, w2)] = row_buckets(few_long)
-    assert wide.tolist() == [3, 7] and (w1, w2) == (64, 5) and len(rest) == 998
-    assert row_buckets(np.zeros(4, dtype=np.int64)) == []
+    from rlmod.core.learner_stacks import BUCKET_COST_SLOTS, row_buckets
+
+    assert row_buckets(np.full(1000, 128)) == [(0, 1000, 128)]  # balanced: one bucket
+    few_long = np.r_[64, 64, np.full(998, 5)]  # two agents acted all along
+    assert row_buckets(few_long) == [(0, 2, 64), (2, 1000, 5)]
+    assert row_buckets(np.array([64, 60, 5])) == [(0, 3, 64)]  # a bucket costs more
+    assert row_buckets(np.zeros(0, dtype=np.int64)) == []
+    with pytest.raises(ValueError, match="sorted"):
+        row_buckets(np.array([3, 5]))
+
+    def cost(buckets, k, per_bucket):
+        return sum(w * (b - a) for a, b, w in buckets) + per_bucket * len(buckets)
+
+    rng = np.random.default_rng(0)
+    for _ in range(30):  # against every partition into contiguous buckets
+        k = np.sort(rng.integers(1, 60, 9))[::-1]
+        per_bucket = int(rng.integers(0, 80))
+        best = min(cost([(a, b, int(k[a]))
+                         for a, b in zip((0, *cuts), (*cuts, 9), strict=True)], k, per_bucket)
+                   for r in range(9) for cuts in itertools.combinations(range(1, 9), r))
+        got = row_buckets(k, per_bucket)
+        assert [a for a, _, _ in got][0] == 0 and got[-1][1] == 9
+        assert all(b == a2 for (_, b, _), (a2, _, _) in zip(got[:-1], got[1:], strict=True))
+        assert cost(got, k, per_bucket) == best
+    assert BUCKET_COST_SLOTS > 0

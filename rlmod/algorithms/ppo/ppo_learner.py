@@ -14,7 +14,7 @@ import torch
 from rlmod.core.apis import find_compute_values, find_self_supervised_loss
 from rlmod.core.columns import Columns
 from rlmod.core.learner import Learner
-from rlmod.core.stacked import GroupView, StackedGroup
+from rlmod.core.learner_stacks import StackBucket
 
 if TYPE_CHECKING:
     from rlmod.algorithms.ppo.ppo import PPOConfig
@@ -79,7 +79,7 @@ class PPOLearner(Learner):
             self.log(module_id, curr_kl_coeff=self.curr_kl_coeffs[module_id])
         return total
 
-    def compute_losses_for_group(self, *, group: StackedGroup | GroupView,
+    def compute_losses_for_group(self, *, group: StackBucket,
                                  configs: Sequence[Any],
                                  batch: dict[str, torch.Tensor], mask: torch.Tensor,
                                  fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
