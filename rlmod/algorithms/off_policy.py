@@ -187,14 +187,15 @@ class OffPolicyLearner(Learner):
             results[mid][TD_ERROR] = (tds[0] if len(tds) == 1 else torch.cat(tds)).cpu().numpy()
         return results
 
-    def _minibatches(self, batch: TensorBatch, num_rows: Mapping[str, int]
+    def _minibatches(self, batch: TensorBatch, num_rows: Mapping[str, int],
+                     num_steps: int, size: int | None
                      ) -> Iterator[tuple[TensorBatch, list[tuple[Any, list[Any]]]]]:
         """One minibatch per gradient step: all rows, or with `num_gradient_steps=K` the K
         row blocks in order, the target networks' check run between them (the Learner
         runs it after the last, as after any update)."""
         steps = self._num_steps_this_update
         if steps == 1:
-            yield from super()._minibatches(batch, num_rows)
+            yield from super()._minibatches(batch, num_rows, num_steps, size)
             return
         for mid, n in num_rows.items():
             if n % steps:

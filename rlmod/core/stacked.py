@@ -293,25 +293,6 @@ class StackedGroup:
         return layout.unpad(self.call_padded("compute_values", padded))  # type: ignore[no-any-return]
 
 
-class GroupView:
-    """Some modules of a StackedGroup, with the group's interface for running them:
-    `module_ids`, `modules` and `call_padded` over just these (their parameter rows are
-    gathered, differentiably, so gradients reach the group's parameters)."""
-
-    def __init__(self, group: StackedGroup, positions: torch.Tensor) -> None:
-        self.group = group
-        self.positions = positions
-        picked = positions.tolist()
-        self.module_ids = [group.module_ids[i] for i in picked]
-        self.modules = [group.modules[i] for i in picked]
-
-    def __len__(self) -> int:
-        return len(self.module_ids)
-
-    def call_padded(self, method: str, batch: TensorDict, *args: torch.Tensor) -> Any:
-        return self.group.call_padded(method, batch, *args, rows=self.positions)
-
-
 def _as_batch(obs: torch.Tensor | TensorDict) -> TensorDict:
     return {"obs": obs} if isinstance(obs, torch.Tensor) else dict(obs)
 
