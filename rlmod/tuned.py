@@ -26,19 +26,18 @@ and two 64-unit layers): rlmod's PPOConfig defaults before they became RLlib's. 
 train` applies them under every PPO run, the per-env TUNED settings on top."""
 
 TUNED: dict[str, dict[str, Any]] = {
-    # Solves CartPole-v1 (mean return >= 475 over the last 100 episodes) in a median 63.7k
-    # env steps (seeds 0-7: 58-76k) and 8-14 s on a shared 2-core Xeon. gamma 0.98 /
-    # lambda 0.8 are rl-baselines3-zoo's values; 16 sub-envs amortize the forward pass. A
-    # 1024-step batch in minibatches of 128 for 10 epochs makes as many gradient steps per
-    # env step as rl-zoo's 20 epochs on 256 steps (0.078), in minibatches: the same seeds
-    # needed a median 80.3k with 2048 / 256 (before 2026-12-04) and 67.0k on rl-zoo's own
-    # batch shape (benchmarks/RESULTS.md, issue 12).
+    # Solves CartPole-v1 (mean return >= 475 over the last 100 episodes) in a median ~60k
+    # env steps and ~5 s on a quiet 2-core Xeon (seeds 0-3: 58-70k). gamma 0.98 / lambda
+    # 0.8 are rl-baselines3-zoo's values; 16 sub-envs amortize the forward pass. A
+    # 1024-step batch in minibatches of 128 for 8 epochs: the same seeds needed a median
+    # 80.3k with 2048 / 256 / 10 (before 2026-12-04); 10 epochs needed as many env steps
+    # as 8 and 20% more time, 6 epochs 15% more env steps (benchmarks/RESULTS.md, issue 12).
     "CartPole-v1": {
         **FAST_PPO,
         "num_envs_per_env_runner": 16,
         "train_batch_size": 1024,
         "minibatch_size": 128,
-        "num_epochs": 10,
+        "num_epochs": 8,
         "lr": 1e-3,
         "gamma": 0.98,
         "lambda_": 0.8,
