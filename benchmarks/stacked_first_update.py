@@ -2,19 +2,19 @@
 a 1,000-agent MultiAgentCartPole (one module per agent, [64, 64]) samples first.
 
 `capture` runs the benchmark's first `train()` once and stores the batch the Learner got
-(pickle); `time` builds a fresh Learner in this process and times its first and second
+(a directory of rlmod's state files: JSON and safetensors, no pickle); `time` builds a fresh Learner in this process and times its first and second
 `update()` on that batch. Run `time` with two source trees alternating (PYTHONPATH) to
 compare commits on one batch:
 
-    python benchmarks/stacked_first_update.py capture /tmp/b64.pkl --batch 64
-    python benchmarks/stacked_first_update.py time /tmp/b64.pkl --batch 64 [--threads 1]
+    python benchmarks/stacked_first_update.py capture /tmp/b64 --batch 64
+    python benchmarks/stacked_first_update.py time /tmp/b64 --batch 64 [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
-import pickle
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +22,7 @@ import torch
 
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.testing import MultiAgentCartPole
+from rlmod.utils.state_files import read_state, write_state
 
 
 def make_config(num_agents: int, batch: int, num_envs: int) -> PPOConfig:
@@ -42,8 +43,8 @@ def capture(path: str, num_agents: int, batch: int, num_envs: int) -> None:
     update = group.update
 
     def spy(episodes, **kwargs):
-        with open(path, "wb") as f:
-            pickle.dump((episodes, kwargs), f)
+        Path(path).mkdir(parents=True, exist_ok=True)
+        write_state(Path(path), {"episodes": episodes, "kwargs": kwargs})
         return update(episodes, **kwargs)
 
     group.update = spy
@@ -52,8 +53,8 @@ def capture(path: str, num_agents: int, batch: int, num_envs: int) -> None:
 
 
 def time_updates(path: str, batch: int, epochs: int | None) -> None:
-    with open(path, "rb") as f:
-        episodes, kwargs = pickle.load(f)
+    stored = read_state(Path(path))
+    episodes, kwargs = stored["episodes"], stored["kwargs"]
     first = episodes[0] if isinstance(episodes, list) else episodes
     config = make_config(len(first), batch, 1)
     if epochs:

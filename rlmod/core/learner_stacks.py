@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from rlmod.core.multi_rl_module import ModuleID
-from rlmod.core.optim import GroupAdam, _is_identity
+from rlmod.core.optim import GroupAdam, is_identity_order
 from rlmod.core.rl_module import RLModule
 from rlmod.core.stacked import StackedGroup
 
@@ -126,6 +126,7 @@ class TrainStack:
         self.order = np.zeros(0, dtype=np.int64)
         self.configs: list[Any] = []
         self.work: GroupAdam | None = None
+        self._copied = False  # working parameter rows are copies (the order is not the group's)
         self.columns: dict[str, torch.Tensor] = {}
         self.num_rows = np.zeros(0, dtype=np.int64)  # per working position
         self._k = np.zeros(0, dtype=np.int64)  # rows per minibatch, per working position
@@ -177,7 +178,8 @@ class TrainStack:
             return
         # working parameter rows: the group's storage itself (detached views) where the
         # order is every module in order, else copies in working order
-        same = _is_identity(self.order, len(self.group))
+        same = is_identity_order(self.order, len(self.group))
+        self._copied = not same
         rows = torch.from_numpy(self.order).to(self.optimizer.params[0].device)
         with torch.no_grad():
             work_params = [p.detach() if same else p.detach()[rows]
@@ -217,7 +219,7 @@ class TrainStack:
         per-module views), and drops the working state. Called when the update ends, also
         when it raised."""
         if self.work is not None:
-            if self.work.exp_avg is not self.optimizer.exp_avg:  # copies: write back
+            if self._copied:
                 rows = torch.from_numpy(self.order).to(self.optimizer.params[0].device)
                 with torch.no_grad():
                     for p, w in zip(self.optimizer.params, self.work.params, strict=True):

@@ -72,12 +72,8 @@ class Adam:
             return True
         params: list[torch.Tensor] = [self.params[i] for i in with_grad]
         grads: list[torch.Tensor] = [g for i in with_grad if (g := self.params[i].grad) is not None]
-        if guard_loss is not None:
-            found = self._found_inf
-            torch._amp_foreach_non_finite_check_and_unscale_(grads, found, self._one)
-            if found.item() != 0.0:
-                found.zero_()
-                return False
+        if guard_loss is not None and not _grads_finite(grads, self._found_inf, self._one):
+            return False
         m = [self.exp_avg[i] for i in with_grad]
         v = [self.exp_avg_sq[i] for i in with_grad]
         b1, b2 = self.betas
@@ -238,7 +234,7 @@ class GroupAdam:
         work.lrs = self.lrs[order].copy()
         work.steps = self.steps[order].copy()
         work.betas, work.eps = self.betas, self.eps
-        if _is_identity(order, len(self)):
+        if is_identity_order(order, len(self)):
             work.exp_avg, work.exp_avg_sq = self.exp_avg, self.exp_avg_sq
         else:
             rows = torch.from_numpy(np.asarray(order, dtype=np.int64)).to(self.params[0].device)
@@ -369,10 +365,20 @@ def update_is_finite(loss: torch.Tensor, norm: torch.Tensor | None,
         return True
     found = torch.zeros(1, device=grads[0].device)
     one = _ONE if grads[0].device.type == "cpu" else _ONE.to(grads[0].device)
+    return _grads_finite(grads, found, one)
+
+
+def _grads_finite(grads: list[torch.Tensor], found: torch.Tensor, one: torch.Tensor) -> bool:
+    """Whether every entry of `grads` is finite: one pass of torch's foreach non-finite
+    check (GradScaler's kernel, scale `one`: the gradients stay bit-identical). `found`
+    (a 1-element flag on the gradients' device) is left at 0 for the next call."""
     torch._amp_foreach_non_finite_check_and_unscale_(grads, found, one)
-    return found.item() == 0.0
+    if found.item() == 0.0:
+        return True
+    found.zero_()
+    return False
 
 
-def _is_identity(order: np.ndarray, size: int) -> bool:
+def is_identity_order(order: np.ndarray, size: int) -> bool:
     """Whether `order` lists positions 0..size-1 in order."""
     return len(order) == size and bool(np.array_equal(order, np.arange(size)))
