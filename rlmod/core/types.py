@@ -1,0 +1,56 @@
+"""Type aliases shared by core and env: one home, one meaning per alias.
+
+Used by rlmod.core and rlmod.env (and whoever calls them) in place of `Any`, so that
+mypy checks what crosses the seams between modules, EnvRunners and Learners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Array: TypeAlias = npt.NDArray[np.generic[object]]
+"""A numpy array of any dtype and shape (a column, observations, actions)."""
+IntArray: TypeAlias = npt.NDArray[np.int64]
+"""An int64 array: row indices, slots, episode IDs, module indices."""
+BoolArray: TypeAlias = npt.NDArray[np.bool_]
+"""A bool array: per-row flags (terminated, truncated, masks)."""
+FloatArray: TypeAlias = npt.NDArray[np.float32]
+"""A float32 array: rewards and returns as the EnvRunners store them."""
+
+TensorDict: TypeAlias = dict[str, torch.Tensor]
+"""One module's batch or forward outputs: column name -> tensor."""
+NumpyColumns: TypeAlias = dict[str, Array]
+"""One module's rows as flat numpy column arrays, keyed by `Columns` names."""
+
+StateValue: TypeAlias = (
+    "torch.Tensor | Array | np.generic[object] | int | float | str | bool | None "
+    "| Sequence[StateValue] | Mapping[str, StateValue]")
+"""What a `get_state()` holds at any depth: tensors, arrays, scalars, strings and
+(nested) lists and dicts of them."""
+StateDict: TypeAlias = dict[str, StateValue]
+"""What `get_state()` returns and `set_state()` takes (RLlib's state dicts)."""
+
+JSONValue: TypeAlias = (
+    "int | float | str | bool | None | Sequence[JSONValue] | Mapping[str, JSONValue]")
+"""A value `json.dumps` writes: metadata, specs in `to_dict()` form."""
+JSONDict: TypeAlias = dict[str, JSONValue]
+"""A JSON object: checkpoint metadata, a spec's `to_dict()`."""
+
+Components: TypeAlias = "str | Collection[str] | None"
+"""`get_state(components=..., not_components=...)`: a component name or path
+("rl_module/default_policy"), several, or None for all (RLlib's)."""
+
+ModelConfig: TypeAlias = "Mapping[str, object] | DataclassInstance"
+"""A module's model config: a dict, or a settings dataclass such as DefaultModelConfig."""
+
+MetricsDict: TypeAlias = dict[str, object]
+"""Results and metrics by name (numbers, or nested dicts of them per module); read by
+loggers and reporters, which check what they print."""
