@@ -27,8 +27,6 @@ FloatArray: TypeAlias = npt.NDArray[np.float32]
 
 TensorDict: TypeAlias = dict[str, torch.Tensor]
 """One module's batch or forward outputs: column name -> tensor."""
-NumpyColumns: TypeAlias = dict[str, Array]
-"""One module's rows as flat numpy column arrays, keyed by `Columns` names."""
 
 StateValue: TypeAlias = (
     "torch.Tensor | Array | np.generic[object] | int | float | str | bool | None "
