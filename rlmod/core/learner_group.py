@@ -18,6 +18,7 @@ from rlmod.core.columns import Columns
 from rlmod.core.devices import cpu_tensors
 from rlmod.core.learner import Learner, NumpyBatch
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
+from rlmod.core.types import Array
 from rlmod.errors import LearnerError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 
@@ -110,7 +111,7 @@ class LearnerGroup(Checkpointable):
         return self._call("apply", [(func,)] * len(self._actors), **kwargs)
 
     def get_weights(self, module_ids: Sequence[ModuleID] | None = None, *,
-                    inference_only: bool = False) -> dict[ModuleID, dict[str, np.ndarray]]:
+                    inference_only: bool = False) -> dict[ModuleID, dict[str, Array]]:
         """Numpy copies (not views) of the weights of all modules, learner-only ones
         included, or of those in `module_ids` (RLlib's `LearnerGroup.get_weights`).
 
@@ -178,7 +179,7 @@ def split_batches(batches: list[NumpyBatch], n: int) -> list[list[NumpyBatch]]:
     """
     if len(batches) % n == 0:
         return [batches[i::n] for i in range(n)]
-    shares: list[dict[ModuleID, dict[str, np.ndarray]]] = [{} for _ in range(n)]
+    shares: list[dict[ModuleID, dict[str, Array]]] = [{} for _ in range(n)]
     for mid in dict.fromkeys(m for b in batches for m in b):
         parts = [b[mid] for b in batches if mid in b]
         cols = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
