@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.types import Array
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
 from rlmod.env.multi_agent_rows import EpisodeInfo
@@ -63,13 +64,13 @@ class AgentSlots:
         """(env index, agent ID) of a slot."""
         return slot // len(self.agents), self.agents[slot % len(self.agents)]
 
-    def clear_episode(self, where: slice | np.ndarray) -> None:
+    def clear_episode(self, where: slice | Array) -> None:
         """Forgets rewards, returns and observations of these slots (a new episode)."""
         self.pending_reward[where] = 0.0
         self.episode_return[where] = 0.0
         self.observed[where] = False
 
-    def slots_for(self, e: int, keys: tuple, episode: EpisodeInfo) -> np.ndarray:
+    def slots_for(self, e: int, keys: tuple, episode: EpisodeInfo) -> Array:
         """Slots of `keys` in env `e`; maps the agents that are new to the episode."""
         try:
             local = np.fromiter(map(self.agent_index.__getitem__, keys), np.int64, len(keys))
@@ -87,8 +88,8 @@ class AgentSlots:
                              slots[new])
         return slots
 
-    def _map_agents(self, e: int, episode: EpisodeInfo, agents: list, local: np.ndarray,
-                    slots: np.ndarray) -> None:
+    def _map_agents(self, e: int, episode: EpisodeInfo, agents: list, local: Array,
+                    slots: Array) -> None:
         """Calls policy_mapping_fn once for each of these agents (new to the episode) and
         caches the answers for the episode; checks IDs and spaces."""
         fn, index = self.config.policy_mapping_fn, self.module_index
