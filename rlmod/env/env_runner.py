@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 from rlmod.callbacks import EPISODE_HOOKS, Callbacks
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.types import Array
 from rlmod.utils.checkpoints import Checkpointable
 from rlmod.utils.metrics_logger import MetricsLogger
 from rlmod.utils.seeding import derive_seed
@@ -41,7 +41,7 @@ applies `rl_module` weights only when this is newer than the version it holds.""
 _TORCH_STREAM = 7919
 """Offset that gives an EnvRunner's torch RNG a seed of its own, apart from its envs'."""
 
-NumpyColumns = dict[str, np.ndarray]
+NumpyColumns = dict[str, Array]
 """One module's rows as flat numpy column arrays, keyed by `Columns` names."""
 SampleResult = dict[ModuleID, NumpyColumns]
 """What `sample()` returns: per module ID, the rows it sampled as flat column arrays (not
