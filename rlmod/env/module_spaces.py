@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
+from rlmod.core.types import Array
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class ModuleSpaces:
         self.env_to_module: dict[ModuleID, Any] = {
             mid: config.build_env_to_module_connector(self.env0, obs, act)
             for mid, (obs, act) in self.raw.items()}
-        self._groups: list[np.ndarray] = []
+        self._groups: list[Array] = []
         self._num_groups: list[int] = []
         for env in envs:
             ids: dict[tuple[int, int], int] = {}
@@ -67,7 +68,7 @@ class ModuleSpaces:
         self._shared = False
 
     def check_new_agents(self, e: int, env: MultiAgentEnv, agents: list[AgentID],
-                         mids: list[ModuleID], mods: np.ndarray, local: np.ndarray) -> None:
+                         mids: list[ModuleID], mods: Array, local: Array) -> None:
         """Checks that `agents` (of env `e`, agent indices `local`) see the spaces of the
         modules they were mapped to (`mids`, module indices `mods`)."""
         pairs = mods * self._num_groups[e] + self._groups[e][local]
