@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.types import Array
 from rlmod.env.multi_agent_rows import returns_by_agent
 
 
@@ -33,15 +34,15 @@ class EpisodeStats:
         self.returns: list[float] = []
         self.lens: list[int] = []
         # Per finished episode: (agents, their returns), and their modules.
-        self.agent_returns: list[tuple[np.ndarray, np.ndarray]] = []
-        self.modules: list[np.ndarray] = []
+        self.agent_returns: list[tuple[Array, Array]] = []
+        self.modules: list[Array] = []
 
     def __len__(self) -> int:
         """Episodes finished since the last `export()`."""
         return len(self.returns)
 
-    def add(self, length: int, agents: np.ndarray, returns: np.ndarray,
-            modules: np.ndarray) -> None:
+    def add(self, length: int, agents: Array, returns: Array,
+            modules: Array) -> None:
         """One finished env episode of `length` steps: its agents (indices), their
         returns and their modules (indices)."""
         self.returns.append(float(returns.sum()))
