@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, NoReturn
 import gymnasium as gym
 import numpy as np
 
+from rlmod.core.types import Array
 from rlmod.env.guards import bad_observation, non_finite_rows
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID
@@ -50,7 +51,7 @@ class ObservationIntake:
         self.check_finite = True  # benchmarks/guard_overhead.py turns it off to compare
         self.locate = locate
 
-    def chunk(self, values: Collection) -> np.ndarray | list:
+    def chunk(self, values: Collection) -> Array | list:
         """One env's observations: stacked at once while they are hot in the cache (the
         env's arrays are then freed) where all modules share one Box space, else a list.
 
@@ -61,7 +62,7 @@ class ObservationIntake:
         stacked = None if shared is None else join_box_values(shared, values)
         return list(values) if stacked is None else stacked
 
-    def stack_shared(self, slots: np.ndarray, chunks: list) -> np.ndarray | None:
+    def stack_shared(self, slots: Array, chunks: list) -> Array | None:
         """Where all modules see one Box space (the common case), all observations of the
         step stacked (the chunks are stacked per env already) and checked; else None."""
         shared = self.spaces.shared_obs_space()
@@ -82,7 +83,7 @@ class ObservationIntake:
             self.raise_non_finite(slots[found[0]], found[1])
         return stacked
 
-    def stack_checked(self, space: gym.Space, picked: Any, slots: np.ndarray) -> Any:
+    def stack_checked(self, space: gym.Space, picked: Any, slots: Array) -> Any:
         """Observations of `space` (one module's, or one stack group's) stacked and checked,
         with the agent named where one does not fit."""
         try:
@@ -97,7 +98,7 @@ class ObservationIntake:
             self.raise_non_finite(slots[found[0]], found[1])
         return raw
 
-    def raise_non_finite(self, slots: np.ndarray, key: str) -> NoReturn:
+    def raise_non_finite(self, slots: Array, key: str) -> NoReturn:
         """Names the first of `slots` (whose `key` is not finite)."""
         place = self.locate(int(slots[0]))
         raise EnvError(
@@ -108,7 +109,7 @@ class ObservationIntake:
             "finds such values)."
         )
 
-    def raise_bad_observation(self, slots: np.ndarray, values: list,
+    def raise_bad_observation(self, slots: Array, values: list,
                               space: gym.Space | None = None) -> NoReturn:
         """Names the first agent whose observation does not fit its module's space."""
         for slot, value in zip(slots.tolist(), values, strict=False):
