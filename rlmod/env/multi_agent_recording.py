@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.types import Array
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_rows import SLOT
 from rlmod.errors import OfflineDataError
@@ -51,7 +52,7 @@ class RowRecorder:
                                file_prefix=f"env_runner_{worker_index}")
         return cls(writer, agents)
 
-    def write(self, module_id: ModuleID, batch: dict[str, np.ndarray]) -> None:
+    def write(self, module_id: ModuleID, batch: dict[str, Array]) -> None:
         """Hands a module's rows to the writer with each row's agent ID (the slot column
         is popped off the batch)."""
         slots = batch.pop(SLOT)
