@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import types
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 
+from rlmod.core.types import Array, BoolArray
 
-def _leaves(x: Any, key: str) -> list[tuple[str, np.ndarray]]:
+
+def _leaves(x: Any, key: str) -> list[tuple[str, Array]]:
     """The float arrays of a (possibly nested dict/tuple) batch, with their key paths."""
     if isinstance(x, dict):
         return [leaf for k, v in x.items() for leaf in _leaves(v, f"{key}[{k!r}]")]
@@ -25,7 +27,7 @@ def _leaves(x: Any, key: str) -> list[tuple[str, np.ndarray]]:
     return []
 
 
-def non_finite_rows(x: Any, num_rows: int, key: str) -> tuple[np.ndarray, str] | None:
+def non_finite_rows(x: Any, num_rows: int, key: str) -> tuple[BoolArray, str] | None:
     """None if every float in `x` (leading axis: `num_rows` rows) is finite; else which
     rows are not, `[num_rows]` bool, and the key path of the first leaf where one is not.
 
@@ -38,7 +40,7 @@ def non_finite_rows(x: Any, num_rows: int, key: str) -> tuple[np.ndarray, str] |
         rows = ~np.isfinite(arr.reshape(num_rows, -1)).all(axis=1)
         bad = rows if bad is None else bad | rows
         bad_key = bad_key or path
-    return None if bad is None or bad_key is None else (bad, bad_key)
+    return None if bad is None or bad_key is None else (cast(BoolArray, bad), bad_key)
 
 
 def bad_observation(space: gym.Space, value: Any) -> str | None:
