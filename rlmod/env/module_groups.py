@@ -20,6 +20,7 @@ from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.stacked import StackedGroup, find_stack_groups
+from rlmod.core.types import Array, IntArray
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +35,7 @@ class ExecutionGroup:
             are alike; their weights are not used here).
     """
 
-    modules: np.ndarray
+    modules: IntArray
     stacked: StackedGroup | None
     lead: ModuleID
 
@@ -58,7 +59,7 @@ class ModuleGroups:
         n = len(module_ids)
         self.group_of_module = np.full(n, -1, np.int64)
         self.index_in_group = np.zeros(n, np.int64)
-        found: list[tuple[np.ndarray, StackedGroup | None]] = []
+        found: list[tuple[IntArray, StackedGroup | None]] = []
         stack_groups = find_stack_groups(module, module_ids) if stack else []
         for sg in stack_groups:
             mods = np.fromiter((index[mid] for mid in sg.module_ids), np.int64,
@@ -88,7 +89,7 @@ class ModuleGroups:
         """How many modules run inside stacked groups."""
         return sum(len(g.modules) for g in self.groups if g.stacked is not None)
 
-    def forward(self, g: int, obs: np.ndarray, modules: np.ndarray, *, explore: bool
+    def forward(self, g: int, obs: Array, modules: Array, *, explore: bool
                 ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Group g's forward pass on its acting rows (`modules`: each row's module index),
         then its module-to-env pipeline: (forward outputs, pipeline outputs)."""
@@ -135,12 +136,12 @@ class ModuleGroups:
                 del rest[mid]
         return rest
 
-    def add_action_logp(self, g: int, batch: dict[str, np.ndarray]) -> None:
+    def add_action_logp(self, g: int, batch: dict[str, Array]) -> None:
         """Adds the log-probs of group g's rows (all its modules at once)."""
         add_action_logp(batch, self.module[self.groups[g].lead])
 
 
-def env_actions_per_row(data: dict[str, Any], n: int) -> np.ndarray:
+def env_actions_per_row(data: dict[str, Any], n: int) -> Array:
     """The env actions of `n` agents as an array with one row per agent: as they are, or,
     for Tuple/Dict action spaces (a tuple/dict of batched arrays), an object array of one
     tuple/dict per agent (the env takes one per agent anyway)."""
