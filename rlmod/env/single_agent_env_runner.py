@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -18,6 +18,7 @@ from rlmod.connectors.connector_v2 import row_of
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.core.rl_module import TensorDict
+from rlmod.core.types import Array, BoolArray
 from rlmod.env.env_runner import (
     ENV_SINGLE_SPACES_KEY,
     ENV_SPACES_KEY,
@@ -86,7 +87,7 @@ class SingleAgentEnvRunner(EnvRunner):
             self.module = spec.build()
         self.module.eval()
         self._seed = derive_seed(config.seed, self.seed_index)
-        self._obs: np.ndarray | None = None  # what the module sees next, [N, ...]
+        self._obs: Array | None = None  # what the module sees next, [N, ...]
         self._prev_done = np.zeros(self.num_envs, dtype=bool)
         self._eps_id = np.arange(self.num_envs, dtype=np.int64)
         self._next_eps_id = self.num_envs
@@ -196,7 +197,8 @@ class SingleAgentEnvRunner(EnvRunner):
                 while steps < num_timesteps:  # reset rows do not count: top up if short
                     for _ in range(-(-(num_timesteps - steps) // self.num_envs)):
                         self._step(cols, forward, explore)
-                    done = cols[Columns.TERMINATEDS][:-1] | cols[Columns.TRUNCATEDS][:-1]
+                    done = (cast(BoolArray, cols[Columns.TERMINATEDS])[:-1]
+                            | cast(BoolArray, cols[Columns.TRUNCATEDS])[:-1])
                     steps = cols.t * self.num_envs - int(
                         prev_done_at_start.sum() + np.count_nonzero(done))
             else:
@@ -213,7 +215,7 @@ class SingleAgentEnvRunner(EnvRunner):
         return {DEFAULT_MODULE_ID: batch}
 
     def _step(self, cols: StepBuffer, forward: Callable[[TensorDict], TensorDict],
-              explore: bool) -> np.ndarray:
+              explore: bool) -> Array:
         """One step of all sub-envs (the hot loop: no per-env Python); returns which are done."""
         obs = self._obs
         assert obs is not None
@@ -270,13 +272,13 @@ class SingleAgentEnvRunner(EnvRunner):
         self._obs = raw
         return done
 
-    def _to_batch(self, cols: StepBuffer, prev_done_at_start: np.ndarray
-                  ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    def _to_batch(self, cols: StepBuffer, prev_done_at_start: Array
+                  ) -> tuple[dict[str, Array], Array]:
         """Stacks `[T, N]` step arrays into flat, env-major rows without the reset rows,
         and does the episode bookkeeping for all steps at once."""
         assert self._obs is not None
-        term = cols[Columns.TERMINATEDS]  # [T, N]
-        trunc = cols[Columns.TRUNCATEDS]
+        term = cast(BoolArray, cols[Columns.TERMINATEDS])  # [T, N]
+        trunc = cast(BoolArray, cols[Columns.TRUNCATEDS])
         done = term | trunc
         started = np.concatenate([prev_done_at_start[None], done[:-1]])  # reset rows
         valid = ~started
@@ -333,7 +335,7 @@ class SingleAgentEnvRunner(EnvRunner):
         self.num_env_steps_sampled_lifetime += steps
         return batch, done_eps_ids
 
-    def _write(self, batch: dict[str, np.ndarray]) -> None:
+    def _write(self, batch: dict[str, Array]) -> None:
         """Hands the batch's rows to the EpisodeWriter with raw observations and env
         actions in place of the module's (popped off the batch, which keeps the module's)."""
         rows = dict(batch)
@@ -345,7 +347,7 @@ class SingleAgentEnvRunner(EnvRunner):
         assert self._writer is not None
         self._writer.add_batch({DEFAULT_MODULE_ID: rows})
 
-    def _assign_episode_ids(self, started: np.ndarray) -> np.ndarray:
+    def _assign_episode_ids(self, started: Array) -> Array:
         """`[T, N]` episode IDs: each reset row starts a new, globally unique ID."""
         k = np.cumsum(started, axis=0, dtype=np.int32)  # new episodes so far, per sub-env
         num_new = k[-1]
@@ -355,8 +357,8 @@ class SingleAgentEnvRunner(EnvRunner):
         self._next_eps_id += int(num_new.sum())
         return eps_id
 
-    def _record_episodes(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray,
-                         keep_ended: np.ndarray | None = None) -> None:
+    def _record_episodes(self, rewards: Array, valid: Array, done: Array,
+                         keep_ended: Array | None = None) -> None:
         """Appends the return and length of every episode that ended (where `keep_ended`,
         if given), in time order, and carries the unfinished ones over to the next call
         (all vectorized over `[T, N]`)."""
@@ -399,8 +401,8 @@ class SingleAgentEnvRunner(EnvRunner):
         self.callbacks.call("on_episode_created", **self._episode_kwargs(i))
         self.callbacks.call("on_episode_start", **self._episode_kwargs(i))
 
-    def _episode_step(self, raw: Any, actions: np.ndarray, rew: np.ndarray, term: np.ndarray,
-                      trunc: np.ndarray, infos: dict[str, Any], started: np.ndarray,
+    def _episode_step(self, raw: Any, actions: Array, rew: Array, term: Array,
+                      trunc: Array, infos: dict[str, Any], started: Array,
                       failed: Any) -> None:
         """Per sub-env Python for the callbacks' episode objects (only with episode hooks).
 
@@ -435,7 +437,7 @@ class SingleAgentEnvRunner(EnvRunner):
                 self._episodes[i] = None
 
     # ------------------------------------------------------------------ guards
-    def _check_finite(self, obs_all: Any, rewards: np.ndarray, valid: np.ndarray) -> None:
+    def _check_finite(self, obs_all: Any, rewards: Array, valid: Array) -> None:
         """Raises an EnvError naming the first non-finite observation or reward of this
         call's `[T + 1, N]` observations and `[T, N]` rewards (one check per array)."""
         for key, arr, mask in ((Columns.REWARDS, rewards, valid),
@@ -460,8 +462,8 @@ class SingleAgentEnvRunner(EnvRunner):
                 "episodes as truncated and go on."
             )
 
-    def _truncate_non_finite_rows(self, raw: Any, rew: np.ndarray, trunc: np.ndarray
-                                  ) -> tuple[Any, np.ndarray, np.ndarray]:
+    def _truncate_non_finite_rows(self, raw: Any, rew: Array, trunc: Array
+                                  ) -> tuple[Any, Array, Array]:
         """Truncate mode: sub-envs with a non-finite observation or reward end their
         episode here; the last finite observation stands in for the final one (what the
         value bootstrap reads), the reward counts as 0, and the sub-env resets at the next
@@ -548,7 +550,7 @@ def _copy(x: Any) -> Any:
     return np.array(x, copy=True)
 
 
-def _replace_rows(x: Any, source: Any, rows: np.ndarray) -> Any:
+def _replace_rows(x: Any, source: Any, rows: Array) -> Any:
     """`x` with `rows` taken from `source` (same structure)."""
     if isinstance(x, dict):
         return {k: _replace_rows(v, source[k], rows) for k, v in x.items()}
