@@ -16,8 +16,9 @@ import torch
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-Array: TypeAlias = npt.NDArray[np.generic[object]]
-"""A numpy array of any dtype and shape (a column, observations, actions)."""
+Array: TypeAlias = "npt.NDArray[np.generic[object]]"
+"""A numpy array of any dtype and shape (a column, observations, actions). (A string:
+numpy's scalar types take type arguments in stubs only.)"""
 IntArray: TypeAlias = npt.NDArray[np.int64]
 """An int64 array: row indices, slots, episode IDs, module indices."""
 BoolArray: TypeAlias = npt.NDArray[np.bool_]
