@@ -23,8 +23,12 @@ IntArray: TypeAlias = npt.NDArray[np.int64]
 """An int64 array: row indices, slots, episode IDs, module indices."""
 BoolArray: TypeAlias = npt.NDArray[np.bool_]
 """A bool array: per-row flags (terminated, truncated, masks)."""
-FloatArray: TypeAlias = npt.NDArray[np.float32]
-"""A float32 array: rewards and returns as the EnvRunners store them."""
+FloatArray: TypeAlias = npt.NDArray[np.float64]
+"""A float64 array: rewards and returns as the multi-agent EnvRunner books them."""
+
+ArrayTree: TypeAlias = "Array | dict[str, ArrayTree] | tuple[ArrayTree, ...]"
+"""A batch of observations as a vector env returns it: an array, or dicts and tuples of
+them (Dict and Tuple spaces)."""
 
 TensorDict: TypeAlias = dict[str, torch.Tensor]
 """One module's batch or forward outputs: column name -> tensor."""
