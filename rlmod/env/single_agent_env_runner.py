@@ -7,8 +7,8 @@ Built by EnvRunnerGroup from the config; its module comes from
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, cast
 
 import gymnasium as gym
 import numpy as np
@@ -18,14 +18,14 @@ from rlmod.connectors.connector_v2 import row_of
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.core.rl_module import TensorDict
-from rlmod.core.types import Array, BoolArray
+from rlmod.core.types import Array, ArrayTree, BoolArray, Components, MetricsDict, StateDict
 from rlmod.env.env_runner import (
     ENV_SINGLE_SPACES_KEY,
     ENV_SPACES_KEY,
     EnvRunner,
     SampleResult,
 )
-from rlmod.env.episodes import SingleAgentEpisode, info_of
+from rlmod.env.episodes import SingleAgentEpisode, VectorInfos, info_of
 from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
 from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
@@ -101,12 +101,12 @@ class SingleAgentEnvRunner(EnvRunner):
         self._logp_recorded = False
         self._num_steps = 0  # vector env step() calls, named in errors
         self._dropped: list[tuple[int, int]] = []  # (row, sub-env) ending a dropped episode
-        self._last_raw: Any = None  # truncate mode: the last finite raw observations
+        self._last_raw: ArrayTree | None = None  # truncate mode: the last finite raw observations
         self._num_truncated_non_finite = 0
         self._num_restarts = 0
         self._check_finite_data = True  # benchmarks/guard_overhead.py turns it off to compare
         self._writer = self._make_writer()  # config.offline_data(output=DIR)
-        self._raw: Any = None  # recording: the raw observations the module sees next
+        self._raw: ArrayTree | None = None  # recording: the raw observations the module sees next
         # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
         self._episodes: list[SingleAgentEpisode | None] = [None] * self.num_envs
         self._episodes_done: list[SingleAgentEpisode] = []  # finished in this sample()
@@ -123,7 +123,7 @@ class SingleAgentEnvRunner(EnvRunner):
                              max_rows_per_file=self.config.output_max_rows_per_file,
                              file_prefix=f"env_runner_{self.worker_index}")
 
-    def _guard(self, env: gym.Env, index: int) -> gym.Env:
+    def _guard(self, env: gym.Env[object, object], index: int) -> gym.Env[object, object]:
         return SubEnvGuard(env, index=index, failures=self._failures,
                            make_env=lambda: make_env(self.config.env, self.config.env_config))
 
@@ -316,7 +316,7 @@ class SingleAgentEnvRunner(EnvRunner):
         if self._logp_recorded:
             stacked[Columns.ACTION_LOGP] = cols[Columns.ACTION_LOGP]
         if self._writer is not None and self._record_raw_obs:
-            raw_all = cols.with_next(_RAW_OBS, self._raw)
+            raw_all = cols.with_next(_RAW_OBS, cast(Array, self._raw))
             stacked[_RAW_OBS], stacked[_RAW_NEXT_OBS] = raw_all[:-1], raw_all[1:]
         if self._writer is not None and self._record_env_actions:
             stacked[_ENV_ACTIONS] = cols[_ENV_ACTIONS]
@@ -388,12 +388,12 @@ class SingleAgentEnvRunner(EnvRunner):
         self._ep_len = cum_n[-1] - base_n
 
     # ------------------------------------------------------------------ callbacks
-    def _episode_kwargs(self, i: int) -> dict[str, Any]:
+    def _episode_kwargs(self, i: int) -> dict[str, object]:
         return {"episode": self._episodes[i], "env_runner": self,
                 "metrics_logger": self.metrics, "env": self.env, "env_index": i,
                 "rl_module": self.module}
 
-    def _start_episode(self, i: int, raw: Any, infos: dict[str, Any]) -> None:
+    def _start_episode(self, i: int, raw: ArrayTree, infos: VectorInfos) -> None:
         self._episodes[i] = SingleAgentEpisode(
             id_=self._next_callback_eps_id, observation=row_of(raw, i),
             info=info_of(infos, i), env_index=i)
@@ -401,9 +401,9 @@ class SingleAgentEnvRunner(EnvRunner):
         self.callbacks.call("on_episode_created", **self._episode_kwargs(i))
         self.callbacks.call("on_episode_start", **self._episode_kwargs(i))
 
-    def _episode_step(self, raw: Any, actions: Array, rew: Array, term: Array,
-                      trunc: Array, infos: dict[str, Any], started: Array,
-                      failed: Any) -> None:
+    def _episode_step(self, raw: ArrayTree, actions: Array, rew: Array, term: Array,
+                      trunc: Array, infos: VectorInfos, started: Array,
+                      failed: tuple[int, ...]) -> None:
         """Per sub-env Python for the callbacks' episode objects (only with episode hooks).
 
         NEXT_STEP autoreset: a sub-env done at the previous step returned its reset
@@ -437,7 +437,7 @@ class SingleAgentEnvRunner(EnvRunner):
                 self._episodes[i] = None
 
     # ------------------------------------------------------------------ guards
-    def _check_finite(self, obs_all: Any, rewards: Array, valid: Array) -> None:
+    def _check_finite(self, obs_all: Array, rewards: Array, valid: BoolArray) -> None:
         """Raises an EnvError naming the first non-finite observation or reward of this
         call's `[T + 1, N]` observations and `[T, N]` rewards (one check per array)."""
         for key, arr, mask in ((Columns.REWARDS, rewards, valid),
@@ -462,8 +462,8 @@ class SingleAgentEnvRunner(EnvRunner):
                 "episodes as truncated and go on."
             )
 
-    def _truncate_non_finite_rows(self, raw: Any, rew: Array, trunc: Array
-                                  ) -> tuple[Any, Array, Array]:
+    def _truncate_non_finite_rows(self, raw: ArrayTree, rew: Array, trunc: Array
+                                  ) -> tuple[ArrayTree, Array, Array]:
         """Truncate mode: sub-envs with a non-finite observation or reward end their
         episode here; the last finite observation stands in for the final one (what the
         value bootstrap reads), the reward counts as 0, and the sub-env resets at the next
@@ -475,7 +475,7 @@ class SingleAgentEnvRunner(EnvRunner):
         if bad.any():
             rew = np.where(bad, 0.0, rew)
             trunc = trunc | bad
-            raw = _replace_rows(raw, self._last_raw, bad)
+            raw = _replace_rows(raw, cast("ArrayTree", self._last_raw), bad)  # set at reset
             # NEXT_STEP autoreset, as if the sub-env had returned truncated itself.
             self.env._autoreset_envs[bad] = True  # type: ignore[attr-defined]
             self._num_truncated_non_finite += int(bad.sum())
@@ -498,7 +498,7 @@ class SingleAgentEnvRunner(EnvRunner):
         self._failures.clear()
 
     # ------------------------------------------------------------------ metrics and state
-    def get_metrics(self) -> dict[str, Any]:
+    def get_metrics(self) -> MetricsDict:
         metrics = {
             "episode_returns": self._done_returns,
             "episode_lens": self._done_lens,
@@ -513,9 +513,9 @@ class SingleAgentEnvRunner(EnvRunner):
         self._num_truncated_non_finite = self._num_restarts = 0
         return metrics
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
-        state: dict[str, Any] = {
+    def get_state(self, components: Components = None, *, not_components: Components = None,
+                  **kwargs: object) -> StateDict:
+        state: StateDict = {
             "env_to_module": self._env_to_module.get_state(),
             "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
         }
@@ -524,14 +524,16 @@ class SingleAgentEnvRunner(EnvRunner):
                 k: v.numpy() for k, v in self.module.get_state(inference_only=True).items()}}
         return state
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: StateDict) -> None:
         state = self._drop_stale_weights(state)
-        if "rl_module" in state and DEFAULT_MODULE_ID in state["rl_module"]:
-            self.module.set_state(state["rl_module"][DEFAULT_MODULE_ID])
+        weights = cast("Mapping[str, Mapping[str, Array]] | None", state.get("rl_module"))
+        if weights is not None and DEFAULT_MODULE_ID in weights:
+            self.module.set_state(weights[DEFAULT_MODULE_ID])
         if "env_to_module" in state:
-            self._env_to_module.set_state(state["env_to_module"])
+            self._env_to_module.set_state(cast("dict[str, object]", state["env_to_module"]))
         if "num_env_steps_sampled_lifetime" in state:
-            self.num_env_steps_sampled_lifetime = int(state["num_env_steps_sampled_lifetime"])
+            self.num_env_steps_sampled_lifetime = int(
+                cast(int, state["num_env_steps_sampled_lifetime"]))
 
     def stop(self) -> None:
         """Closes the envs and writes the recorded episodes still queued."""
@@ -541,7 +543,7 @@ class SingleAgentEnvRunner(EnvRunner):
 
 
 
-def _copy(x: Any) -> Any:
+def _copy(x: ArrayTree) -> ArrayTree:
     """A copy of a (possibly dict/tuple) batch of observations."""
     if isinstance(x, dict):
         return {k: _copy(v) for k, v in x.items()}
@@ -550,12 +552,14 @@ def _copy(x: Any) -> Any:
     return np.array(x, copy=True)
 
 
-def _replace_rows(x: Any, source: Any, rows: Array) -> Any:
+def _replace_rows(x: ArrayTree, source: ArrayTree, rows: BoolArray) -> ArrayTree:
     """`x` with `rows` taken from `source` (same structure)."""
     if isinstance(x, dict):
-        return {k: _replace_rows(v, source[k], rows) for k, v in x.items()}
+        parts = cast("dict[str, ArrayTree]", source)
+        return {k: _replace_rows(v, parts[k], rows) for k, v in x.items()}
     if isinstance(x, tuple):
-        return tuple(_replace_rows(v, s, rows) for v, s in zip(x, source, strict=True))
+        items = cast("tuple[ArrayTree, ...]", source)
+        return tuple(_replace_rows(v, s, rows) for v, s in zip(x, items, strict=True))
     out = np.array(x, copy=True)
-    out[rows] = source[rows]
+    out[rows] = cast(Array, source)[rows]
     return out
