@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 
 from rlmod.connectors.env_to_module import merge_env_to_module_states
+from rlmod.core.types import StateDict
 from rlmod.env.env_runner import WEIGHTS_SEQ_NO, EnvRunner, SampleResult
 from rlmod.errors import EnvRunnerError
 from rlmod.utils.checkpoints import Checkpointable, _class_path
@@ -263,7 +264,7 @@ class EnvRunnerGroup:
         weights = from_learner_group.get_weights(module_ids=module_ids,
                                                  inference_only=inference_only)
         self._weights_seq_no += 1
-        state = {"rl_module": weights, WEIGHTS_SEQ_NO: self._weights_seq_no}
+        state: StateDict = {"rl_module": weights, WEIGHTS_SEQ_NO: self._weights_seq_no}
         if self.local_env_runner is not None:
             self.local_env_runner.set_state(state)
         if self._actors:
