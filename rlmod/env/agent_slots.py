@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID
-from rlmod.core.types import Array
+from rlmod.core.types import Array, IntArray
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
 from rlmod.env.multi_agent_rows import EpisodeInfo
@@ -70,7 +70,7 @@ class AgentSlots:
         self.episode_return[where] = 0.0
         self.observed[where] = False
 
-    def slots_for(self, e: int, keys: tuple, episode: EpisodeInfo) -> Array:
+    def slots_for(self, e: int, keys: tuple, episode: EpisodeInfo) -> IntArray:
         """Slots of `keys` in env `e`; maps the agents that are new to the episode."""
         try:
             local = np.fromiter(map(self.agent_index.__getitem__, keys), np.int64, len(keys))

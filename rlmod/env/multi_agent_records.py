@@ -30,10 +30,10 @@ class ClosedRows(NamedTuple):
 
     group: IntArray  # [K] execution group index
     row: IntArray  # [K] row ID in that group's GroupBuffer
-    new_obs: IntArray  # [K] the next observation (index; -1: none, the row's obs stands in)
+    new_obs: Array  # [K] int: the next observation (index; -1: none, the row's obs stands in)
     reward: FloatArray  # [K] everything the agent received since it acted
-    terminated: BoolArray  # [K]
-    truncated: BoolArray  # [K]
+    terminated: Array  # [K] bool
+    truncated: Array  # [K] bool
 
 
 @dataclasses.dataclass
