@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import operator
 from itertools import chain
-from typing import Any
+from typing import cast
 
 import numpy as np
 
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
-from rlmod.core.types import Array
+from rlmod.core.types import Array, ArrayTree, IntArray
 from rlmod.env.module_groups import ModuleGroups, env_actions_per_row
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_observations import ObservationIntake
@@ -83,7 +83,7 @@ class GroupedRows:
         for pos in np.split(order, cuts) if len(order) else []:  # one group's positions
             g = int(self.groups.group_of_module[mods[pos[0]]])
             if stacked is not None:
-                raw = np.take(stacked, pos, axis=0)
+                raw: ArrayTree = np.take(stacked, pos, axis=0)
             else:
                 assert values is not None
                 picked = ((values[int(pos[0])],) if len(pos) == 1
@@ -103,20 +103,20 @@ class GroupedRows:
                 acting.append(ActingRows(g, np.compress(a, obs, axis=0), store_idx[pa],
                                          slots[pa], mods[pa], act_rank[pa]))
         for closing in queued.closings:  # step positions of new observations -> store indices
-            pos = closing.new_obs
+            pos = cast(IntArray, closing.new_obs)  # int positions
             new_obs = np.full(len(pos), -1)
             seen = pos >= 0
             new_obs[seen] = store_idx[pos[seen]]
             self.closings.append(closing._replace(new_obs=new_obs))
         self.acting = acting
 
-    def _to_module_space(self, g: int, raw: Any, mods: Array, starts: Array) -> Any:
+    def _to_module_space(self, g: int, raw: ArrayTree, mods: Array, starts: Array) -> Array:
         """Group g's raw observations through their modules' env-to-module pipelines (rows
         module-major; modules without connectors take them as they are). A pipeline may
         keep per-module state (MeanStdFilter), so each module's rows run through its own."""
         with_pipeline = self.with_pipeline[g]
-        if not with_pipeline:
-            return raw
+        if not with_pipeline:  # then the raw observations are the module's arrays
+            return cast(Array, raw)
         pipelines = self.spaces.env_to_module
         if len(self.groups.groups[g].modules) == 1:
             return pipelines[self.module_ids[with_pipeline[0]]](raw, episode_starts=starts)
@@ -124,7 +124,7 @@ class GroupedRows:
         pieces = []
         for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
             pipeline = pipelines[self.module_ids[int(mods[lo])]]
-            part = raw[lo:hi]
+            part = cast(Array, raw)[lo:hi]  # several modules: a Box space they share
             pieces.append(pipeline(part, episode_starts=starts[lo:hi]) if len(pipeline)
                           else part)
         return np.concatenate(pieces)
@@ -203,7 +203,7 @@ class GroupedRows:
                     cols = {k: v[~in_drop] for k, v in cols.items()}
                     part = np.flatnonzero(~in_drop) + offsets[g]
                 batch, carried = group_batch(
-                    cols, store, {k: v[part] for k, v in outcome.items()}, keep_eps,
+                    cols, cast(Array, store), {k: v[part] for k, v in outcome.items()}, keep_eps,
                     module_key=self.groups.sort_rank,
                     slot_radix=len(self.open_row) <= 2**16,
                     module_radix=len(self.module_ids) <= 2**16, with_slots=with_slots)
@@ -216,7 +216,7 @@ class GroupedRows:
         self.closings = []
         return result, dropped_rows
 
-    def _rebase(self, g: int, store: Any, acting_index: int | None,
+    def _rebase(self, g: int, store: Array | None, acting_index: int | None,
                 carried: dict[str, Array] | None) -> None:
         """Starts group g's next buffer with the observations still needed: those its
         agents act on next, and those of rows carried over."""

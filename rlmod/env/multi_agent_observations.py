@@ -8,14 +8,14 @@ all envs; checks run once per step on the stacked arrays (shape and dtype with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from itertools import chain
-from typing import Any, NamedTuple, NoReturn
+from typing import NamedTuple, NoReturn, cast
 
 import gymnasium as gym
 import numpy as np
 
-from rlmod.core.types import Array
+from rlmod.core.types import Array, ArrayTree
 from rlmod.env.guards import bad_observation, non_finite_rows
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID
@@ -43,7 +43,7 @@ class ObservationIntake:
         locate: Slot -> AgentPlace.
     """
 
-    def __init__(self, *, env_name: Any, spaces: ModuleSpaces, check_obs: bool,
+    def __init__(self, *, env_name: object, spaces: ModuleSpaces, check_obs: bool,
                  locate: Callable[[int], AgentPlace]) -> None:
         self.env_name = env_name
         self.spaces = spaces
@@ -83,7 +83,7 @@ class ObservationIntake:
             self.raise_non_finite(slots[found[0]], found[1])
         return stacked
 
-    def stack_checked(self, space: gym.Space, picked: Any, slots: Array) -> Any:
+    def stack_checked(self, space: gym.Space, picked: Sequence[object], slots: Array) -> ArrayTree:
         """Observations of `space` (one module's, or one stack group's) stacked and checked,
         with the agent named where one does not fit."""
         try:
@@ -91,7 +91,7 @@ class ObservationIntake:
         except ValueError:
             self.raise_bad_observation(slots, list(picked), space)
         if self.check_obs and isinstance(space, gym.spaces.Box) and (
-                raw.shape[1:] != space.shape or raw.dtype != space.dtype):
+                cast(Array, raw).shape[1:] != space.shape or cast(Array, raw).dtype != space.dtype):
             self.raise_bad_observation(slots, list(picked), space)
         found = non_finite_rows(raw, len(slots), "obs") if self.check_finite else None
         if found is not None:

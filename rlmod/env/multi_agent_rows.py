@@ -6,15 +6,15 @@ MultiAgentEnv returns, and the assembly of batches and metrics from what was rec
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
-from typing import Any, cast
+from collections.abc import Collection, Mapping, Sequence
+from typing import cast
 
 import gymnasium as gym
 import numpy as np
 
 from rlmod.core.columns import Columns
-from rlmod.core.types import Array, BoolArray, IntArray
-from rlmod.env.multi_agent_env import ALL_AGENTS
+from rlmod.core.types import Array, ArrayTree, BoolArray, IntArray
+from rlmod.env.multi_agent_env import ALL_AGENTS, AgentID
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,13 +91,13 @@ def read_flags(flags: dict, keys: tuple) -> tuple[BoolArray, bool, tuple]:
     return per_agent, flag_all, extra
 
 
-def stack_observations(space: gym.Space, values: Any) -> Any:
+def stack_observations(space: gym.Space, values: Sequence[object]) -> ArrayTree:
     """Stacks per-agent observations of `space` into a batch (Dict/Tuple: per part)."""
-    if isinstance(space, gym.spaces.Dict):
-        return {k: stack_observations(s, [v[k] for v in values])
+    if isinstance(space, gym.spaces.Dict):  # then each value is a dict ...
+        return {k: stack_observations(s, [cast("Mapping[str, object]", v)[k] for v in values])
                 for k, s in space.spaces.items()}
-    if isinstance(space, gym.spaces.Tuple):
-        return tuple(stack_observations(s, [v[i] for v in values])
+    if isinstance(space, gym.spaces.Tuple):  # ... or a tuple
+        return tuple(stack_observations(s, [cast("tuple[object, ...]", v)[i] for v in values])
                      for i, s in enumerate(space.spaces))
     if isinstance(space, gym.spaces.Box):
         stacked = join_box_values(space, values)
@@ -162,7 +162,7 @@ MODULE = "module"
 """Row column of GroupBuffer and `group_batch`: the row's module index (the runner's order)."""
 
 
-def group_batch(rows: dict[str, Array], store: Any, outcome: dict[str, Array],
+def group_batch(rows: dict[str, Array], store: Array, outcome: dict[str, Array],
                 keep_eps: Array | None, *, module_key: Array, slot_radix: bool,
                 module_radix: bool, with_slots: bool = False
                 ) -> tuple[dict[str, Array] | None, dict[str, Array] | None]:
@@ -207,7 +207,8 @@ def group_batch(rows: dict[str, Array], store: Any, outcome: dict[str, Array],
     }
     # A sequence ends where the agent's episode ends or where this fragment stops (a new
     # module's rows start with a new slot or a new agent-episode).
-    seq_ends = batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS]
+    seq_ends = (cast(BoolArray, batch[Columns.TERMINATEDS])
+                | cast(BoolArray, batch[Columns.TRUNCATEDS]))
     seq_ends[:-1] |= (slots[1:] != slots[:-1]) | (eps[1:] != eps[:-1])
     seq_ends[-1] = True
     batch[Columns.SEQ_ENDS] = seq_ends
@@ -235,8 +236,8 @@ def split_by_module(batch: dict[str, Array]) -> list[tuple[int, dict[str, Array]
             for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
 
 
-def returns_by_agent(agent_returns: list[tuple[Array, Array]], agents: list
-                     ) -> dict[Any, list[float]]:
+def returns_by_agent(agent_returns: list[tuple[Array, Array]], agents: list[AgentID]
+                     ) -> dict[AgentID, list[float]]:
     """Each agent's episode returns, in episode order, from (agent indices, returns) per
     finished episode; grouped once per get_metrics() rather than per agent and episode."""
     if not agent_returns:
