@@ -8,7 +8,7 @@ agent: cheap with thousands of agents.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
@@ -19,6 +19,7 @@ from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
+    from rlmod.connectors.pipeline import ConnectorPipeline
 
 
 class ModuleSpaces:
@@ -37,7 +38,7 @@ class ModuleSpaces:
         self.first_agent = {mid: agent for mid, (agent, _, _) in found.items()}
         self.raw = {mid: (obs, act) for mid, (_, obs, act) in found.items()}
         # Built with both input spaces, so their output spaces are set.
-        self.env_to_module: dict[ModuleID, Any] = {
+        self.env_to_module: dict[ModuleID, ConnectorPipeline] = {
             mid: config.build_env_to_module_connector(self.env0, obs, act)
             for mid, (obs, act) in self.raw.items()}
         self._groups: list[Array] = []

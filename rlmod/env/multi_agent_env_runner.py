@@ -197,7 +197,8 @@ class MultiAgentEnvRunner(EnvRunner):
         spaces = {ENV_SPACES_KEY: (self.env0.get_observation_space(first),
                                    self.env0.get_action_space(first))}
         for mid, pipeline in self._spaces.env_to_module.items():
-            spaces[mid] = (pipeline.observation_space, pipeline.action_space)
+            spaces[mid] = cast("tuple[gym.Space, gym.Space]",  # set: built with input spaces
+                               (pipeline.observation_space, pipeline.action_space))
         if hasattr(self, "_spec"):  # modules no env agent maps to: spaces from their spec
             subs = self._spec.rl_module_specs.items() if self._module is None else (
                 self._module.items())
