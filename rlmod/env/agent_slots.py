@@ -8,7 +8,7 @@ per agent and env episode (policy_mapping_fn), with the IDs and spaces checked.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
 from rlmod.env.multi_agent_rows import EpisodeInfo
 from rlmod.errors import EnvError, UnknownModuleIDError
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 
 class AgentSlots:
@@ -34,7 +37,7 @@ class AgentSlots:
         observed: The agent has observed in its current episode.
     """
 
-    def __init__(self, config: Any, *, agents: list[AgentID], num_envs: int,
+    def __init__(self, config: AlgorithmConfig, *, agents: list[AgentID], num_envs: int,
                  module_index: dict[ModuleID, int], spaces: ModuleSpaces,
                  envs: list[MultiAgentEnv]) -> None:
         self.config = config
@@ -56,7 +59,7 @@ class AgentSlots:
     def __len__(self) -> int:
         return len(self.module_of)
 
-    def block(self, e: int) -> slice:
+    def block(self, e: int) -> slice[int, int, None]:
         """Env e's slots."""
         return slice(e * len(self.agents), (e + 1) * len(self.agents))
 
@@ -64,7 +67,7 @@ class AgentSlots:
         """(env index, agent ID) of a slot."""
         return slot // len(self.agents), self.agents[slot % len(self.agents)]
 
-    def clear_episode(self, where: slice | Array) -> None:
+    def clear_episode(self, where: slice[int, int, None] | Array) -> None:
         """Forgets rewards, returns and observations of these slots (a new episode)."""
         self.pending_reward[where] = 0.0
         self.episode_return[where] = 0.0

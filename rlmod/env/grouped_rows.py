@@ -14,6 +14,7 @@ from itertools import chain
 from typing import cast
 
 import numpy as np
+import torch
 
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
@@ -143,10 +144,10 @@ class GroupedRows:
             out, data = self.groups.forward(g, obs, mods, explore=explore)
             row = {"obs_idx": obs_idx, "slot": slots, MODULE: mods,
                    Columns.EPS_ID: self.agent_episode_of_slot[slots],
-                   Columns.ACTIONS: data[Columns.ACTIONS].numpy(),
+                   Columns.ACTIONS: cast(torch.Tensor, data[Columns.ACTIONS]).numpy(),
                    Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS].numpy()}
             if Columns.ACTION_LOGP in data:  # else computed per group batch in collect()
-                row[Columns.ACTION_LOGP] = data[Columns.ACTION_LOGP].numpy()
+                row[Columns.ACTION_LOGP] = cast(torch.Tensor, data[Columns.ACTION_LOGP]).numpy()
             self.open_row[slots] = self.buffers[g].add_rows(**row)
             pieces.append((rank, env_actions_per_row(data, len(slots))))
         if not pieces:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
@@ -20,7 +20,10 @@ from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.stacked import StackedGroup, find_stack_groups
-from rlmod.core.types import Array, IntArray
+from rlmod.core.types import Array, IntArray, TensorDict
+
+if TYPE_CHECKING:
+    from rlmod.connectors.pipeline import ConnectorPipeline
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +55,7 @@ class ModuleGroups:
     """
 
     def __init__(self, module: MultiRLModule, module_ids: list[ModuleID],
-                 module_to_env: dict[ModuleID, Any], *, stack: bool) -> None:
+                 module_to_env: dict[ModuleID, ConnectorPipeline], *, stack: bool) -> None:
         self.module = module
         self.module_to_env = module_to_env
         index = {mid: i for i, mid in enumerate(module_ids)}
@@ -90,7 +93,7 @@ class ModuleGroups:
         return sum(len(g.modules) for g in self.groups if g.stacked is not None)
 
     def forward(self, g: int, obs: Array, modules: Array, *, explore: bool
-                ) -> tuple[dict[str, Any], dict[str, Any]]:
+                ) -> tuple[TensorDict, dict[str, object]]:
         """Group g's forward pass on its acting rows (`modules`: each row's module index),
         then its module-to-env pipeline: (forward outputs, pipeline outputs)."""
         group = self.groups[g]
@@ -106,8 +109,8 @@ class ModuleGroups:
         data = self.module_to_env[group.lead](out, rl_module=lead, explore=explore)
         return out, data
 
-    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Any]]
-                    ) -> dict[ModuleID, Mapping[str, Any]]:
+    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]
+                    ) -> dict[ModuleID, Mapping[str, Array | torch.Tensor]]:
         """Loads the weights of whole stack groups straight into their stacked storage
         (one copy per parameter and group instead of one `set_state` per module: 0.17 s
         of Python at 1,000 modules); returns the weights left for `MultiRLModule.set_state`
@@ -141,7 +144,7 @@ class ModuleGroups:
         add_action_logp(batch, self.module[self.groups[g].lead])
 
 
-def env_actions_per_row(data: dict[str, Any], n: int) -> Array:
+def env_actions_per_row(data: Mapping[str, object], n: int) -> Array:
     """The env actions of `n` agents as an array with one row per agent: as they are, or,
     for Tuple/Dict action spaces (a tuple/dict of batched arrays), an object array of one
     tuple/dict per agent (the env takes one per agent anyway)."""
@@ -154,9 +157,9 @@ def env_actions_per_row(data: dict[str, Any], n: int) -> Array:
     return out
 
 
-def _row(x: Any, i: int) -> Any:
+def _row(x: object, i: int) -> object:
     if isinstance(x, dict):
         return {k: _row(v, i) for k, v in x.items()}
     if isinstance(x, tuple):
         return tuple(_row(v, i) for v in x)
-    return x[i]
+    return cast(Array, x)[i]  # a leaf: one batched array
