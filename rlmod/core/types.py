@@ -41,12 +41,6 @@ StateValue: TypeAlias = (
 StateDict: TypeAlias = dict[str, StateValue]
 """What `get_state()` returns and `set_state()` takes (RLlib's state dicts)."""
 
-JSONValue: TypeAlias = (
-    "int | float | str | bool | None | Sequence[JSONValue] | Mapping[str, JSONValue]")
-"""A value `json.dumps` writes: metadata, specs in `to_dict()` form."""
-JSONDict: TypeAlias = dict[str, JSONValue]
-"""A JSON object: checkpoint metadata, a spec's `to_dict()`."""
-
 Components: TypeAlias = "str | Collection[str] | None"
 """`get_state(components=..., not_components=...)`: a component name or path
 ("rl_module/default_policy"), several, or None for all (RLlib's)."""
