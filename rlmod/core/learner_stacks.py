@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Literal, TypeAlias, overload
 
 import numpy as np
 import torch
@@ -112,6 +112,11 @@ class StackBucket:
                     *args: torch.Tensor) -> TensorDict | torch.Tensor:
         """`StackedGroup.call_padded` of these modules, on their working rows."""
         return self.group.call_padded(method, batch, *args, params=self.params)
+
+
+StackMinibatch: TypeAlias = "list[tuple[StackBucket, TensorDict, torch.Tensor]]"
+"""A group's minibatch, per bucket: the bucket, its columns `[m, width, ...]` and its
+mask `[m, width]` (`TrainStack.minibatch`)."""
 
 
 class TrainStack:
@@ -268,7 +273,7 @@ class TrainStack:
         if perms is None:
             self._in_order = self._epoch
 
-    def minibatch(self, step: int) -> list[tuple[StackBucket, TensorDict, torch.Tensor]]:
+    def minibatch(self, step: int) -> StackMinibatch:
         """Minibatch `step` of this epoch, per bucket: (the bucket, its columns
         `[m, width, ...]` (views), its mask `[m, width]`)."""
         return [(bucket, {c: v[step] for c, v in cols.items()}, mask)
