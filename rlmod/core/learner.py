@@ -17,12 +17,12 @@ import torch
 from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
-from rlmod.core.learner_stacks import StackBucket, TrainStack
+from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack
 from rlmod.core.module_weights import numpy_weights
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, AdamSlot, GroupAdam, grad_norm, update_is_finite
 from rlmod.core.stacked import find_stack_groups
-from rlmod.core.types import Array, Components, IntArray, StateDict, StateValue, TensorDict
+from rlmod.core.types import Array, Components, IntArray, StateDict, StateValue
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
@@ -299,7 +299,7 @@ class Learner(Checkpointable):
         }
         return results
 
-    def _sgd_step(self, mb: TensorBatch, stack_mbs: Sequence[tuple[TrainStack, list[tuple[StackBucket, TensorDict, torch.Tensor]]]],
+    def _sgd_step(self, mb: TensorBatch, stack_mbs: Sequence[tuple[TrainStack, StackMinibatch]],
                   configs: Mapping[ModuleID, AlgorithmConfig]) -> None:
         """One minibatch: every module's loss (stacked groups' as one `[M]` vector), one
         backward pass for all, then a guarded, clipped optimizer step per module/group."""
@@ -465,7 +465,7 @@ class Learner(Checkpointable):
 
     def _minibatches(self, batch: TensorBatch, num_rows: Mapping[ModuleID, int],
                      num_steps: int, size: int | None
-                     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, list[tuple[StackBucket, TensorDict, torch.Tensor]]]]]]:
+                     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, StackMinibatch]]]]:
         """One epoch's shuffled minibatches of `size` rows per module (`_minibatch_plan`),
         `num_steps` of them (the few rows past a multiple of the size wait for the next
         epoch's shuffle); modules with fewer rows cycle through theirs again, as RLlib's
