@@ -8,9 +8,11 @@ own `compute_self_supervised_loss`, the curiosity connector `compute_intrinsic_r
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
+
+from rlmod.core.types import TensorDict
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
@@ -27,8 +29,8 @@ class ValueFunctionAPI(abc.ABC):
     """
 
     @abc.abstractmethod
-    def compute_values(self, batch: dict[str, Any],
-                       embeddings: Any | None = None) -> torch.Tensor:
+    def compute_values(self, batch: TensorDict,
+                       embeddings: torch.Tensor | None = None) -> torch.Tensor:
         """V(obs) for every row of `batch`, shape `[B]` (the value dim squeezed out).
 
         Args:
@@ -44,7 +46,7 @@ class ValueFunctionAPI(abc.ABC):
 class ComputeValues(Protocol):
     """A module's `compute_values(batch, embeddings=None) -> [B]` (see ValueFunctionAPI)."""
 
-    def __call__(self, batch: dict[str, Any], embeddings: Any | None = None
+    def __call__(self, batch: TensorDict, embeddings: torch.Tensor | None = None
                  ) -> torch.Tensor: ...
 
 

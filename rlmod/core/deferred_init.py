@@ -20,7 +20,6 @@ persistent buffers, so `set_state()` restores everything a normal build would ha
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import torch
 from torch import nn
@@ -139,7 +138,7 @@ class PendingInit:
         saved = torch.get_rng_state()
         torch.set_rng_state(self._rng_state)
         try:
-            fresh: Any = self._spec.build()
+            fresh: MultiRLModule = self._spec.build()
             after = torch.get_rng_state()
         finally:
             torch.set_rng_state(saved)

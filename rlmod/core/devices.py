@@ -8,14 +8,28 @@ EnvRunners always run on the CPU; weights reach them as numpy arrays.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 import torch
+
+from rlmod.core.types import StateValue
 
 CPU = torch.device("cpu")
 
 
-def learner_device(config: Any, *, remote: bool = False) -> torch.device:
+class DeviceSettings(Protocol):
+    """What `learner_device` reads from the config: AlgorithmConfig has these settings
+    (a Protocol, so that core does not import the algorithms package)."""
+
+    @property
+    def num_gpus_per_learner(self) -> float: ...
+    @property
+    def num_learners(self) -> int: ...
+    @property
+    def local_gpu_idx(self) -> int: ...
+
+
+def learner_device(config: DeviceSettings, *, remote: bool = False) -> torch.device:
     """The device of a Learner built from `config`.
 
     `num_gpus_per_learner=0`: the CPU. Otherwise a CUDA device: for a remote Learner
@@ -54,7 +68,7 @@ def learner_device(config: Any, *, remote: bool = False) -> torch.device:
     return torch.device("cuda", index)
 
 
-def cpu_tensors(tree: Any) -> Any:
+def cpu_tensors(tree: StateValue) -> StateValue:
     """`tree` (nested dicts/lists/tuples) with every tensor moved to the CPU: what a
     Learner on a GPU sends over a process boundary (a CUDA tensor unpickled in a process
     without that GPU fails)."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar, cast
 
 import numpy as np
 import torch
@@ -17,24 +17,29 @@ import torch
 from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
-from rlmod.core.learner_stacks import StackBucket, TrainStack
+from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack
 from rlmod.core.module_weights import numpy_weights
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, AdamSlot, GroupAdam, grad_norm, update_is_finite
 from rlmod.core.stacked import find_stack_groups
+from rlmod.core.types import Array, Components, IntArray, StateDict, StateValue
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.schedules import scheduled_value
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
+    from rlmod.core.optim import AdamState
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 LR_KEY = "default_optimizer_learning_rate"
 """RLlib's result key of a module's learning rate (`<optimizer name>_learning_rate`)."""
 GRAD_NORM_KEY = "gradients_default_optimizer_global_norm"
 """RLlib's result key of a module's gradient norm before clipping."""
 
-NumpyBatch = Mapping[ModuleID, Mapping[str, np.ndarray]]
+NumpyBatch = Mapping[ModuleID, Mapping[str, Array]]
 """Per module ID, its rows as numpy columns: what Learners receive (a `SampleResult`)."""
 TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
 """Per module ID, its rows as tensor columns: what learner connectors and losses see."""
@@ -178,7 +183,8 @@ class Learner(Checkpointable):
                                 init_method=init_method, rank=rank, world_size=world_size)
         self._world_size = world_size
 
-    def apply(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+    def apply(self, func: Callable[Concatenate[Learner, _P], _R], *args: _P.args,
+              **kwargs: _P.kwargs) -> _R:
         """`func(self, *args, **kwargs)`, in-process or inside the Learner's Ray actor."""
         return func(self, *args, **kwargs)
 
@@ -190,7 +196,7 @@ class Learner(Checkpointable):
         raise NotImplementedError(f"{type(self).__name__} must implement compute_loss_for_module.")
 
     def compute_losses_for_group(self, *, group: StackBucket,
-                                 configs: Sequence[Any],
+                                 configs: Sequence[AlgorithmConfig],
                                  batch: dict[str, torch.Tensor], mask: torch.Tensor,
                                  fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
         """The losses of a stacked group's modules on one minibatch, `[M]`: entry i must
@@ -293,8 +299,8 @@ class Learner(Checkpointable):
         }
         return results
 
-    def _sgd_step(self, mb: TensorBatch, stack_mbs: Sequence[tuple[TrainStack, list[Any]]],
-                  configs: Mapping[ModuleID, Any]) -> None:
+    def _sgd_step(self, mb: TensorBatch, stack_mbs: Sequence[tuple[TrainStack, StackMinibatch]],
+                  configs: Mapping[ModuleID, AlgorithmConfig]) -> None:
         """One minibatch: every module's loss (stacked groups' as one `[M]` vector), one
         backward pass for all, then a guarded, clipped optimizer step per module/group."""
         assert self.module is not None
@@ -459,7 +465,7 @@ class Learner(Checkpointable):
 
     def _minibatches(self, batch: TensorBatch, num_rows: Mapping[ModuleID, int],
                      num_steps: int, size: int | None
-                     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, list[Any]]]]]:
+                     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, StackMinibatch]]]]:
         """One epoch's shuffled minibatches of `size` rows per module (`_minibatch_plan`),
         `num_steps` of them (the few rows past a multiple of the size wait for the next
         epoch's shuffle); modules with fewer rows cycle through theirs again, as RLlib's
@@ -481,7 +487,7 @@ class Learner(Checkpointable):
         # One gather per column and epoch, in shuffled order; minibatches are then slices
         # (views), not a gather per column and minibatch (small gathers cost ~4 us each).
         shuffled: TensorBatch = {}
-        perms: dict[int, list[np.ndarray]] = {id(st): [np.zeros(0, np.int64)] * len(st)
+        perms: dict[int, list[IntArray]] = {id(st): [np.zeros(0, np.int64)] * len(st)
                                               for st in stacks}
         for mid, n in num_rows.items():
             if n > 0:
@@ -524,7 +530,7 @@ class Learner(Checkpointable):
 
     # ------------------------------------------------------------------ weights and state
     def get_weights(self, module_ids: Sequence[ModuleID] | None = None, *,
-                    inference_only: bool = False) -> dict[ModuleID, dict[str, np.ndarray]]:
+                    inference_only: bool = False) -> dict[ModuleID, dict[str, Array]]:
         """Numpy copies of the weights by module ID: all modules (learner-only ones
         included) unless `module_ids` names some, as RLlib's `get_weights`.
 
@@ -536,7 +542,7 @@ class Learner(Checkpointable):
         # Copies (a CPU tensor's .numpy() shares its memory), stacked groups in one each.
         return numpy_weights(self.module, ids, inference_only=inference_only)
 
-    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Any]]) -> None:
+    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]) -> None:
         """Loads weights by module ID (RLlib's name for `set_state({"rl_module": ...})`)."""
         assert self.module is not None
         self.module.set_state(weights)
@@ -545,12 +551,12 @@ class Learner(Checkpointable):
         assert self.module is not None
         return [("rl_module", self.module), ("optimizer", self._optimizer_states)]
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    def get_state(self, components: Components = None, *, not_components: Components = None,
+                  **kwargs: object) -> StateDict:
         """Module weights, optimizer states and the minibatch-shuffling RNG: everything a
         restored Learner needs to make the same update as the uninterrupted one."""
         assert self.module is not None
-        state: dict[str, Any] = {}
+        state: StateDict = {}
         for name, part in self.get_checkpointable_components():
             wanted, inc, exc = select_components(components, not_components, name)
             if wanted:
@@ -559,14 +565,15 @@ class Learner(Checkpointable):
             state["rng"] = self._rng.bit_generator.state
         return state
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
+    def set_state(self, state: Mapping[str, StateValue]) -> None:
         assert self.module is not None
         if "rl_module" in state:
-            self.module.set_state(state["rl_module"])
+            self.module.set_state(cast("Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]",
+                                       state["rl_module"]))
         if "optimizer" in state:
-            self._optimizer_states.set_state(state["optimizer"])
+            self._optimizer_states.set_state(cast(StateDict, state["optimizer"]))
         if "rng" in state:
-            self._rng.bit_generator.state = state["rng"]
+            self._rng.bit_generator.state = cast("dict[str, object]", state["rng"])
 
 
 class OptimizerStates(Checkpointable):
@@ -576,14 +583,14 @@ class OptimizerStates(Checkpointable):
     def __init__(self, optimizers: Mapping[ModuleID, Adam | AdamSlot]) -> None:
         self.optimizers = optimizers
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
-        return {m: opt.state_dict() for m, opt in self.optimizers.items()
+    def get_state(self, components: Components = None, *, not_components: Components = None,
+                  **kwargs: object) -> StateDict:
+        return {m: cast(StateDict, opt.state_dict()) for m, opt in self.optimizers.items()
                 if select_components(components, not_components, m)[0]}
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
+    def set_state(self, state: StateDict) -> None:
         """Loads the optimizers of the modules named in `state` (modules this Learner does
         not train are skipped)."""
         for mid, opt_state in state.items():
             if mid in self.optimizers:
-                self.optimizers[mid].load_state_dict(opt_state)
+                self.optimizers[mid].load_state_dict(cast("AdamState", opt_state))

@@ -9,20 +9,26 @@ the group with a LearnerError (RLlib does not restart Learners either).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
+import torch
 
 from rlmod.core.columns import Columns
 from rlmod.core.devices import cpu_tensors
 from rlmod.core.learner import Learner, NumpyBatch
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
+from rlmod.core.types import Array, Components, StateDict
 from rlmod.errors import LearnerError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
+
+_R = TypeVar("_R")
+LearnerResults = dict[str, dict[str, float]]
+"""`Learner.update`'s results: by module ID, then metric name."""
 
 
 class LearnerGroup(Checkpointable):
@@ -42,7 +48,7 @@ class LearnerGroup(Checkpointable):
     def __init__(self, *, config: AlgorithmConfig, module_spec: MultiRLModuleSpec) -> None:
         self.config = config
         learner_cls: type[Learner] = config.learner_class  # the algorithm's default if unset
-        self._actors: list[Any] = []
+        self._actors: list[object] = []  # Ray actor handles
         self._failure: str | None = None  # why the remote Learners were ended
         if config.num_learners > 0:
             from rlmod.utils import ray_utils
@@ -63,8 +69,8 @@ class LearnerGroup(Checkpointable):
     def is_remote(self) -> bool:
         return bool(self._actors) or self._failure is not None
 
-    def _call(self, method: str, per_actor_args: Sequence[tuple[Any, ...]] | None = None, *,
-              first_only: bool = False, **kwargs: Any) -> list[Any]:
+    def _call(self, method: str, per_actor_args: Sequence[tuple[object, ...]] | None = None, *,
+              first_only: bool = False, **kwargs: object) -> list[object]:
         """`method(*args, **kwargs)` on every remote Learner at once (`per_actor_args[i]`
         for Learner i, else no positional ones), or on the first only (reads: all hold the
         same weights); the results in rank order. A Learner that dies or raises ends them
@@ -92,7 +98,7 @@ class LearnerGroup(Checkpointable):
         raise LearnerError(self._failure) from error
 
     def update(self, batches: Sequence[NumpyBatch] | NumpyBatch, *,
-               timesteps: Mapping[str, int] | None = None) -> dict[str, dict[str, float]]:
+               timesteps: Mapping[str, int] | None = None) -> LearnerResults:
         """Trains on `batches` (EnvRunners' sample results); returns the Learner results
         (with remote Learners: their means, counters summed)."""
         if not self.is_remote:
@@ -100,17 +106,19 @@ class LearnerGroup(Checkpointable):
         seq = [batches] if isinstance(batches, Mapping) else list(batches)
         shards = split_batches(seq, len(self._actors))
         results = self._call("update", [(shard,) for shard in shards], timesteps=timesteps)
-        return _reduce_results(results)
+        return _reduce_results(cast("list[LearnerResults]", results))
 
-    def foreach_learner(self, func: Any, **kwargs: Any) -> list[Any]:
+    # Any: `kwargs` go to `func` (RLlib's signature has no *args for a ParamSpec to bind).
+    def foreach_learner(self, func: Callable[..., _R],  # type: ignore[explicit-any]
+                        **kwargs: Any) -> list[_R]:
         """`func(learner, **kwargs)` on every Learner (RLlib's name): the remote ones if
         any, else the local one."""
         if not self.is_remote:
             return [self._learner.apply(func, **kwargs)]
-        return self._call("apply", [(func,)] * len(self._actors), **kwargs)
+        return cast("list[_R]", self._call("apply", [(func,)] * len(self._actors), **kwargs))
 
     def get_weights(self, module_ids: Sequence[ModuleID] | None = None, *,
-                    inference_only: bool = False) -> dict[ModuleID, dict[str, np.ndarray]]:
+                    inference_only: bool = False) -> dict[ModuleID, dict[str, Array]]:
         """Numpy copies (not views) of the weights of all modules, learner-only ones
         included, or of those in `module_ids` (RLlib's `LearnerGroup.get_weights`).
 
@@ -118,11 +126,11 @@ class LearnerGroup(Checkpointable):
         modules hold.
         """
         if self.is_remote:  # all hold the same weights: the first one's, numpy already
-            return self._call("get_weights", [(module_ids,)], first_only=True,
-                              inference_only=inference_only)[0]
+            return cast("dict[ModuleID, dict[str, Array]]", self._call(
+                "get_weights", [(module_ids,)], first_only=True, inference_only=inference_only)[0])
         return self._learner.get_weights(module_ids, inference_only=inference_only)
 
-    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Any]]) -> None:
+    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]) -> None:
         """Loads weights by module ID into the Learner(s) (RLlib's name)."""
         self._learner.set_weights(weights)
         if self.is_remote:
@@ -133,20 +141,20 @@ class LearnerGroup(Checkpointable):
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
         return [("learner", self._learner)]
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    def get_state(self, components: Components = None, *, not_components: Components = None,
+                  **kwargs: object) -> StateDict:
         """`{"learner": ...}`: the (first) Learner's state, as RLlib nests it."""
         wanted, inc, exc = select_components(components, not_components, "learner")
         if not wanted:
             return {}
         if self.is_remote:  # CPU tensors: a GPU Learner's would not unpickle without one
-            return {"learner": self._call("apply", [(_cpu_state, inc)], first_only=True,
-                                          not_components=exc)[0]}
+            return {"learner": cast(StateDict, self._call(
+                "apply", [(_cpu_state, inc)], first_only=True, not_components=exc)[0])}
         return {"learner": self._learner.get_state(inc, not_components=exc)}
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
+    def set_state(self, state: StateDict) -> None:
         if "learner" in state:
-            self._learner.set_state(state["learner"])
+            self._learner.set_state(cast(StateDict, state["learner"]))
             if self.is_remote:
                 from rlmod.utils import ray_utils
 
@@ -163,8 +171,10 @@ class LearnerGroup(Checkpointable):
             self._actors = []
 
 
-def _cpu_state(learner: Learner, components: Any, *, not_components: Any) -> dict[str, Any]:
-    return cpu_tensors(learner.get_state(components, not_components=not_components))
+def _cpu_state(learner: Learner, components: Components, *, not_components: Components
+               ) -> StateDict:
+    return cast(StateDict, cpu_tensors(
+        learner.get_state(components, not_components=not_components)))
 
 
 def split_batches(batches: list[NumpyBatch], n: int) -> list[list[NumpyBatch]]:
@@ -178,7 +188,7 @@ def split_batches(batches: list[NumpyBatch], n: int) -> list[list[NumpyBatch]]:
     """
     if len(batches) % n == 0:
         return [batches[i::n] for i in range(n)]
-    shares: list[dict[ModuleID, dict[str, np.ndarray]]] = [{} for _ in range(n)]
+    shares: list[dict[ModuleID, dict[str, Array]]] = [{} for _ in range(n)]
     for mid in dict.fromkeys(m for b in batches for m in b):
         parts = [b[mid] for b in batches if mid in b]
         cols = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
@@ -193,11 +203,11 @@ def split_batches(batches: list[NumpyBatch], n: int) -> list[list[NumpyBatch]]:
     return [[s] for s in shares]
 
 
-def _reduce_results(results: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+def _reduce_results(results: list[LearnerResults]) -> LearnerResults:
     """Per-module means over Learners; counts (`num_*`) summed, except the parameter count;
     per-row arrays (DQN's and SAC's TD errors) concatenated in Learner order, which is the
     order of the rows of one batch (what replay sends) that `split_batches` cut."""
-    out: dict[str, dict[str, Any]] = {}
+    out: LearnerResults = {}
     for mid in results[0]:
         out[mid] = {}
         for k in results[0][mid]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Literal, TypeAlias, overload
 
 import numpy as np
 import torch
@@ -27,7 +27,11 @@ import torch
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.optim import GroupAdam, is_identity_order
 from rlmod.core.rl_module import RLModule
-from rlmod.core.stacked import StackedGroup
+from rlmod.core.stacked import ForwardMethod, StackedGroup
+from rlmod.core.types import BoolArray, IntArray
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
 TensorDict = dict[str, torch.Tensor]
@@ -41,7 +45,7 @@ make a slot dearer, so this overstates a bucket's cost for them: they split less
 they could, never more."""
 
 
-def row_buckets(k: np.ndarray, bucket_cost: int | None = None) -> list[tuple[int, int, int]]:
+def row_buckets(k: IntArray, bucket_cost: int | None = None) -> list[tuple[int, int, int]]:
     """How to run a minibatch whose modules have `k[i]` rows, with `k` sorted from most
     rows to fewest (all > 0): contiguous buckets `(start, stop, width)` covering all
     modules, each padded to its widest (first) module, that minimize the padded slots
@@ -89,16 +93,30 @@ class StackBucket:
         self.module_ids: list[ModuleID] = stack.ids[start:stop]
         self.modules: list[RLModule] = [stack.group.modules[i]
                                         for i in stack.order[start:stop].tolist()]
-        self.configs: list[Any] = stack.configs[start:stop]
-        self.positions: slice | None = None if whole else slice(start, stop)
+        self.configs: list[AlgorithmConfig] = stack.configs[start:stop]
+        self.positions: slice[int, int, None] | None = None if whole else slice(start, stop)
         self.params = dict(params)
 
     def __len__(self) -> int:
         return self.stop - self.start
 
-    def call_padded(self, method: str, batch: TensorDict, *args: torch.Tensor) -> Any:
+    @overload
+    def call_padded(self, method: Literal["compute_values"], batch: TensorDict,
+                    *args: torch.Tensor) -> torch.Tensor: ...
+
+    @overload
+    def call_padded(self, method: ForwardMethod, batch: TensorDict, *args: torch.Tensor
+                    ) -> TensorDict: ...
+
+    def call_padded(self, method: Literal["compute_values"] | ForwardMethod, batch: TensorDict,
+                    *args: torch.Tensor) -> TensorDict | torch.Tensor:
         """`StackedGroup.call_padded` of these modules, on their working rows."""
         return self.group.call_padded(method, batch, *args, params=self.params)
+
+
+StackMinibatch: TypeAlias = "list[tuple[StackBucket, TensorDict, torch.Tensor]]"
+"""A group's minibatch, per bucket: the bucket, its columns `[m, width, ...]` and its
+mask `[m, width]` (`TrainStack.minibatch`)."""
 
 
 class TrainStack:
@@ -124,7 +142,7 @@ class TrainStack:
         self.ids: list[ModuleID] = []
         self.position: dict[ModuleID, int] = {}
         self.order = np.zeros(0, dtype=np.int64)
-        self.configs: list[Any] = []
+        self.configs: list[AlgorithmConfig] = []
         self.work: GroupAdam | None = None
         self._copied = False  # working parameter rows are copies (the order is not the group's)
         self.columns: dict[str, torch.Tensor] = {}
@@ -145,7 +163,7 @@ class TrainStack:
         return len(self.ids)
 
     # ------------------------------------------------------------------ an update
-    def start_update(self, batch: TensorBatch, configs: Mapping[ModuleID, Any],
+    def start_update(self, batch: TensorBatch, configs: Mapping[ModuleID, AlgorithmConfig],
                      size: int | None) -> None:
         """Takes the rows of the members in `configs` (the trainable ones) out of `batch`
         and sets up the working order for minibatches of `min(size, rows)` rows per module
@@ -229,7 +247,7 @@ class TrainStack:
         self._epoch, self._in_order, self.columns = [], None, {}
 
     # ------------------------------------------------------------------ minibatches
-    def start_epoch(self, perms: Sequence[np.ndarray] | None, num_steps: int) -> None:
+    def start_epoch(self, perms: Sequence[IntArray] | None, num_steps: int) -> None:
         """The row order of this epoch: `perms[j]` shuffles working module j's rows (None:
         rows in order, all of them in one minibatch), each module's cycled to `num_steps`
         minibatches of its `k` rows, as Learner._minibatches does per module."""
@@ -255,7 +273,7 @@ class TrainStack:
         if perms is None:
             self._in_order = self._epoch
 
-    def minibatch(self, step: int) -> list[tuple[StackBucket, TensorDict, torch.Tensor]]:
+    def minibatch(self, step: int) -> StackMinibatch:
         """Minibatch `step` of this epoch, per bucket: (the bucket, its columns
         `[m, width, ...]` (views), its mask `[m, width]`)."""
         return [(bucket, {c: v[step] for c, v in cols.items()}, mask)
@@ -293,14 +311,14 @@ class TrainStack:
             for start, g in pieces:
                 g.mul_(coef[start:start + g.shape[0]].view(-1, *([1] * (g.dim() - 1))))
 
-    def step(self, stepped: np.ndarray) -> None:
+    def step(self, stepped: BoolArray) -> None:
         """One Adam step of the working modules marked in `stepped` (`[W]` bool)."""
         assert self.work is not None
         self.work.step(stepped, self._grads())
 
     # ------------------------------------------------------------------ logs
     def log(self, values: Mapping[str, torch.Tensor], valid: torch.Tensor | None = None,
-            positions: slice | None = None) -> None:
+            positions: slice[int, int, None] | None = None) -> None:
         """Per-module values of the current minibatch: `[W]`, or those of the modules at
         working `positions`; `valid` (bool, same size) marks the modules that logged the
         key at all (None: all of them)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 from torch import nn
@@ -82,7 +82,7 @@ class DefaultModelConfig:
         check_mlp_fields(self)
 
     @classmethod
-    def from_any(cls, config: DefaultModelConfig | Mapping[str, Any] | None
+    def from_any(cls, config: DefaultModelConfig | Mapping[str, object] | None
                  ) -> DefaultModelConfig:
         """Builds the config from a dict (unknown keys are an error) or passes one through."""
         if isinstance(config, cls):
@@ -92,7 +92,7 @@ class DefaultModelConfig:
         return dataclass_from_mapping(cls, config, what="model_config")
 
 
-def dataclass_from_mapping(cls: type[_T], config: Mapping[str, Any] | None, *, what: str,
+def dataclass_from_mapping(cls: type[_T], config: Mapping[str, object] | None, *, what: str,
                            ignored: Collection[str] = ()) -> _T:
     """`cls(**config)` for a settings dataclass; an unknown key (not in `ignored`, which
     belong to another model sharing the dict) is a ValueError naming the closest field."""

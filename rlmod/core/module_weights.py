@@ -14,22 +14,22 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.stacked import StackedGroup, stacked_group_of
+from rlmod.core.types import Array
 
 
 def numpy_weights(module: MultiRLModule, module_ids: Sequence[ModuleID], *,
-                  inference_only: bool = False) -> dict[ModuleID, dict[str, np.ndarray]]:
+                  inference_only: bool = False) -> dict[ModuleID, dict[str, Array]]:
     """What `{m: {k: v.numpy().copy() for k, v in module[m].get_state(inference_only=...)
     .items()} for m in module_ids}` gives (same names, order and values), with the modules
     of a stacked group copied as one, where at least half of the group is asked for."""
     group_of = {mid: stacked_group_of(module[mid]) for mid in module_ids}
     asked = Counter(id(g) for g in group_of.values() if g is not None)
-    copies: dict[int, tuple[list[str], dict[str, np.ndarray]] | None] = {}
-    out: dict[ModuleID, dict[str, np.ndarray]] = {}
+    copies: dict[int, tuple[list[str], dict[str, Array]] | None] = {}
+    out: dict[ModuleID, dict[str, Array]] = {}
     for mid in module_ids:
         group = group_of[mid]
         if group is not None and 2 * asked[id(group)] >= len(group):
@@ -47,7 +47,7 @@ def numpy_weights(module: MultiRLModule, module_ids: Sequence[ModuleID], *,
 
 
 def _group_copy(group: StackedGroup, lead: torch.nn.Module, inference_only: bool
-                ) -> tuple[list[str], dict[str, np.ndarray]] | None:
+                ) -> tuple[list[str], dict[str, Array]] | None:
     """The state-dict names of the group's modules and a copy of each stacked tensor;
     None if the group's modules no longer view its storage."""
     if not group.is_intact():
@@ -59,5 +59,5 @@ def _group_copy(group: StackedGroup, lead: torch.nn.Module, inference_only: bool
     return names, {name: _copy(tensors[name]) for name in names}
 
 
-def _copy(tensor: torch.Tensor) -> np.ndarray:
+def _copy(tensor: torch.Tensor) -> Array:
     return tensor.detach().cpu().numpy().copy()

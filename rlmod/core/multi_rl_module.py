@@ -7,15 +7,17 @@ multi-agent setups or learner-only modules); multi-agent EnvRunners hold one too
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import cast, overload
 
 import gymnasium as gym
+import torch
 from torch import nn
 
 from rlmod.core.columns import DEFAULT_MODULE_ID
-from rlmod.core.rl_module import RLModule, RLModuleSpec, TensorDict, spec_from_metadata
+from rlmod.core.rl_module import RLModule, RLModuleSpec, spec_from_metadata
+from rlmod.core.types import Array, Components, TensorDict
 from rlmod.errors import CheckpointError, UnknownModuleIDError
 from rlmod.utils.checkpoints import METADATA_FILE, Checkpointable, read_metadata, select_components
 from rlmod.utils.naming import did_you_mean, import_path
@@ -50,7 +52,7 @@ class MultiRLModule(nn.Module, Checkpointable):
     def __init__(self, modules: Mapping[ModuleID, RLModule] | None = None, *,
                  observation_space: gym.Space | None = None,
                  action_space: gym.Space | None = None, inference_only: bool | None = None,
-                 learner_only: bool | None = None, model_config: Mapping[str, Any] | None = None,
+                 learner_only: bool | None = None, model_config: Mapping[str, object] | None = None,
                  rl_module_specs: Mapping[ModuleID, RLModuleSpec] | None = None) -> None:
         """Args as RLlib's (`modules` is rlmod's: ready-built modules by ID).
 
@@ -146,37 +148,37 @@ class MultiRLModule(nn.Module, Checkpointable):
         return self
 
     # RLlib's forwards: batch and outputs by module ID; IDs with no module are skipped.
-    def _forward(self, batch: Mapping[ModuleID, TensorDict], **kwargs: Any) -> dict[ModuleID, TensorDict]:
+    def _forward(self, batch: Mapping[ModuleID, TensorDict], **kwargs: object) -> dict[ModuleID, TensorDict]:
         return {m: self[m]._forward(b, **kwargs) for m, b in batch.items() if m in self}
 
     def _forward_inference(self, batch: Mapping[ModuleID, TensorDict],
-                           **kwargs: Any) -> dict[ModuleID, TensorDict]:
+                           **kwargs: object) -> dict[ModuleID, TensorDict]:
         return {m: self[m].forward_inference(b, **kwargs) for m, b in batch.items() if m in self}
 
     def _forward_exploration(self, batch: Mapping[ModuleID, TensorDict],
-                             **kwargs: Any) -> dict[ModuleID, TensorDict]:
+                             **kwargs: object) -> dict[ModuleID, TensorDict]:
         return {m: self[m].forward_exploration(b, **kwargs) for m, b in batch.items()
                 if m in self}
 
     def _forward_train(self, batch: Mapping[ModuleID, TensorDict],
-                       **kwargs: Any) -> dict[ModuleID, TensorDict]:
+                       **kwargs: object) -> dict[ModuleID, TensorDict]:
         return {m: self[m].forward_train(b, **kwargs) for m, b in batch.items() if m in self}
 
     def forward_inference(self, batch: Mapping[ModuleID, TensorDict],
-                          **kwargs: Any) -> dict[ModuleID, TensorDict]:
+                          **kwargs: object) -> dict[ModuleID, TensorDict]:
         return self._forward_inference(batch, **kwargs)
 
     def forward_exploration(self, batch: Mapping[ModuleID, TensorDict],
-                            **kwargs: Any) -> dict[ModuleID, TensorDict]:
+                            **kwargs: object) -> dict[ModuleID, TensorDict]:
         return self._forward_exploration(batch, **kwargs)
 
     def forward_train(self, batch: Mapping[ModuleID, TensorDict],
-                      **kwargs: Any) -> dict[ModuleID, TensorDict]:
+                      **kwargs: object) -> dict[ModuleID, TensorDict]:
         return self._forward_train(batch, **kwargs)
 
-    def get_state(self, components: str | Collection[str] | None = None, *,
-                  not_components: str | Collection[str] | None = None,
-                  inference_only: bool = False, **kwargs: Any) -> dict[ModuleID, TensorDict]:
+    def get_state(self, components: Components = None, *,
+                  not_components: Components = None,
+                  inference_only: bool = False, **kwargs: object) -> dict[ModuleID, TensorDict]:
         """Each module's tensors (`components`: module IDs to include, `not_components`:
         to leave out); `inference_only` keeps what EnvRunners hold."""
         if components is None and not_components is None:
@@ -187,7 +189,7 @@ class MultiRLModule(nn.Module, Checkpointable):
             ids = [m for m in self.keys() if select_components(components, not_components, m)[0]]
         return {mid: self[mid].get_state(inference_only=inference_only) for mid in ids}
 
-    def get_metadata(self) -> dict[str, Any]:
+    def get_metadata(self) -> dict[str, object]:
         """Every module's spec, so each one can be rebuilt (and loaded) alone."""
         return {"module_specs": {mid: RLModuleSpec.from_module(m).to_dict(allow_unnamed=True)
                                  for mid, m in self.items()}}
@@ -228,7 +230,7 @@ class MultiRLModule(nn.Module, Checkpointable):
         read_metadata(directory)
         self[name].set_state(read_state(directory, select=[mid or name])[mid or name])
 
-    def set_state(self, state: Mapping[ModuleID, Mapping[str, Any]]) -> None:
+    def set_state(self, state: Mapping[ModuleID, Mapping[str, torch.Tensor | Array]]) -> None:
         """Loads the modules named in `state`; the others stay as they are."""
         for mid, module_state in state.items():
             self[mid].set_state(module_state)
@@ -256,7 +258,7 @@ class MultiRLModuleSpec:
     observation_space: gym.Space | None = None
     action_space: gym.Space | None = None
     inference_only: bool | None = None
-    model_config: dict[str, Any] | None = None
+    model_config: dict[str, object] | None = None
     rl_module_specs: dict[ModuleID, RLModuleSpec] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -297,7 +299,13 @@ class MultiRLModuleSpec:
     def __len__(self) -> int:
         return len(self.rl_module_specs)
 
-    def build(self, module_id: ModuleID | None = None) -> Any:
+    @overload
+    def build(self, module_id: None = None) -> MultiRLModule: ...
+
+    @overload
+    def build(self, module_id: ModuleID) -> RLModule: ...
+
+    def build(self, module_id: ModuleID | None = None) -> MultiRLModule | RLModule:
         """The MultiRLModule, or only the module `module_id` if given (RLlib's)."""
         if module_id is not None:
             return self[module_id].build()
@@ -358,7 +366,7 @@ class MultiRLModuleSpec:
         """Itself (RLlib's, to match `RLModuleSpec.as_multi_rl_module_spec`)."""
         return self
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-able form with RLlib's keys; classes are stored as import paths."""
         return {
             "multi_rl_module_class": import_path(self.multi_rl_module_class,
@@ -371,7 +379,7 @@ class MultiRLModuleSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *,
+    def from_dict(cls, data: Mapping[str, object], *,
                   trusted_modules: Iterable[str] = ()) -> MultiRLModuleSpec:
         """Inverse of `to_dict` (classes resolve under rlmod.utils.trust); a dict with
         only `rl_module_specs` (older rlmod configs) is read too."""
@@ -383,12 +391,13 @@ class MultiRLModuleSpec:
             multi_rl_module_class=MultiRLModule if cls_path is None else resolve_import_path(
                 cls_path, setting="multi_rl_module_class", kind="multi_rl_module",
                 trusted_modules=trusted),
-            observation_space=space_from_dict(data.get("observation_space")),
-            action_space=space_from_dict(data.get("action_space")),
-            inference_only=data.get("inference_only"),
-            model_config=data.get("model_config"),
-            rl_module_specs={m: RLModuleSpec.from_dict(s, trusted_modules=trusted)
-                             for m, s in data["rl_module_specs"].items()})
+            observation_space=space_from_dict(cast("dict[str, object] | None",
+                                                   data.get("observation_space"))),
+            action_space=space_from_dict(cast("dict[str, object] | None", data.get("action_space"))),
+            inference_only=cast("bool | None", data.get("inference_only")),
+            model_config=cast("dict[str, object] | None", data.get("model_config")),
+            rl_module_specs={m: RLModuleSpec.from_dict(s, trusted_modules=trusted) for m, s in
+                             cast("dict[str, dict[str, object]]", data["rl_module_specs"]).items()})
 
 
 def locate_module_checkpoint(path: str | Path, module_id: ModuleID | None) -> tuple[Path, ModuleID | None]:

@@ -13,15 +13,34 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import SupportsFloat, TypedDict, cast
 
 import numpy as np
 import torch
+
+from rlmod.core.types import BoolArray, IntArray
 
 FLUSH_EVERY = 100
 """Adam steps between two flushes of tiny moments (see `Adam._flush_tiny_moments`)."""
 TINY = 1e-30
 """Moments below this magnitude are set to 0 at each flush."""
+
+
+class ParamGroup(TypedDict):
+    """`param_groups[i]` of rlmod's optimizers: the learning rate schedules set, and the
+    parameters it applies to (as torch.optim's, with only these two keys)."""
+
+    lr: float
+    params: list[torch.nn.Parameter]
+
+
+class AdamState(TypedDict):
+    """An optimizer's `state_dict()`: plain tensors and numbers, per module."""
+
+    step: int
+    lr: float
+    exp_avg: list[torch.Tensor]
+    exp_avg_sq: list[torch.Tensor]
 
 
 class Adam:
@@ -34,7 +53,7 @@ class Adam:
     def __init__(self, params: Iterable[torch.nn.Parameter], *, lr: float,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
         self.params = list(params)
-        self.param_groups: list[dict[str, Any]] = [{"lr": lr, "params": self.params}]
+        self.param_groups: list[ParamGroup] = [{"lr": lr, "params": self.params}]
         self.betas = betas
         self.eps = eps
         self.step_count = 0
@@ -104,7 +123,7 @@ class Adam:
         for t in self.exp_avg + self.exp_avg_sq:
             t.masked_fill_(t.abs() < TINY, 0.0)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> AdamState:
         """Plain tensors and numbers only."""
         return {
             "step": self.step_count,
@@ -113,7 +132,7 @@ class Adam:
             "exp_avg_sq": [t.clone() for t in self.exp_avg_sq],
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: AdamState) -> None:
         if len(state["exp_avg"]) != len(self.params):
             raise ValueError(
                 f"Optimizer state has {len(state['exp_avg'])} tensors for "
@@ -172,7 +191,7 @@ class GroupAdam:
             p.grad = None
 
     @torch.no_grad()
-    def step(self, stepped: np.ndarray,
+    def step(self, stepped: BoolArray,
              grads: list[list[tuple[int, torch.Tensor]]] | None = None) -> None:
         """One Adam step of the modules where `stepped` ([M] bool) is True.
 
@@ -215,7 +234,7 @@ class GroupAdam:
                 part = t[rows]
                 t[rows] = part.masked_fill(part.abs() < TINY, 0.0)
 
-    def rows(self, order: np.ndarray, params: list[torch.Tensor]) -> GroupAdam:
+    def rows(self, order: IntArray, params: list[torch.Tensor]) -> GroupAdam:
         """This optimizer's modules `order` (positions, in that order) as a GroupAdam of
         their own over `params` (`[len(order), ...]` each, those modules' parameter rows
         in that order): their learning rates, step counts and moments, so that stepping
@@ -242,7 +261,7 @@ class GroupAdam:
             work.exp_avg_sq = [t[rows] for t in self.exp_avg_sq]
         return work
 
-    def put_rows(self, work: GroupAdam, order: np.ndarray) -> None:
+    def put_rows(self, work: GroupAdam, order: IntArray) -> None:
         """Writes the state of `work` (made by `rows(order)`) back into modules `order`:
         step counts always, moments where they were copies. Learning rates are not
         written back: they are set per update, before `rows`."""
@@ -261,7 +280,7 @@ class GroupAdam:
         return AdamSlot(self, index, list(params))
 
 
-class _SlotParamGroup(dict):  # type: ignore[type-arg]
+class _SlotParamGroup(dict[str, object]):
     """`param_groups[0]` of an AdamSlot: reading or setting ["lr"] goes to the group."""
 
     def __init__(self, optimizer: GroupAdam, index: int, params: list[torch.nn.Parameter]
@@ -269,14 +288,14 @@ class _SlotParamGroup(dict):  # type: ignore[type-arg]
         super().__init__(params=params)
         self._optimizer, self._index = optimizer, index
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> object:
         if key == "lr":
             return float(self._optimizer.lrs[self._index])
         return super().__getitem__(key)
 
-    def __setitem__(self, key: str, value: Any) -> None:
+    def __setitem__(self, key: str, value: object) -> None:
         if key == "lr":
-            self._optimizer.lrs[self._index] = float(value)
+            self._optimizer.lrs[self._index] = float(cast(SupportsFloat, value))
         else:
             super().__setitem__(key, value)
 
@@ -294,7 +313,8 @@ class AdamSlot:
         self.group = optimizer
         self.index = index
         self.params = params
-        self.param_groups: list[dict[str, Any]] = [_SlotParamGroup(optimizer, index, params)]
+        self.param_groups: list[ParamGroup] = [
+            cast(ParamGroup, _SlotParamGroup(optimizer, index, params))]
 
     @property
     def step_count(self) -> int:
@@ -318,12 +338,12 @@ class AdamSlot:
         stepped[self.index] = True
         self.group.step(stepped)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> AdamState:
         return {"step": self.step_count, "lr": self.param_groups[0]["lr"],
                 "exp_avg": [t.clone() for t in self.exp_avg],
                 "exp_avg_sq": [t.clone() for t in self.exp_avg_sq]}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: AdamState) -> None:
         if len(state["exp_avg"]) != len(self.params):
             raise ValueError(
                 f"Optimizer state has {len(state['exp_avg'])} tensors for "
@@ -379,6 +399,6 @@ def _grads_finite(grads: list[torch.Tensor], found: torch.Tensor, one: torch.Ten
     return False
 
 
-def is_identity_order(order: np.ndarray, size: int) -> bool:
+def is_identity_order(order: IntArray, size: int) -> bool:
     """Whether `order` lists positions 0..size-1 in order."""
     return len(order) == size and bool(np.array_equal(order, np.arange(size)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from rlmod.core.distributions import Distribution, make_action_dist
+from rlmod.core.types import Array, Components, ModelConfig, TensorDict
 from rlmod.errors import CheckpointError
 from rlmod.utils.checkpoints import Checkpointable, read_metadata
 from rlmod.utils.naming import import_path
@@ -26,8 +27,6 @@ from rlmod.utils.state_files import read_state
 
 if TYPE_CHECKING:
     from rlmod.core.multi_rl_module import MultiRLModule, MultiRLModuleSpec
-
-TensorDict = dict[str, torch.Tensor]
 
 
 class RLModule(nn.Module, Checkpointable):
@@ -68,7 +67,7 @@ class RLModule(nn.Module, Checkpointable):
     framework: str = "torch"
     """RLlib's class attribute; rlmod modules are always PyTorch modules."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         _bind_acting_forwards(cls)
 
@@ -79,7 +78,7 @@ class RLModule(nn.Module, Checkpointable):
         action_space: gym.Space,
         inference_only: bool = False,
         learner_only: bool = False,
-        model_config: Mapping[str, Any] | Any | None = None,
+        model_config: ModelConfig | None = None,
     ) -> None:
         super().__init__()
         self.observation_space = observation_space
@@ -88,7 +87,8 @@ class RLModule(nn.Module, Checkpointable):
         self.learner_only = learner_only
         # As RLlib: the dict the spec was built with ({} for None); a model-config
         # dataclass passed to the constructor directly is kept as it is.
-        self.model_config: dict[str, Any] | Any = (
+        # Any: the user's settings, read by each subclass as it chooses (RLlib's dict).
+        self.model_config: dict[str, Any] | Any = (  # type: ignore[explicit-any]
             model_config if dataclasses.is_dataclass(model_config) else dict(model_config or {}))
         self.setup()
 
@@ -99,33 +99,33 @@ class RLModule(nn.Module, Checkpointable):
     # defines it, else the generic `_forward`. For the two acting forwards (the EnvRunner
     # hot path) that choice is made once per class in `_bind_acting_forwards`, so a call
     # costs no extra Python frame.
-    def _forward(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+    def _forward(self, batch: TensorDict, **kwargs: object) -> TensorDict:
         """The generic forward pass that the three public forwards fall back to."""
         raise NotImplementedError(
             f"{type(self).__name__} must implement _forward() (or _forward_inference, "
             "_forward_exploration and _forward_train).")
 
-    def _forward_inference(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+    def _forward_inference(self, batch: TensorDict, **kwargs: object) -> TensorDict:
         """Override for acting without exploration only where it differs from `_forward`."""
         return self._forward(batch, **kwargs)
 
-    def _forward_exploration(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+    def _forward_exploration(self, batch: TensorDict, **kwargs: object) -> TensorDict:
         """Override for exploratory acting only where it differs from `_forward`."""
         return self._forward(batch, **kwargs)
 
-    def _forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+    def _forward_train(self, batch: TensorDict, **kwargs: object) -> TensorDict:
         """Override for what the loss needs (e.g. `Columns.EMBEDDINGS`)."""
         return self._forward(batch, **kwargs)
 
-    def forward_inference(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+    def forward_inference(self, batch: TensorDict, **kwargs: object) -> TensorDict:
         """Outputs for acting greedily (evaluation, production)."""
         return self._forward_inference(batch, **kwargs)
 
-    def forward_exploration(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+    def forward_exploration(self, batch: TensorDict, **kwargs: object) -> TensorDict:
         """Outputs for acting while collecting training data."""
         return self._forward_exploration(batch, **kwargs)
 
-    def forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+    def forward_train(self, batch: TensorDict, **kwargs: object) -> TensorDict:
         """Outputs the loss needs (on Learners only); RLlib's RuntimeError on an
         inference-only module."""
         if self.inference_only:
@@ -153,8 +153,8 @@ class RLModule(nn.Module, Checkpointable):
         """The action distribution that `dist_inputs` (from a forward pass) parameterize."""
         return make_action_dist(self.action_space, dist_inputs)
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  inference_only: bool = False, **kwargs: Any) -> TensorDict:
+    def get_state(self, components: Components = None, *, not_components: Components = None,
+                  inference_only: bool = False, **kwargs: object) -> TensorDict:
         """The module's tensors by name; only what an inference-only twin holds if asked.
 
         (`components` / `not_components` are accepted for RLlib's signature; a module has
@@ -170,7 +170,7 @@ class RLModule(nn.Module, Checkpointable):
         """State-dict key prefixes of the parts an inference-only twin does not build."""
         return tuple(f"{name}." for name in self.training_only_submodules)
 
-    def get_metadata(self) -> dict[str, Any]:
+    def get_metadata(self) -> dict[str, object]:
         return {"module_spec": RLModuleSpec.from_module(self).to_dict(allow_unnamed=True)}
 
     @classmethod
@@ -221,7 +221,7 @@ class RLModule(nn.Module, Checkpointable):
         module.load_checkpoint_state(state, directory)
         return module
 
-    def load_checkpoint_state(self, state: Mapping[str, Any],
+    def load_checkpoint_state(self, state: Mapping[str, torch.Tensor | Array],
                               directory: str | os.PathLike[str]) -> None:
         """`set_state`, with a mismatch reported as a CheckpointError naming `directory`."""
         try:
@@ -229,7 +229,7 @@ class RLModule(nn.Module, Checkpointable):
         except ValueError as e:
             raise CheckpointError(f"{directory}: {e}") from e
 
-    def set_state(self, state: Mapping[str, torch.Tensor | np.ndarray]) -> None:
+    def set_state(self, state: Mapping[str, torch.Tensor | Array]) -> None:
         """Loads tensors by name. Extra training-only tensors are ignored by an
         inference-only module; any other missing or unexpected name is an error."""
         own = self.state_dict()
@@ -281,7 +281,7 @@ class RLModuleSpec:
     action_space: gym.Space | None = None
     inference_only: bool = False
     learner_only: bool = False
-    model_config: Mapping[str, Any] | Any | None = None
+    model_config: ModelConfig | None = None
 
     def __post_init__(self) -> None:
         if self.inference_only and self.learner_only:
@@ -308,7 +308,7 @@ class RLModuleSpec:
                 )
         assert self.module_class is not None
         assert self.observation_space is not None and self.action_space is not None
-        model_config: Any = self.model_config
+        model_config: ModelConfig | None = self.model_config
         if dataclasses.is_dataclass(model_config) and not isinstance(model_config, type):
             model_config = dataclasses.asdict(model_config)
         return self.module_class(
@@ -376,13 +376,13 @@ class RLModuleSpec:
                    learner_only=module.learner_only,
                    model_config=_as_dict(module.model_config))
 
-    def to_dict(self, *, allow_unnamed: bool = False) -> dict[str, Any]:
+    def to_dict(self, *, allow_unnamed: bool = False) -> dict[str, object]:
         """A JSON-able form (spaces included); the class is stored as an import path.
 
         A class with no import path (defined inside a function) raises, unless
         `allow_unnamed` (checkpoints), where it is stored as "must be passed at load".
         """
-        module_class: Any = None
+        module_class: str | dict[str, str] | None = None
         if self.module_class is not None:
             try:
                 module_class = import_path(self.module_class,
@@ -401,7 +401,7 @@ class RLModuleSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *,
+    def from_dict(cls, data: Mapping[str, object], *,
                   trusted_modules: Iterable[str] = ()) -> RLModuleSpec:
         """Inverse of `to_dict`. The module class resolves only inside rlmod or the
         `trusted_modules` packages, and must be an RLModule subclass (rlmod.utils.trust)."""
@@ -419,15 +419,16 @@ class RLModuleSpec:
             if module_class is None
             else resolve_import_path(module_class, setting="RLModuleSpec.module_class",
                                      kind="rl_module", trusted_modules=trusted_modules),
-            observation_space=space_from_dict(data.get("observation_space")),
-            action_space=space_from_dict(data.get("action_space")),
+            observation_space=space_from_dict(cast("dict[str, object] | None",
+                                                   data.get("observation_space"))),
+            action_space=space_from_dict(cast("dict[str, object] | None", data.get("action_space"))),
             inference_only=bool(data.get("inference_only", False)),
             learner_only=bool(data.get("learner_only", False)),
-            model_config=data.get("model_config"),
+            model_config=cast("ModelConfig | None", data.get("model_config")),
         )
 
 
-def spec_from_metadata(stored: Any, *, file: Any, module_id: str | None,
+def spec_from_metadata(stored: object, *, file: str | os.PathLike[str], module_id: str | None,
                        inference_only: bool | None = None,
                        module_class: type[RLModule] | None = None,
                        trusted_modules: Iterable[str] = ()) -> RLModuleSpec:
@@ -480,10 +481,10 @@ Deliberate difference: RLlib's `TorchRLModule._forward_inference/_exploration` a
 """
 
 
-def _as_dict(model_config: Any) -> dict[str, Any]:
+def _as_dict(model_config: ModelConfig | None) -> dict[str, object]:
     if model_config is None:
         return {}
     if dataclasses.is_dataclass(model_config) and not isinstance(model_config, type):
         return {k: list(v) if isinstance(v, tuple) else v
                 for k, v in dataclasses.asdict(model_config).items()}
-    return dict(model_config)
+    return dict(cast("Mapping[str, object]", model_config))

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Literal, TypeAlias, TypeVar, cast, overload
 
 import torch
 from torch import nn
@@ -33,7 +33,14 @@ from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.rl_module import RLModule, TensorDict
 from rlmod.core.stacked_acting import StackedActing
+from rlmod.core.types import ModelConfig
 from rlmod.utils.spaces import space_to_dict
+
+_T = TypeVar("_T")
+ForwardMethod: TypeAlias = Literal["forward_train", "forward_exploration", "forward_inference"]
+"""The module methods `call_padded` and `call_rows` run that return a TensorDict."""
+StackKey: TypeAlias = tuple[type[RLModule], bool, str, str, str]
+"""`stack_key`: class, inference-only flag, spaces and model config (as JSON text)."""
 
 # module -> the group it was last stacked into (weak both ways: no attribute on the module,
 # so modules stay picklable and copyable, and a dropped group or module is freed).
@@ -147,8 +154,10 @@ class StackedGroup:
                 previous._valid = False  # its modules no longer view its storage
             _GROUP_OF[m] = weakref.ref(self)
         # Where the template's tensors live, to swap in the stacked ones while it runs.
-        self._slots: list[tuple[dict[str, Any], str]] = [
-            (owner._buffers if is_buffer else owner._parameters, attr)
+        # torch's own dicts of the template, into which `call_padded` writes plain tensors.
+        self._slots: list[tuple[dict[str, torch.Tensor], str]] = [
+            (cast("dict[str, torch.Tensor]",
+                  owner._buffers if is_buffer else owner._parameters), attr)
             for _, owner, attr, is_buffer, _ in _tensor_slots(template)]
         self._stacked = [*self.params.values(), *self.buffers.values()]
         self._module_slots = [[(owner._buffers if is_buffer else owner._parameters, attr)
@@ -185,9 +194,19 @@ class StackedGroup:
                 "use the group find_stack_groups returned last.")
 
     # ------------------------------------------------------------------ forwards
+    @overload
+    def call_padded(self, method: Literal["compute_values"], batch: TensorDict,
+                    *args: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None,
+                    rows: torch.Tensor | None = None) -> torch.Tensor: ...
+
+    @overload
+    def call_padded(self, method: ForwardMethod, batch: TensorDict, *args: torch.Tensor,
+                    params: Mapping[str, torch.Tensor] | None = None,
+                    rows: torch.Tensor | None = None) -> TensorDict: ...
+
     def call_padded(self, method: str, batch: TensorDict, *args: torch.Tensor,
                     params: Mapping[str, torch.Tensor] | None = None,
-                    rows: torch.Tensor | None = None) -> Any:
+                    rows: torch.Tensor | None = None) -> TensorDict | torch.Tensor:
         """`module.<method>(batch, *args)` of every module at once, on padded inputs.
 
         Args:
@@ -216,7 +235,8 @@ class StackedGroup:
             state = self._stacked
         template = self.modules[0]
 
-        def one(st: list[torch.Tensor], b: TensorDict, *a: torch.Tensor) -> Any:
+        def one(st: list[torch.Tensor], b: TensorDict, *a: torch.Tensor
+                ) -> TensorDict | torch.Tensor:
             # What torch.func.functional_call does, without its per-call walk over the
             # module tree (a millisecond per call): the template runs with module i's
             # tensors in place of its own, which are put back after.
@@ -231,7 +251,8 @@ class StackedGroup:
 
         return vmap(one)(state, batch, *args)
 
-    def call_rows(self, method: str, batch: TensorDict, index: torch.Tensor) -> TensorDict:
+    def call_rows(self, method: ForwardMethod, batch: TensorDict, index: torch.Tensor
+                  ) -> TensorDict:
         """`module.<method>(rows)` for rows of several modules: row r goes through module
         `index[r]` of the group; returns `[N, ...]` outputs in row order.
 
@@ -267,7 +288,7 @@ class StackedGroup:
         """Per row, what `modules[index[r]].forward_inference` gives for that row."""
         return self._act("forward_inference", obs, index)
 
-    def _act(self, method: str, obs: torch.Tensor | TensorDict, index: torch.Tensor
+    def _act(self, method: ForwardMethod, obs: torch.Tensor | TensorDict, index: torch.Tensor
              ) -> TensorDict:
         """Acting without autograd (EnvRunners) goes through the group's StackedActing
         where its class declares acting layers; anything else through `call_rows`."""
@@ -312,7 +333,7 @@ def _tensor_slots(module: nn.Module) -> list[tuple[str, nn.Module, str, bool, to
     return params + buffers
 
 
-def stack_key(module: RLModule, memo: dict[int, str] | None = None) -> tuple[Any, ...] | None:
+def stack_key(module: RLModule, memo: dict[int, str] | None = None) -> StackKey | None:
     """What must match for two modules to be stacked: class, inference-only flag, spaces
     and model config (which fix the parameter shapes of a class that supports stacking);
     None where the module cannot be stacked."""
@@ -320,7 +341,7 @@ def stack_key(module: RLModule, memo: dict[int, str] | None = None) -> tuple[Any
         return None
     memo = {} if memo is None else memo
 
-    def text(obj: Any, convert: Any) -> str:
+    def text(obj: _T, convert: Callable[[_T], object]) -> str:
         key = id(obj)
         if key not in memo:
             memo[key] = json.dumps(convert(obj), sort_keys=True, default=repr)
@@ -332,12 +353,12 @@ def stack_key(module: RLModule, memo: dict[int, str] | None = None) -> tuple[Any
             text(module.model_config, _model_config_dict))
 
 
-def _model_config_dict(config: Any) -> Any:
+def _model_config_dict(config: ModelConfig | None) -> dict[str, object]:
     import dataclasses
 
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         return dataclasses.asdict(config)
-    return dict(config or {})
+    return dict(cast("Mapping[str, object] | None", config) or {})
 
 
 def find_stack_groups(multi_module: MultiRLModule | Mapping[ModuleID, RLModule],
@@ -363,7 +384,7 @@ def find_stack_groups(multi_module: MultiRLModule | Mapping[ModuleID, RLModule],
     items = multi_module.items()
     wanted = None if module_ids is None else set(module_ids)
     memo: dict[int, str] = {}
-    by_key: dict[tuple[Any, ...], list[tuple[ModuleID, RLModule]]] = {}
+    by_key: dict[StackKey, list[tuple[ModuleID, RLModule]]] = {}
     for mid, module in items:
         if wanted is not None and mid not in wanted:
             continue

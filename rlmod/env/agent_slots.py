@@ -8,15 +8,19 @@ per agent and env episode (policy_mapping_fn), with the IDs and spaces checked.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.types import Array, IntArray
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
 from rlmod.env.multi_agent_rows import EpisodeInfo
 from rlmod.errors import EnvError, UnknownModuleIDError
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 
 class AgentSlots:
@@ -33,7 +37,7 @@ class AgentSlots:
         observed: The agent has observed in its current episode.
     """
 
-    def __init__(self, config: Any, *, agents: list[AgentID], num_envs: int,
+    def __init__(self, config: AlgorithmConfig, *, agents: list[AgentID], num_envs: int,
                  module_index: dict[ModuleID, int], spaces: ModuleSpaces,
                  envs: list[MultiAgentEnv]) -> None:
         self.config = config
@@ -55,7 +59,7 @@ class AgentSlots:
     def __len__(self) -> int:
         return len(self.module_of)
 
-    def block(self, e: int) -> slice:
+    def block(self, e: int) -> slice[int, int, None]:
         """Env e's slots."""
         return slice(e * len(self.agents), (e + 1) * len(self.agents))
 
@@ -63,13 +67,13 @@ class AgentSlots:
         """(env index, agent ID) of a slot."""
         return slot // len(self.agents), self.agents[slot % len(self.agents)]
 
-    def clear_episode(self, where: slice | np.ndarray) -> None:
+    def clear_episode(self, where: slice[int, int, None] | Array) -> None:
         """Forgets rewards, returns and observations of these slots (a new episode)."""
         self.pending_reward[where] = 0.0
         self.episode_return[where] = 0.0
         self.observed[where] = False
 
-    def slots_for(self, e: int, keys: tuple, episode: EpisodeInfo) -> np.ndarray:
+    def slots_for(self, e: int, keys: tuple, episode: EpisodeInfo) -> IntArray:
         """Slots of `keys` in env `e`; maps the agents that are new to the episode."""
         try:
             local = np.fromiter(map(self.agent_index.__getitem__, keys), np.int64, len(keys))
@@ -87,8 +91,8 @@ class AgentSlots:
                              slots[new])
         return slots
 
-    def _map_agents(self, e: int, episode: EpisodeInfo, agents: list, local: np.ndarray,
-                    slots: np.ndarray) -> None:
+    def _map_agents(self, e: int, episode: EpisodeInfo, agents: list, local: Array,
+                    slots: Array) -> None:
         """Calls policy_mapping_fn once for each of these agents (new to the episode) and
         caches the answers for the episode; checks IDs and spaces."""
         fn, index = self.config.policy_mapping_fn, self.module_index

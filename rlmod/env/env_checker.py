@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-from typing import Any
+from typing import SupportsFloat, cast
 
 import gymnasium as gym
 import numpy as np
@@ -93,7 +93,7 @@ def check_multi_agent_env(env: MultiAgentEnv, *, num_steps: int = 100, seed: int
             done_agents = set()
 
 
-def check_env(env: Any, *, skip_render_check: bool = True) -> None:
+def check_env(env: object, *, skip_render_check: bool = True) -> None:
     """Checks an env: gymnasium's checker for a single-agent env, else `check_multi_agent_env`.
 
     Args:
@@ -174,7 +174,7 @@ def _check_reset(
 
 
 def _check_dict_of_agents(
-    d: Any, dict_name: str, where: str, possible: list[AgentID], extra_keys: tuple = ()
+    d: object, dict_name: str, where: str, possible: list[AgentID], extra_keys: tuple = ()
 ) -> None:
     """Checks `d` is a dict whose keys are possible agents (or `extra_keys`)."""
     if not isinstance(d, dict):
@@ -206,7 +206,7 @@ def _check_flags(flags: dict, dict_name: str, where: str) -> None:
             )
 
 
-def _check_reward(aid: AgentID, reward: Any, where: str) -> None:
+def _check_reward(aid: AgentID, reward: object, where: str) -> None:
     is_number = isinstance(reward, numbers.Real) and not isinstance(reward, (bool, np.bool_))
     if isinstance(reward, np.ndarray) and reward.shape == () and reward.dtype.kind in "iuf":
         is_number = True
@@ -215,14 +215,14 @@ def _check_reward(aid: AgentID, reward: Any, where: str) -> None:
             f"{where} returned rewards[{aid!r}] = {_describe(reward)}, but a reward must be a "
             "number (int or float). Return float(reward) for each agent."
         )
-    if not math.isfinite(float(reward)):
+    if not math.isfinite(float(cast(SupportsFloat, reward))):  # a number, checked above
         raise ValueError(
             f"{where} returned rewards[{aid!r}] = {reward!r}; rewards must be finite. Look for "
             "a division by zero or an overflow in the reward computation."
         )
 
 
-def _check_obs(env: MultiAgentEnv, aid: AgentID, value: Any, where: str) -> None:
+def _check_obs(env: MultiAgentEnv, aid: AgentID, value: object, where: str) -> None:
     space = env.get_observation_space(aid)
     if space.contains(value):
         # Stricter than space.contains(), which casts lists and other dtypes: EnvRunners stack
@@ -242,7 +242,7 @@ def _check_obs(env: MultiAgentEnv, aid: AgentID, value: Any, where: str) -> None
     )
 
 
-def _mismatch(value: Any, space: gym.Space) -> str:
+def _mismatch(value: object, space: gym.Space) -> str:
     """Says how `value` disagrees with `space` (shape, dtype, bounds), as far as known."""
     if isinstance(space, gym.spaces.Box):
         arr = (
@@ -276,7 +276,7 @@ def _mismatch(value: Any, space: gym.Space) -> str:
     return f"{type(space).__name__}.contains() is False for it"
 
 
-def _describe(value: Any) -> str:
+def _describe(value: object) -> str:
     """Returns a short description of a value: its type, shape and dtype where it has them."""
     if isinstance(value, np.ndarray):
         return f"array of shape {value.shape} and dtype {value.dtype}"

@@ -10,14 +10,14 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar, cast
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 from rlmod.callbacks import EPISODE_HOOKS, Callbacks
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.types import Array, Components, MetricsDict, StateDict
 from rlmod.utils.checkpoints import Checkpointable
 from rlmod.utils.metrics_logger import MetricsLogger
 from rlmod.utils.seeding import derive_seed
@@ -25,6 +25,9 @@ from rlmod.utils.spaces import space_to_dict
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 ENV_SPACES_KEY = "__env__"
 """Key of the raw env's (observation_space, action_space) in `get_spaces()`: the vector
@@ -41,7 +44,7 @@ applies `rl_module` weights only when this is newer than the version it holds.""
 _TORCH_STREAM = 7919
 """Offset that gives an EnvRunner's torch RNG a seed of its own, apart from its envs'."""
 
-NumpyColumns = dict[str, np.ndarray]
+NumpyColumns = dict[str, Array]
 """One module's rows as flat numpy column arrays, keyed by `Columns` names."""
 SampleResult = dict[ModuleID, NumpyColumns]
 """What `sample()` returns: per module ID, the rows it sampled as flat column arrays (not
@@ -98,11 +101,11 @@ class EnvRunner(Checkpointable, abc.ABC):
             self._torch_rng_state = torch.get_rng_state()
             torch.set_rng_state(saved)
 
-    def _drop_stale_weights(self, state: dict[str, Any]) -> dict[str, Any]:
+    def _drop_stale_weights(self, state: StateDict) -> StateDict:
         """`state` without its `rl_module` weights when they are not newer than those held
         (by `WEIGHTS_SEQ_NO`; a state without it always applies). Subclasses' `set_state`
         calls this first."""
-        seq_no = state.get(WEIGHTS_SEQ_NO)
+        seq_no = cast("int | None", state.get(WEIGHTS_SEQ_NO))
         if seq_no is None:
             return state
         if seq_no <= self.weights_seq_no:
@@ -116,7 +119,8 @@ class EnvRunner(Checkpointable, abc.ABC):
         asking the first one for its spaces, so that they build while the driver builds
         its Learner. By default the modules were built in `__init__`: nothing to do."""
 
-    def apply(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def apply(self, func: Callable[Concatenate[EnvRunner, _P], _R], *args: _P.args,
+              **kwargs: _P.kwargs) -> _R:
         """`func(self, *args, **kwargs)`: how `EnvRunnerGroup.foreach_env_runner` runs a
         function on an EnvRunner, in-process or inside its Ray actor."""
         return func(self, *args, **kwargs)
@@ -134,20 +138,20 @@ class EnvRunner(Checkpointable, abc.ABC):
         connectors)."""
 
     @abc.abstractmethod
-    def get_metrics(self) -> dict[str, Any]:
+    def get_metrics(self) -> MetricsDict:
         """Episode returns/lengths and step counts since the last call (then reset)."""
 
     @abc.abstractmethod
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    def get_state(self, components: Components = None, *, not_components: Components = None,
+                  **kwargs: object) -> StateDict:
         """`rl_module` (inference-only weights by module ID; left out with
         `not_components="rl_module"`), connector states, counters."""
 
     @abc.abstractmethod
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: StateDict) -> None:
         """Restores any subset of what `get_state` returned."""
 
-    def get_metadata(self) -> dict[str, Any]:
+    def get_metadata(self) -> dict[str, object]:
         """The spaces (`get_spaces()`) in checkpoints, for loaders that have no env."""
         return {"spaces": {key: [space_to_dict(obs), space_to_dict(act)]
                            for key, (obs, act) in self.get_spaces().items()}}

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 
 from rlmod.connectors.env_to_module import merge_env_to_module_states
+from rlmod.core.types import Components, MetricsDict, StateDict, StateValue
 from rlmod.env.env_runner import WEIGHTS_SEQ_NO, EnvRunner, SampleResult
 from rlmod.errors import EnvRunnerError
 from rlmod.utils.checkpoints import Checkpointable, _class_path
@@ -24,6 +25,7 @@ from rlmod.utils.checkpoints import Checkpointable, _class_path
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
     from rlmod.core.learner_group import LearnerGroup
+    from rlmod.utils.ray_utils import Call
 
 logger = logging.getLogger(__name__)
 
@@ -56,15 +58,15 @@ class EnvRunnerGroup:
         self.local_env_runner: EnvRunner | None = (
             self.env_runner_cls(config=config, worker_index=0) if local_env_runner else None
         )
-        self._actors: dict[int, Any] = {}  # worker index -> healthy actor
+        self._actors: dict[int, object] = {}  # worker index -> healthy actor
         self._num_failed = 0  # remote EnvRunners lost for good (failed, not restarted)
         self._num_restarts = 0
         self._weights_seq_no = 0
-        self._weights_ref: Any = None  # the last weights sent, for restarted EnvRunners
-        self._connector_state: Any = None  # the last merged connector state, likewise
+        self._weights_ref: object = None  # the last weights sent, for restarted EnvRunners
+        self._connector_state: StateValue = None  # the last merged connector state, likewise
         self._connectors_are_stateless = False  # learned at the first sync
-        self._pending_metrics: list[dict[str, Any]] = []  # fetched with remote samples
-        self._spaces_ref: Any = None  # the first remote EnvRunner's get_spaces(), asked early
+        self._pending_metrics: list[MetricsDict] = []  # fetched with remote samples
+        self._spaces_ref: object = None  # the first remote EnvRunner's get_spaces(), asked early
         self.last_sampled_worker_indices: list[int] = []
         """Which EnvRunner returned each batch of the last `sample()` (a failed one is
         missing), e.g. for replay buffers that keep one n-step window per EnvRunner."""
@@ -113,7 +115,9 @@ class EnvRunnerGroup:
         return sorted(self._actors)
 
     # ------------------------------------------------------------------ calls
-    def foreach_env_runner(self, func: Callable[..., Any] | str, *,
+    # Any: `kwargs` go to `func` (RLlib's signature passes them as a dict, which a
+    # ParamSpec cannot bind), and a method named by a string returns what it returns.
+    def foreach_env_runner(self, func: Callable[..., Any] | str, *,  # type: ignore[explicit-any]
                            kwargs: dict[str, Any] | None = None, local_env_runner: bool = True,
                            remote_worker_ids: Sequence[int] | None = None,
                            timeout_seconds: float | None = None) -> list[Any]:
@@ -127,7 +131,7 @@ class EnvRunnerGroup:
         drops its result.)
         """
         kwargs = kwargs or {}
-        out: list[Any] = []
+        out: list[object] = []
         if local_env_runner and self.local_env_runner is not None:
             runner = self.local_env_runner
             out.append(getattr(runner, func)(**kwargs) if isinstance(func, str)
@@ -139,8 +143,8 @@ class EnvRunnerGroup:
             out += [r[0] for _, r in sorted(results.items())]
         return out
 
-    def _call_remote(self, calls: list[Any], *, ids: Sequence[int] | None = None,
-                     timeout_s: float | None = None, what: str) -> dict[int, list[Any]]:
+    def _call_remote(self, calls: list[Call], *, ids: Sequence[int] | None = None,
+                     timeout_s: float | None = None, what: str) -> dict[int, list[object]]:
         """Runs `calls` on the healthy remote EnvRunners (or those of `ids`); handles the
         failed ones; returns the results by worker index."""
         from rlmod.utils import ray_utils
@@ -189,7 +193,7 @@ class EnvRunnerGroup:
 
         self._num_restarts += 1
         actor = ray_utils.make_actor(self.env_runner_cls, self.config, index)
-        calls: list[Any] = []
+        calls: list[Call] = []
         if self._weights_ref is not None:
             calls.append(("set_state", (self._weights_ref,), {}))
         if self._connector_state is not None:
@@ -215,13 +219,13 @@ class EnvRunnerGroup:
 
             results, _, error = ray_utils.get_all([ref])
             if results is not None:
-                return results[0]
+                return cast("dict[str, tuple[gym.Space, gym.Space]]", results[0])
             assert error is not None
             self._handle_failure(1, error, "get_spaces")
-        return self._first_remote("get_spaces")
+        return cast("dict[str, tuple[gym.Space, gym.Space]]", self._first_remote("get_spaces"))
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, *, explore: bool | None = None, **kwargs: Any) -> list[SampleResult]:
+    def sample(self, *, explore: bool | None = None, **kwargs: int | None) -> list[SampleResult]:
         """One `sample()` per sampling EnvRunner (the remote ones in parallel); their
         batches in a list, in worker-index order. A remote EnvRunner that fails while
         sampling contributes nothing this time (no partial episodes)."""
@@ -238,11 +242,11 @@ class EnvRunnerGroup:
         batches = []
         self.last_sampled_worker_indices = sorted(results)
         for _, (batch, metrics) in sorted(results.items()):
-            batches.append(batch)
-            self._pending_metrics.append(metrics)
+            batches.append(cast(SampleResult, batch))
+            self._pending_metrics.append(cast(MetricsDict, metrics))
         return batches
 
-    def get_metrics(self) -> list[dict[str, Any]]:
+    def get_metrics(self) -> list[MetricsDict]:
         """Each sampling EnvRunner's metrics since the last call (remote ones: those of the
         batches `sample()` returned)."""
         if not self._actors:
@@ -263,7 +267,7 @@ class EnvRunnerGroup:
         weights = from_learner_group.get_weights(module_ids=module_ids,
                                                  inference_only=inference_only)
         self._weights_seq_no += 1
-        state = {"rl_module": weights, WEIGHTS_SEQ_NO: self._weights_seq_no}
+        state: StateDict = {"rl_module": weights, WEIGHTS_SEQ_NO: self._weights_seq_no}
         if self.local_env_runner is not None:
             self.local_env_runner.set_state(state)
         if self._actors:
@@ -299,7 +303,7 @@ class EnvRunnerGroup:
             return self.local_env_runner
         return _RemoteEnvRunnerState(self) if self._actors else None
 
-    def _first_remote(self, func: Callable[..., Any] | str, **kwargs: Any) -> Any:
+    def _first_remote(self, func: str, **kwargs: object) -> object:
         while self._actors:
             index = min(self._actors)
             results = self._call_remote([(func, (), kwargs)], ids=[index],
@@ -308,7 +312,7 @@ class EnvRunnerGroup:
                 return results[index][0]
         raise EnvRunnerError("No healthy remote EnvRunner is left to answer.")
 
-    def set_env_runner_state(self, state: dict[str, Any]) -> None:
+    def set_env_runner_state(self, state: StateDict) -> None:
         """Restores `state` (an EnvRunner's `get_state()`, e.g. from a checkpoint) on every
         EnvRunner; restarted ones get its connector state too."""
         if "env_to_module" in state:
@@ -332,7 +336,7 @@ class EnvRunnerGroup:
             self._actors = {}
 
 
-def _env_to_module_state(runner: EnvRunner) -> Any:
+def _env_to_module_state(runner: EnvRunner) -> StateValue:
     return runner.get_state(not_components="rl_module")["env_to_module"]
 
 
@@ -344,15 +348,15 @@ class _RemoteEnvRunnerState(Checkpointable):
     def __init__(self, group: EnvRunnerGroup) -> None:
         self._group = group
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
-        return self._group._first_remote("get_state", components=components,
-                                         not_components=not_components)
+    def get_state(self, components: Components = None, *, not_components: Components = None,
+                  **kwargs: object) -> StateDict:
+        return cast(StateDict, self._group._first_remote("get_state", components=components,
+                                                         not_components=not_components))
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: StateDict) -> None:
         self._group.set_env_runner_state(dict(state))
 
-    def get_metadata(self) -> dict[str, Any]:
+    def get_metadata(self) -> dict[str, object]:
         # The EnvRunner's class and spaces, as the local EnvRunner's checkpoint has them.
         return {"class": _class_path(self._group.env_runner_cls),
-                **self._group._first_remote("get_metadata")}
+                **cast("dict[str, object]", self._group._first_remote("get_metadata"))}

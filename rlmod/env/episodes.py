@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import TypeAlias, TypeVar, cast
 
-Indices = int | list[int] | slice | None
+from rlmod.core.types import Array
+from rlmod.env.multi_agent_env import AgentID
+
+Indices: TypeAlias = "int | list[int] | slice[int | None, int | None, int | None] | None"
+_T = TypeVar("_T")
+AgentIDs: TypeAlias = "AgentID | Collection[AgentID] | None"
+"""One agent ID, several, or None for all (RLlib's `agent_ids` argument)."""
+VectorInfos: TypeAlias = "Mapping[str, Array | VectorInfos]"
+"""A gymnasium vector env's infos: per key an array over sub-envs (and its mask `_key`),
+or a nested dict of them."""
 
 
-def _pick(items: list[Any], indices: Indices) -> Any:
+def _pick(items: list[_T], indices: Indices) -> _T | list[_T]:
     """RLlib's index semantics: None all, an int one item (negative from the end), a
     list several, a slice a range."""
     if indices is None:
@@ -26,14 +35,14 @@ def _pick(items: list[Any], indices: Indices) -> Any:
     return [items[i] for i in indices]
 
 
-def info_of(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
+def info_of(infos: VectorInfos, i: int) -> dict[str, object]:
     """Sub-env `i`'s info dict from a gymnasium vector env's batched infos (each key `k`
     holds an array and a mask `_k` of the sub-envs that reported it)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in infos.items():
         if key.startswith("_"):
             continue
-        mask = infos.get("_" + key)
+        mask = cast("Array | None", infos.get("_" + key))  # "_k" keys hold masks
         if mask is not None and not mask[i]:
             continue
         out[key] = info_of(value, i) if isinstance(value, Mapping) else value[i]
@@ -48,11 +57,11 @@ class _Episode:
         self.env_index = env_index
         self.is_terminated = False
         self.is_truncated = False
-        self._custom_data: dict[str, Any] = {}
+        self._custom_data: dict[str, object] = {}
         self._start_time = time.perf_counter()
 
     @property
-    def custom_data(self) -> dict[str, Any]:
+    def custom_data(self) -> dict[str, object]:
         """A dict the user fills in callbacks (RLlib's `episode.custom_data`)."""
         return self._custom_data
 
@@ -79,17 +88,17 @@ class SingleAgentEpisode(_Episode):
         (2.0, 1, {'x': 1})
     """
 
-    def __init__(self, *, id_: int, observation: Any, info: dict[str, Any],
+    def __init__(self, *, id_: int, observation: object, info: dict[str, object],
                  env_index: int = 0) -> None:
         super().__init__(id_=id_, env_index=env_index)
-        self.observations: list[Any] = [observation]
-        self.infos: list[dict[str, Any]] = [info]
-        self.actions: list[Any] = []
+        self.observations: list[object] = [observation]
+        self.infos: list[dict[str, object]] = [info]
+        self.actions: list[object] = []
         self.rewards: list[float] = []
         self._end_time: float | None = None
 
-    def add_env_step(self, observation: Any, *, action: Any, reward: float,
-                     info: dict[str, Any], terminated: bool = False,
+    def add_env_step(self, observation: object, *, action: object, reward: float,
+                     info: dict[str, object], terminated: bool = False,
                      truncated: bool = False) -> None:
         """Appends one env step (what the EnvRunner calls, as RLlib's `add_env_step`);
         `reward`, `terminated` and `truncated` as Python scalars."""
@@ -106,16 +115,17 @@ class SingleAgentEpisode(_Episode):
     def t(self) -> int:
         return len(self.actions)
 
-    def get_observations(self, indices: Indices = None) -> Any:
+    def get_observations(self, indices: Indices = None) -> object:
         return _pick(self.observations, indices)
 
-    def get_infos(self, indices: Indices = None) -> Any:
+    def get_infos(self, indices: Indices = None
+                  ) -> dict[str, object] | list[dict[str, object]]:
         return _pick(self.infos, indices)
 
-    def get_actions(self, indices: Indices = None) -> Any:
+    def get_actions(self, indices: Indices = None) -> object:
         return _pick(self.actions, indices)
 
-    def get_rewards(self, indices: Indices = None) -> Any:
+    def get_rewards(self, indices: Indices = None) -> float | list[float]:
         return _pick(self.rewards, indices)
 
     def get_return(self) -> float:
@@ -178,11 +188,11 @@ class MultiAgentEpisode(_Episode):
     def agent_ids(self) -> set:
         return {a for step in self.observations for a in step}
 
-    def module_for(self, agent_id: Any) -> Any:
+    def module_for(self, agent_id: AgentID) -> str | None:
         return self.agent_to_module.get(agent_id)
 
     @staticmethod
-    def _filter(items: list[dict], indices: Indices, agent_ids: Any) -> Any:
+    def _filter(items: list[dict], indices: Indices, agent_ids: AgentIDs) -> dict | list[dict]:
         if agent_ids is not None and (isinstance(agent_ids, str)
                                       or not isinstance(agent_ids, Collection)):
             agent_ids = [agent_ids]
@@ -193,16 +203,20 @@ class MultiAgentEpisode(_Episode):
             return dict(d) if keep is None else {a: v for a, v in d.items() if a in keep}
         return sel(picked) if isinstance(picked, dict) else [sel(d) for d in picked]
 
-    def get_observations(self, indices: Indices = None, agent_ids: Any = None) -> Any:
+    def get_observations(self, indices: Indices = None, agent_ids: AgentIDs = None
+                    ) -> dict | list[dict]:
         return self._filter(self.observations, indices, agent_ids)
 
-    def get_infos(self, indices: Indices = None, agent_ids: Any = None) -> Any:
+    def get_infos(self, indices: Indices = None, agent_ids: AgentIDs = None
+                    ) -> dict | list[dict]:
         return self._filter(self.infos, indices, agent_ids)
 
-    def get_actions(self, indices: Indices = None, agent_ids: Any = None) -> Any:
+    def get_actions(self, indices: Indices = None, agent_ids: AgentIDs = None
+                    ) -> dict | list[dict]:
         return self._filter(self.actions, indices, agent_ids)
 
-    def get_rewards(self, indices: Indices = None, agent_ids: Any = None) -> Any:
+    def get_rewards(self, indices: Indices = None, agent_ids: AgentIDs = None
+                    ) -> dict | list[dict]:
         return self._filter(self.rewards, indices, agent_ids)
 
     def get_return(self) -> float:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import types
-from typing import Any
+from collections.abc import Callable
+from typing import SupportsFloat, cast
 
 import gymnasium as gym
 import numpy as np
 
+from rlmod.core.types import Array, BoolArray
 
-def _leaves(x: Any, key: str) -> list[tuple[str, np.ndarray]]:
+
+def _leaves(x: object, key: str) -> list[tuple[str, Array]]:
     """The float arrays of a (possibly nested dict/tuple) batch, with their key paths."""
     if isinstance(x, dict):
         return [leaf for k, v in x.items() for leaf in _leaves(v, f"{key}[{k!r}]")]
@@ -25,7 +28,7 @@ def _leaves(x: Any, key: str) -> list[tuple[str, np.ndarray]]:
     return []
 
 
-def non_finite_rows(x: Any, num_rows: int, key: str) -> tuple[np.ndarray, str] | None:
+def non_finite_rows(x: object, num_rows: int, key: str) -> tuple[BoolArray, str] | None:
     """None if every float in `x` (leading axis: `num_rows` rows) is finite; else which
     rows are not, `[num_rows]` bool, and the key path of the first leaf where one is not.
 
@@ -38,10 +41,10 @@ def non_finite_rows(x: Any, num_rows: int, key: str) -> tuple[np.ndarray, str] |
         rows = ~np.isfinite(arr.reshape(num_rows, -1)).all(axis=1)
         bad = rows if bad is None else bad | rows
         bad_key = bad_key or path
-    return None if bad is None or bad_key is None else (bad, bad_key)
+    return None if bad is None or bad_key is None else (cast(BoolArray, bad), bad_key)
 
 
-def bad_observation(space: gym.Space, value: Any) -> str | None:
+def bad_observation(space: gym.Space, value: object) -> str | None:
     """What is wrong with one agent's observation for `space` (shape, dtype, kind), or
     None; for error messages, on the slow path only."""
     if isinstance(space, gym.spaces.Dict):
@@ -89,7 +92,7 @@ def failing_sub_env(err: BaseException) -> int | None:
     return index
 
 
-class SubEnvGuard(gym.Wrapper):
+class SubEnvGuard(gym.Wrapper[object, object, object, object]):
     """Wraps one sub-env of a SyncVectorEnv so that an exception in it does not abort the
     vector env's step for all: the failure is recorded in `failures` (sub-env index,
     exception), the env is recreated with `make_env`, and the step returns a stand-in
@@ -101,15 +104,17 @@ class SubEnvGuard(gym.Wrapper):
     step is its cost.
     """
 
-    def __init__(self, env: gym.Env, *, index: int, make_env: Any,
+    def __init__(self, env: gym.Env[object, object], *, index: int,
+                 make_env: Callable[[], gym.Env[object, object]],
                  failures: list[tuple[int, BaseException]]) -> None:
         super().__init__(env)
         self.index = index
         self._make_env = make_env
         self._failures = failures
-        self._last_obs: Any = None
+        self._last_obs: object = None
 
-    def step(self, action: Any) -> Any:
+    def step(self, action: object
+             ) -> tuple[object, SupportsFloat, bool, bool, dict[str, object]]:
         try:
             out = self.env.step(action)
         except Exception as err:  # noqa: BLE001 - any env error: restart and report
@@ -118,12 +123,13 @@ class SubEnvGuard(gym.Wrapper):
         self._last_obs = out[0]
         return out
 
-    def reset(self, **kwargs: Any) -> Any:
+    def reset(self, *, seed: int | None = None, options: dict[str, object] | None = None
+              ) -> tuple[object, dict[str, object]]:
         try:
-            obs, info = self.env.reset(**kwargs)
+            obs, info = self.env.reset(seed=seed, options=options)
         except Exception as err:  # noqa: BLE001 - a fresh env gets one more try
             self._restart(err)
-            obs, info = self.env.reset(**kwargs)
+            obs, info = self.env.reset(seed=seed, options=options)
         self._last_obs = obs
         return obs, info
 
@@ -133,7 +139,7 @@ class SubEnvGuard(gym.Wrapper):
             self.env.close()
         self.env = self._make_env()
 
-    def _stand_in_obs(self) -> Any:
+    def _stand_in_obs(self) -> object:
         if self._last_obs is not None:
             return self._last_obs
         return self.observation_space.sample()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
@@ -20,6 +20,10 @@ from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.stacked import StackedGroup, find_stack_groups
+from rlmod.core.types import Array, IntArray, TensorDict
+
+if TYPE_CHECKING:
+    from rlmod.connectors.pipeline import ConnectorPipeline
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +38,7 @@ class ExecutionGroup:
             are alike; their weights are not used here).
     """
 
-    modules: np.ndarray
+    modules: IntArray
     stacked: StackedGroup | None
     lead: ModuleID
 
@@ -51,14 +55,14 @@ class ModuleGroups:
     """
 
     def __init__(self, module: MultiRLModule, module_ids: list[ModuleID],
-                 module_to_env: dict[ModuleID, Any], *, stack: bool) -> None:
+                 module_to_env: dict[ModuleID, ConnectorPipeline], *, stack: bool) -> None:
         self.module = module
         self.module_to_env = module_to_env
         index = {mid: i for i, mid in enumerate(module_ids)}
         n = len(module_ids)
         self.group_of_module = np.full(n, -1, np.int64)
         self.index_in_group = np.zeros(n, np.int64)
-        found: list[tuple[np.ndarray, StackedGroup | None]] = []
+        found: list[tuple[IntArray, StackedGroup | None]] = []
         stack_groups = find_stack_groups(module, module_ids) if stack else []
         for sg in stack_groups:
             mods = np.fromiter((index[mid] for mid in sg.module_ids), np.int64,
@@ -88,8 +92,8 @@ class ModuleGroups:
         """How many modules run inside stacked groups."""
         return sum(len(g.modules) for g in self.groups if g.stacked is not None)
 
-    def forward(self, g: int, obs: np.ndarray, modules: np.ndarray, *, explore: bool
-                ) -> tuple[dict[str, Any], dict[str, Any]]:
+    def forward(self, g: int, obs: Array, modules: Array, *, explore: bool
+                ) -> tuple[TensorDict, dict[str, object]]:
         """Group g's forward pass on its acting rows (`modules`: each row's module index),
         then its module-to-env pipeline: (forward outputs, pipeline outputs)."""
         group = self.groups[g]
@@ -105,8 +109,8 @@ class ModuleGroups:
         data = self.module_to_env[group.lead](out, rl_module=lead, explore=explore)
         return out, data
 
-    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Any]]
-                    ) -> dict[ModuleID, Mapping[str, Any]]:
+    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]
+                    ) -> dict[ModuleID, Mapping[str, Array | torch.Tensor]]:
         """Loads the weights of whole stack groups straight into their stacked storage
         (one copy per parameter and group instead of one `set_state` per module: 0.17 s
         of Python at 1,000 modules); returns the weights left for `MultiRLModule.set_state`
@@ -135,12 +139,12 @@ class ModuleGroups:
                 del rest[mid]
         return rest
 
-    def add_action_logp(self, g: int, batch: dict[str, np.ndarray]) -> None:
+    def add_action_logp(self, g: int, batch: dict[str, Array]) -> None:
         """Adds the log-probs of group g's rows (all its modules at once)."""
         add_action_logp(batch, self.module[self.groups[g].lead])
 
 
-def env_actions_per_row(data: dict[str, Any], n: int) -> np.ndarray:
+def env_actions_per_row(data: Mapping[str, object], n: int) -> Array:
     """The env actions of `n` agents as an array with one row per agent: as they are, or,
     for Tuple/Dict action spaces (a tuple/dict of batched arrays), an object array of one
     tuple/dict per agent (the env takes one per agent anyway)."""
@@ -153,9 +157,9 @@ def env_actions_per_row(data: dict[str, Any], n: int) -> np.ndarray:
     return out
 
 
-def _row(x: Any, i: int) -> Any:
+def _row(x: object, i: int) -> object:
     if isinstance(x, dict):
         return {k: _row(v, i) for k, v in x.items()}
     if isinstance(x, tuple):
         return tuple(_row(v, i) for v in x)
-    return x[i]
+    return cast(Array, x)[i]  # a leaf: one batched array

@@ -8,16 +8,18 @@ agent: cheap with thousands of agents.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
+from rlmod.core.types import Array
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
+    from rlmod.connectors.pipeline import ConnectorPipeline
 
 
 class ModuleSpaces:
@@ -36,10 +38,10 @@ class ModuleSpaces:
         self.first_agent = {mid: agent for mid, (agent, _, _) in found.items()}
         self.raw = {mid: (obs, act) for mid, (_, obs, act) in found.items()}
         # Built with both input spaces, so their output spaces are set.
-        self.env_to_module: dict[ModuleID, Any] = {
+        self.env_to_module: dict[ModuleID, ConnectorPipeline] = {
             mid: config.build_env_to_module_connector(self.env0, obs, act)
             for mid, (obs, act) in self.raw.items()}
-        self._groups: list[np.ndarray] = []
+        self._groups: list[Array] = []
         self._num_groups: list[int] = []
         for env in envs:
             ids: dict[tuple[int, int], int] = {}
@@ -67,7 +69,7 @@ class ModuleSpaces:
         self._shared = False
 
     def check_new_agents(self, e: int, env: MultiAgentEnv, agents: list[AgentID],
-                         mids: list[ModuleID], mods: np.ndarray, local: np.ndarray) -> None:
+                         mids: list[ModuleID], mods: Array, local: Array) -> None:
         """Checks that `agents` (of env `e`, agent indices `local`) see the spaces of the
         modules they were mapped to (`mids`, module indices `mods`)."""
         pairs = mods * self._num_groups[e] + self._groups[e][local]

@@ -7,14 +7,14 @@ MultiAgentEnvRunners step it; `ParallelPettingZooEnv` adapts PettingZoo envs to 
 from __future__ import annotations
 
 import abc
-from typing import Any
+from collections.abc import Hashable
 
 import gymnasium as gym
 
-AgentID = Any
+AgentID = Hashable
 """The ID of one agent: any hashable value, usually a str or an int."""
 
-MultiAgentDict = dict[AgentID, Any]
+MultiAgentDict = dict[AgentID, object]
 """A dict keyed by agent ID (plus `ALL_AGENTS` in terminateds and truncateds)."""
 
 ALL_AGENTS = "__all__"
@@ -61,7 +61,7 @@ class MultiAgentEnv(abc.ABC):
 
     @abc.abstractmethod
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
     ) -> tuple[MultiAgentDict, MultiAgentDict]:
         """Starts a new episode.
 

@@ -22,8 +22,9 @@ flags are the agent's own (`"__all__"` applies to agents without a flag of their
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from itertools import chain, compress
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn, cast
 
 import gymnasium as gym
 import numpy as np
@@ -31,6 +32,15 @@ import torch
 
 from rlmod.core.deferred_init import PendingInit, build_deferred, is_plain
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
+from rlmod.core.types import (
+    Array,
+    BoolArray,
+    Components,
+    FloatArray,
+    IntArray,
+    MetricsDict,
+    StateDict,
+)
 from rlmod.env.agent_slots import AgentSlots
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
 from rlmod.env.episodes import MultiAgentEpisode
@@ -55,6 +65,9 @@ from rlmod.env.registry import make_env
 from rlmod.errors import EnvError
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +104,7 @@ class MultiAgentEnvRunner(EnvRunner):
         (['p0', 'p1'], 4)
     """
 
-    def __init__(self, *, config: Any, worker_index: int = 0) -> None:
+    def __init__(self, *, config: AlgorithmConfig, worker_index: int = 0) -> None:
         super().__init__(config=config, worker_index=worker_index)
         self.num_envs = config.num_envs_per_env_runner
         self.envs: list[MultiAgentEnv] = [self._make_env() for _ in range(self.num_envs)]
@@ -126,8 +139,8 @@ class MultiAgentEnvRunner(EnvRunner):
         self._module_to_env = {}
         for mid, sub in subs:
             raw_act = self._spaces.raw.get(mid, (None, sub.action_space))[1]
-            self._module_to_env[mid] = config.build_module_to_env_connector(
-                self.env0, sub.observation_space, raw_act)
+            self._module_to_env[mid] = config.build_module_to_env_connector(  # complete spec
+                self.env0, cast(gym.Space, sub.observation_space), cast(gym.Space, raw_act))
         self._writer = RowRecorder.create(  # config.offline_data(output=DIR)
             config, module_ids=self._module_ids, spaces=self._spaces,
             module_to_env=self._module_to_env, env_spaces=self.get_spaces(),
@@ -138,7 +151,7 @@ class MultiAgentEnvRunner(EnvRunner):
                                  module_index=self._module_index, spaces=self._spaces,
                                  envs=self.envs)
         self._next_episode_id = 0  # one per env episode: EpisodeInfo.id_
-        self._dropped_eps: list[np.ndarray] = []  # agent-episodes of restarted envs
+        self._dropped_eps: list[IntArray] = []  # agent-episodes of restarted envs
         self._num_restarts = 0
         self._num_steps = 0  # steps of all envs together, named in errors
         self._num_dropped_env_steps = 0  # this call's env steps of dropped episodes
@@ -147,7 +160,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._episode: list[EpisodeInfo | None] = [None] * self.num_envs
         self._ep_len = np.zeros(self.num_envs, np.int64)
         self._acting_agents: list[tuple] = [()] * self.num_envs  # next to act, env's order
-        self._acting_slots: list[np.ndarray] = [np.zeros(0, np.int64)] * self.num_envs
+        self._acting_slots: list[IntArray] = [np.zeros(0, np.int64)] * self.num_envs
         self._acting_offset = [0] * self.num_envs  # their offset in the step's acting order
         self._seeds = [derive_seed(self.config.seed, self.seed_index, e)
                        for e in range(self.num_envs)]
@@ -158,7 +171,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._begin_step()
         # Metrics since the last get_metrics().
         self._stats = EpisodeStats(self._module_ids, self._agents)
-        self._done_eps: list[np.ndarray] = []
+        self._done_eps: list[IntArray] = []
         # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
         self._ma_episodes: list[MultiAgentEpisode | None] = [None] * self.num_envs
         self._ma_episodes_done: list[MultiAgentEpisode] = []
@@ -184,12 +197,14 @@ class MultiAgentEnvRunner(EnvRunner):
         spaces = {ENV_SPACES_KEY: (self.env0.get_observation_space(first),
                                    self.env0.get_action_space(first))}
         for mid, pipeline in self._spaces.env_to_module.items():
-            spaces[mid] = (pipeline.observation_space, pipeline.action_space)
+            spaces[mid] = cast("tuple[gym.Space, gym.Space]",  # set: built with input spaces
+                               (pipeline.observation_space, pipeline.action_space))
         if hasattr(self, "_spec"):  # modules no env agent maps to: spaces from their spec
             subs = self._spec.rl_module_specs.items() if self._module is None else (
                 self._module.items())
             for mid, sub in subs:
-                spaces.setdefault(mid, (sub.observation_space, sub.action_space))
+                spaces.setdefault(mid, cast("tuple[gym.Space, gym.Space]",
+                                            (sub.observation_space, sub.action_space)))
         return spaces
 
     @property
@@ -236,7 +251,7 @@ class MultiAgentEnvRunner(EnvRunner):
         if after is not None:  # the stream continues as after a normal build
             self._torch_rng_state = after
 
-    def _slots_for(self, e: int, keys: tuple) -> np.ndarray:
+    def _slots_for(self, e: int, keys: tuple) -> IntArray:
         """Slots of `keys` in env `e`; maps the agents new to its episode."""
         episode = self._episode[e]
         assert episode is not None
@@ -303,12 +318,12 @@ class MultiAgentEnvRunner(EnvRunner):
             self._ma_episodes_done.append(ma_episode)
             self._ma_episodes[e] = None
 
-    def _episode_kwargs(self, e: int) -> dict[str, Any]:
+    def _episode_kwargs(self, e: int) -> dict[str, object]:
         return {"episode": self._ma_episodes[e], "env_runner": self,
                 "metrics_logger": self.metrics, "env": self.envs[e], "env_index": e,
                 "rl_module": self.module}
 
-    def _modules_of(self, keys: tuple, slots: np.ndarray) -> dict[AgentID, ModuleID]:
+    def _modules_of(self, keys: tuple, slots: IntArray) -> dict[AgentID, ModuleID]:
         return {a: self._module_ids[m] for a, m in zip(keys, self._slots.module_of[slots].tolist(),
                                                        strict=True)}
 
@@ -320,8 +335,8 @@ class MultiAgentEnvRunner(EnvRunner):
         self._acting_slots = list(self._acting_slots)
         self._acting_offset = [0] * self.num_envs
 
-    def _add_observations(self, slots: np.ndarray, obs: list, acts_next: np.ndarray,
-                          episode_starts: np.ndarray) -> None:
+    def _add_observations(self, slots: IntArray, obs: list, acts_next: BoolArray,
+                          episode_starts: BoolArray) -> None:
         """Queues observations for `GroupedRows.process` (`obs`: per-env chunks from
         `ObservationIntake.chunk`); see `StepObservations`."""
         queued = self._step_obs
@@ -331,14 +346,13 @@ class MultiAgentEnvRunner(EnvRunner):
         queued.acts_next.append(acts_next)
         queued.episode_starts.append(episode_starts)
 
-    def _set_acting(self, e: int, keys: tuple, slots: np.ndarray) -> None:
+    def _set_acting(self, e: int, keys: tuple, slots: IntArray) -> None:
         """Env `e`'s agents that act next; the order of calls is the acting order."""
         self._acting_agents[e], self._acting_slots[e] = keys, slots
         self._acting_offset[e] = self._num_acting
         self._num_acting += len(keys)
 
-    def _close(self, slots: np.ndarray, term: np.ndarray, trunc: np.ndarray,
-               new_obs_pos: np.ndarray) -> None:
+    def _close(self, slots: Array, term: Array, trunc: Array, new_obs_pos: Array) -> None:
         """Completes the open rows of `slots`; `new_obs_pos` indexes this step's
         observations (-1: no new observation, the row's own obs stands in)."""
         rows = self._slots.open_row[slots]
@@ -386,7 +400,7 @@ class MultiAgentEnvRunner(EnvRunner):
         return returns.agent_steps
 
     def _call_step(self, actions: list, acted_agents: list[tuple],
-                   acted_slots: list[np.ndarray], acted_offset: list[int]) -> EnvReturns:
+                   acted_slots: list[IntArray], acted_offset: list[int]) -> EnvReturns:
         """Calls each env's `step()` with the actions of its acting agents (`actions` in
         acting order, env e's from `acted_offset[e]`) and gathers what came back."""
         out = EnvReturns()
@@ -442,7 +456,7 @@ class MultiAgentEnvRunner(EnvRunner):
             "recreates a failing env instead and goes on."
         ) from err
 
-    def _book_rewards(self, returns: EnvReturns, slots: np.ndarray) -> None:
+    def _book_rewards(self, returns: EnvReturns, slots: IntArray) -> None:
         """Adds the rewards of the agents that observed (all envs' in one array);
         `slots` are the slots of all observing agents, in env order."""
         if not returns.reward_dicts:
@@ -453,7 +467,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._add_rewards(slots if len(returns.reward_dicts) == len(self.envs)
                           else np.concatenate(returns.reward_slots), rewards)
 
-    def _set_next_acting(self, returns: EnvReturns, acts_next: np.ndarray,
+    def _set_next_acting(self, returns: EnvReturns, acts_next: BoolArray,
                          ended: set[int]) -> None:
         """Who acts next in each env whose episode goes on: all that observed where no flag
         is set, else those not done (`acts_next`, per observation)."""
@@ -496,7 +510,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._num_restarts += 1
         self._reset_env(e)
 
-    def _add_rewards(self, slots: np.ndarray, rewards: np.ndarray) -> None:
+    def _add_rewards(self, slots: IntArray, rewards: FloatArray) -> None:
         """Adds rewards to what these agents received since they last acted, and to their
         episode returns (after checking they are finite: one check per call)."""
         if self._intake.check_finite and not np.isfinite(rewards).all():
@@ -566,7 +580,7 @@ class MultiAgentEnvRunner(EnvRunner):
                                 samples=self._ma_episodes_done + ongoing)
         return result
 
-    def _collect(self, keep_eps: np.ndarray | None) -> tuple[SampleResult, int]:
+    def _collect(self, keep_eps: IntArray | None) -> tuple[SampleResult, int]:
         """This call's per-module batches (see GroupedRows.collect), recorded if asked; and
         how many rows acted in this call belonged to dropped episodes."""
         drop = np.concatenate(self._dropped_eps) if self._dropped_eps else None
@@ -582,7 +596,7 @@ class MultiAgentEnvRunner(EnvRunner):
         return result, dropped_rows
 
     # ------------------------------------------------------------------ metrics and state
-    def get_metrics(self) -> dict[str, Any]:
+    def get_metrics(self) -> MetricsDict:
         self.make_module()
         metrics = {**self._stats.export(), "num_env_steps": self._num_env_steps,
                    "num_agent_steps": self._num_agent_steps,
@@ -593,10 +607,10 @@ class MultiAgentEnvRunner(EnvRunner):
         self._num_env_steps = self._num_agent_steps = 0
         return metrics
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    def get_state(self, components: Components = None, *, not_components: Components = None,
+                  **kwargs: object) -> StateDict:
         self.make_module()
-        state: dict[str, Any] = {
+        state: StateDict = {
             "env_to_module": {mid: s for mid, p in self._spaces.env_to_module.items()
                               if (s := p.get_state())},
             "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
@@ -608,20 +622,23 @@ class MultiAgentEnvRunner(EnvRunner):
                                   for mid, s in weights.items()}
         return state
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: StateDict) -> None:
         """Restores any subset of `get_state()`; weights of a module this EnvRunner does
         not hold (e.g. a learner-only one) raise UnknownModuleIDError."""
         self.make_module()
         assert self._module is not None
         state = self._drop_stale_weights(state)
         if "rl_module" in state:  # stack groups in one copy per parameter, the rest per module
-            self._module.set_state(self._groups.set_weights(state["rl_module"]))
-            self._pending_init.weights_set(state["rl_module"])
-        for mid, s in state.get("env_to_module", {}).items():
+            weights = cast("Mapping[ModuleID, Mapping[str, Array]]", state["rl_module"])
+            self._module.set_state(self._groups.set_weights(weights))
+            self._pending_init.weights_set(weights)
+        connector_states = cast("Mapping[ModuleID, dict[str, object]]",
+                                state.get("env_to_module", {}))
+        for mid, s in connector_states.items():
             self._spaces.env_to_module[mid].set_state(s)
         for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
             if key in state:
-                setattr(self, key, int(state[key]))
+                setattr(self, key, int(cast(int, state[key])))
 
     def stop(self) -> None:
         """Closes the envs and writes the recorded episodes still queued."""

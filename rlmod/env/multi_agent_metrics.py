@@ -8,11 +8,11 @@ episode: 1,000 appends per episode end at 1,000 modules).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.types import Array, MetricsDict
+from rlmod.env.multi_agent_env import AgentID
 from rlmod.env.multi_agent_rows import returns_by_agent
 
 
@@ -24,7 +24,7 @@ class EpisodeStats:
         agents: The env's possible agents (agent index -> ID).
     """
 
-    def __init__(self, module_ids: list[ModuleID], agents: list[Any]) -> None:
+    def __init__(self, module_ids: list[ModuleID], agents: list[AgentID]) -> None:
         self.module_ids = module_ids
         self.agents = agents
         self.clear()
@@ -33,15 +33,15 @@ class EpisodeStats:
         self.returns: list[float] = []
         self.lens: list[int] = []
         # Per finished episode: (agents, their returns), and their modules.
-        self.agent_returns: list[tuple[np.ndarray, np.ndarray]] = []
-        self.modules: list[np.ndarray] = []
+        self.agent_returns: list[tuple[Array, Array]] = []
+        self.modules: list[Array] = []
 
     def __len__(self) -> int:
         """Episodes finished since the last `export()`."""
         return len(self.returns)
 
-    def add(self, length: int, agents: np.ndarray, returns: np.ndarray,
-            modules: np.ndarray) -> None:
+    def add(self, length: int, agents: Array, returns: Array,
+            modules: Array) -> None:
         """One finished env episode of `length` steps: its agents (indices), their
         returns and their modules (indices)."""
         self.returns.append(float(returns.sum()))
@@ -58,7 +58,7 @@ class EpisodeStats:
         del self.returns[mark:], self.lens[mark:], self.agent_returns[mark:]
         del self.modules[mark:]
 
-    def export(self) -> dict[str, Any]:
+    def export(self) -> MetricsDict:
         """The metrics of `get_metrics()`, then a fresh record."""
         out = {"episode_returns": self.returns, "episode_lens": self.lens,
                "module_episode_returns": self._returns_by_module(),

@@ -8,13 +8,14 @@ all envs; checks run once per step on the stacked arrays (shape and dtype with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from itertools import chain
-from typing import Any, NamedTuple, NoReturn
+from typing import NamedTuple, NoReturn, cast
 
 import gymnasium as gym
 import numpy as np
 
+from rlmod.core.types import Array, ArrayTree
 from rlmod.env.guards import bad_observation, non_finite_rows
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID
@@ -42,7 +43,7 @@ class ObservationIntake:
         locate: Slot -> AgentPlace.
     """
 
-    def __init__(self, *, env_name: Any, spaces: ModuleSpaces, check_obs: bool,
+    def __init__(self, *, env_name: object, spaces: ModuleSpaces, check_obs: bool,
                  locate: Callable[[int], AgentPlace]) -> None:
         self.env_name = env_name
         self.spaces = spaces
@@ -50,7 +51,7 @@ class ObservationIntake:
         self.check_finite = True  # benchmarks/guard_overhead.py turns it off to compare
         self.locate = locate
 
-    def chunk(self, values: Collection) -> np.ndarray | list:
+    def chunk(self, values: Collection) -> Array | list:
         """One env's observations: stacked at once while they are hot in the cache (the
         env's arrays are then freed) where all modules share one Box space, else a list.
 
@@ -61,7 +62,7 @@ class ObservationIntake:
         stacked = None if shared is None else join_box_values(shared, values)
         return list(values) if stacked is None else stacked
 
-    def stack_shared(self, slots: np.ndarray, chunks: list) -> np.ndarray | None:
+    def stack_shared(self, slots: Array, chunks: list) -> Array | None:
         """Where all modules see one Box space (the common case), all observations of the
         step stacked (the chunks are stacked per env already) and checked; else None."""
         shared = self.spaces.shared_obs_space()
@@ -82,7 +83,7 @@ class ObservationIntake:
             self.raise_non_finite(slots[found[0]], found[1])
         return stacked
 
-    def stack_checked(self, space: gym.Space, picked: Any, slots: np.ndarray) -> Any:
+    def stack_checked(self, space: gym.Space, picked: Sequence[object], slots: Array) -> ArrayTree:
         """Observations of `space` (one module's, or one stack group's) stacked and checked,
         with the agent named where one does not fit."""
         try:
@@ -90,14 +91,14 @@ class ObservationIntake:
         except ValueError:
             self.raise_bad_observation(slots, list(picked), space)
         if self.check_obs and isinstance(space, gym.spaces.Box) and (
-                raw.shape[1:] != space.shape or raw.dtype != space.dtype):
+                cast(Array, raw).shape[1:] != space.shape or cast(Array, raw).dtype != space.dtype):
             self.raise_bad_observation(slots, list(picked), space)
         found = non_finite_rows(raw, len(slots), "obs") if self.check_finite else None
         if found is not None:
             self.raise_non_finite(slots[found[0]], found[1])
         return raw
 
-    def raise_non_finite(self, slots: np.ndarray, key: str) -> NoReturn:
+    def raise_non_finite(self, slots: Array, key: str) -> NoReturn:
         """Names the first of `slots` (whose `key` is not finite)."""
         place = self.locate(int(slots[0]))
         raise EnvError(
@@ -108,7 +109,7 @@ class ObservationIntake:
             "finds such values)."
         )
 
-    def raise_bad_observation(self, slots: np.ndarray, values: list,
+    def raise_bad_observation(self, slots: Array, values: list,
                               space: gym.Space | None = None) -> NoReturn:
         """Names the first agent whose observation does not fit its module's space."""
         for slot, value in zip(slots.tolist(), values, strict=False):

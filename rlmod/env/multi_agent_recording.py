@@ -7,30 +7,36 @@ env-to-module connectors leave observations raw and whose actions reach the env 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.types import Array
 from rlmod.env.module_spaces import ModuleSpaces
+from rlmod.env.multi_agent_env import AgentID
 from rlmod.env.multi_agent_rows import SLOT
 from rlmod.errors import OfflineDataError
 from rlmod.offline.writer import AGENT_ID, EpisodeWriter
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
+    from rlmod.connectors.pipeline import ConnectorPipeline
 
 
 class RowRecorder:
     """An EpisodeWriter fed with per-module batches whose `SLOT` column names the agent."""
 
-    def __init__(self, writer: EpisodeWriter, agents: list[Any]) -> None:
+    def __init__(self, writer: EpisodeWriter, agents: list[AgentID]) -> None:
         self.writer = writer
         self.agents = agents
         self._names = np.array([str(a) for a in agents], dtype=object)
 
     @classmethod
-    def create(cls, config: Any, *, module_ids: list[ModuleID], spaces: ModuleSpaces,
-               module_to_env: dict[ModuleID, Any],
-               env_spaces: dict[str, tuple[gym.Space, gym.Space]], agents: list[Any],
+    def create(cls, config: AlgorithmConfig, *, module_ids: list[ModuleID], spaces: ModuleSpaces,
+               module_to_env: dict[ModuleID, ConnectorPipeline],
+               env_spaces: dict[str, tuple[gym.Space, gym.Space]], agents: list[AgentID],
                worker_index: int) -> RowRecorder | None:
         """A recorder when `config.output` is set (else None); an OfflineDataError where a
         module's connectors would make the recorded rows differ from the env's (the
@@ -51,7 +57,7 @@ class RowRecorder:
                                file_prefix=f"env_runner_{worker_index}")
         return cls(writer, agents)
 
-    def write(self, module_id: ModuleID, batch: dict[str, np.ndarray]) -> None:
+    def write(self, module_id: ModuleID, batch: dict[str, Array]) -> None:
         """Hands a module's rows to the writer with each row's agent ID (the slot column
         is popped off the batch)."""
         slots = batch.pop(SLOT)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-import numpy as np
+from rlmod.core.types import Array, BoolArray, FloatArray, IntArray
 
 
 class ActingRows(NamedTuple):
@@ -18,22 +18,22 @@ class ActingRows(NamedTuple):
     module-major in the group (see `ModuleGroups.sort_rank`)."""
 
     group: int  # index into ModuleGroups.groups
-    obs: np.ndarray  # [N, ...] what they act on, in their modules' observation space
-    obs_idx: np.ndarray  # [N] where those observations sit in the group's GroupBuffer
-    slots: np.ndarray  # [N] their (env, agent) slots
-    modules: np.ndarray  # [N] their module indices (the runner's module IDs)
-    rank: np.ndarray  # [N] their positions in the step's acting order (the actions' order)
+    obs: Array  # [N, ...] what they act on, in their modules' observation space
+    obs_idx: IntArray  # [N] where those observations sit in the group's GroupBuffer
+    slots: IntArray  # [N] their (env, agent) slots
+    modules: IntArray  # [N] their module indices (the runner's module IDs)
+    rank: IntArray  # [N] their positions in the step's acting order (the actions' order)
 
 
 class ClosedRows(NamedTuple):
     """Rows completed in one step: each row's outcome (K rows, of any groups)."""
 
-    group: np.ndarray  # [K] execution group index
-    row: np.ndarray  # [K] row ID in that group's GroupBuffer
-    new_obs: np.ndarray  # [K] the next observation (index; -1: none, the row's obs stands in)
-    reward: np.ndarray  # [K] everything the agent received since it acted
-    terminated: np.ndarray  # [K]
-    truncated: np.ndarray  # [K]
+    group: IntArray  # [K] execution group index
+    row: IntArray  # [K] row ID in that group's GroupBuffer
+    new_obs: Array  # [K] int: the next observation (index; -1: none, the row's obs stands in)
+    reward: FloatArray  # [K] everything the agent received since it acted
+    terminated: Array  # [K] bool
+    truncated: Array  # [K] bool
 
 
 @dataclasses.dataclass
@@ -44,11 +44,11 @@ class StepObservations:
     first in its episode; and the rows completed (their `new_obs` indexes these
     observations)."""
 
-    slots: list[np.ndarray] = dataclasses.field(default_factory=list)
-    modules: list[np.ndarray] = dataclasses.field(default_factory=list)
+    slots: list[IntArray] = dataclasses.field(default_factory=list)
+    modules: list[IntArray] = dataclasses.field(default_factory=list)
     obs: list = dataclasses.field(default_factory=list)
-    acts_next: list[np.ndarray] = dataclasses.field(default_factory=list)
-    episode_starts: list[np.ndarray] = dataclasses.field(default_factory=list)
+    acts_next: list[BoolArray] = dataclasses.field(default_factory=list)
+    episode_starts: list[BoolArray] = dataclasses.field(default_factory=list)
     closings: list[ClosedRows] = dataclasses.field(default_factory=list)
 
 
@@ -67,11 +67,11 @@ class EnvReturns:
     work then runs once for all envs."""
 
     obs_agents: list[tuple] = dataclasses.field(default_factory=list)  # who observed
-    slots: list[np.ndarray] = dataclasses.field(default_factory=list)  # their slots
+    slots: list[IntArray] = dataclasses.field(default_factory=list)  # their slots
     obs_chunks: list = dataclasses.field(default_factory=list)  # see ObservationIntake.chunk
     # Rewards of exactly the agents that observed, in their order, and those agents' slots.
     reward_dicts: list[dict] = dataclasses.field(default_factory=list)
-    reward_slots: list[np.ndarray] = dataclasses.field(default_factory=list)
+    reward_slots: list[IntArray] = dataclasses.field(default_factory=list)
     flagged: list[FlaggedEnv] = dataclasses.field(default_factory=list)
     failed: list[tuple[int, BaseException]] = dataclasses.field(default_factory=list)
     num_obs: int = 0

@@ -5,9 +5,13 @@ It uses pettingzoo (imported lazily, an optional extra); MultiAgentEnvRunners us
 
 from __future__ import annotations
 
-from typing import Any
+import types
+from typing import TYPE_CHECKING
 
 from rlmod.env.multi_agent_env import ALL_AGENTS, MultiAgentDict, MultiAgentEnv
+
+if TYPE_CHECKING:
+    from pettingzoo import ParallelEnv
 
 _INSTALL_HINT = "pip install 'rlmod[pettingzoo]'"
 
@@ -37,7 +41,7 @@ class ParallelPettingZooEnv(MultiAgentEnv):
         (False, False)
     """
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: ParallelEnv) -> None:
         """Reads the agents and their spaces from the wrapped env."""
         super().__init__()
         pettingzoo = _import_pettingzoo()
@@ -62,7 +66,7 @@ class ParallelPettingZooEnv(MultiAgentEnv):
         self.action_spaces = {a: env.action_space(a) for a in self.possible_agents}
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
     ) -> tuple[MultiAgentDict, MultiAgentDict]:
         """Resets the wrapped env; see `MultiAgentEnv.reset`."""
         obs, infos = self.par_env.reset(seed=seed, options=options)
@@ -89,7 +93,7 @@ class ParallelPettingZooEnv(MultiAgentEnv):
         truncateds[ALL_AGENTS] = truncated_all
         return obs, rewards, terminateds, truncateds, infos
 
-    def render(self) -> Any:
+    def render(self) -> object:
         """Renders the wrapped env in the render mode it was made with."""
         return self.par_env.render()
 
@@ -98,7 +102,7 @@ class ParallelPettingZooEnv(MultiAgentEnv):
         self.par_env.close()
 
 
-def _import_pettingzoo() -> Any:
+def _import_pettingzoo() -> types.ModuleType:
     """Imports pettingzoo, or raises an ImportError that says how to install it."""
     try:
         import pettingzoo

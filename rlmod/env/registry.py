@@ -6,16 +6,20 @@ Used by EnvRunners (single- and multi-agent) and by the config when it infers sp
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias, TypeGuard
 
 import gymnasium as gym
 
 from rlmod.utils.naming import did_you_mean
 
-_REGISTRY: dict[str, Callable[[dict], Any]] = {}
+EnvCreator: TypeAlias = Callable[[dict], object]
+"""`env_creator(env_config) -> env`: a gymnasium Env or an rlmod MultiAgentEnv (the
+EnvRunners check which)."""
+
+_REGISTRY: dict[str, EnvCreator] = {}
 
 
-def register_env(name: str, env_creator: Callable[[dict], Any]) -> None:
+def register_env(name: str, env_creator: EnvCreator) -> None:
     """Registers `env_creator(env_config) -> env` under `name` for `config.environment(name)`.
 
     Example:
@@ -28,11 +32,13 @@ def register_env(name: str, env_creator: Callable[[dict], Any]) -> None:
     _REGISTRY[name] = env_creator
 
 
-def is_gym_id(env: Any) -> bool:
+def is_gym_id(env: object) -> TypeGuard[str]:
     return isinstance(env, str) and env not in _REGISTRY and env in gym.registry
 
 
-def make_env(env: Any, env_config: dict | None = None) -> Any:
+# Any: whatever the user's creator returns (a gymnasium Env or a MultiAgentEnv); callers
+# check what they got.
+def make_env(env: object, env_config: dict | None = None) -> Any:  # type: ignore[explicit-any]
     """One env instance from a registered name, a gymnasium ID or a callable."""
     env_config = dict(env_config or {})
     if env is None:
@@ -56,9 +62,10 @@ def make_env(env: Any, env_config: dict | None = None) -> Any:
     )
 
 
-def make_vector_env(
-    env: Any, env_config: dict | None, num_envs: int, *, per_sub_env: bool = False,
-    wrap: Callable[[gym.Env, int], gym.Env] | None = None,
+# Any: gymnasium's VectorEnv types its observations and arrays Any by default.
+def make_vector_env(  # type: ignore[explicit-any]
+    env: object, env_config: dict | None, num_envs: int, *, per_sub_env: bool = False,
+    wrap: Callable[[gym.Env[object, object], int], gym.Env[object, object]] | None = None,
 ) -> gym.vector.VectorEnv:
     """A gymnasium vector env of `num_envs` sub-envs in next-step autoreset mode.
 
@@ -78,8 +85,8 @@ def make_vector_env(
             "envs call config.multi_agent(policies=..., policy_mapping_fn=...)."
         )
 
-    def sub_env(i: int) -> Callable[[], gym.Env]:
-        def make() -> gym.Env:
+    def sub_env(i: int) -> Callable[[], gym.Env[object, object]]:
+        def make() -> gym.Env[object, object]:
             made = probe if i == 0 else make_env(env, env_config)
             return made if wrap is None else wrap(made, i)
         return make

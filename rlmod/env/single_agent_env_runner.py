@@ -7,8 +7,8 @@ Built by EnvRunnerGroup from the config; its module comes from
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, cast
 
 import gymnasium as gym
 import numpy as np
@@ -18,13 +18,14 @@ from rlmod.connectors.connector_v2 import row_of
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.core.rl_module import TensorDict
+from rlmod.core.types import Array, ArrayTree, BoolArray, Components, MetricsDict, StateDict
 from rlmod.env.env_runner import (
     ENV_SINGLE_SPACES_KEY,
     ENV_SPACES_KEY,
     EnvRunner,
     SampleResult,
 )
-from rlmod.env.episodes import SingleAgentEpisode, info_of
+from rlmod.env.episodes import SingleAgentEpisode, VectorInfos, info_of
 from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
 from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
@@ -86,7 +87,7 @@ class SingleAgentEnvRunner(EnvRunner):
             self.module = spec.build()
         self.module.eval()
         self._seed = derive_seed(config.seed, self.seed_index)
-        self._obs: np.ndarray | None = None  # what the module sees next, [N, ...]
+        self._obs: Array | None = None  # what the module sees next, [N, ...]
         self._prev_done = np.zeros(self.num_envs, dtype=bool)
         self._eps_id = np.arange(self.num_envs, dtype=np.int64)
         self._next_eps_id = self.num_envs
@@ -100,12 +101,12 @@ class SingleAgentEnvRunner(EnvRunner):
         self._logp_recorded = False
         self._num_steps = 0  # vector env step() calls, named in errors
         self._dropped: list[tuple[int, int]] = []  # (row, sub-env) ending a dropped episode
-        self._last_raw: Any = None  # truncate mode: the last finite raw observations
+        self._last_raw: ArrayTree | None = None  # truncate mode: the last finite raw observations
         self._num_truncated_non_finite = 0
         self._num_restarts = 0
         self._check_finite_data = True  # benchmarks/guard_overhead.py turns it off to compare
         self._writer = self._make_writer()  # config.offline_data(output=DIR)
-        self._raw: Any = None  # recording: the raw observations the module sees next
+        self._raw: ArrayTree | None = None  # recording: the raw observations the module sees next
         # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
         self._episodes: list[SingleAgentEpisode | None] = [None] * self.num_envs
         self._episodes_done: list[SingleAgentEpisode] = []  # finished in this sample()
@@ -122,7 +123,7 @@ class SingleAgentEnvRunner(EnvRunner):
                              max_rows_per_file=self.config.output_max_rows_per_file,
                              file_prefix=f"env_runner_{self.worker_index}")
 
-    def _guard(self, env: gym.Env, index: int) -> gym.Env:
+    def _guard(self, env: gym.Env[object, object], index: int) -> gym.Env[object, object]:
         return SubEnvGuard(env, index=index, failures=self._failures,
                            make_env=lambda: make_env(self.config.env, self.config.env_config))
 
@@ -196,7 +197,8 @@ class SingleAgentEnvRunner(EnvRunner):
                 while steps < num_timesteps:  # reset rows do not count: top up if short
                     for _ in range(-(-(num_timesteps - steps) // self.num_envs)):
                         self._step(cols, forward, explore)
-                    done = cols[Columns.TERMINATEDS][:-1] | cols[Columns.TRUNCATEDS][:-1]
+                    done = (cast(BoolArray, cols[Columns.TERMINATEDS])[:-1]
+                            | cast(BoolArray, cols[Columns.TRUNCATEDS])[:-1])
                     steps = cols.t * self.num_envs - int(
                         prev_done_at_start.sum() + np.count_nonzero(done))
             else:
@@ -213,7 +215,7 @@ class SingleAgentEnvRunner(EnvRunner):
         return {DEFAULT_MODULE_ID: batch}
 
     def _step(self, cols: StepBuffer, forward: Callable[[TensorDict], TensorDict],
-              explore: bool) -> np.ndarray:
+              explore: bool) -> Array:
         """One step of all sub-envs (the hot loop: no per-env Python); returns which are done."""
         obs = self._obs
         assert obs is not None
@@ -270,13 +272,13 @@ class SingleAgentEnvRunner(EnvRunner):
         self._obs = raw
         return done
 
-    def _to_batch(self, cols: StepBuffer, prev_done_at_start: np.ndarray
-                  ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    def _to_batch(self, cols: StepBuffer, prev_done_at_start: Array
+                  ) -> tuple[dict[str, Array], Array]:
         """Stacks `[T, N]` step arrays into flat, env-major rows without the reset rows,
         and does the episode bookkeeping for all steps at once."""
         assert self._obs is not None
-        term = cols[Columns.TERMINATEDS]  # [T, N]
-        trunc = cols[Columns.TRUNCATEDS]
+        term = cast(BoolArray, cols[Columns.TERMINATEDS])  # [T, N]
+        trunc = cast(BoolArray, cols[Columns.TRUNCATEDS])
         done = term | trunc
         started = np.concatenate([prev_done_at_start[None], done[:-1]])  # reset rows
         valid = ~started
@@ -314,7 +316,7 @@ class SingleAgentEnvRunner(EnvRunner):
         if self._logp_recorded:
             stacked[Columns.ACTION_LOGP] = cols[Columns.ACTION_LOGP]
         if self._writer is not None and self._record_raw_obs:
-            raw_all = cols.with_next(_RAW_OBS, self._raw)
+            raw_all = cols.with_next(_RAW_OBS, cast(Array, self._raw))
             stacked[_RAW_OBS], stacked[_RAW_NEXT_OBS] = raw_all[:-1], raw_all[1:]
         if self._writer is not None and self._record_env_actions:
             stacked[_ENV_ACTIONS] = cols[_ENV_ACTIONS]
@@ -333,7 +335,7 @@ class SingleAgentEnvRunner(EnvRunner):
         self.num_env_steps_sampled_lifetime += steps
         return batch, done_eps_ids
 
-    def _write(self, batch: dict[str, np.ndarray]) -> None:
+    def _write(self, batch: dict[str, Array]) -> None:
         """Hands the batch's rows to the EpisodeWriter with raw observations and env
         actions in place of the module's (popped off the batch, which keeps the module's)."""
         rows = dict(batch)
@@ -345,7 +347,7 @@ class SingleAgentEnvRunner(EnvRunner):
         assert self._writer is not None
         self._writer.add_batch({DEFAULT_MODULE_ID: rows})
 
-    def _assign_episode_ids(self, started: np.ndarray) -> np.ndarray:
+    def _assign_episode_ids(self, started: Array) -> Array:
         """`[T, N]` episode IDs: each reset row starts a new, globally unique ID."""
         k = np.cumsum(started, axis=0, dtype=np.int32)  # new episodes so far, per sub-env
         num_new = k[-1]
@@ -355,8 +357,8 @@ class SingleAgentEnvRunner(EnvRunner):
         self._next_eps_id += int(num_new.sum())
         return eps_id
 
-    def _record_episodes(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray,
-                         keep_ended: np.ndarray | None = None) -> None:
+    def _record_episodes(self, rewards: Array, valid: Array, done: Array,
+                         keep_ended: Array | None = None) -> None:
         """Appends the return and length of every episode that ended (where `keep_ended`,
         if given), in time order, and carries the unfinished ones over to the next call
         (all vectorized over `[T, N]`)."""
@@ -386,12 +388,12 @@ class SingleAgentEnvRunner(EnvRunner):
         self._ep_len = cum_n[-1] - base_n
 
     # ------------------------------------------------------------------ callbacks
-    def _episode_kwargs(self, i: int) -> dict[str, Any]:
+    def _episode_kwargs(self, i: int) -> dict[str, object]:
         return {"episode": self._episodes[i], "env_runner": self,
                 "metrics_logger": self.metrics, "env": self.env, "env_index": i,
                 "rl_module": self.module}
 
-    def _start_episode(self, i: int, raw: Any, infos: dict[str, Any]) -> None:
+    def _start_episode(self, i: int, raw: ArrayTree, infos: VectorInfos) -> None:
         self._episodes[i] = SingleAgentEpisode(
             id_=self._next_callback_eps_id, observation=row_of(raw, i),
             info=info_of(infos, i), env_index=i)
@@ -399,9 +401,9 @@ class SingleAgentEnvRunner(EnvRunner):
         self.callbacks.call("on_episode_created", **self._episode_kwargs(i))
         self.callbacks.call("on_episode_start", **self._episode_kwargs(i))
 
-    def _episode_step(self, raw: Any, actions: np.ndarray, rew: np.ndarray, term: np.ndarray,
-                      trunc: np.ndarray, infos: dict[str, Any], started: np.ndarray,
-                      failed: Any) -> None:
+    def _episode_step(self, raw: ArrayTree, actions: Array, rew: Array, term: Array,
+                      trunc: Array, infos: VectorInfos, started: Array,
+                      failed: tuple[int, ...]) -> None:
         """Per sub-env Python for the callbacks' episode objects (only with episode hooks).
 
         NEXT_STEP autoreset: a sub-env done at the previous step returned its reset
@@ -435,7 +437,7 @@ class SingleAgentEnvRunner(EnvRunner):
                 self._episodes[i] = None
 
     # ------------------------------------------------------------------ guards
-    def _check_finite(self, obs_all: Any, rewards: np.ndarray, valid: np.ndarray) -> None:
+    def _check_finite(self, obs_all: Array, rewards: Array, valid: BoolArray) -> None:
         """Raises an EnvError naming the first non-finite observation or reward of this
         call's `[T + 1, N]` observations and `[T, N]` rewards (one check per array)."""
         for key, arr, mask in ((Columns.REWARDS, rewards, valid),
@@ -460,8 +462,8 @@ class SingleAgentEnvRunner(EnvRunner):
                 "episodes as truncated and go on."
             )
 
-    def _truncate_non_finite_rows(self, raw: Any, rew: np.ndarray, trunc: np.ndarray
-                                  ) -> tuple[Any, np.ndarray, np.ndarray]:
+    def _truncate_non_finite_rows(self, raw: ArrayTree, rew: Array, trunc: Array
+                                  ) -> tuple[ArrayTree, Array, Array]:
         """Truncate mode: sub-envs with a non-finite observation or reward end their
         episode here; the last finite observation stands in for the final one (what the
         value bootstrap reads), the reward counts as 0, and the sub-env resets at the next
@@ -473,7 +475,7 @@ class SingleAgentEnvRunner(EnvRunner):
         if bad.any():
             rew = np.where(bad, 0.0, rew)
             trunc = trunc | bad
-            raw = _replace_rows(raw, self._last_raw, bad)
+            raw = _replace_rows(raw, cast("ArrayTree", self._last_raw), bad)  # set at reset
             # NEXT_STEP autoreset, as if the sub-env had returned truncated itself.
             self.env._autoreset_envs[bad] = True  # type: ignore[attr-defined]
             self._num_truncated_non_finite += int(bad.sum())
@@ -496,7 +498,7 @@ class SingleAgentEnvRunner(EnvRunner):
         self._failures.clear()
 
     # ------------------------------------------------------------------ metrics and state
-    def get_metrics(self) -> dict[str, Any]:
+    def get_metrics(self) -> MetricsDict:
         metrics = {
             "episode_returns": self._done_returns,
             "episode_lens": self._done_lens,
@@ -511,9 +513,9 @@ class SingleAgentEnvRunner(EnvRunner):
         self._num_truncated_non_finite = self._num_restarts = 0
         return metrics
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
-        state: dict[str, Any] = {
+    def get_state(self, components: Components = None, *, not_components: Components = None,
+                  **kwargs: object) -> StateDict:
+        state: StateDict = {
             "env_to_module": self._env_to_module.get_state(),
             "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
         }
@@ -522,14 +524,16 @@ class SingleAgentEnvRunner(EnvRunner):
                 k: v.numpy() for k, v in self.module.get_state(inference_only=True).items()}}
         return state
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: StateDict) -> None:
         state = self._drop_stale_weights(state)
-        if "rl_module" in state and DEFAULT_MODULE_ID in state["rl_module"]:
-            self.module.set_state(state["rl_module"][DEFAULT_MODULE_ID])
+        weights = cast("Mapping[str, Mapping[str, Array]] | None", state.get("rl_module"))
+        if weights is not None and DEFAULT_MODULE_ID in weights:
+            self.module.set_state(weights[DEFAULT_MODULE_ID])
         if "env_to_module" in state:
-            self._env_to_module.set_state(state["env_to_module"])
+            self._env_to_module.set_state(cast("dict[str, object]", state["env_to_module"]))
         if "num_env_steps_sampled_lifetime" in state:
-            self.num_env_steps_sampled_lifetime = int(state["num_env_steps_sampled_lifetime"])
+            self.num_env_steps_sampled_lifetime = int(
+                cast(int, state["num_env_steps_sampled_lifetime"]))
 
     def stop(self) -> None:
         """Closes the envs and writes the recorded episodes still queued."""
@@ -539,7 +543,7 @@ class SingleAgentEnvRunner(EnvRunner):
 
 
 
-def _copy(x: Any) -> Any:
+def _copy(x: ArrayTree) -> ArrayTree:
     """A copy of a (possibly dict/tuple) batch of observations."""
     if isinstance(x, dict):
         return {k: _copy(v) for k, v in x.items()}
@@ -548,12 +552,14 @@ def _copy(x: Any) -> Any:
     return np.array(x, copy=True)
 
 
-def _replace_rows(x: Any, source: Any, rows: np.ndarray) -> Any:
+def _replace_rows(x: ArrayTree, source: ArrayTree, rows: BoolArray) -> ArrayTree:
     """`x` with `rows` taken from `source` (same structure)."""
     if isinstance(x, dict):
-        return {k: _replace_rows(v, source[k], rows) for k, v in x.items()}
+        parts = cast("dict[str, ArrayTree]", source)
+        return {k: _replace_rows(v, parts[k], rows) for k, v in x.items()}
     if isinstance(x, tuple):
-        return tuple(_replace_rows(v, s, rows) for v, s in zip(x, source, strict=True))
+        items = cast("tuple[ArrayTree, ...]", source)
+        return tuple(_replace_rows(v, s, rows) for v, s in zip(x, items, strict=True))
     out = np.array(x, copy=True)
-    out[rows] = source[rows]
+    out[rows] = cast(Array, source)[rows]
     return out

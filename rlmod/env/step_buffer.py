@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlmod.core.types import Array
+
 
 class StepBuffer:
     """Named arrays with a leading time axis, allocated on the first write, grown by doubling.
@@ -21,7 +23,7 @@ class StepBuffer:
     def __init__(self, capacity: int) -> None:
         self.capacity = max(1, capacity)
         self.t = 0
-        self._arrays: dict[str, np.ndarray] = {}
+        self._arrays: dict[str, Array] = {}
 
     def clear(self, capacity: int) -> None:
         """Starts over at row 0, keeping the memory and growing it to `capacity` rows."""
@@ -29,7 +31,7 @@ class StepBuffer:
         if capacity > self.capacity:
             self._grow(capacity)
 
-    def add(self, columns: dict[str, np.ndarray]) -> None:
+    def add(self, columns: dict[str, Array]) -> None:
         """Writes one step: each column's array becomes row `t`."""
         t = self.t
         if t == self.capacity:
@@ -51,11 +53,11 @@ class StepBuffer:
             bigger[: self.t] = arr[: self.t]
             self._arrays[name] = bigger
 
-    def __getitem__(self, name: str) -> np.ndarray:
+    def __getitem__(self, name: str) -> Array:
         """The rows written so far, `[t, N, ...]` (a view)."""
         return self._arrays[name][: self.t]
 
-    def with_next(self, name: str, next_row: np.ndarray) -> np.ndarray:
+    def with_next(self, name: str, next_row: Array) -> Array:
         """Rows `[t + 1, N, ...]`: those written so far plus `next_row` (a view)."""
         if self.t == self.capacity:
             self._grow(2 * self.capacity)

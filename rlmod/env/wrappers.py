@@ -10,20 +10,23 @@ there is: in the curiosity example it steered plain PPO onto the goal's path by 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
 
-class TimeLimitAsTermination(gym.Wrapper):
+class TimeLimitAsTermination(gym.Wrapper[object, object, object, object]):
     """Reports the end of the wrapped env's time limit as termination, not truncation."""
 
-    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+    def step(self, action: object
+             ) -> tuple[object, SupportsFloat, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         return obs, reward, bool(terminated or truncated), False, info
 
 
-def make_with_terminal_time_limit(env_config: dict[str, Any]) -> gym.Env:
+def make_with_terminal_time_limit(env_config: Mapping[str, object]
+                                  ) -> TimeLimitAsTermination:
     """`gymnasium.make(id, max_episode_steps=..., **rest)` whose limit terminates episodes.
 
     An env creator for `config.environment(env=make_with_terminal_time_limit,
@@ -36,7 +39,8 @@ def make_with_terminal_time_limit(env_config: dict[str, Any]) -> gym.Env:
         >>> [env.step(0)[2:4] for _ in range(3)]
         [(False, False), (False, False), (True, False)]
     """
-    kwargs = dict(env_config)
+    # Any: the user's keyword arguments for gymnasium.make, which checks them.
+    kwargs: dict[str, Any] = dict(env_config)  # type: ignore[explicit-any]
     env_id = kwargs.pop("id", None)
     if not isinstance(env_id, str) or "max_episode_steps" not in kwargs:
         raise ValueError(

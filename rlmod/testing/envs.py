@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -147,8 +147,8 @@ class MultiAgentCartPole(MultiAgentEnv):
         truncated = self._num_steps >= self.max_episode_steps  # CartPole-v1's time limit
 
         # C order: each agent's obs is a contiguous row, which consumers stack fast.
-        obs = dict(zip(ids, new_state.T.astype(np.float32, order="C"), strict=True))
-        rewards = dict.fromkeys(ids, 1.0)
+        obs: MultiAgentDict = dict(zip(ids, new_state.T.astype(np.float32, order="C"), strict=True))
+        rewards: MultiAgentDict = dict.fromkeys(ids, 1.0)
         terminateds: MultiAgentDict = dict(zip(ids, terminated.tolist(), strict=True))
         truncateds: MultiAgentDict = dict.fromkeys(ids, truncated)
 
@@ -173,8 +173,9 @@ class MultiAgentCartPole(MultiAgentEnv):
             ) from e
         if not np.array_equal(ids, self._active):  # not the obs' order: reorder, check IDs
             if set(ids.tolist()) != set(self.agents):
-                missing = sorted(set(self.agents) - set(ids.tolist()))[:5]
-                extra = sorted(set(ids.tolist()) - set(self.agents))[:5]
+                agents = cast("list[int]", self.agents)  # this env's agent IDs are ints
+                missing = sorted(set(agents) - set(ids.tolist()))[:5]
+                extra = sorted(set(ids.tolist()) - set(agents))[:5]
                 raise ValueError(
                     "MultiAgentCartPole: action_dict must hold exactly one action per active "
                     f"agent (env.agents). Missing agents: {missing}; agents that are not "
