@@ -156,10 +156,11 @@ class PPOLearner(Learner):
         """Adapts each module's KL coefficient towards `kl_target` (PPO paper, sec. 4)."""
         for mid in [*self._logged, *self._group_means]:
             config = self.config.get_config_for_module(mid)
-            kl_mean = self.logged_mean(mid, "mean_kl_loss")
-            if not config.use_kl_loss or kl_mean is None:  # all skipped
+            if not config.use_kl_loss:
                 continue
-            kl = kl_mean
+            kl = self.logged_mean(mid, "mean_kl_loss")
+            if kl is None:  # all skipped
+                continue
             if kl > 2.0 * config.kl_target:
                 self.curr_kl_coeffs[mid] *= 1.5
             elif kl < 0.5 * config.kl_target:
