@@ -4,8 +4,8 @@ An entry is either a value (a 0-d tensor, computed in the minibatch) or a `RowSt
 minibatch's per-row tensors and the function that reduces them to the value, run once per
 update on all minibatches' rows stacked (`Learner.log_rows`). Why: the diagnostics PPO
 reports but does not train on (KL, explained variance, clip fraction, and the entropy
-when its coefficient is 0) are about 18 tiny kernels per minibatch, ~4 ms of a 60 ms
-tuned-CartPole update on the project's 2-core host; stacked, they are 18 kernels per
+when its coefficient is 0) are about 18 tiny kernels per minibatch, ~5 ms of a 61 ms
+tuned-CartPole update on a 2-core Xeon (AVX-512); stacked, they are 18 kernels per
 update. Reductions over the rows dimension of the stacked tensors give the same floats as
 over each minibatch alone (checked bit for bit in tests/core/test_minibatch_stats.py).
 """
