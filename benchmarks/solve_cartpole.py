@@ -7,6 +7,13 @@ both alike. SB3 uses its tuned rl-baselines3-zoo CartPole-v1 hyperparameters; rl
 
     python benchmarks/solve_cartpole.py [--seeds 0 1 2] [--max-steps 500000]
         [--compare-tree /tmp/before]  # also rlmod TUNED from another checkout, same run
+        [--source-imports]  # do not byte-compile the rlmod trees first (see below)
+
+Bytecode: torch, gymnasium and SB3 load from the .pyc files pip wrote at install. Each
+rlmod tree is byte-compiled first (`compileall`, into its own __pycache__), so that its
+modules load the same way; without that, in a shell with PYTHONDONTWRITEBYTECODE=1 (as
+this project's sandbox sets), every rlmod process compiled its ~75 modules from source
+(0.11 s more than from bytecode on the 2-core Xeon, 2026-12-05).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 
 from _common import TRAIN_UNTIL, header, run_timed, table
 
@@ -53,6 +61,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--max-steps", type=int, default=500_000)
     parser.add_argument("--skip-sb3", action="store_true")
+    parser.add_argument("--source-imports", action="store_true",
+                        help="do not byte-compile the rlmod trees first: with "
+                        "PYTHONDONTWRITEBYTECODE=1 each run then compiles rlmod from source")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=JSON",
                         help="also run rlmod with these settings over TUNED['CartPole-v1'], "
                         "e.g. 'lrdecay={\"lr\": [[0, 0.001], [100000, 0.0]]}' (repeatable)")
@@ -78,6 +89,12 @@ def main() -> None:
         libs[f"rlmod {name}"] = (TRAIN_UNTIL, ("CartPole-v1", 475), (settings,), here)
     if not args.skip_sb3:
         libs["stable-baselines3"] = (SB3, (), (), None)
+    if not args.source_imports:
+        for tree in sorted({t for _, _, _, t in libs.values() if t is not None}):
+            subprocess.run([sys.executable, "-m", "compileall", "-q",
+                            os.path.join(tree, "rlmod")], check=True)
+    print("rlmod imports: " + ("from source" if args.source_imports else
+                               "from bytecode (trees byte-compiled first)"))
     results: dict[str, list[dict]] = {name: [] for name in libs}
     rows = []
     for seed in args.seeds:
@@ -85,17 +102,20 @@ def main() -> None:
             r = run_timed(code, *lead, seed, args.max_steps, *tail, pythonpath=tree)
             results[name].append(r)
             rows.append({"library": name, "seed": seed, "solved": r["reached"],
-                         "env steps": f"{r['steps']:,}", "wall s": f"{r['wall_s']:.1f}",
-                         "return": f"{r['return']:.1f}"})
-    table(rows, ["library", "seed", "solved", "env steps", "wall s", "return"])
+                         "env steps": f"{r['steps']:,}", "wall s": f"{r['wall_s']:.2f}",
+                         "cpu s": f"{r['cpu_s']:.2f}", "return": f"{r['return']:.1f}"})
+    table(rows, ["library", "seed", "solved", "env steps", "wall s", "cpu s", "return"])
     medians = {n: statistics.median(r["wall_s"] for r in rs) for n, rs in results.items()}
+    cpus = {n: statistics.median(r["cpu_s"] for r in rs) for n, rs in results.items()}
     steps = {n: statistics.median(r["steps"] for r in rs) for n, rs in results.items()}
     for name, med in medians.items():
-        print(f"median wall s, {name}: {med:.1f}; median env steps: {steps[name]:,.0f}")
+        print(f"median wall s, {name}: {med:.2f}; median CPU s: {cpus[name]:.2f}; "
+              f"median env steps: {steps[name]:,.0f}")
     if "stable-baselines3" in medians:
         sb3 = "stable-baselines3"
         for name in (n for n in libs if n.startswith("rlmod") and " " not in n):
-            print(f"ratio {name} / SB3: median wall {medians[name] / medians[sb3]:.2f}, "
+            print(f"ratio {name} / SB3: median wall {medians[name] / medians[sb3]:.3f}, "
+                  f"median CPU {cpus[name] / cpus[sb3]:.3f}, "
                   f"median env steps {steps[name] / steps[sb3]:.2f}")
     try:
         import ray  # noqa: F401

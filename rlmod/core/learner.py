@@ -18,6 +18,7 @@ from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
 from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack
+from rlmod.core.minibatch_stats import Logged, RowReduce, RowStat, mean_over_minibatches
 from rlmod.core.module_weights import numpy_weights
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, AdamSlot, GroupAdam, grad_norm, update_is_finite
@@ -76,7 +77,7 @@ class Learner(Checkpointable):
         self._stack_of: dict[ModuleID, TrainStack] = {}
         self._group_means: dict[ModuleID, dict[str, float]] = {}
         self._optimizer_states = OptimizerStates(self._optimizers)
-        self._logged: dict[ModuleID, dict[str, list[torch.Tensor]]] = {}
+        self._logged: dict[ModuleID, dict[str, list[Logged]]] = {}
         self._num_non_finite: dict[ModuleID, int] = {}  # skipped minibatches, this update
         self._non_finite_streak: dict[ModuleID, int] = {}  # skipped in a row, across updates
         self._guard_non_finite = True  # benchmarks/guard_overhead.py turns it off to compare
@@ -230,7 +231,7 @@ class Learner(Checkpointable):
         if module_id in self._group_means:
             return self._group_means[module_id].get(key)
         values = self._logged.get(module_id, {}).get(key)
-        return float(torch.stack(values).float().mean()) if values else None
+        return mean_over_minibatches(values) if values else None
 
     def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
         """Hook after all epochs of an update (e.g. PPO's adaptive KL coefficient)."""
@@ -241,6 +242,17 @@ class Learner(Checkpointable):
         for key, value in values.items():
             bucket[key].append(value.detach() if isinstance(value, torch.Tensor)
                                else torch.tensor(float(value), device=self.device))
+
+    def log_rows(self, module_id: ModuleID, key: str, reduce: RowReduce,
+                 *rows: torch.Tensor) -> None:
+        """Records a diagnostic as `log` does, computed later: `update()` calls
+        `reduce` once on every minibatch's `rows` stacked (`[N, B, ...]` each, for N
+        minibatches) for the N values `[N]`, reducing over dim 1, and returns their mean.
+        For diagnostics the loss does not need: one set of kernels per update instead of
+        per minibatch (rlmod.core.minibatch_stats). The rows are kept (detached) until
+        then."""
+        bucket = self._logged.setdefault(module_id, defaultdict(list))
+        bucket[key].append(RowStat(reduce, tuple(r.detach() for r in rows)))
 
     # ------------------------------------------------------------------ update
     def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
@@ -283,8 +295,7 @@ class Learner(Checkpointable):
             for stack in self._stacks:
                 stack.finish_update()
         self.after_gradient_based_update(timesteps=timesteps)
-        results = {mid: {k: float(torch.stack(v).float().mean()) for k, v in logged.items()
-                         if v}
+        results = {mid: {k: mean_over_minibatches(v) for k, v in logged.items() if v}
                    for mid, logged in self._logged.items()}
         for mid, means in self._group_means.items():
             results.setdefault(mid, {}).update(means)
@@ -428,7 +439,8 @@ class Learner(Checkpointable):
         """Leaves module `mid` unstepped for this minibatch, drops what it logged for it
         from the means, and raises after `max_consecutive_non_finite_updates` in a row."""
         logged = self._logged.get(mid, {})
-        terms = {k: float(v[-1]) for k, v in logged.items() if len(v) > marks.get(k, 0)}
+        terms = {k: float(e.value() if isinstance(e := v[-1], RowStat) else e)
+                 for k, v in logged.items() if len(v) > marks.get(k, 0)}
         for k, v in logged.items():
             del v[marks.get(k, 0):]
         self._count_non_finite(mid, loss, norm, terms)

@@ -14,6 +14,7 @@ import torch
 
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.core.devices import CPU, cpu_tensors, learner_device
+from rlmod.core.minibatch_stats import per_minibatch
 from rlmod.env import SingleAgentEnvRunner
 
 
@@ -106,7 +107,8 @@ def test_modules_optimizers_batches_and_sgd_steps_live_on_learner_device():
     assert opt.step_count == 1
     logged = learner._logged["default_policy"]
     assert {"policy_loss", "vf_loss", "gradients_default_optimizer_global_norm"} <= logged.keys()
-    assert all(t.device == meta for v in logged.values() for t in v)
+    # values and deferred diagnostics (their rows, and their reduction) alike
+    assert all(per_minibatch(v).device == meta for v in logged.values())
     assert all(p.grad is None or p.grad.device == meta for p in learner.module.parameters())
 
 

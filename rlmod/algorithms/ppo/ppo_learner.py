@@ -6,7 +6,8 @@ Used by LearnerGroup for PPO; the advantages it needs come from the GAE learner 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -52,10 +53,16 @@ class PPOLearner(Learner):
             ratio * advantages,
             ratio.clamp(1.0 - config.clip_param, 1.0 + config.clip_param) * advantages,
         )
-        old_dist = module.action_dist(batch[Columns.ACTION_DIST_INPUTS])
-        with torch.set_grad_enabled(config.use_kl_loss):  # else only logged: no graph
-            mean_kl = old_dist.kl(dist).mean()
-        entropy = dist.entropy().mean()
+        # Diagnostics the loss does not need are logged as rows (`log_rows`): computed
+        # once per update for all minibatches, the same values as per minibatch.
+        dist_inputs = fwd_out[Columns.ACTION_DIST_INPUTS]
+        old_inputs = batch[Columns.ACTION_DIST_INPUTS]
+        mean_kl: torch.Tensor | None = None
+        if config.use_kl_loss:
+            mean_kl = module.action_dist(old_inputs).kl(dist).mean()
+        # A 0 coefficient: the entropy term's gradient is exactly 0, so it is left out of
+        # the graph (bit-identical weights, fewer backward kernels) and only logged.
+        entropy = dist.entropy().mean() if config.entropy_coeff else None
         # As RLlib's PPOTorchLearner: values come from the module's ValueFunctionAPI,
         # reusing forward_train's embeddings when it returned them.
         vf_preds = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
@@ -66,16 +73,28 @@ class PPOLearner(Learner):
             vf_loss = vf_loss.clamp(0.0, config.vf_clip_param)
         vf_loss = vf_loss.mean()
         policy_loss = -surrogate.mean()
-        total = policy_loss + config.vf_loss_coeff * vf_loss - config.entropy_coeff * entropy
-        if config.use_kl_loss:
+        total = policy_loss + config.vf_loss_coeff * vf_loss
+        if entropy is not None:
+            total = total - config.entropy_coeff * entropy
+        if mean_kl is not None:
             total = total + self.curr_kl_coeffs[module_id] * mean_kl
-        with torch.no_grad():
-            explained_var = 1.0 - (vf_targets - vf_preds).var() / vf_targets.var().clamp_min(1e-8)
-            clip_fraction = ((ratio - 1.0).abs() > config.clip_param).float().mean()
         self.log(module_id, total_loss=total, policy_loss=policy_loss, vf_loss=vf_loss,
-                 vf_loss_unclipped=vf_loss_unclipped.detach().mean(), entropy=entropy, mean_kl_loss=mean_kl, vf_explained_var=explained_var,
-                 clip_fraction=clip_fraction)
-        if config.use_kl_loss:
+                 vf_loss_unclipped=vf_loss if config.vf_clip_param is None
+                 else vf_loss_unclipped.mean())
+        action_dist = module.action_dist
+        if entropy is None:
+            self.log_rows(module_id, "entropy", partial(_mean_entropy, action_dist), dist_inputs)
+        else:
+            self.log(module_id, entropy=entropy)
+        if mean_kl is None:
+            self.log_rows(module_id, "mean_kl_loss", partial(_mean_kl, action_dist),
+                          old_inputs, dist_inputs)
+        else:
+            self.log(module_id, mean_kl_loss=mean_kl)
+        self.log_rows(module_id, "vf_explained_var", _explained_var, vf_targets, vf_preds)
+        self.log_rows(module_id, "clip_fraction", partial(_clip_fraction, config.clip_param),
+                      ratio)
+        if mean_kl is not None:
             self.log(module_id, curr_kl_coeff=self.curr_kl_coeffs[module_id])
         return total
 
@@ -137,10 +156,11 @@ class PPOLearner(Learner):
         """Adapts each module's KL coefficient towards `kl_target` (PPO paper, sec. 4)."""
         for mid in [*self._logged, *self._group_means]:
             config = self.config.get_config_for_module(mid)
-            kl_mean = self.logged_mean(mid, "mean_kl_loss")
-            if not config.use_kl_loss or kl_mean is None:  # all skipped
+            if not config.use_kl_loss:
                 continue
-            kl = kl_mean
+            kl = self.logged_mean(mid, "mean_kl_loss")
+            if kl is None:  # all skipped
+                continue
             if kl > 2.0 * config.kl_target:
                 self.curr_kl_coeffs[mid] *= 1.5
             elif kl < 0.5 * config.kl_target:
@@ -156,6 +176,30 @@ class PPOLearner(Learner):
     def set_state(self, state: Mapping[str, Any]) -> None:
         super().set_state(state)
         self.curr_kl_coeffs.update(state.get("curr_kl_coeffs", {}))
+
+
+def _mean_entropy(action_dist: Callable[[torch.Tensor], Any],
+                  inputs: torch.Tensor) -> torch.Tensor:
+    """Per minibatch, the mean entropy of its rows: `[N, B, ...]` inputs -> `[N]`."""
+    return action_dist(inputs).entropy().mean(1)
+
+
+def _mean_kl(action_dist: Callable[[torch.Tensor], Any], old_inputs: torch.Tensor,
+             inputs: torch.Tensor) -> torch.Tensor:
+    """Per minibatch, the mean KL(old || new) of its rows: `[N, B, ...]` -> `[N]`."""
+    return action_dist(old_inputs).kl(action_dist(inputs)).mean(1)
+
+
+def _explained_var(targets: torch.Tensor, preds: torch.Tensor) -> torch.Tensor:
+    """Per minibatch, 1 - Var(targets - preds) / Var(targets) of its rows: `[N, B]` ->
+    `[N]` (RLlib's `explained_variance`)."""
+    return 1.0 - (targets - preds).var(1) / targets.var(1).clamp_min(1e-8)
+
+
+def _clip_fraction(clip_param: float, ratio: torch.Tensor) -> torch.Tensor:
+    """Per minibatch, the fraction of its rows whose probability ratio is clipped:
+    `[N, B]` -> `[N]`."""
+    return ((ratio - 1.0).abs() > clip_param).float().mean(1)
 
 
 def _var(x: torch.Tensor, w: torch.Tensor, count: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,60 @@
+"""What a Learner logged per minibatch, and its mean over the minibatches of an update.
+
+An entry is either a value (a 0-d tensor, computed in the minibatch) or a `RowStat`: the
+minibatch's per-row tensors and the function that reduces them to the value, run once per
+update on all minibatches' rows stacked (`Learner.log_rows`). Why: the diagnostics PPO
+reports but does not train on (KL, explained variance, clip fraction, and the entropy
+when its coefficient is 0) are about 18 tiny kernels per minibatch, ~5 ms of a 61 ms
+tuned-CartPole update on a 2-core Xeon (AVX-512); stacked, they are 18 kernels per
+update. Reductions over the rows dimension of the stacked tensors give the same floats as
+over each minibatch alone (checked bit for bit in tests/core/test_minibatch_stats.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import torch
+
+RowReduce = Callable[..., torch.Tensor]  # type: ignore[explicit-any]
+"""`reduce(*rows) -> [N]`; the rows are 1 or 2 tensors, so the arity is left open."""
+
+
+class RowStat(NamedTuple):
+    """One minibatch's rows of a deferred diagnostic.
+
+    `reduce(*rows)` takes the rows of N minibatches stacked, each `[N, B, ...]`, and
+    returns the N values `[N]` (reducing over dim 1, the rows: `x.mean(1)`, not
+    `x.mean()`); the same function for every minibatch of an update and key.
+    """
+
+    reduce: RowReduce
+    rows: tuple[torch.Tensor, ...]
+
+    def value(self) -> torch.Tensor:
+        """This minibatch's value alone, 0-d."""
+        return self.reduce(*(r.unsqueeze(0) for r in self.rows))[0]
+
+
+Logged = torch.Tensor | RowStat
+"""One minibatch's entry of a logged key."""
+
+
+def per_minibatch(entries: Sequence[Logged]) -> torch.Tensor:
+    """The value of each minibatch, `[N]`: deferred ones (`RowStat`) computed in one call
+    where all minibatches have the same row shapes (one per minibatch otherwise)."""
+    first = entries[0]
+    if not isinstance(first, RowStat):
+        return torch.stack([e.value() if isinstance(e, RowStat) else e for e in entries])
+    stats = [e for e in entries if isinstance(e, RowStat)]
+    shapes = [tuple(r.shape for r in s.rows) for s in stats]
+    if len(stats) == len(entries) and all(s == shapes[0] for s in shapes):
+        columns = zip(*(s.rows for s in stats), strict=True)
+        return first.reduce(*(torch.stack(c) for c in columns))
+    return torch.stack([e.value() if isinstance(e, RowStat) else e for e in entries])
+
+
+def mean_over_minibatches(entries: Sequence[Logged]) -> float:
+    """The mean over minibatches of one logged key (what `Learner.update` returns)."""
+    return float(per_minibatch(entries).float().mean())
