@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -23,11 +22,17 @@ import numpy as np
 
 from rlmod.core.columns import Columns
 from rlmod.errors import CheckpointError, OfflineDataError
+from rlmod.offline.returns import (
+    BOOTSTRAP_FINALS,
+    BOOTSTRAP_INDEX,
+    BOOTSTRAP_OBS,
+    Columns_,
+    add_return_columns,
+)
 from rlmod.offline.writer import MODULE_ID, SPACES_FILE
 from rlmod.utils.spaces import space_from_dict
 from rlmod.utils.state_files import read_json
 
-Columns_ = dict[str, np.ndarray]
 Transform = Callable[[Columns_], Columns_]
 """Maps the columns of whole episodes (rows contiguous, in time order) to new columns."""
 
@@ -39,28 +44,22 @@ class ChunkSource(Protocol):
                obs_shape: tuple[int, ...] | None, rows: int) -> Iterator[Columns_]: ...
 
 
-READ_CHUNK_BYTES = 1 << 20
+READ_CHUNK_BYTES = 2 << 20
 MAX_READ_ROWS = 65_536
 """Rows are read in chunks of about READ_CHUNK_BYTES (at most MAX_READ_ROWS rows): large
-enough that per-chunk overheads vanish, small enough to bound memory for large rows (and
-to keep the shuffle pool in a core's L2 cache at CartPole's row size: a pool twice as
-large made its reshuffle half again as slow on this project's host)."""
+enough that per-chunk overheads (about 0.1 ms per Parquet batch) and the reshuffle of the
+rows kept back in the pool stay small per row, small enough to bound memory for large
+rows. At CartPole's row size (MARWIL: 42 bytes) 2 MiB chunks read 9% faster than 1 MiB
+ones, 4 MiB ones 1-2% more (CPU time, Xeon host, session 22)."""
+
+FINALS_TABLE_MIN_ROWS = 1024
+"""An OfflineReader's table of final observations (MARWIL) is compacted to what its pool
+points to once it holds more than this many rows and more than half as many as the pool."""
 
 REQUIRED_COLUMNS = (Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
                     Columns.TRUNCATEDS)
 """What MARWIL and BC read; other recorded columns stay on disk (MARWIL also reads
 `new_obs`, for the observation that bootstraps a truncated episode's returns)."""
-
-BOOTSTRAP_OBS = "bootstrap_obs"
-"""Per row: the observation after the last step of the row's episode (s_T), as the module
-sees it (through the same transform as `obs`), repeated for each row of the episode."""
-BOOTSTRAP_DISCOUNT = "bootstrap_discount"
-"""Per row t of an episode truncated (not terminated) after its step T - 1: gamma^(T - t);
-0 for the rows of terminated episodes. MARWIL's Learner adds
-`bootstrap_discount * V(bootstrap_obs)` to `value_targets`, with V at the time of the update:
-RLlib 2.60's value targets for episodes (GAE with lambda=1 over episodes extended by one
-step: `AddOneTsToEpisodesAndTruncate` + `GeneralAdvantageEstimation`)."""
-
 
 def resolve_files(input_: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
     """The Parquet files of a directory, a glob, a file, or a list of these (sorted);
@@ -220,112 +219,6 @@ def _to_numpy(column: Any, shape: tuple[int, ...] | None) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False)
 
 
-def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
-                       gamma: float) -> np.ndarray:
-    """G_t = r_t + gamma * G_{t+1} within each episode, vectorized; `[N] -> [N]` float32.
-
-    Rows of an episode are contiguous and `episode_ends` marks each episode's last row
-    (rows after the last mark count as one more episode). Within a segment,
-    G_t = sum_k gamma^(k-t) r_k is a reverse cumulative sum of r_k * gamma^(k-s) divided
-    by gamma^(t-s) (s: the segment start; the powers come from one table of at most
-    `max_len` entries); segments are the episodes, cut every `max_len` rows where
-    gamma^max_len would fall below 1e-3 (bounding the rounding that the division
-    amplifies), and the returns at such cuts are carried backwards in a short loop.
-    About 13 ns per row (cProfile of the MARWIL reader: this was its largest own cost).
-    """
-    return _returns(rewards, episode_ends, gamma)[0]
-
-
-def _returns(rewards: np.ndarray, episode_ends: np.ndarray, gamma: float
-             ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
-    """`discounted_returns`, plus what `add_return_columns` reuses: gamma^k per row (k:
-    the step within its episode; None where episodes were cut into segments or gamma is
-    0), and each episode's last row and length."""
-    n = len(rewards)
-    r = rewards.astype(np.float64)
-    ends = episode_ends.astype(bool, copy=False)
-    lasts = np.flatnonzero(ends)
-    if n and (not len(lasts) or lasts[-1] != n - 1):  # rows after the last end: one more
-        lasts = np.r_[lasts, n - 1]
-    lens = np.diff(lasts, prepend=-1)
-    if n == 0 or gamma == 0.0:
-        return r.astype(np.float32), None, lasts, lens
-    rows = np.arange(n)
-    k = rows - np.repeat(lasts + 1 - lens, lens)  # step within the episode
-    log_gamma = math.log(gamma)
-    max_len = n if gamma >= 1.0 else max(1, int(math.log(1e-3) / log_gamma))
-    cut = bool(lens.max() > max_len)
-    if cut:
-        k %= max_len  # step within the segment
-    w = np.exp(np.arange(int(k.max()) + 1) * log_gamma)[k]  # gamma^(t-s)
-    # sums[j] = sum of (r * w) over the last j rows (sums[0] = 0): the suffix sum from row
-    # t on is sums[n - t], so the one after row `last` is sums[n - last - 1]
-    sums = np.zeros(n + 1)
-    np.cumsum((r * w)[::-1], out=sums[1:])
-    suffix = sums[n:0:-1]
-    if cut:
-        seg_last = np.minimum(np.repeat(lasts, lens), rows - k + max_len - 1)
-        after = sums[n - seg_last - 1]
-    else:  # one segment per episode: the suffix sum after it, gathered per episode
-        after = np.repeat(sums[n - lasts - 1], lens)
-    g = suffix - after
-    g /= w
-    if cut:  # segments cut inside an episode carry the next one's first return backwards
-        inner = np.flatnonzero((k == max_len - 1) & (rows != np.repeat(lasts, lens)))
-        for last in inner[::-1].tolist():
-            first = last - max_len + 1
-            g[first:last + 1] += g[last + 1] * np.exp(
-                (last + 1 - np.arange(first, last + 1)) * log_gamma)
-    return g.astype(np.float32), None if cut else w, lasts, lens
-
-
-def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = True,
-                       finals: np.ndarray | None = None) -> np.ndarray:
-    """Adds `value_targets` (each row's discounted return to its episode's end),
-    `bootstrap_discount` and `bootstrap_obs` (see their constants) to a chunk of whole
-    episodes; `new_obs` is dropped unless `keep_next_obs`. The last row ends an episode
-    (a chunk cut without an end flag counts as a terminated episode's end).
-
-    The observation after each truncated episode comes from `finals` (one per truncated
-    episode, in order: what an earlier call returned, see FinalsCache) or else from the
-    chunk's `new_obs`; data without `new_obs` are refused only where an episode was
-    truncated (nothing to bootstrap from). Returns the truncated episodes' finals used.
-    """
-    rewards = cols[Columns.REWARDS]
-    terminated, truncated = cols[Columns.TERMINATEDS], cols[Columns.TRUNCATEDS]
-    cols[Columns.VALUE_TARGETS], w, lasts, lens = _returns(rewards, terminated | truncated,
-                                                           gamma)
-    n = len(rewards)
-    next_obs = cols.get(Columns.NEXT_OBS) if keep_next_obs else cols.pop(Columns.NEXT_OBS, None)
-    bootstrapped = truncated[lasts] & ~terminated[lasts]  # [episodes]
-    obs = cols[Columns.OBS]
-    if finals is None:
-        if next_obs is None and bootstrapped.any():
-            raise OfflineDataError(
-                f"MARWIL bootstraps truncated episodes' returns from the observation after "
-                f"their last step, the {Columns.NEXT_OBS!r} column, which these data lack; "
-                "record them with rlmod's writers (they store it), or train BC (beta=0), "
-                "which needs no returns.")
-        finals = (next_obs[lasts[bootstrapped]] if next_obs is not None  # a copy
-                  else np.empty((0, *obs.shape[1:]), obs.dtype))  # (a view would pin obs)
-    else:
-        finals = finals[:int(bootstrapped.sum())]
-    discount = np.zeros(n, np.float32)
-    per_episode = np.zeros((len(lasts), *obs.shape[1:]), obs.dtype)
-    if bootstrapped.any():
-        per_episode[bootstrapped] = finals
-        if w is not None:  # gamma^(T - t) = gamma^T / gamma^t (both >= 1e-3 * gamma here)
-            discount = (np.repeat(np.where(bootstrapped, np.exp(lens * math.log(gamma)), 0.0),
-                                  lens) / w).astype(np.float32)
-        elif gamma > 0.0:
-            steps_left = np.repeat(lasts + 1, lens) - np.arange(n)  # T - t: 1 at the last row
-            discount = (np.exp(steps_left * math.log(gamma))
-                        * np.repeat(bootstrapped, lens)).astype(np.float32)
-    cols[BOOTSTRAP_DISCOUNT] = discount
-    cols[BOOTSTRAP_OBS] = np.repeat(per_episode, lens, axis=0)
-    return finals
-
-
 FINALS_CACHE_BYTES = 64 << 20
 """What an OfflineReader keeps of FinalsCache at most (all sources together)."""
 
@@ -366,9 +259,11 @@ def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
                    finals_cache: FinalsCache | None = None) -> Iterator[Columns_]:
     """One file's (or source's) rows as training rows, in chunks of whole episodes: unless
     `gamma` is None, the discounted returns as `value_targets` and what bootstraps a
-    truncated episode's (`add_return_columns`; `new_obs` is read for it, unless
+    truncated episode's (`add_return_columns`: `bootstrap_discount`, `bootstrap_index`
+    and the chunk's table `bootstrap_finals`; `new_obs` is read for it, unless
     `finals_cache` holds this source's); then `transform` applied. Shared by
-    OfflineReader and the Ray Data readers.
+    OfflineReader and the Ray Data readers (`bootstrap_obs_per_row` turns the index and
+    table into the per-row `bootstrap_obs` a Learner reads).
 
     Pages' checksums are verified unless `finals_cache` has seen this source read whole
     (`FinalsCache.verified`): files are written once and renamed complete, so a file
@@ -411,7 +306,9 @@ class OfflineReader:
         gamma: Discount of the returns added as `value_targets` (MARWIL's regression
             target); None adds none (BC needs none). A truncated episode's rows also get
             `bootstrap_discount` and `bootstrap_obs`, with which MARWIL's Learner adds the
-            value of the observation after the truncation, as RLlib does.
+            value of the observation after the truncation, as RLlib does. (The pool holds
+            an index per row into a table of those observations, one per truncated
+            episode; each batch gathers its rows' `bootstrap_obs` from it.)
         shuffle_buffer_size: Rows kept back to mix with the next read chunk; each refill
             shuffles these, what is left of the last one and one new chunk of whole
             episodes together.
@@ -454,6 +351,9 @@ class OfflineReader:
         self._rng = np.random.default_rng(seed)
         self._pool: Columns_ = {}
         self._pos = 0
+        self._finals: np.ndarray | None = None  # what the pool's `bootstrap_index` points to
+        self._new_finals: list[np.ndarray] = []  # tables of chunks read since the last refill
+        self._num_finals = 0  # rows of _finals and _new_finals together
         self._chunks = self._endless_chunks()
         self.num_rows_read = 0
         self.finals_cache = FinalsCache()
@@ -468,7 +368,10 @@ class OfflineReader:
         while self._left() < self.batch_size + self.keep:
             self._refill()
         pos, self._pos = self._pos, self._pos + self.batch_size
-        return {k: v[pos:self._pos] for k, v in self._pool.items()}
+        batch = {k: v[pos:self._pos] for k, v in self._pool.items()}
+        if BOOTSTRAP_INDEX in batch:
+            batch[BOOTSTRAP_OBS] = np.take(self._finals, batch.pop(BOOTSTRAP_INDEX), axis=0)
+        return batch
 
     def _left(self) -> int:
         return len(self._pool[Columns.REWARDS]) - self._pos if self._pool else 0
@@ -489,6 +392,24 @@ class OfflineReader:
         order = self._rng.permutation(len(joined[Columns.REWARDS]))
         self._pool = {k: np.take(v, order, axis=0) for k, v in joined.items()}
         self._pos = 0
+        if self._new_finals:
+            self._finals = np.concatenate(
+                [*([] if self._finals is None else [self._finals]), *self._new_finals])
+            self._new_finals = []
+            if len(self._finals) > max(FINALS_TABLE_MIN_ROWS, len(order) // 2):
+                self._compact_finals()
+
+    def _compact_finals(self) -> None:
+        """Drops the finals no row of the pool points to (those of episodes whose rows
+        all left in batches), so the table stays bounded by the pool, not the data."""
+        assert self._finals is not None
+        index = self._pool[BOOTSTRAP_INDEX]
+        used = np.zeros(len(self._finals), bool)
+        used[index] = True
+        new_position = (np.cumsum(used) - 1).astype(np.int32)
+        self._finals = self._finals[used]
+        self._pool[BOOTSTRAP_INDEX] = new_position[index]
+        self._num_finals = len(self._finals)
 
     def _endless_chunks(self) -> Iterator[Columns_]:
         """Chunks of whole episodes with `value_targets`, a new file order every pass."""
@@ -499,6 +420,11 @@ class OfflineReader:
                         self.files[i], columns=self.columns, module_id=self.module_id,
                         obs_shape=self.obs_shape, rows=self.read_rows, gamma=self.gamma,
                         transform=self.transform, finals_cache=self.finals_cache):
+                    table = cols.pop(BOOTSTRAP_FINALS, None)
+                    if table is not None:  # the chunk's index, into the reader's table
+                        cols[BOOTSTRAP_INDEX] += np.int32(self._num_finals)
+                        self._new_finals.append(table)
+                        self._num_finals += len(table)
                     n = len(cols[Columns.REWARDS])
                     if n and self.read_rows == max(self.batch_size, 1024):
                         row_bytes = sum(v.nbytes for v in cols.values()) / n
