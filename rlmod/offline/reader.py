@@ -22,6 +22,7 @@ import numpy as np
 
 from rlmod.core.columns import Columns
 from rlmod.errors import CheckpointError, OfflineDataError
+from rlmod.offline.prefetch import Prefetch
 from rlmod.offline.returns import (
     BOOTSTRAP_FINALS,
     BOOTSTRAP_INDEX,
@@ -44,13 +45,13 @@ class ChunkSource(Protocol):
                obs_shape: tuple[int, ...] | None, rows: int) -> Iterator[Columns_]: ...
 
 
-READ_CHUNK_BYTES = 2 << 20
+READ_CHUNK_BYTES = 1 << 20
 MAX_READ_ROWS = 65_536
 """Rows are read in chunks of about READ_CHUNK_BYTES (at most MAX_READ_ROWS rows): large
-enough that per-chunk overheads (about 0.1 ms per Parquet batch) and the reshuffle of the
-rows kept back in the pool stay small per row, small enough to bound memory for large
-rows. At CartPole's row size (MARWIL: 42 bytes) 2 MiB chunks read 9% faster than 1 MiB
-ones, 4 MiB ones 1-2% more (CPU time, Xeon host, session 22)."""
+enough that per-chunk overheads (about 0.1 ms per Parquet batch) stay small per row, small
+enough to bound memory for large rows (a prefetched chunk waits beside the pool; 2 MiB
+chunks read CartPole's 100,000-row file 10% faster, but took the reader's RSS in
+tests/offline/test_reader.py from 21 to 27 MiB)."""
 
 FINALS_TABLE_MIN_ROWS = 1024
 """An OfflineReader's table of final observations (MARWIL) is compacted to what its pool
@@ -296,6 +297,50 @@ def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
             finals_cache.put(source, np.concatenate(found))
 
 
+class ChunkStream:
+    """Chunks of whole episodes of `files`, without end: `episode_chunks` of each file
+    with a new file order every pass (from `rng`). What an OfflineReader consumes, in a
+    background thread (Prefetch) where it prefetches; it holds no reference to the
+    reader, so a dropped reader ends that thread."""
+
+    def __init__(self, files: Sequence[Path | ChunkSource], *, rng: np.random.Generator,
+                 read_rows: int, columns: Sequence[str], module_id: str | None,
+                 obs_shape: tuple[int, ...] | None, gamma: float | None,
+                 transform: Transform | None) -> None:
+        self.files = list(files)
+        self.rng = rng
+        self.read_rows = read_rows
+        """Rows per chunk; grown to about READ_CHUNK_BYTES after the first chunk."""
+        self.columns = list(columns)
+        self.module_id = module_id
+        self.obs_shape = obs_shape
+        self.gamma = gamma
+        self.transform = transform
+        self.finals_cache = FinalsCache()
+
+    def __iter__(self) -> Iterator[Columns_]:
+        first = self.read_rows
+        while True:
+            rows_this_pass = 0
+            for i in self.rng.permutation(len(self.files)).tolist():
+                for cols in episode_chunks(
+                        self.files[i], columns=self.columns, module_id=self.module_id,
+                        obs_shape=self.obs_shape, rows=self.read_rows, gamma=self.gamma,
+                        transform=self.transform, finals_cache=self.finals_cache):
+                    n = len(cols[Columns.REWARDS])
+                    if n and self.read_rows == first:
+                        row_bytes = sum(v.nbytes for k, v in cols.items()
+                                        if k != BOOTSTRAP_FINALS) / n
+                        self.read_rows = int(min(MAX_READ_ROWS, max(
+                            self.read_rows, READ_CHUNK_BYTES // row_bytes)))
+                    rows_this_pass += n
+                    yield cols
+            if not rows_this_pass:
+                raise OfflineDataError(
+                    f"The offline data ({len(self.files)} files, e.g. {self.files[0]}) holds "
+                    "no rows" + (f" of module {self.module_id!r}." if self.module_id else "."))
+
+
 class OfflineReader:
     """Yields training batches of `batch_size` rows for one module, without end.
 
@@ -313,11 +358,16 @@ class OfflineReader:
             shuffles these, what is left of the last one and one new chunk of whole
             episodes together.
         module_id: Which module's rows to read (multi-agent data).
-        seed: Seeds the file order and the shuffle.
+        seed: Seeds the file order and the shuffle (two streams of it, so the order of
+            the chunks and the batches does not depend on the prefetching thread).
         obs_shape: Shape of one stored (raw) observation.
         transform: Applied to each chunk of whole episodes after reading (MARWIL passes
             the env-to-module connectors here).
         columns: Which stored columns to read.
+        prefetch: Read, compute returns and transform the next chunk in a background
+            thread while the caller (the pool, the Learner) works: the same chunks in the
+            same order, on a second core where there is one. False reads in the caller's
+            thread.
 
     Example:
         >>> import gymnasium as gym, tempfile
@@ -332,35 +382,40 @@ class OfflineReader:
         ((8, 4), (8,))
     """
 
-    def __init__(self, files: Sequence[Path | ChunkSource], *, batch_size: int, gamma: float | None = 0.99,
-                 shuffle_buffer_size: int = 10_000, module_id: str | None = None,
-                 seed: int | None = None, obs_shape: tuple[int, ...] | None = None,
-                 transform: Transform | None = None,
-                 columns: Sequence[str] = REQUIRED_COLUMNS) -> None:
+    def __init__(self, files: Sequence[Path | ChunkSource], *, batch_size: int,
+                 gamma: float | None = 0.99, shuffle_buffer_size: int = 10_000,
+                 module_id: str | None = None, seed: int | None = None,
+                 obs_shape: tuple[int, ...] | None = None, transform: Transform | None = None,
+                 columns: Sequence[str] = REQUIRED_COLUMNS, prefetch: bool = True) -> None:
         if not files:
             raise OfflineDataError("OfflineReader got no files to read.")
         self.files = list(files)
         self.batch_size = batch_size
         self.gamma = gamma
         self.keep = shuffle_buffer_size
-        self.read_rows = max(batch_size, 1024)  # grown to READ_CHUNK_BYTES after one chunk
         self.module_id = module_id
-        self.obs_shape = obs_shape
-        self.transform = transform
-        self.columns = list(columns)
-        self._rng = np.random.default_rng(seed)
+        file_rng, self._rng = (np.random.default_rng(s)
+                               for s in np.random.SeedSequence(seed).spawn(2))
+        self._stream = ChunkStream(
+            files, rng=file_rng, read_rows=max(batch_size, 1024), columns=columns,
+            module_id=module_id, obs_shape=obs_shape, gamma=gamma, transform=transform)
+        self._chunks: Iterator[Columns_] = (Prefetch(iter(self._stream)) if prefetch
+                                            else iter(self._stream))
         self._pool: Columns_ = {}
         self._pos = 0
         self._finals: np.ndarray | None = None  # what the pool's `bootstrap_index` points to
-        self._new_finals: list[np.ndarray] = []  # tables of chunks read since the last refill
-        self._num_finals = 0  # rows of _finals and _new_finals together
-        self._chunks = self._endless_chunks()
+        self._num_finals = 0
         self.num_rows_read = 0
-        self.finals_cache = FinalsCache()
+        """Rows taken into the shuffle pool so far."""
 
     def __iter__(self) -> Iterator[Columns_]:
         while True:
             yield self.next_batch()
+
+    def close(self) -> None:
+        """Ends the prefetching thread (also done when the reader is dropped)."""
+        if isinstance(self._chunks, Prefetch):
+            self._chunks.close()
 
     def next_batch(self) -> Columns_:
         """The next `batch_size` rows, from a shuffled pool that always keeps
@@ -377,25 +432,33 @@ class OfflineReader:
         return len(self._pool[Columns.REWARDS]) - self._pos if self._pool else 0
 
     def _refill(self) -> None:
-        """Reads chunks of at least `read_rows` rows and shuffles them together with what
+        """Takes chunks of at least `read_rows` rows and shuffles them together with what
         is left of the pool into a new pool (a join and a gather per column)."""
         sources = [{k: v[self._pos:] for k, v in self._pool.items()}] if self._left() else []
-        need = max(self.read_rows, self.batch_size + self.keep - self._left())
+        need = max(self._stream.read_rows, self.batch_size + self.keep - self._left())
         new_rows = 0
+        tables = [] if self._finals is None else [self._finals]
         while new_rows < need:
             chunk = next(self._chunks)
+            table = chunk.pop(BOOTSTRAP_FINALS, None)
+            if table is not None:  # the chunk's index, into the reader's table
+                chunk[BOOTSTRAP_INDEX] += np.int32(self._num_finals)
+                tables.append(table)
+                self._num_finals += len(table)
             sources.append(chunk)
             new_rows += len(chunk[Columns.REWARDS])
+        self.num_rows_read += new_rows
         joined = sources[0] if len(sources) == 1 else {
             k: np.concatenate([src[k] for src in sources]) for k in sources[-1]}
+        # Peak memory: the old pool and the chunks go before the gather, each joined
+        # column right after its own (batches handed out keep their rows alive).
+        sources.clear()
+        self._pool, self._pos = {}, 0
         # A gather (np.take) is twice as fast as a scatter into a new pool (measured).
         order = self._rng.permutation(len(joined[Columns.REWARDS]))
-        self._pool = {k: np.take(v, order, axis=0) for k, v in joined.items()}
-        self._pos = 0
-        if self._new_finals:
-            self._finals = np.concatenate(
-                [*([] if self._finals is None else [self._finals]), *self._new_finals])
-            self._new_finals = []
+        self._pool = {k: np.take(joined.pop(k), order, axis=0) for k in list(joined)}
+        if len(tables) > (self._finals is not None):
+            self._finals = tables[0] if len(tables) == 1 else np.concatenate(tables)
             if len(self._finals) > max(FINALS_TABLE_MIN_ROWS, len(order) // 2):
                 self._compact_finals()
 
@@ -410,30 +473,3 @@ class OfflineReader:
         self._finals = self._finals[used]
         self._pool[BOOTSTRAP_INDEX] = new_position[index]
         self._num_finals = len(self._finals)
-
-    def _endless_chunks(self) -> Iterator[Columns_]:
-        """Chunks of whole episodes with `value_targets`, a new file order every pass."""
-        while True:
-            rows_this_pass = 0
-            for i in self._rng.permutation(len(self.files)).tolist():
-                for cols in episode_chunks(
-                        self.files[i], columns=self.columns, module_id=self.module_id,
-                        obs_shape=self.obs_shape, rows=self.read_rows, gamma=self.gamma,
-                        transform=self.transform, finals_cache=self.finals_cache):
-                    table = cols.pop(BOOTSTRAP_FINALS, None)
-                    if table is not None:  # the chunk's index, into the reader's table
-                        cols[BOOTSTRAP_INDEX] += np.int32(self._num_finals)
-                        self._new_finals.append(table)
-                        self._num_finals += len(table)
-                    n = len(cols[Columns.REWARDS])
-                    if n and self.read_rows == max(self.batch_size, 1024):
-                        row_bytes = sum(v.nbytes for v in cols.values()) / n
-                        self.read_rows = int(min(MAX_READ_ROWS, max(
-                            self.read_rows, READ_CHUNK_BYTES // row_bytes)))
-                    rows_this_pass += n
-                    self.num_rows_read += n
-                    yield cols
-            if not rows_this_pass:
-                raise OfflineDataError(
-                    f"The offline data ({len(self.files)} files, e.g. {self.files[0]}) holds "
-                    "no rows" + (f" of module {self.module_id!r}." if self.module_id else "."))
