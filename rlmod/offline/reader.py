@@ -425,6 +425,7 @@ class OfflineReader:
         pos, self._pos = self._pos, self._pos + self.batch_size
         batch = {k: v[pos:self._pos] for k, v in self._pool.items()}
         if BOOTSTRAP_INDEX in batch:
+            assert self._finals is not None  # set by the refill that took the index in
             batch[BOOTSTRAP_OBS] = np.take(self._finals, batch.pop(BOOTSTRAP_INDEX), axis=0)
         return batch
 
