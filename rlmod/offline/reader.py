@@ -4,8 +4,10 @@ Used by offline algorithms (BC, MARWIL) in place of EnvRunners. Files are stream
 pyarrow in record batches, a new random file order each pass; rows are cut at episode
 ends (an episode's discounted returns need all its rows; episodes never span files), the
 env-to-module transform runs on whole episodes, and rows then go through a shuffle buffer
-that mixes rows of many episodes and files. Memory is bounded by the shuffle buffer, the
-batch, one read chunk and the longest episode, not by the dataset.
+that mixes rows of many episodes and files. Reading, returns and transform of the next
+chunk run in a background thread (rlmod.offline.prefetch) while the pool hands out
+batches. Memory is bounded by the shuffle buffer, the batch, two read chunks and the
+longest episode, not by the dataset.
 """
 
 from __future__ import annotations
