@@ -21,8 +21,8 @@ class Prefetch(Generic[T]):
 
     Items come in `items`' order, so what the caller sees does not depend on timing. An
     exception raised by `items` is raised by the `next()` that would have returned its
-    item (and by every later one). `close()` (or dropping the Prefetch) ends the thread;
-    the thread holds `items` but not this object, so dropping it is enough.
+    item (and by every later one). `close()` ends the thread; dropping the Prefetch does
+    too (the thread holds `items` but not this object).
 
     Example:
         >>> squares = Prefetch(x * x for x in range(3))
@@ -61,12 +61,18 @@ class Prefetch(Generic[T]):
         return value  # type: ignore[return-value]
 
     def close(self) -> None:
-        """Ends the background thread (after the item it may be making)."""
+        """Ends the background thread and waits for it (it finishes the item it may be
+        making: one read chunk), so nothing reads on after this returns."""
+        self._signal_stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _signal_stop(self) -> None:
         self._stop.set()
         self._wanted.release()
 
     def __del__(self) -> None:
-        self.close()
+        self._signal_stop()  # no wait here: the thread ends by itself
 
 
 def _produce(items: Iterator[T], out: queue.SimpleQueue[tuple[bool, object]],

@@ -300,10 +300,12 @@ def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
 
 
 class ChunkStream:
-    """Chunks of whole episodes of `files`, without end: `episode_chunks` of each file
-    with a new file order every pass (from `rng`). What an OfflineReader consumes, in a
-    background thread (Prefetch) where it prefetches; it holds no reference to the
-    reader, so a dropped reader ends that thread."""
+    """Chunks of whole episodes of `files`, without end, in bundles of at least `read_rows`
+    rows: `episode_chunks` of each file with a new file order every pass (from `rng`).
+    An OfflineReader takes one bundle per refill of its pool (a record batch yields two
+    chunks, the episode begun in the one before and the rest; bundled, one prefetch ahead
+    is one refill ahead). It runs in the reader's prefetching thread and holds no
+    reference to the reader, so a dropped reader ends that thread."""
 
     def __init__(self, files: Sequence[Path | ChunkSource], *, rng: np.random.Generator,
                  read_rows: int, columns: Sequence[str], module_id: str | None,
@@ -312,7 +314,8 @@ class ChunkStream:
         self.files = list(files)
         self.rng = rng
         self.read_rows = read_rows
-        """Rows per chunk; grown to about READ_CHUNK_BYTES after the first chunk."""
+        """Rows per bundle and per Parquet batch; grown to about READ_CHUNK_BYTES after
+        the first chunk."""
         self.columns = list(columns)
         self.module_id = module_id
         self.obs_shape = obs_shape
@@ -320,8 +323,10 @@ class ChunkStream:
         self.transform = transform
         self.finals_cache = FinalsCache()
 
-    def __iter__(self) -> Iterator[Columns_]:
+    def __iter__(self) -> Iterator[list[Columns_]]:
         first = self.read_rows
+        bundle: list[Columns_] = []
+        bundle_rows, bundle_size = 0, self.read_rows  # (the size when the bundle began)
         while True:
             rows_this_pass = 0
             for i in self.rng.permutation(len(self.files)).tolist():
@@ -336,7 +341,11 @@ class ChunkStream:
                         self.read_rows = int(min(MAX_READ_ROWS, max(
                             self.read_rows, READ_CHUNK_BYTES // row_bytes)))
                     rows_this_pass += n
-                    yield cols
+                    bundle.append(cols)
+                    bundle_rows += n
+                    if bundle_rows >= bundle_size:
+                        yield bundle
+                        bundle, bundle_rows, bundle_size = [], 0, self.read_rows
             if not rows_this_pass:
                 raise OfflineDataError(
                     f"The offline data ({len(self.files)} files, e.g. {self.files[0]}) holds "
@@ -401,8 +410,8 @@ class OfflineReader:
         self._stream = ChunkStream(
             files, rng=file_rng, read_rows=max(batch_size, 1024), columns=columns,
             module_id=module_id, obs_shape=obs_shape, gamma=gamma, transform=transform)
-        self._chunks: Iterator[Columns_] = (Prefetch(iter(self._stream)) if prefetch
-                                            else iter(self._stream))
+        self._chunks: Iterator[list[Columns_]] = (Prefetch(iter(self._stream)) if prefetch
+                                                  else iter(self._stream))
         self._pool: Columns_ = {}
         self._pos = 0
         self._finals: np.ndarray | None = None  # what the pool's `bootstrap_index` points to
@@ -435,21 +444,21 @@ class OfflineReader:
         return len(self._pool[Columns.REWARDS]) - self._pos if self._pool else 0
 
     def _refill(self) -> None:
-        """Takes chunks of at least `read_rows` rows and shuffles them together with what
-        is left of the pool into a new pool (a join and a gather per column)."""
+        """Takes a bundle of chunks (at least `read_rows` rows) and shuffles it together
+        with what is left of the pool into a new pool (a join and a gather per column)."""
         sources = [{k: v[self._pos:] for k, v in self._pool.items()}] if self._left() else []
-        need = max(self._stream.read_rows, self.batch_size + self.keep - self._left())
+        need = self.batch_size + self.keep - self._left()
         new_rows = 0
         tables = [] if self._finals is None else [self._finals]
-        while new_rows < need:
-            chunk = next(self._chunks)
-            table = chunk.pop(BOOTSTRAP_FINALS, None)
-            if table is not None:  # the chunk's index, into the reader's table
-                chunk[BOOTSTRAP_INDEX] += np.int32(self._num_finals)
-                tables.append(table)
-                self._num_finals += len(table)
-            sources.append(chunk)
-            new_rows += len(chunk[Columns.REWARDS])
+        while new_rows < need:  # one bundle (of at least `read_rows` rows), mostly
+            for chunk in next(self._chunks):
+                table = chunk.pop(BOOTSTRAP_FINALS, None)
+                if table is not None:  # the chunk's index, into the reader's table
+                    chunk[BOOTSTRAP_INDEX] += np.int32(self._num_finals)
+                    tables.append(table)
+                    self._num_finals += len(table)
+                sources.append(chunk)
+                new_rows += len(chunk[Columns.REWARDS])
         self.num_rows_read += new_rows
         joined = sources[0] if len(sources) == 1 else {
             k: np.concatenate([src[k] for src in sources]) for k in sources[-1]}
