@@ -55,6 +55,12 @@ enough to bound memory for large rows (a prefetched chunk waits beside the pool;
 chunks read CartPole's 100,000-row file 10% faster, but took the reader's RSS in
 tests/offline/test_reader.py from 21 to 27 MiB)."""
 
+DECODE_THREADS = False
+"""Whether pyarrow decodes a batch's columns on its own thread pool. Off: the OfflineReader
+decodes in its prefetching thread, beside the thread that runs the pool, and pyarrow's
+pool on top cost CPU time (MARWIL's reader: 113-116 against 122 ns per row, BC's: 81-82
+against 96-99; CartPole, 2 cores, Xeon host, session 22) without adding a core."""
+
 FINALS_TABLE_MIN_ROWS = 1024
 """An OfflineReader's table of final observations (MARWIL) is compacted to what its pool
 points to once it holds more than this many rows and more than half as many as the pool."""
@@ -185,7 +191,8 @@ def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | 
         wanted = [c for c in (columns or names) if c in names]
         if module_id is not None and MODULE_ID in names and MODULE_ID not in wanted:
             wanted.append(MODULE_ID)
-        for record_batch in parquet.iter_batches(batch_size=rows, columns=wanted):
+        for record_batch in parquet.iter_batches(batch_size=rows, columns=wanted,
+                                                  use_threads=DECODE_THREADS):
             if module_id is not None and MODULE_ID in names:
                 record_batch = record_batch.filter(
                     pc.equal(record_batch.column(MODULE_ID), pa.scalar(module_id)))
