@@ -197,7 +197,10 @@ class OfflineData:
                     module_id=view.module_id)
 
     def stop(self, learner_group: Any) -> None:
-        """Closes the Learners' Ray Data shard streams (before their cluster goes)."""
+        """Ends the in-process readers' prefetching threads, or closes the Learners' Ray
+        Data shard streams (before their cluster goes)."""
+        for reader in self.readers.values():
+            reader.close()
         if self.on_learners and self._streams is None:  # the Learners hold them
             from rlmod.offline.ray_data import close_streams
 

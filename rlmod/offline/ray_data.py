@@ -16,12 +16,14 @@ from typing import Any
 
 from rlmod.core.columns import Columns
 from rlmod.errors import OfflineDataError
-from rlmod.offline.reader import MAX_READ_ROWS, Columns_, Transform, episode_chunks
+from rlmod.offline.reader import MAX_READ_ROWS, Transform, episode_chunks
+from rlmod.offline.returns import Columns_, bootstrap_obs_per_row
 
 
 class FileReader:
     """The map_batches function: `{"path": [path]}` -> that file's training rows of one
-    module, in chunks of whole episodes (picklable: it travels to Ray Data's tasks)."""
+    module, in chunks of whole episodes (picklable: it travels to Ray Data's tasks), with
+    the columns an OfflineReader's batches have (`bootstrap_obs` per row for MARWIL)."""
 
     def __init__(self, *, columns: Sequence[str], module_id: str | None,
                  obs_shape: tuple[int, ...], gamma: float | None,
@@ -38,8 +40,8 @@ class FileReader:
                                        module_id=self.module_id, obs_shape=self.obs_shape,
                                        rows=MAX_READ_ROWS, gamma=self.gamma,
                                        transform=self.transform):
-                if len(cols[Columns.REWARDS]):
-                    yield cols
+                if len(cols[Columns.REWARDS]):  # Ray Data shuffles rows: one s_T per row
+                    yield bootstrap_obs_per_row(cols)
 
 
 class ShardStream:

@@ -4,15 +4,16 @@ Used by offline algorithms (BC, MARWIL) in place of EnvRunners. Files are stream
 pyarrow in record batches, a new random file order each pass; rows are cut at episode
 ends (an episode's discounted returns need all its rows; episodes never span files), the
 env-to-module transform runs on whole episodes, and rows then go through a shuffle buffer
-that mixes rows of many episodes and files. Memory is bounded by the shuffle buffer, the
-batch, one read chunk and the longest episode, not by the dataset.
+that mixes rows of many episodes and files. Reading, returns and transform of the next
+chunk run in a background thread (rlmod.offline.prefetch) while the pool hands out
+batches. Memory is bounded by the shuffle buffer, the batch, two read chunks and the
+longest episode, not by the dataset.
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
-import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -23,11 +24,18 @@ import numpy as np
 
 from rlmod.core.columns import Columns
 from rlmod.errors import CheckpointError, OfflineDataError
+from rlmod.offline.prefetch import Prefetch
+from rlmod.offline.returns import (
+    BOOTSTRAP_FINALS,
+    BOOTSTRAP_INDEX,
+    BOOTSTRAP_OBS,
+    Columns_,
+    add_return_columns,
+)
 from rlmod.offline.writer import MODULE_ID, SPACES_FILE
 from rlmod.utils.spaces import space_from_dict
 from rlmod.utils.state_files import read_json
 
-Columns_ = dict[str, np.ndarray]
 Transform = Callable[[Columns_], Columns_]
 """Maps the columns of whole episodes (rows contiguous, in time order) to new columns."""
 
@@ -42,25 +50,25 @@ class ChunkSource(Protocol):
 READ_CHUNK_BYTES = 1 << 20
 MAX_READ_ROWS = 65_536
 """Rows are read in chunks of about READ_CHUNK_BYTES (at most MAX_READ_ROWS rows): large
-enough that per-chunk overheads vanish, small enough to bound memory for large rows (and
-to keep the shuffle pool in a core's L2 cache at CartPole's row size: a pool twice as
-large made its reshuffle half again as slow on this project's host)."""
+enough that per-chunk overheads (about 0.1 ms per Parquet batch) stay small per row, small
+enough to bound memory for large rows (a prefetched chunk waits beside the pool; 2 MiB
+chunks read CartPole's 100,000-row file 10% faster, but took the reader's RSS in
+tests/offline/test_reader.py from 21 to 27 MiB)."""
+
+DECODE_THREADS = False
+"""Whether pyarrow decodes a batch's columns on its own thread pool. Off: the OfflineReader
+decodes in its prefetching thread, beside the thread that runs the pool, and pyarrow's
+pool on top cost CPU time (MARWIL's reader: 113-116 against 122 ns per row, BC's: 81-82
+against 96-99; CartPole, 2 cores, Xeon host, session 22) without adding a core."""
+
+FINALS_TABLE_MIN_ROWS = 1024
+"""An OfflineReader's table of final observations (MARWIL) is compacted to what its pool
+points to once it holds more than this many rows and more than half as many as the pool."""
 
 REQUIRED_COLUMNS = (Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
                     Columns.TRUNCATEDS)
 """What MARWIL and BC read; other recorded columns stay on disk (MARWIL also reads
 `new_obs`, for the observation that bootstraps a truncated episode's returns)."""
-
-BOOTSTRAP_OBS = "bootstrap_obs"
-"""Per row: the observation after the last step of the row's episode (s_T), as the module
-sees it (through the same transform as `obs`), repeated for each row of the episode."""
-BOOTSTRAP_DISCOUNT = "bootstrap_discount"
-"""Per row t of an episode truncated (not terminated) after its step T - 1: gamma^(T - t);
-0 for the rows of terminated episodes. MARWIL's Learner adds
-`bootstrap_discount * V(bootstrap_obs)` to `value_targets`, with V at the time of the update:
-RLlib 2.60's value targets for episodes (GAE with lambda=1 over episodes extended by one
-step: `AddOneTsToEpisodesAndTruncate` + `GeneralAdvantageEstimation`)."""
-
 
 def resolve_files(input_: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
     """The Parquet files of a directory, a glob, a file, or a list of these (sorted);
@@ -183,7 +191,8 @@ def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | 
         wanted = [c for c in (columns or names) if c in names]
         if module_id is not None and MODULE_ID in names and MODULE_ID not in wanted:
             wanted.append(MODULE_ID)
-        for record_batch in parquet.iter_batches(batch_size=rows, columns=wanted):
+        for record_batch in parquet.iter_batches(batch_size=rows, columns=wanted,
+                                                  use_threads=DECODE_THREADS):
             if module_id is not None and MODULE_ID in names:
                 record_batch = record_batch.filter(
                     pc.equal(record_batch.column(MODULE_ID), pa.scalar(module_id)))
@@ -218,112 +227,6 @@ def _to_numpy(column: Any, shape: tuple[int, ...] | None) -> np.ndarray:
         flat = column.flatten().to_numpy(zero_copy_only=False)
         return flat.reshape(len(column), *(shape or (column.type.list_size,)))
     return column.to_numpy(zero_copy_only=False)
-
-
-def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
-                       gamma: float) -> np.ndarray:
-    """G_t = r_t + gamma * G_{t+1} within each episode, vectorized; `[N] -> [N]` float32.
-
-    Rows of an episode are contiguous and `episode_ends` marks each episode's last row
-    (rows after the last mark count as one more episode). Within a segment,
-    G_t = sum_k gamma^(k-t) r_k is a reverse cumulative sum of r_k * gamma^(k-s) divided
-    by gamma^(t-s) (s: the segment start; the powers come from one table of at most
-    `max_len` entries); segments are the episodes, cut every `max_len` rows where
-    gamma^max_len would fall below 1e-3 (bounding the rounding that the division
-    amplifies), and the returns at such cuts are carried backwards in a short loop.
-    About 13 ns per row (cProfile of the MARWIL reader: this was its largest own cost).
-    """
-    return _returns(rewards, episode_ends, gamma)[0]
-
-
-def _returns(rewards: np.ndarray, episode_ends: np.ndarray, gamma: float
-             ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
-    """`discounted_returns`, plus what `add_return_columns` reuses: gamma^k per row (k:
-    the step within its episode; None where episodes were cut into segments or gamma is
-    0), and each episode's last row and length."""
-    n = len(rewards)
-    r = rewards.astype(np.float64)
-    ends = episode_ends.astype(bool, copy=False)
-    lasts = np.flatnonzero(ends)
-    if n and (not len(lasts) or lasts[-1] != n - 1):  # rows after the last end: one more
-        lasts = np.r_[lasts, n - 1]
-    lens = np.diff(lasts, prepend=-1)
-    if n == 0 or gamma == 0.0:
-        return r.astype(np.float32), None, lasts, lens
-    rows = np.arange(n)
-    k = rows - np.repeat(lasts + 1 - lens, lens)  # step within the episode
-    log_gamma = math.log(gamma)
-    max_len = n if gamma >= 1.0 else max(1, int(math.log(1e-3) / log_gamma))
-    cut = bool(lens.max() > max_len)
-    if cut:
-        k %= max_len  # step within the segment
-    w = np.exp(np.arange(int(k.max()) + 1) * log_gamma)[k]  # gamma^(t-s)
-    # sums[j] = sum of (r * w) over the last j rows (sums[0] = 0): the suffix sum from row
-    # t on is sums[n - t], so the one after row `last` is sums[n - last - 1]
-    sums = np.zeros(n + 1)
-    np.cumsum((r * w)[::-1], out=sums[1:])
-    suffix = sums[n:0:-1]
-    if cut:
-        seg_last = np.minimum(np.repeat(lasts, lens), rows - k + max_len - 1)
-        after = sums[n - seg_last - 1]
-    else:  # one segment per episode: the suffix sum after it, gathered per episode
-        after = np.repeat(sums[n - lasts - 1], lens)
-    g = suffix - after
-    g /= w
-    if cut:  # segments cut inside an episode carry the next one's first return backwards
-        inner = np.flatnonzero((k == max_len - 1) & (rows != np.repeat(lasts, lens)))
-        for last in inner[::-1].tolist():
-            first = last - max_len + 1
-            g[first:last + 1] += g[last + 1] * np.exp(
-                (last + 1 - np.arange(first, last + 1)) * log_gamma)
-    return g.astype(np.float32), None if cut else w, lasts, lens
-
-
-def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = True,
-                       finals: np.ndarray | None = None) -> np.ndarray:
-    """Adds `value_targets` (each row's discounted return to its episode's end),
-    `bootstrap_discount` and `bootstrap_obs` (see their constants) to a chunk of whole
-    episodes; `new_obs` is dropped unless `keep_next_obs`. The last row ends an episode
-    (a chunk cut without an end flag counts as a terminated episode's end).
-
-    The observation after each truncated episode comes from `finals` (one per truncated
-    episode, in order: what an earlier call returned, see FinalsCache) or else from the
-    chunk's `new_obs`; data without `new_obs` are refused only where an episode was
-    truncated (nothing to bootstrap from). Returns the truncated episodes' finals used.
-    """
-    rewards = cols[Columns.REWARDS]
-    terminated, truncated = cols[Columns.TERMINATEDS], cols[Columns.TRUNCATEDS]
-    cols[Columns.VALUE_TARGETS], w, lasts, lens = _returns(rewards, terminated | truncated,
-                                                           gamma)
-    n = len(rewards)
-    next_obs = cols.get(Columns.NEXT_OBS) if keep_next_obs else cols.pop(Columns.NEXT_OBS, None)
-    bootstrapped = truncated[lasts] & ~terminated[lasts]  # [episodes]
-    obs = cols[Columns.OBS]
-    if finals is None:
-        if next_obs is None and bootstrapped.any():
-            raise OfflineDataError(
-                f"MARWIL bootstraps truncated episodes' returns from the observation after "
-                f"their last step, the {Columns.NEXT_OBS!r} column, which these data lack; "
-                "record them with rlmod's writers (they store it), or train BC (beta=0), "
-                "which needs no returns.")
-        finals = (next_obs[lasts[bootstrapped]] if next_obs is not None  # a copy
-                  else np.empty((0, *obs.shape[1:]), obs.dtype))  # (a view would pin obs)
-    else:
-        finals = finals[:int(bootstrapped.sum())]
-    discount = np.zeros(n, np.float32)
-    per_episode = np.zeros((len(lasts), *obs.shape[1:]), obs.dtype)
-    if bootstrapped.any():
-        per_episode[bootstrapped] = finals
-        if w is not None:  # gamma^(T - t) = gamma^T / gamma^t (both >= 1e-3 * gamma here)
-            discount = (np.repeat(np.where(bootstrapped, np.exp(lens * math.log(gamma)), 0.0),
-                                  lens) / w).astype(np.float32)
-        elif gamma > 0.0:
-            steps_left = np.repeat(lasts + 1, lens) - np.arange(n)  # T - t: 1 at the last row
-            discount = (np.exp(steps_left * math.log(gamma))
-                        * np.repeat(bootstrapped, lens)).astype(np.float32)
-    cols[BOOTSTRAP_DISCOUNT] = discount
-    cols[BOOTSTRAP_OBS] = np.repeat(per_episode, lens, axis=0)
-    return finals
 
 
 FINALS_CACHE_BYTES = 64 << 20
@@ -366,9 +269,11 @@ def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
                    finals_cache: FinalsCache | None = None) -> Iterator[Columns_]:
     """One file's (or source's) rows as training rows, in chunks of whole episodes: unless
     `gamma` is None, the discounted returns as `value_targets` and what bootstraps a
-    truncated episode's (`add_return_columns`; `new_obs` is read for it, unless
+    truncated episode's (`add_return_columns`: `bootstrap_discount`, `bootstrap_index`
+    and the chunk's table `bootstrap_finals`; `new_obs` is read for it, unless
     `finals_cache` holds this source's); then `transform` applied. Shared by
-    OfflineReader and the Ray Data readers.
+    OfflineReader and the Ray Data readers (`bootstrap_obs_per_row` turns the index and
+    table into the per-row `bootstrap_obs` a Learner reads).
 
     Pages' checksums are verified unless `finals_cache` has seen this source read whole
     (`FinalsCache.verified`): files are written once and renamed complete, so a file
@@ -401,6 +306,59 @@ def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
             finals_cache.put(source, np.concatenate(found))
 
 
+class ChunkStream:
+    """Chunks of whole episodes of `files`, without end, in bundles of at least `read_rows`
+    rows: `episode_chunks` of each file with a new file order every pass (from `rng`).
+    An OfflineReader takes one bundle per refill of its pool (a record batch yields two
+    chunks, the episode begun in the one before and the rest; bundled, one prefetch ahead
+    is one refill ahead). It runs in the reader's prefetching thread and holds no
+    reference to the reader, so a dropped reader ends that thread."""
+
+    def __init__(self, files: Sequence[Path | ChunkSource], *, rng: np.random.Generator,
+                 read_rows: int, columns: Sequence[str], module_id: str | None,
+                 obs_shape: tuple[int, ...] | None, gamma: float | None,
+                 transform: Transform | None) -> None:
+        self.files = list(files)
+        self.rng = rng
+        self.read_rows = read_rows
+        """Rows per bundle and per Parquet batch; grown to about READ_CHUNK_BYTES after
+        the first chunk."""
+        self.columns = list(columns)
+        self.module_id = module_id
+        self.obs_shape = obs_shape
+        self.gamma = gamma
+        self.transform = transform
+        self.finals_cache = FinalsCache()
+
+    def __iter__(self) -> Iterator[list[Columns_]]:
+        first = self.read_rows
+        bundle: list[Columns_] = []
+        bundle_rows, bundle_size = 0, self.read_rows  # (the size when the bundle began)
+        while True:
+            rows_this_pass = 0
+            for i in self.rng.permutation(len(self.files)).tolist():
+                for cols in episode_chunks(
+                        self.files[i], columns=self.columns, module_id=self.module_id,
+                        obs_shape=self.obs_shape, rows=self.read_rows, gamma=self.gamma,
+                        transform=self.transform, finals_cache=self.finals_cache):
+                    n = len(cols[Columns.REWARDS])
+                    if n and self.read_rows == first:
+                        row_bytes = sum(v.nbytes for k, v in cols.items()
+                                        if k != BOOTSTRAP_FINALS) / n
+                        self.read_rows = int(min(MAX_READ_ROWS, max(
+                            self.read_rows, READ_CHUNK_BYTES // row_bytes)))
+                    rows_this_pass += n
+                    bundle.append(cols)
+                    bundle_rows += n
+                    if bundle_rows >= bundle_size:
+                        yield bundle
+                        bundle, bundle_rows, bundle_size = [], 0, self.read_rows
+            if not rows_this_pass:
+                raise OfflineDataError(
+                    f"The offline data ({len(self.files)} files, e.g. {self.files[0]}) holds "
+                    "no rows" + (f" of module {self.module_id!r}." if self.module_id else "."))
+
+
 class OfflineReader:
     """Yields training batches of `batch_size` rows for one module, without end.
 
@@ -411,16 +369,23 @@ class OfflineReader:
         gamma: Discount of the returns added as `value_targets` (MARWIL's regression
             target); None adds none (BC needs none). A truncated episode's rows also get
             `bootstrap_discount` and `bootstrap_obs`, with which MARWIL's Learner adds the
-            value of the observation after the truncation, as RLlib does.
+            value of the observation after the truncation, as RLlib does. (The pool holds
+            an index per row into a table of those observations, one per truncated
+            episode; each batch gathers its rows' `bootstrap_obs` from it.)
         shuffle_buffer_size: Rows kept back to mix with the next read chunk; each refill
             shuffles these, what is left of the last one and one new chunk of whole
             episodes together.
         module_id: Which module's rows to read (multi-agent data).
-        seed: Seeds the file order and the shuffle.
+        seed: Seeds the file order and the shuffle (two streams of it, so the order of
+            the chunks and the batches does not depend on the prefetching thread).
         obs_shape: Shape of one stored (raw) observation.
         transform: Applied to each chunk of whole episodes after reading (MARWIL passes
             the env-to-module connectors here).
         columns: Which stored columns to read.
+        prefetch: Read, compute returns and transform the next chunk in a background
+            thread while the caller (the pool, the Learner) works: the same chunks in the
+            same order, on a second core where there is one. False reads in the caller's
+            thread.
 
     Example:
         >>> import gymnasium as gym, tempfile
@@ -435,32 +400,40 @@ class OfflineReader:
         ((8, 4), (8,))
     """
 
-    def __init__(self, files: Sequence[Path | ChunkSource], *, batch_size: int, gamma: float | None = 0.99,
-                 shuffle_buffer_size: int = 10_000, module_id: str | None = None,
-                 seed: int | None = None, obs_shape: tuple[int, ...] | None = None,
-                 transform: Transform | None = None,
-                 columns: Sequence[str] = REQUIRED_COLUMNS) -> None:
+    def __init__(self, files: Sequence[Path | ChunkSource], *, batch_size: int,
+                 gamma: float | None = 0.99, shuffle_buffer_size: int = 10_000,
+                 module_id: str | None = None, seed: int | None = None,
+                 obs_shape: tuple[int, ...] | None = None, transform: Transform | None = None,
+                 columns: Sequence[str] = REQUIRED_COLUMNS, prefetch: bool = True) -> None:
         if not files:
             raise OfflineDataError("OfflineReader got no files to read.")
         self.files = list(files)
         self.batch_size = batch_size
         self.gamma = gamma
         self.keep = shuffle_buffer_size
-        self.read_rows = max(batch_size, 1024)  # grown to READ_CHUNK_BYTES after one chunk
         self.module_id = module_id
-        self.obs_shape = obs_shape
-        self.transform = transform
-        self.columns = list(columns)
-        self._rng = np.random.default_rng(seed)
+        file_rng, self._rng = (np.random.default_rng(s)
+                               for s in np.random.SeedSequence(seed).spawn(2))
+        self._stream = ChunkStream(
+            files, rng=file_rng, read_rows=max(batch_size, 1024), columns=columns,
+            module_id=module_id, obs_shape=obs_shape, gamma=gamma, transform=transform)
+        self._chunks: Iterator[list[Columns_]] = (Prefetch(iter(self._stream)) if prefetch
+                                                  else iter(self._stream))
         self._pool: Columns_ = {}
         self._pos = 0
-        self._chunks = self._endless_chunks()
+        self._finals: np.ndarray | None = None  # what the pool's `bootstrap_index` points to
+        self._num_finals = 0
         self.num_rows_read = 0
-        self.finals_cache = FinalsCache()
+        """Rows taken into the shuffle pool so far."""
 
     def __iter__(self) -> Iterator[Columns_]:
         while True:
             yield self.next_batch()
+
+    def close(self) -> None:
+        """Ends the prefetching thread (also done when the reader is dropped)."""
+        if isinstance(self._chunks, Prefetch):
+            self._chunks.close()
 
     def next_batch(self) -> Columns_:
         """The next `batch_size` rows, from a shuffled pool that always keeps
@@ -468,46 +441,54 @@ class OfflineReader:
         while self._left() < self.batch_size + self.keep:
             self._refill()
         pos, self._pos = self._pos, self._pos + self.batch_size
-        return {k: v[pos:self._pos] for k, v in self._pool.items()}
+        batch = {k: v[pos:self._pos] for k, v in self._pool.items()}
+        if BOOTSTRAP_INDEX in batch:
+            assert self._finals is not None  # set by the refill that took the index in
+            batch[BOOTSTRAP_OBS] = np.take(self._finals, batch.pop(BOOTSTRAP_INDEX), axis=0)
+        return batch
 
     def _left(self) -> int:
         return len(self._pool[Columns.REWARDS]) - self._pos if self._pool else 0
 
     def _refill(self) -> None:
-        """Reads chunks of at least `read_rows` rows and shuffles them together with what
-        is left of the pool into a new pool (a join and a gather per column)."""
+        """Takes a bundle of chunks (at least `read_rows` rows) and shuffles it together
+        with what is left of the pool into a new pool (a join and a gather per column)."""
         sources = [{k: v[self._pos:] for k, v in self._pool.items()}] if self._left() else []
-        need = max(self.read_rows, self.batch_size + self.keep - self._left())
+        need = self.batch_size + self.keep - self._left()
         new_rows = 0
-        while new_rows < need:
-            chunk = next(self._chunks)
-            sources.append(chunk)
-            new_rows += len(chunk[Columns.REWARDS])
+        tables = [] if self._finals is None else [self._finals]
+        while new_rows < need:  # one bundle (of at least `read_rows` rows), mostly
+            for chunk in next(self._chunks):
+                table = chunk.pop(BOOTSTRAP_FINALS, None)
+                if table is not None:  # the chunk's index, into the reader's table
+                    chunk[BOOTSTRAP_INDEX] += np.int32(self._num_finals)
+                    tables.append(table)
+                    self._num_finals += len(table)
+                sources.append(chunk)
+                new_rows += len(chunk[Columns.REWARDS])
+        self.num_rows_read += new_rows
         joined = sources[0] if len(sources) == 1 else {
             k: np.concatenate([src[k] for src in sources]) for k in sources[-1]}
+        # Peak memory: the old pool and the chunks go before the gather, each joined
+        # column right after its own (batches handed out keep their rows alive).
+        sources.clear()
+        self._pool, self._pos = {}, 0
         # A gather (np.take) is twice as fast as a scatter into a new pool (measured).
         order = self._rng.permutation(len(joined[Columns.REWARDS]))
-        self._pool = {k: np.take(v, order, axis=0) for k, v in joined.items()}
-        self._pos = 0
+        self._pool = {k: np.take(joined.pop(k), order, axis=0) for k in list(joined)}
+        if len(tables) > (self._finals is not None):
+            self._finals = tables[0] if len(tables) == 1 else np.concatenate(tables)
+            if len(self._finals) > max(FINALS_TABLE_MIN_ROWS, len(order) // 2):
+                self._compact_finals()
 
-    def _endless_chunks(self) -> Iterator[Columns_]:
-        """Chunks of whole episodes with `value_targets`, a new file order every pass."""
-        while True:
-            rows_this_pass = 0
-            for i in self._rng.permutation(len(self.files)).tolist():
-                for cols in episode_chunks(
-                        self.files[i], columns=self.columns, module_id=self.module_id,
-                        obs_shape=self.obs_shape, rows=self.read_rows, gamma=self.gamma,
-                        transform=self.transform, finals_cache=self.finals_cache):
-                    n = len(cols[Columns.REWARDS])
-                    if n and self.read_rows == max(self.batch_size, 1024):
-                        row_bytes = sum(v.nbytes for v in cols.values()) / n
-                        self.read_rows = int(min(MAX_READ_ROWS, max(
-                            self.read_rows, READ_CHUNK_BYTES // row_bytes)))
-                    rows_this_pass += n
-                    self.num_rows_read += n
-                    yield cols
-            if not rows_this_pass:
-                raise OfflineDataError(
-                    f"The offline data ({len(self.files)} files, e.g. {self.files[0]}) holds "
-                    "no rows" + (f" of module {self.module_id!r}." if self.module_id else "."))
+    def _compact_finals(self) -> None:
+        """Drops the finals no row of the pool points to (those of episodes whose rows
+        all left in batches), so the table stays bounded by the pool, not the data."""
+        assert self._finals is not None
+        index = self._pool[BOOTSTRAP_INDEX]
+        used = np.zeros(len(self._finals), bool)
+        used[index] = True
+        new_position = (np.cumsum(used) - 1).astype(np.int32)
+        self._finals = self._finals[used]
+        self._pool[BOOTSTRAP_INDEX] = new_position[index]
+        self._num_finals = len(self._finals)

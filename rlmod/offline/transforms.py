@@ -13,7 +13,8 @@ import numpy as np
 from rlmod.connectors.module_to_env import _plan, actions_from_env
 from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.columns import Columns
-from rlmod.offline.reader import BOOTSTRAP_OBS, Columns_, Transform
+from rlmod.offline.reader import Transform
+from rlmod.offline.returns import BOOTSTRAP_FINALS, BOOTSTRAP_INDEX, Columns_
 
 
 def module_view(pipeline: ConnectorPipeline, action_space: gym.Space) -> Transform:
@@ -42,19 +43,25 @@ def module_view(pipeline: ConnectorPipeline, action_space: gym.Space) -> Transfo
             return cols
         obs = cols[Columns.OBS]
         ends = cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS]
-        # `bootstrap_obs` (MARWIL): the step after each episode's last, seen as the module
-        # would have seen it there (RLlib runs its connectors over episodes extended by it)
-        last = np.flatnonzero(ends)
-        finals = cols[BOOTSTRAP_OBS][last] if BOOTSTRAP_OBS in cols else None
+        # `bootstrap_finals` (MARWIL): the steps after truncated episodes' last, each seen
+        # as the module would have seen it there (RLlib runs its connectors over episodes
+        # extended by it); row 0 (no bootstrap) goes through too, to keep shape and dtype
+        finals = cols.get(BOOTSTRAP_FINALS)
         if row_wise:
             starts = np.r_[True, ends[:-1]]
             cols[Columns.OBS] = pipeline(obs, episode_starts=starts)
             if finals is not None:
-                finals = np.asarray(pipeline(finals, episode_starts=np.zeros(len(last), bool)))
-        else:
-            cols[Columns.OBS], finals = _by_episode(pipeline, obs, ends, finals)
-        if finals is not None:
-            cols[BOOTSTRAP_OBS] = np.repeat(finals, np.diff(last, prepend=-1), axis=0)
+                cols[BOOTSTRAP_FINALS] = np.asarray(
+                    pipeline(finals, episode_starts=np.zeros(len(finals), bool)))
+        elif finals is None:
+            cols[Columns.OBS], _ = _by_episode(pipeline, obs, ends)
+        else:  # each episode's final (row 0 where it has none) one step past its end
+            at = cols[BOOTSTRAP_INDEX][np.flatnonzero(ends)]
+            cols[Columns.OBS], out = _by_episode(pipeline, obs, ends, finals[at])
+            assert out is not None
+            table = np.zeros((len(finals), *out.shape[1:]), out.dtype)
+            table[at] = out
+            cols[BOOTSTRAP_FINALS] = table
         return cols
 
     return transform

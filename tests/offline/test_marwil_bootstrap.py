@@ -18,12 +18,14 @@ from rlmod.connectors.learner import compute_gae
 from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.columns import Columns
 from rlmod.offline import record_episodes
-from rlmod.offline.reader import (
+from rlmod.offline.reader import REQUIRED_COLUMNS, episode_chunks, resolve_files
+from rlmod.offline.returns import (
     BOOTSTRAP_DISCOUNT,
+    BOOTSTRAP_FINALS,
+    BOOTSTRAP_INDEX,
     BOOTSTRAP_OBS,
-    REQUIRED_COLUMNS,
-    episode_chunks,
-    resolve_files,
+    add_return_columns,
+    bootstrap_obs_per_row,
 )
 from rlmod.offline.transforms import module_view
 
@@ -67,12 +69,16 @@ def data(tmp_path: Path) -> Path:
 
 
 def _batch(data: Path) -> dict[str, np.ndarray]:
-    """The 7 rows in stored order, as the OfflineReader reads them (before its shuffle)."""
+    """The 7 rows in stored order, as the OfflineReader hands them to a Learner (before
+    its shuffle): `bootstrap_obs` per row, gathered from the chunk's table."""
     (file,) = resolve_files(data)
     (chunk,) = episode_chunks(file, columns=REQUIRED_COLUMNS, module_id=None, obs_shape=(2,),
                               rows=1024, gamma=GAMMA, transform=None)
     np.testing.assert_array_equal(chunk[Columns.OBS][:, 0], [0, 1, 2, 0, 1, 2, 3])
-    return chunk
+    # one table row per truncated episode after row 0 (no bootstrap), an index per row
+    np.testing.assert_array_equal(chunk[BOOTSTRAP_FINALS], [[0, 0], [4, 1]])
+    np.testing.assert_array_equal(chunk[BOOTSTRAP_INDEX], [0, 0, 0, 1, 1, 1, 1])
+    return bootstrap_obs_per_row(chunk)
 
 
 def test_the_reader_marks_what_bootstraps_a_truncated_episode(data: Path) -> None:
@@ -138,7 +144,7 @@ def test_the_bootstrap_observation_goes_through_the_module_view(data: Path,
                               rows=1024, gamma=GAMMA,
                               transform=module_view(pipeline, Countdown.action_space))
     want = [3, 1, 4, 1] if stacked else [4, 1]
-    np.testing.assert_array_equal(chunk[BOOTSTRAP_OBS][3:], [want] * 4)
+    np.testing.assert_array_equal(bootstrap_obs_per_row(chunk)[BOOTSTRAP_OBS][3:], [want] * 4)
     if stacked:
         np.testing.assert_array_equal(chunk[Columns.OBS][6], [2, 1, 3, 1])
 
@@ -179,8 +185,6 @@ def test_later_passes_take_the_bootstrap_observations_from_the_cache(
 
 @pytest.mark.parametrize("gamma, length", [(0.99, 30), (0.5, 25)])  # one segment / cut ones
 def test_bootstrap_discounts_are_gamma_to_the_steps_left(gamma: float, length: int) -> None:
-    from rlmod.offline.reader import add_return_columns
-
     rng = np.random.default_rng(0)
     n = length + 7  # a truncated episode, then a terminated one of 7 rows
     ends = np.zeros(n, bool)
@@ -193,5 +197,44 @@ def test_bootstrap_discounts_are_gamma_to_the_steps_left(gamma: float, length: i
     want = np.r_[gamma ** (length - np.arange(length)), np.zeros(7)]
     np.testing.assert_allclose(cols[BOOTSTRAP_DISCOUNT], want, rtol=1e-6)
     np.testing.assert_array_equal(finals, cols[Columns.NEXT_OBS][[length - 1]])
-    np.testing.assert_array_equal(cols[BOOTSTRAP_OBS][:length],
-                                  np.repeat(finals, length, axis=0))
+    np.testing.assert_array_equal(bootstrap_obs_per_row(cols)[BOOTSTRAP_OBS],
+                                  np.r_[np.repeat(finals, length, axis=0), np.zeros((7, 3))])
+
+
+def test_reader_batches_carry_each_rows_own_final_through_the_shuffle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OfflineReader's pool holds an index per row into its table of final observations
+    and each batch gathers `bootstrap_obs` from it: through shuffles across files and
+    passes, and through the table's compaction (forced often here), every row that
+    bootstraps gets its own episode's s_T = [4, episode], and the table stays bounded by
+    the pool, not the number of episodes."""
+    from rlmod.offline import OfflineReader
+    from rlmod.offline import reader as reader_module
+
+    monkeypatch.setattr(reader_module, "FINALS_TABLE_MIN_ROWS", 8)
+    monkeypatch.setattr(reader_module, "READ_CHUNK_BYTES", 1)  # pools of about 1,100 rows
+    env = gym.wrappers.TimeLimit(Countdown(), max_episode_steps=4)
+    env.unwrapped.observation_space = gym.spaces.Box(-1e4, 1e4, (2,), np.float32)
+    for part in range(2):  # two files; even episodes truncated, odd ones terminated
+        record_episodes(env, lambda obs: int(obs[1] % 2), num_episodes=300,
+                        output_dir=tmp_path / str(part), seed=part)
+    files = resolve_files([tmp_path / "0", tmp_path / "1"])
+    reader = OfflineReader(files, batch_size=50, shuffle_buffer_size=100, seed=0, gamma=GAMMA,
+                           obs_shape=(2,))
+    table_rows, pool_rows, bootstrapped = [], [], 0
+    for _ in range(10 * 2 * 1050 // 50):  # ten passes over 2 x 1,050 rows
+        batch = reader.next_batch()
+        obs, discount = batch[Columns.OBS], batch[BOOTSTRAP_DISCOUNT]
+        truncated = obs[:, 1] % 2 == 0
+        np.testing.assert_allclose(discount, np.where(truncated, GAMMA ** (4 - obs[:, 0]), 0),
+                                   rtol=1e-6)
+        np.testing.assert_array_equal(batch[BOOTSTRAP_OBS][truncated],
+                                      np.c_[np.full(truncated.sum(), 4), obs[truncated, 1]])
+        assert BOOTSTRAP_INDEX not in batch and BOOTSTRAP_FINALS not in batch
+        bootstrapped += int(truncated.sum())
+        table_rows.append(len(reader._finals))
+        pool_rows.append(len(reader._pool[Columns.REWARDS]))
+    assert bootstrapped > 10_000
+    # 6,000 truncated episodes read; the table never held more rows than a pool
+    assert max(table_rows) <= max(pool_rows) <= 2500, (max(table_rows), max(pool_rows))
+    assert any(b < a for a, b in zip(table_rows, table_rows[1:], strict=False))  # compacted

@@ -16,7 +16,7 @@ from rlmod.core.apis import find_compute_values
 from rlmod.core.columns import Columns
 from rlmod.core.learner import Learner, TensorBatch
 from rlmod.core.multi_rl_module import MultiRLModule
-from rlmod.offline.reader import BOOTSTRAP_DISCOUNT, BOOTSTRAP_OBS
+from rlmod.offline.returns import BOOTSTRAP_DISCOUNT, BOOTSTRAP_OBS
 
 if TYPE_CHECKING:
     from rlmod.algorithms.marwil.marwil import MARWILConfig
@@ -90,7 +90,7 @@ class MARWILLearner(Learner):
 
 class BootstrapTruncatedReturns(LearnerConnector):
     """`value_targets += bootstrap_discount * V(bootstrap_obs)` per module, then drops both
-    columns (the OfflineReader adds them; see rlmod.offline.reader).
+    columns (the OfflineReader adds them; see rlmod.offline.returns).
 
     A truncated episode's rows t then regress on
     `r_t + ... + gamma^(T-1-t) r_{T-1} + gamma^(T-t) V(s_T)`, a terminated one's on the
