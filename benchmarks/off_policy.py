@@ -9,7 +9,10 @@ its wall time, since on a shared machine it moves far less with the other load:
 - SAC, Pendulum-v1, until the mean return of the last 10 training episodes is >= -200.
   rlmod: `rlmod.tuned.TUNED_SAC`; SB3: the zoo's SAC entry (lr 1e-3, SB3's defaults).
 
-    python benchmarks/off_policy.py [--seeds 0 1 2] [--only dqn sac]
+    python benchmarks/off_policy.py [--seeds 0 1 2] [--only dqn sac] [--base-tree DIR]
+
+`--base-tree DIR` adds a row for the rlmod of another checkout (e.g. a `git worktree` of
+the base commit), run with `PYTHONPATH=DIR` beside the others: before and after in one run.
 """
 
 from __future__ import annotations
@@ -116,6 +119,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--only", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
+    parser.add_argument("--base-tree", default=None,
+                        help="another checkout whose rlmod gets its own row ('rlmod base')")
     args = parser.parse_args()
     header("Off-policy: rlmod vs Stable-Baselines3 (rl-baselines3-zoo settings), one process "
            "per run, interleaved")
@@ -123,9 +128,14 @@ def main() -> None:
     for task in args.only:
         title, ours_code, sb3_code, max_steps = TASKS[task]
         runs: dict[str, list[dict]] = {"rlmod": [], "sb3": []}
+        who_code: list[tuple[str, str, str | None]] = [("rlmod", ours_code, None),
+                                                       ("sb3", sb3_code, None)]
+        if args.base_tree:
+            runs["rlmod base"] = []
+            who_code.append(("rlmod base", ours_code, args.base_tree))
         for seed in args.seeds:
-            for who, code in (("rlmod", ours_code), ("sb3", sb3_code)):
-                out = run_timed(code, seed, max_steps)
+            for who, code, tree in who_code:
+                out = run_timed(code, seed, max_steps, pythonpath=tree)
                 runs[who].append(out)
                 print(f"{task} {who} seed {seed}: {out}", flush=True)
         med = {w: {k: statistics.median(r[k] for r in rs) for k in ("steps", "wall_s", "cpu_s")}

@@ -2,7 +2,7 @@
 
 The issue's SAC target is at most 1/2 of SB3's wall time to -200 on Pendulum-v1, with the
 same settings (256x256 ReLU actor and twin critics, batch 256, one gradient step per env
-step). This script times, in one process, interleaved, on one torch thread:
+step). This script times, in one process, interleaved:
 
 - floor: the least torch work of one SAC update with these networks, no framework: the
   actor on new_obs and the two target critics without a graph, the two critics on
@@ -17,7 +17,15 @@ step). This script times, in one process, interleaved, on one torch thread:
 - SB3: `SAC.train(gradient_steps=1, batch_size=256)` (its replay sample included), and
   `SAC.learn` per env step (one env step, one gradient step), with the zoo's settings.
 
-    python benchmarks/sac_floor.py [--steps 300] [--rounds 5]
+Every case runs at each torch thread count of `--threads` (default 1 and 2), set with
+`torch.set_num_threads` just before its timed calls, in the same interleaved rounds, so
+that each pairing is fair in one run: all at one thread, all at two, and each library at
+its own default (rlmod: `num_threads_per_learner=1`; SB3 sets none, so torch's default,
+the number of cores). Wall time per call is the target's measure (a second thread can
+cut it while raising the CPU time); CPU time is printed beside it, since on a shared
+machine it moves less with the other load.
+
+    python benchmarks/sac_floor.py [--steps 300] [--rounds 5] [--threads 1 2]
 """
 
 from __future__ import annotations
@@ -163,13 +171,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=300, help="timed calls per round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
+    torch_default = torch.get_num_threads()  # what SB3 runs with (it sets none)
     torch.set_num_threads(1)
-    header(f"SAC update floor: 256x256 actor and twin critics, batch {BATCH}, one torch thread")
+    header(f"SAC update floor: 256x256 actor and twin critics, batch {BATCH}, torch threads "
+           f"{args.threads} (torch's default here: {torch_default})")
     floor, floor_bmm = FloorSAC(batched=False), FloorSAC(batched=True)
     rlmod_update, rlmod_train = _rlmod()
     sb3_train, sb3_learn = _sb3()
-    torch.set_num_threads(1)  # (SB3's constructor may have changed it)
     cases: dict[str, Callable[[], object]] = {
         "floor: plain torch, one backward, one Adam": floor.step,
         "floor: twin critics batched (baddbmm)": floor_bmm.step,
@@ -178,27 +188,50 @@ def main() -> None:
         "rlmod Algorithm.train() (1 env step + 1 update)": rlmod_train,
         "SB3 SAC.learn per env step (1 env step + 1 update)": sb3_learn,
     }
-    for fn in cases.values():  # warm-up
+    runs = [(name, n) for name in cases for n in args.threads]
+    for name, n in runs:  # warm-up
+        torch.set_num_threads(n)
         for _ in range(20):
-            fn()
-    times: dict[str, list[float]] = {k: [] for k in cases}
+            cases[name]()
+    wall: dict[tuple[str, int], list[float]] = {r: [] for r in runs}
+    cpu: dict[tuple[str, int], list[float]] = {r: [] for r in runs}
     for r in range(args.rounds):
-        order = list(cases) if r % 2 == 0 else list(reversed(cases))
-        for name in order:
+        for name, n in (runs if r % 2 == 0 else list(reversed(runs))):
             fn = cases[name]
-            start = time.process_time()
+            torch.set_num_threads(n)
+            start, start_cpu = time.perf_counter(), time.process_time()
             for _ in range(args.steps):
                 fn()
-            times[name].append((time.process_time() - start) / args.steps * 1e3)
-    floor_ms = min(times["floor: plain torch, one backward, one Adam"])
-    sb3_ms = min(times["SB3 SAC.train(gradient_steps=1)"])
-    rows = [{"what": k, "ms (best round)": f"{min(v):.2f}",
-             "ms (median round)": f"{statistics.median(v):.2f}",
-             "vs floor": f"{min(v) / floor_ms:.2f}", "vs SB3 train": f"{min(v) / sb3_ms:.2f}"}
-            for k, v in times.items()]
-    table(rows, ["what", "ms (best round)", "ms (median round)", "vs floor", "vs SB3 train"])
-    print(f"CPU time per call, {args.rounds} interleaved rounds of {args.steps} calls "
-          f"(np {np.__version__}, torch {torch.__version__}).")
+            wall[name, n].append((time.perf_counter() - start) / args.steps * 1e3)
+            cpu[name, n].append((time.process_time() - start_cpu) / args.steps * 1e3)
+    torch.set_num_threads(1)
+    floor_name, sb3_train_name = ("floor: plain torch, one backward, one Adam",
+                                  "SB3 SAC.train(gradient_steps=1)")
+    sb3_step = "SB3 SAC.learn per env step (1 env step + 1 update)"
+    rows = []
+    for name, n in runs:
+        w = statistics.median(wall[name, n])
+        rows.append({
+            "what": name, "threads": n, "wall ms (median)": f"{w:.2f}",
+            "CPU ms (median)": f"{statistics.median(cpu[name, n]):.2f}",
+            "vs floor": f"{w / statistics.median(wall[floor_name, n]):.2f}",
+            "vs SB3 train": f"{w / statistics.median(wall[sb3_train_name, n]):.2f}",
+            "vs SB3 env step": f"{w / statistics.median(wall[sb3_step, n]):.2f}"})
+    table(rows, ["what", "threads", "wall ms (median)", "CPU ms (median)", "vs floor",
+                 "vs SB3 train", "vs SB3 env step"])
+    print(f"Per call, median of {args.rounds} interleaved rounds of {args.steps} calls; the "
+          f"ratios against the same thread count (np {np.__version__}, torch "
+          f"{torch.__version__}).")
+    if torch_default in args.threads and 1 in args.threads:
+        sb3 = statistics.median(wall[sb3_step, torch_default])
+        print(f"Each at its default (rlmod 1 thread, SB3 {torch_default}), wall per env step "
+              "against SB3's:")
+        for name in (floor_name, "floor: twin critics batched (baddbmm)",
+                     "rlmod Learner.update (256 rows)",
+                     "rlmod Algorithm.train() (1 env step + 1 update)"):
+            best = min(statistics.median(wall[name, n]) for n in args.threads)
+            print(f"  {name}: {statistics.median(wall[name, 1]) / sb3:.2f} at 1 thread, "
+                  f"{best / sb3:.2f} at its best thread count")
 
 
 if __name__ == "__main__":

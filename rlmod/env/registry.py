@@ -70,12 +70,15 @@ def make_vector_env(  # type: ignore[explicit-any]
     """A gymnasium vector env of `num_envs` sub-envs in next-step autoreset mode.
 
     A gymnasium ID with a native vectorized implementation (CartPole's `vector_entry_point`)
-    uses it: it steps all sub-envs in one numpy call. Anything else, and everything when
-    `per_sub_env` (a guard must reach single sub-envs: restart one, reset one), is wrapped
-    in a SyncVectorEnv, each sub-env `i` passed through `wrap(env, i)` if given.
+    uses it for two or more sub-envs: it steps all of them in one numpy call. Anything
+    else, one sub-env (the native CartPole's numpy calls on arrays of one row took 31.5 us
+    per step against 12.6 us for the plain env in a SyncVectorEnv, with the same
+    observations, rewards and flags for one seed; what DQN and SAC step), and everything
+    when `per_sub_env` (a guard must reach single sub-envs: restart one, reset one), is
+    wrapped in a SyncVectorEnv, each sub-env `i` passed through `wrap(env, i)` if given.
     """
     env_config = dict(env_config or {})
-    if (not per_sub_env and is_gym_id(env)
+    if (num_envs > 1 and not per_sub_env and is_gym_id(env)
             and gym.registry[env].vector_entry_point is not None):
         return gym.make_vec(env, num_envs, vectorization_mode="vector_entry_point", **env_config)
     probe = make_env(env, env_config)

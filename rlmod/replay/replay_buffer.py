@@ -192,18 +192,20 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def _hand_over(self) -> None:
         for start, stop in self._written:
+            # the min tree's leaves equal the sum tree's: copied once per waiting range
+            self._min_leaves[start:stop] = self._sum_leaves[start:stop]
             self._sum_tree.mark_written(start, stop)
             self._min_tree.mark_written(start, stop)
         self._written = []
 
     def _rows_written(self, start: int, stop: int) -> None:
-        """New rows get the largest priority so far: one slice per tree's leaves, and the
-        range joins the previous one when the ring writes on where it left off (an add
-        costs two slice writes, not two tree calls); the trees are told at the next read,
-        or once the waiting rows reach `HAND_OVER_ROWS`, when they also refresh."""
-        value = self.max_priority ** self.alpha
-        self._sum_leaves[start:stop] = value
-        self._min_leaves[start:stop] = value
+        """New rows get the largest priority so far: one slice of the sum tree's leaves
+        (the min tree's get the same values in one copy per waiting range when the trees
+        are told), and the range joins the previous one when the ring writes on where it
+        left off (an add costs one slice write, not two tree calls); the trees are told at
+        the next read, or once the waiting rows reach `HAND_OVER_ROWS`, when they also
+        refresh."""
+        self._sum_leaves[start:stop] = self.max_priority ** self.alpha
         written = self._written
         if written and written[-1][1] == start:
             written[-1][1] = stop

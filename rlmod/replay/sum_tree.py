@@ -103,15 +103,18 @@ class _Tree:
         for lo, hi in merged:
             for child, parent in pairs:
                 lo, hi = lo // BRANCHING, hi // BRANCHING
-                parent[lo:hi + 1] = self._op.reduce(
-                    child.reshape(-1, BRANCHING)[lo:hi + 1], axis=1)
+                parent[lo:hi + 1] = self._reduce(child.reshape(-1, BRANCHING)[lo:hi + 1])
         if self._stale_items:  # a parent listed twice is recomputed twice, to the same value
             idx = np.concatenate(self._stale_items)
             for child, parent in pairs:
                 idx = idx // BRANCHING
-                parent[idx] = self._op.reduce(child.reshape(-1, BRANCHING)[idx], axis=1)
+                parent[idx] = self._reduce(child.reshape(-1, BRANCHING)[idx])
         self._stale_ranges.clear()
         self._stale_items.clear()
+
+    def _reduce(self, children: np.ndarray) -> np.ndarray:
+        """`op` over each row of `children` (`[P, BRANCHING]`): the parents' values."""
+        return self._op.reduce(children, axis=1)
 
 
 class SumTree(_Tree):
@@ -159,6 +162,12 @@ class MinTree(_Tree):
 
     def __init__(self, capacity: int) -> None:
         super().__init__(capacity, op=np.minimum, identity=np.inf)
+
+    def _reduce(self, children: np.ndarray) -> np.ndarray:
+        # Minima are exact in any order: reduce along the rows of the transposed copy,
+        # where numpy vectorizes (16 us against 57 us over 1,024 parents here; np.minimum
+        # along short rows is not vectorized). Sums keep np.add's own order.
+        return np.minimum.reduce(np.ascontiguousarray(children.T), axis=0)
 
     def min(self) -> float:
         """The smallest value of all items set so far (+inf before any)."""

@@ -267,3 +267,24 @@ def test_env_that_raises_in_step_is_an_env_error_naming_the_env(cartpole_config)
                                        r"RuntimeError\('boom'\)"):
         runner.sample(num_timesteps=10)
     runner.stop()
+
+
+def test_one_cartpole_sub_env_steps_as_the_native_vector_env_would():
+    """One sub-env of an ID with a native vectorized implementation is the plain env in a
+    SyncVectorEnv (faster for one row); with one seed it steps exactly as the native one."""
+    from rlmod.env.registry import make_vector_env
+
+    one, two = make_vector_env("CartPole-v1", {}, 1), make_vector_env("CartPole-v1", {}, 2)
+    assert isinstance(one, gym.vector.SyncVectorEnv)
+    assert not isinstance(two, gym.vector.SyncVectorEnv)  # CartPole's vector_entry_point
+    native = gym.make_vec("CartPole-v1", 1, vectorization_mode="vector_entry_point")
+    obs, _ = one.reset(seed=3)
+    np.testing.assert_array_equal(obs, native.reset(seed=3)[0])
+    actions = np.random.default_rng(0).integers(0, 2, (600, 1))
+    dones = 0
+    for a in actions:  # several episodes: resets included
+        got, want = one.step(a), native.step(a)
+        for x, y in zip(got[:4], want[:4], strict=True):
+            np.testing.assert_array_equal(x, y)
+        dones += int(got[2][0] or got[3][0])
+    assert dones >= 3

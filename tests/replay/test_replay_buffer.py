@@ -303,6 +303,8 @@ def test_prioritized_adds_reach_the_trees_across_wraps_and_priority_updates() ->
             assert len(tree.levels) == 3
             for a, b in zip(tree.levels, fresh.levels, strict=True):
                 np.testing.assert_allclose(a, b, rtol=1e-12)
+        # the min tree's leaves are the sum tree's (copied when the trees are told)
+        np.testing.assert_array_equal(buf.min_tree.leaves[:len(buf)], buf.tree.leaves[:len(buf)])
     newest = (buf.next_index - 7001) % cap
     assert buf.tree.leaves[newest] == pytest.approx((9.0 + buf.epsilon) ** 0.7)
     # Many adds without a read: the trees are told (and refresh) by themselves.

@@ -26,6 +26,10 @@ from rlmod.utils.schedules import scheduled_value
 if TYPE_CHECKING:
     from rlmod.algorithms.dqn.dqn import DQNConfig
 
+TD_TARGETS = "td_targets"
+"""Minibatch key DQNLearner.step_minibatch adds without double Q while the target network
+is fixed: the TD targets `[B]`, computed for all remaining gradient steps at once."""
+
 
 def q_learning_targets(rewards: torch.Tensor, terminateds: torch.Tensor, n_step: torch.Tensor,
                        q_target_next: torch.Tensor, q_online_next: torch.Tensor | None, *,
@@ -57,11 +61,13 @@ class DQNLearner(OffPolicyLearner):
                                 fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
         q = fwd_out[QF_PREDS]  # [B, A]
         q_taken = q.gather(-1, batch[Columns.ACTIONS].long().unsqueeze(-1)).squeeze(-1)  # [B]
-        with torch.no_grad():
-            targets = q_learning_targets(
-                batch[Columns.REWARDS], batch[Columns.TERMINATEDS], batch[N_STEP],
-                fwd_out[QF_TARGET_NEXT_PREDS],
-                fwd_out[QF_NEXT_PREDS] if config.double_q else None, gamma=config.gamma)
+        targets = batch.get(TD_TARGETS)  # precomputed for this update (step_minibatch)
+        if targets is None:
+            with torch.no_grad():
+                targets = q_learning_targets(
+                    batch[Columns.REWARDS], batch[Columns.TERMINATEDS], batch[N_STEP],
+                    fwd_out[QF_TARGET_NEXT_PREDS],
+                    fwd_out[QF_NEXT_PREDS] if config.double_q else None, gamma=config.gamma)
         td_error = q_taken - targets
         if config.td_error_loss_fn == "huber":
             per_row = F.huber_loss(q_taken, targets, reduction="none", delta=1.0)
@@ -77,7 +83,8 @@ class DQNLearner(OffPolicyLearner):
                        num_steps: int) -> dict[str, torch.Tensor]:
         """Block `step` of the rows; while the target network keeps its weights to the end of
         the update, with its Q(new_obs, .) for all remaining steps computed in one forward
-        pass (the module computes it per step otherwise)."""
+        pass (the module computes it per step otherwise), and without double Q (whose
+        argmax needs the online network of each step) the TD targets from them too."""
         mb = super().step_minibatch(module_id, cols, step, num_steps)
         assert self.module is not None
         module: Any = self.module[module_id]
@@ -87,12 +94,19 @@ class DQNLearner(OffPolicyLearner):
         cached = self._target_q_next.get(module_id)
         if cached is None or cached[0] != version:
             size = next(iter(cols.values())).shape[0] // num_steps
+            rest = slice(step * size, None)
             with torch.no_grad():
-                q = module.target_q(module.flat_obs(cols[Columns.NEXT_OBS][step * size:]))
-            cached = self._target_q_next[module_id] = (version, step, q)
+                q = module.target_q(module.flat_obs(cols[Columns.NEXT_OBS][rest]))
+                config: Any = self.config.get_config_for_module(module_id)
+                targets = None if config.double_q else q_learning_targets(
+                    cols[Columns.REWARDS][rest], cols[Columns.TERMINATEDS][rest],
+                    cols[N_STEP][rest], q, None, gamma=config.gamma)
+            cached = self._target_q_next[module_id] = (version, step, q, targets)
         size = len(mb[Columns.NEXT_OBS])
-        first = (step - cached[1]) * size
-        mb[QF_TARGET_NEXT_PREDS] = cached[2][first:first + size]
+        rows = slice((step - cached[1]) * size, (step - cached[1] + 1) * size)
+        mb[QF_TARGET_NEXT_PREDS] = cached[2][rows]
+        if cached[3] is not None:
+            mb[TD_TARGETS] = cached[3][rows]
         return mb
 
     def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
@@ -101,7 +115,7 @@ class DQNLearner(OffPolicyLearner):
         """Sets each module's epsilon from its schedule, then `num_gradient_steps` gradient
         steps (OffPolicyLearner.update)."""
         assert self.module is not None
-        self._target_q_next: dict[str, tuple[int, int, torch.Tensor]] = {}
+        self._target_q_next: dict[str, tuple[int, int, torch.Tensor, torch.Tensor | None]] = {}
         now = int((timesteps or {}).get("num_env_steps_sampled_lifetime", 0))
         q_modules = [m for m in self._optimizers if hasattr(self.module[m], "epsilon")]
         for mid in q_modules:  # (a learner-only module beside them has no epsilon)
