@@ -21,7 +21,7 @@ from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack
 from rlmod.core.minibatch_stats import Logged, RowReduce, RowStat, mean_over_minibatches
 from rlmod.core.module_weights import numpy_weights
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.optim import Adam, AdamSlot, GroupAdam, clip_grad_norm, grad_norm, update_is_finite
+from rlmod.core.optim import Adam, AdamSlot, GroupAdam, grad_norm, update_is_finite
 from rlmod.core.stacked import find_stack_groups
 from rlmod.core.types import Array, Components, IntArray, StateDict, StateValue
 from rlmod.errors import NonFiniteUpdateError
@@ -363,7 +363,7 @@ class Learner(Checkpointable):
                 norm = None
             else:
                 params = optimizer.params
-                norm = clip_grad_norm(params, clip) if clip is not None else None
+                norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None else None
                 stepped = (not self._guard_non_finite
                            or update_is_finite(losses[mid], norm, params))
                 if stepped:

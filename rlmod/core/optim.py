@@ -156,21 +156,6 @@ def grad_norm(params: list[torch.nn.Parameter]) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
 
 
-@torch.no_grad()
-def clip_grad_norm(params: list[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
-    """`torch.nn.utils.clip_grad_norm_(params, max_norm)` for the Learner's one case (L2,
-    one device, CPU or CUDA): the same kernels in the same order (foreach norms, their
-    norm, `max_norm / (norm + 1e-6)` clamped to 1, one foreach multiply), so gradients and
-    the returned norm are bit-identical, without the dispatch torch's general version does
-    per call (device grouping, foreach support checks: 48 us against 25 us for a 256x256
-    Q-network's 6 tensors on this project's host, once per gradient step)."""
-    norm = grad_norm(params)
-    grads = [p.grad for p in params if p.grad is not None]
-    if grads:
-        torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
-    return norm
-
-
 class GroupAdam:
     """One Adam per module for the modules of a stacked group (rlmod.core.stacked), run as
     few calls of the fused kernel as their settings allow.
