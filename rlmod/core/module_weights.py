@@ -45,9 +45,10 @@ def numpy_weights(module: MultiRLModule, module_ids: Sequence[ModuleID], *,
         group = group_of[mid]
         if group is not None and 2 * asked[id(group)] >= len(group):
             if id(group) not in copies:
-                copies[id(group)] = _group_copy(group, module[mid], inference_only, copy)
-                if copies[id(group)] is not None and asked[id(group)] == len(group):
-                    out.stacked[id(group)] = (list(group.module_ids), *copies[id(group)])
+                made = copies[id(group)] = _group_copy(group, module[mid], inference_only,
+                                                       copy)
+                if made is not None and asked[id(group)] == len(group):  # pickled whole
+                    out.stacked[id(group)] = (list(group.module_ids), *made)
             group_copy = copies[id(group)]
             if group_copy is not None:
                 names, arrays = group_copy
