@@ -142,9 +142,14 @@ def _copy_rows(rows: list[np.ndarray], tensor: torch.Tensor) -> None:
     1,000 [256, 256] modules, `np.stack` into fresh memory cost 1.4 s of an EnvRunner's
     first `set_state`, the copy itself 0.05 s)."""
     if tensor.device.type == "cpu" and tensor.is_contiguous():
-        np.stack(rows, out=tensor.detach().numpy(), casting="same_kind")
-    else:
-        tensor.copy_(torch.from_numpy(np.stack(rows)))
+        try:
+            out = tensor.detach().numpy()
+        except TypeError:  # a dtype numpy lacks (bfloat16)
+            pass
+        else:  # casting as `Tensor.copy_` casts (the path below, and set_state's)
+            np.stack(rows, out=out, casting="unsafe")
+            return
+    tensor.copy_(torch.from_numpy(np.stack(rows)))
 
 
 def env_actions_per_row(data: dict[str, Any], n: int) -> np.ndarray:
