@@ -542,17 +542,20 @@ class Learner(Checkpointable):
 
     # ------------------------------------------------------------------ weights and state
     def get_weights(self, module_ids: Sequence[ModuleID] | None = None, *,
-                    inference_only: bool = False) -> dict[ModuleID, dict[str, Array]]:
+                    inference_only: bool = False, copy: bool = True
+                    ) -> dict[ModuleID, dict[str, Array]]:
         """Numpy copies of the weights by module ID: all modules (learner-only ones
         included) unless `module_ids` names some, as RLlib's `get_weights`.
 
         `inference_only` (rlmod's addition) keeps only what inference-only twins hold;
         weight sync to EnvRunners uses it with the IDs of the modules they have.
+        `copy=False` (rlmod's addition) gives views of the live weights instead, for a
+        caller that copies them at once (a weight sync's `ray.put`).
         """
         assert self.module is not None
         ids = self.module.keys() if module_ids is None else list(module_ids)
         # Copies (a CPU tensor's .numpy() shares its memory), stacked groups in one each.
-        return numpy_weights(self.module, ids, inference_only=inference_only)
+        return numpy_weights(self.module, ids, inference_only=inference_only, copy=copy)
 
     def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]) -> None:
         """Loads weights by module ID (RLlib's name for `set_state({"rl_module": ...})`)."""

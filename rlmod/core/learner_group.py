@@ -118,17 +118,21 @@ class LearnerGroup(Checkpointable):
         return cast("list[_R]", self._call("apply", [(func,)] * len(self._actors), **kwargs))
 
     def get_weights(self, module_ids: Sequence[ModuleID] | None = None, *,
-                    inference_only: bool = False) -> dict[ModuleID, dict[str, Array]]:
+                    inference_only: bool = False, copy: bool = True
+                    ) -> dict[ModuleID, dict[str, Array]]:
         """Numpy copies (not views) of the weights of all modules, learner-only ones
         included, or of those in `module_ids` (RLlib's `LearnerGroup.get_weights`).
 
         `inference_only=True` (rlmod's addition) keeps only what EnvRunners' inference-only
-        modules hold.
+        modules hold. `copy=False` (rlmod's addition) lets a local Learner hand out views
+        of its live weights, for a caller that copies them at once itself (the weight
+        sync's `ray.put`); remote Learners' weights arrive as copies anyway.
         """
         if self.is_remote:  # all hold the same weights: the first one's, numpy already
             return cast("dict[ModuleID, dict[str, Array]]", self._call(
                 "get_weights", [(module_ids,)], first_only=True, inference_only=inference_only)[0])
-        return self._learner.get_weights(module_ids, inference_only=inference_only)
+        return self._learner.get_weights(module_ids, inference_only=inference_only,
+                                         copy=copy)
 
     def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]) -> None:
         """Loads weights by module ID into the Learner(s) (RLlib's name)."""

@@ -264,8 +264,11 @@ class EnvRunnerGroup:
                       if m not in self.config.learner_only_module_ids]
         if self.local_env_runner is not None:
             module_ids = self.local_env_runner.module_ids
+        # Without a local EnvRunner the weights go straight into Ray's object store
+        # (`put` copies them there): no copy of them on the driver first.
         weights = from_learner_group.get_weights(module_ids=module_ids,
-                                                 inference_only=inference_only)
+                                                 inference_only=inference_only,
+                                                 copy=self.local_env_runner is not None)
         self._weights_seq_no += 1
         state: StateDict = {"rl_module": weights, WEIGHTS_SEQ_NO: self._weights_seq_no}
         if self.local_env_runner is not None:

@@ -125,16 +125,12 @@ class ModuleGroups:
             states = [rest[mid] for mid in sg.module_ids]
             if not sg.is_intact() or any(s.keys() != tensors.keys() for s in states):
                 continue
-            try:
-                stacked = {name: np.stack([np.asarray(s[name]) for s in states])
-                           for name in tensors}
-            except ValueError:  # some module's tensor has another shape
-                continue
-            if any(stacked[n].shape != tuple(t.shape) for n, t in tensors.items()):
-                continue
+            rows = {name: [np.asarray(s[name]) for s in states] for name in tensors}
+            if any(r.shape != tuple(t.shape[1:]) for n, t in tensors.items() for r in rows[n]):
+                continue  # some module's tensor has another shape: set_state names it
             with torch.no_grad():
                 for name, tensor in tensors.items():
-                    tensor.copy_(torch.from_numpy(stacked[name]))
+                    _copy_rows(rows[name], tensor)
             for mid in sg.module_ids:
                 del rest[mid]
         return rest
@@ -142,6 +138,22 @@ class ModuleGroups:
     def add_action_logp(self, g: int, batch: dict[str, Array]) -> None:
         """Adds the log-probs of group g's rows (all its modules at once)."""
         add_action_logp(batch, self.module[self.groups[g].lead])
+
+
+def _copy_rows(rows: list[Array], tensor: torch.Tensor) -> None:
+    """`tensor[i] = rows[i]` for every row, as one numpy call writing straight into the
+    tensor's memory where it is a contiguous CPU tensor: no `[M, ...]` intermediate (at
+    1,000 [256, 256] modules, `np.stack` into fresh memory cost 1.4 s of an EnvRunner's
+    first `set_state`, the copy itself 0.05 s)."""
+    if tensor.device.type == "cpu" and tensor.is_contiguous():
+        try:
+            out = tensor.detach().numpy()
+        except TypeError:  # a dtype numpy lacks (bfloat16)
+            pass
+        else:  # casting as `Tensor.copy_` casts (the path below, and set_state's)
+            np.stack(rows, out=out, casting="unsafe")
+            return
+    tensor.copy_(torch.from_numpy(np.stack(rows)))
 
 
 def env_actions_per_row(data: Mapping[str, object], n: int) -> Array:

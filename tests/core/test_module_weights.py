@@ -1,7 +1,10 @@
 """Tests of numpy_weights (rlmod/core/module_weights.py): stacked groups copied whole give
-exactly what copying each module's state gives, and copies, not views of the weights."""
+exactly what copying each module's state gives, copies, not views of the weights (views
+when asked), and pickled as one buffer per stacked parameter."""
 
 from __future__ import annotations
+
+import pickle
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +26,8 @@ def _multi(n: int = 6) -> MultiRLModule:
         for i in range(n - 1)})
     multi.add_module(f"p{n - 1}", DefaultPPORLModule(  # a module alone
         observation_space=BOX, action_space=TWO, model_config={"fcnet_hiddens": [3]}))
-    find_stack_groups(multi)
+    multi.__dict__["groups"] = find_stack_groups(multi)  # held, as a Learner holds them
+    assert len(multi.__dict__["groups"]) == 1
     return multi
 
 
@@ -71,3 +75,49 @@ def test_a_group_whose_modules_left_its_storage_is_copied_per_module() -> None:
     for m in want:
         for k in want[m]:
             np.testing.assert_array_equal(got[m][k], want[m][k])
+
+
+def test_views_without_copy_share_the_live_weights() -> None:
+    multi = _multi()
+    ids = [f"p{i}" for i in range(6)]
+    got, want = numpy_weights(multi, ids, copy=False), _plain(multi, ids, False)
+    for m in want:
+        for k in want[m]:
+            np.testing.assert_array_equal(got[m][k], want[m][k])
+    with torch.no_grad():
+        for p in multi.parameters():
+            p.add_(1.0)
+    for m in ("p1", "p5"):  # stacked and alone: both views
+        for k in want[m]:
+            np.testing.assert_array_equal(got[m][k], want[m][k] + 1.0)
+
+
+@pytest.mark.parametrize("ids", [["p0", "p1", "p2", "p3", "p4", "p5"], ["p4", "p2", "p5"],
+                                 ["p3", "p0", "p4", "p1", "p2"]])
+def test_pickled_a_whole_group_travels_as_one_buffer_per_name(ids: list[str]) -> None:
+    multi = _multi()
+    got = numpy_weights(multi, ids, inference_only=True)
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(got, protocol=5, buffer_callback=buffers.append)
+    back = pickle.loads(data, buffers=buffers)
+    assert type(back) is dict and list(back) == ids
+    for m in ids:
+        assert list(back[m]) == list(got[m])
+        for k in got[m]:
+            np.testing.assert_array_equal(back[m][k], got[m][k])
+    names = len(got[ids[0]])
+    whole = {"p0", "p1", "p2", "p3", "p4"} <= set(ids)  # the stacked group p0..p4
+    rows = sum(len(got[m]) for m in ids if m != "p5")
+    alone = len(got["p5"]) if "p5" in ids else 0
+    assert len(buffers) == (names if whole else rows) + alone
+
+
+def test_a_replaced_entry_is_pickled_as_it_is_now() -> None:
+    multi = _multi()
+    ids = [f"p{i}" for i in range(5)]
+    got = numpy_weights(multi, ids)
+    got["p2"] = {k: v + 5.0 for k, v in got["p2"].items()}
+    back = pickle.loads(pickle.dumps(got, protocol=5))
+    for m in ids:
+        for k in got[m]:
+            np.testing.assert_array_equal(back[m][k], got[m][k])

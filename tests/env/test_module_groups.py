@@ -176,3 +176,17 @@ def test_weights_of_whole_stack_groups_load_in_one_copy_per_parameter() -> None:
     bad["p0"][name] = np.zeros((3, 3), np.float32)
     with pytest.raises(ValueError, match=f"State does not fit.*{name}"):
         runner.set_state({"rl_module": bad})
+
+
+def test_whole_group_weights_of_another_dtype_load_cast_as_set_state_casts() -> None:
+    """float64 weights (e.g. a state saved by hand) go into the float32 stacked storage,
+    cast as `Tensor.copy_` casts."""
+    runner = MultiAgentEnvRunner(config=_config(MultiAgentCartPole, 4, None, stack=True))
+    rng = np.random.default_rng(1)
+    state = runner.get_state()["rl_module"]
+    new = {mid: {k: rng.normal(size=v.shape) for k, v in s.items()} for mid, s in state.items()}
+    runner.set_state({"rl_module": new})
+    for mid, s in runner.get_state()["rl_module"].items():
+        for k, v in s.items():
+            assert v.dtype == np.float32
+            np.testing.assert_array_equal(v, new[mid][k].astype(np.float32))
