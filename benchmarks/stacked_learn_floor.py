@@ -19,7 +19,10 @@ and runs `update()`; its GAE connector is timed alone on the same batch, so "SGD
 update minus GAE, the part the floor does.
 
     python benchmarks/stacked_learn_floor.py [--modules 1000] [--epochs 30] [--threads 1]
-        [--chunk 0 125] [--skip-rlmod]
+        [--chunk 0 125] [--skip-rlmod] [--rlmod-auto-threads]
+
+rlmod runs with `num_threads_per_learner=--threads` (the floor's count) unless
+`--rlmod-auto-threads` leaves it at None (rlmod's default).
 """
 
 from __future__ import annotations
@@ -117,7 +120,7 @@ def floor_update(m: int, rows: int, size: int, epochs: int, chunk: int, seed: in
     return time.perf_counter() - t, time.process_time() - c
 
 
-def rlmod_update(m: int, rows: int, epochs: int) -> dict[str, float]:
+def rlmod_update(m: int, rows: int, epochs: int, threads: int | None) -> dict[str, float]:
     """Seconds of rlmod's `Learner.update()` and of its GAE connector alone, on a synthetic
     batch of `rows` rows per module (the issue-17 config, `epochs` epochs)."""
     from learner_stacking import synthetic_batch
@@ -127,6 +130,7 @@ def rlmod_update(m: int, rows: int, epochs: int) -> dict[str, float]:
               .multi_agent(policies=set(ids), policy_mapping_fn=lambda aid, ep: aid)
               .rl_module(model_config={"fcnet_hiddens": [HIDDEN, HIDDEN]})
               .training(train_batch_size=4000, minibatch_size=128, num_epochs=epochs)
+              .learners(num_threads_per_learner=threads)
               .debugging(seed=0))
     spaces = {"__env__": (BOX, ACT), **{mid: (BOX, ACT) for mid in ids}}
     spec = config.get_multi_rl_module_spec(spaces=spaces, inference_only=False)
@@ -153,6 +157,8 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, nargs="+", default=[0, 125],
                         help="modules per forward+backward slice in the floor (0: all)")
     parser.add_argument("--skip-rlmod", action="store_true")
+    parser.add_argument("--rlmod-auto-threads", action="store_true",
+                        help="rlmod with num_threads_per_learner=None (auto) instead of --threads")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     m, rows, size = args.modules, args.rows_per_module, args.minibatch_size
@@ -162,7 +168,7 @@ def main() -> None:
            f"{args.threads} torch thread(s)")
     results = []
     if not args.skip_rlmod:
-        r = rlmod_update(m, rows, args.epochs)
+        r = rlmod_update(m, rows, args.epochs, None if args.rlmod_auto_threads else args.threads)
         results.append({"loop": "rlmod Learner.update()", "wall s": f"{r['sgd_s']:.1f}",
                         "CPU s": f"{r['sgd_cpu_s']:.1f}",
                         "M row passes per CPU s": f"{passes / r['sgd_cpu_s'] / 1e6:.3f}",
