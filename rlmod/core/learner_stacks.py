@@ -49,8 +49,9 @@ LARGE_GROUP_WORK) when `num_threads_per_learner` is None (auto; an explicit valu
 wins). Measured with benchmarks/stacked_learn_floor.py on the project's Xeon host: the
 floor loop of 1,000 [64, 64] PPO modules x 128 rows per minibatch ran 1.77x as fast on 2
 threads as on 1, 100 modules 1.96x; and the 4,000-env-step issue-17 train() (1,000
-modules) 1.65x (session 21: 72.8 against 120.1 s). Small updates stay on one thread, where
-the threads' synchronization costs about what it saves."""
+modules) took 60.5 / 63.0 s with this default against 125.8 / 124.3 s on one thread
+(benchmarks/stacked_train_ab.py, benchmarks/RESULTS.md). Small updates stay on one thread,
+where the threads' synchronization costs about what it saves."""
 
 LARGE_GROUP_WORK = 2**23
 """What makes a stacked group large: padded rows per minibatch x trainable parameters per
