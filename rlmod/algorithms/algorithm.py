@@ -84,7 +84,7 @@ class Algorithm(Checkpointable):
         threads, callbacks, metric windows and loggers, no evaluation group yet."""
         config = self.config
         seed_everything(config.seed)
-        torch.set_num_threads(config.num_threads_per_learner)
+        torch.set_num_threads(config.num_threads_per_learner or 1)  # None: auto (1 here)
         self.callbacks = Callbacks.from_config(config)
         self.metrics_logger = MetricsLogger()  # Algorithm-side hooks log here: result[key]
         self._env_runner_logger = MetricsLogger()  # EnvRunners' logs, merged: env_runners/

@@ -103,9 +103,13 @@ class CommonSettings:
     local_gpu_idx = Setting(0, section="learners", check=s.integer(min=0), doc=(
         "With num_gpus_per_learner > 0 and num_learners=0: which visible GPU (an index "
         "into CUDA_VISIBLE_DEVICES) the driver's Learner uses, as RLlib's."))
-    num_threads_per_learner = Setting(1, section="learners", check=s.integer(min=1), doc=(
-        "torch intra-op threads of in-process components. Small networks run fastest "
-        "on one thread: more threads cost more in synchronization than they save."))
+    num_threads_per_learner = Setting(None, section="learners",
+                                      check=s.optional(s.integer(min=1)), doc=(
+        "torch intra-op threads of in-process components. None (auto): 1, since small "
+        "networks run fastest on one thread (more threads cost more in synchronization "
+        "than they save), except Learner updates that train a large stacked group of "
+        "modules, which run on 2 (rlmod.core.learner_stacks.LARGE_GROUP_THREADS, where "
+        "the measurement is). A number: that many threads everywhere."))
     max_consecutive_non_finite_updates = Setting(3, section="learners",
                                                  check=s.integer(min=1), doc=(
         "A minibatch whose loss or gradient is NaN/inf is skipped for that module (its "

@@ -17,7 +17,13 @@ import torch
 from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
-from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack
+from rlmod.core.learner_stacks import (
+    StackBucket,
+    StackMinibatch,
+    TrainStack,
+    torch_threads,
+    update_threads,
+)
 from rlmod.core.minibatch_stats import Logged, RowReduce, RowStat, mean_over_minibatches
 from rlmod.core.module_weights import numpy_weights
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
@@ -285,10 +291,12 @@ class Learner(Checkpointable):
             for stack in self._stacks:
                 self._check_stack(stack)
                 stack.start_update(batch, configs, size if num_steps > 1 else None)
-            for _ in range(self.config.num_epochs):
-                for mb, stack_mbs in self._minibatches({m: batch[m] for m in trainable},
-                                                       num_rows, num_steps, size):
-                    self._sgd_step(mb, stack_mbs, configs)
+            threads = update_threads(self._stacks, self.config.num_threads_per_learner)
+            with torch_threads(threads):  # 2 threads for a large stacked group (auto)
+                for _ in range(self.config.num_epochs):
+                    for mb, stack_mbs in self._minibatches({m: batch[m] for m in trainable},
+                                                           num_rows, num_steps, size):
+                        self._sgd_step(mb, stack_mbs, configs)
             for stack in self._stacks:
                 self._group_means.update(stack.means())
         finally:  # the working rows go back into the modules, also when a guard raised

@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, TypeAlias, TypeVar, cast, overload
 
+import numpy as np
 import torch
 from torch import nn
 from torch.func import vmap
@@ -41,6 +42,13 @@ ForwardMethod: TypeAlias = Literal["forward_train", "forward_exploration", "forw
 """The module methods `call_padded` and `call_rows` run that return a TensorDict."""
 StackKey: TypeAlias = tuple[type[RLModule], bool, str, str, str]
 """`stack_key`: class, inference-only flag, spaces and model config (as JSON text)."""
+
+VALUES_CHUNK_SLOTS = 2**15
+"""`StackedGroup.compute_values` without autograd (GAE over a whole batch) runs modules in
+slices of at most this many padded rows: 1,000 modules of [64, 64] with 1,554 rows each
+(obs and next obs: 3.1M padded rows) made [1000, 3108, 64] activations of 795 MB, whose
+fresh pages cost more than the matmuls (2.7 s for the value pass of a 4,000-env-step
+batch on the project's Xeon host; in 8 MB slices: see benchmarks/RESULTS.md, issue 17)."""
 
 # module -> the group it was last stacked into (weak both ways: no attribute on the module,
 # so modules stay picklable and copyable, and a dropped group or module is freed).
@@ -309,9 +317,40 @@ class StackedGroup:
         if n == 0:
             values: torch.Tensor = getattr(self.modules[0], "compute_values")(batch)  # noqa: B009
             return values
-        layout = RowLayout(index, len(self))
-        padded = {k: layout.pad(v) for k, v in batch.items()}
-        return layout.unpad(self.call_padded("compute_values", padded))  # type: ignore[no-any-return]
+        index = index.long()
+        widest = int(torch.bincount(index).max())
+        if torch.is_grad_enabled() or len(self) * widest <= VALUES_CHUNK_SLOTS:
+            layout = RowLayout(index, len(self))
+            padded = {k: layout.pad(v) for k, v in batch.items()}
+            return layout.unpad(self.call_padded("compute_values", padded))  # type: ignore[no-any-return]
+        return self._values_in_chunks(batch, index)
+
+    def _values_in_chunks(self, batch: TensorDict, index: torch.Tensor) -> torch.Tensor:
+        """`compute_values` without autograd, over slices of modules of at most
+        VALUES_CHUNK_SLOTS padded rows each (each slice padded to its own widest module,
+        its parameters views): the activations stay small (see VALUES_CHUNK_SLOTS)."""
+        counts = torch.bincount(index, minlength=len(self)).tolist()
+        order = torch.argsort(index, stable=True)
+        starts = np.cumsum([0, *counts]).tolist()  # module i's rows: order[starts[i]:starts[i+1]]
+        out: torch.Tensor | None = None
+        a = 0
+        while a < len(self):
+            b, widest = a + 1, counts[a]
+            while b < len(self) and max(widest, counts[b]) * (b + 1 - a) <= VALUES_CHUNK_SLOTS:
+                widest = max(widest, counts[b])
+                b += 1
+            rows = order[starts[a]:starts[b]]
+            if rows.shape[0]:
+                layout = RowLayout(index[rows] - a, b - a)
+                padded = {k: layout.pad(v[rows]) for k, v in batch.items()}
+                params = {str(j): t[a:b] for j, t in enumerate(self._stacked)}
+                values = layout.unpad(self.call_padded("compute_values", padded, params=params))
+                if out is None:
+                    out = values.new_empty((index.shape[0], *values.shape[1:]))
+                out[rows] = values
+            a = b
+        assert out is not None
+        return out
 
 
 def _as_batch(obs: torch.Tensor | TensorDict) -> TensorDict:

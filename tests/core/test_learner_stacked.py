@@ -3,6 +3,8 @@ state and guards as training every module alone."""
 
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -269,6 +271,35 @@ def test_modules_with_very_different_row_counts_run_in_buckets_with_the_same_res
             torch.testing.assert_close(a, b, atol=ATOL, rtol=1e-3)
     for a in algos.values():
         a.stop()
+
+
+def test_a_large_group_updates_on_two_threads_unless_the_user_set_a_count(monkeypatch):
+    """num_threads_per_learner=None (the default): an update that trains a stacked group of
+    at least LARGE_GROUP_WORK runs on LARGE_GROUP_THREADS torch threads and restores the
+    count after; an explicit count wins; small groups stay on the process's count."""
+    import rlmod.core.learner_stacks as learner_stacks
+
+    seen: list[int] = []
+    step = learner_stacks.TrainStack.step
+
+    def spy(self, stepped):
+        seen.append(torch.get_num_threads())
+        return step(self, stepped)
+
+    monkeypatch.setattr(learner_stacks.TrainStack, "step", spy)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for threads, work, expected in ((None, 1, 2), (None, 2**40, 1), (1, 1, 1)):
+            monkeypatch.setattr(learner_stacks, "LARGE_GROUP_WORK", work)
+            algo = config(stack=True).learners(num_threads_per_learner=threads).build_algo()
+            seen.clear()
+            algo.train()
+            algo.stop()
+            assert seen and set(seen) == {min(expected, os.cpu_count() or 1)}, (threads, work)
+            assert torch.get_num_threads() == 1  # restored for the EnvRunners
+    finally:
+        torch.set_num_threads(previous)
 
 
 def test_row_buckets_minimize_padded_slots_plus_a_cost_per_bucket():

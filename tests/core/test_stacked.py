@@ -83,6 +83,29 @@ def test_stacked_forwards_equal_per_module_forwards(inference_only: bool) -> Non
     assert group.forward_exploration(obs[:0], index[:0])["action_dist_inputs"].shape == (0, 2)
 
 
+def test_values_without_autograd_run_in_module_slices_with_the_same_result(monkeypatch) -> None:
+    """GAE's value pass (no autograd) runs modules in slices of at most VALUES_CHUNK_SLOTS
+    padded rows, each padded to its own widest module: the values are those of the whole
+    group padded at once and of each module alone, for uneven rows and modules without
+    rows."""
+    import rlmod.core.stacked as stacked
+
+    m = multi(7)
+    [group] = find_stack_groups(m)
+    counts = [9, 0, 3, 1, 12, 0, 5]  # p1 and p5 have no rows
+    index = torch.from_numpy(np.random.default_rng(0).permutation(
+        np.repeat(np.arange(7), counts)))
+    obs = torch.randn(len(index), 4)
+    with torch.no_grad():
+        whole = group.compute_values(obs, index)
+        monkeypatch.setattr(stacked, "VALUES_CHUNK_SLOTS", 12)  # slices of 1-4 modules
+        sliced = group.compute_values(obs, index)
+    torch.testing.assert_close(sliced, whole, atol=1e-6, rtol=1e-5)
+    for r, i in enumerate(index.tolist()):
+        torch.testing.assert_close(sliced[r], m[f"p{i}"].compute_values(
+            {"obs": obs[r:r + 1]})[0], atol=1e-6, rtol=1e-5)
+
+
 def test_per_module_view_and_stacked_storage_agree() -> None:
     m = multi(4)
     before = {k: v.clone() for k, v in m["p1"].get_state().items()}
