@@ -151,7 +151,15 @@ def _copy_rows(rows: list[Array], tensor: torch.Tensor) -> None:
         except TypeError:  # a dtype numpy lacks (bfloat16)
             pass
         else:  # casting as `Tensor.copy_` casts (the path below, and set_state's)
+            if any(np.may_share_memory(r, out) for r in rows):  # rows of this very tensor
+                out = out.copy()
+                np.stack(rows, out=out, casting="unsafe")
+                tensor.copy_(torch.from_numpy(out))
+                return
             np.stack(rows, out=out, casting="unsafe")
+            # A write through numpy leaves torch's version counter alone; caches keyed on
+            # it (stacked_acting's transposed weights) must see the new weights.
+            torch.autograd.graph.increment_version(tensor)
             return
     tensor.copy_(torch.from_numpy(np.stack(rows)))
 

@@ -190,3 +190,22 @@ def test_whole_group_weights_of_another_dtype_load_cast_as_set_state_casts() -> 
         for k, v in s.items():
             assert v.dtype == np.float32
             np.testing.assert_array_equal(v, new[mid][k].astype(np.float32))
+
+
+def test_whole_group_weights_that_are_rows_of_the_group_itself_load_unchanged() -> None:
+    """`set_state` with the runner's own stacked rows, permuted (views of the storage it
+    writes into), gives each module the row it was handed, not a half-overwritten one."""
+    runner = MultiAgentEnvRunner(config=_config(MultiAgentCartPole, 4, None, stack=True))
+    runner.sample()
+    before = {m: {k: np.array(v) for k, v in s.items()}
+              for m, s in runner.get_state()["rl_module"].items()}
+    order = list(before)
+    assert len(order) == 4 and runner._groups.num_stacked == 4  # one stacked group
+    live = {mid: {k: t.detach().numpy() for k, t in runner.module[mid].get_state().items()}
+            for mid in order}
+    swapped = {mid: live[order[(i + 1) % 4]] for i, mid in enumerate(order)}
+    runner.set_state({"rl_module": swapped})
+    after = runner.get_state()["rl_module"]
+    for i, mid in enumerate(order):
+        for k, v in after[mid].items():
+            np.testing.assert_array_equal(v, before[order[(i + 1) % 4]][k])
