@@ -44,30 +44,15 @@ print(json.dumps({
 """
 
 I17_SAMPLE = r"""
-import json, sys, time
+import json, os, sys, time
 import numpy as np
 import torch
-from rlmod.algorithms.ppo import PPOConfig
-from rlmod.env import MultiAgentEnvRunner
-from rlmod.testing import MultiAgentCartPole
-agents, num_envs, rounds, steps = (int(a) for a in sys.argv[1:5])
-sizes = [int(m) for m in sys.argv[5].split(",")]
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
+from stacked_acting import make_runner
+agents, num_envs, rounds, steps = (int(a) for a in sys.argv[2:6])
+sizes = [int(m) for m in sys.argv[6].split(",")]
 torch.set_num_threads(1)
-
-def runner(num_modules):
-    config = (PPOConfig()
-              .environment(MultiAgentCartPole, env_config={"num_agents": agents})
-              .env_runners(num_envs_per_env_runner=num_envs)
-              .multi_agent(policies={f"p{i}" for i in range(num_modules)},
-                           policy_mapping_fn=lambda aid, episode: f"p{aid % num_modules}")
-              .rl_module(model_config={"fcnet_hiddens": [64, 64]})
-              .debugging(seed=0))
-    r = MultiAgentEnvRunner(config=config)
-    r.sample(num_timesteps=num_envs * steps)  # steady state first
-    r.get_metrics()
-    return r
-
-runners = {m: runner(m) for m in sizes}
+runners = {m: make_runner(m, num_envs, steps, agents) for m in sizes}
 rates = {m: [] for m in sizes}
 for _ in range(rounds):  # alternating: the machine's speed drifts
     for m, r in runners.items():
@@ -141,8 +126,8 @@ def issue17_section(args: argparse.Namespace) -> None:
             f"{large['rss_train_mb']:,.0f} MB)", large["train_s"] <= 60)
     else:
         add("first train(), 4,000 env steps", "<= 60 s", large, False)
-    sample = rl.run_child(sys.executable, I17_SAMPLE, 1000, args.issue17_envs,
-                          args.issue17_rounds, 10, "10,1000")
+    sample = rl.run_child(sys.executable, I17_SAMPLE, os.path.abspath(__file__), 1000,
+                          args.issue17_envs, args.issue17_rounds, 10, "10,1000")
     add("sampling agent steps/s, 1,000 vs 10 modules", ">= 0.8",
         f"{sample['ratio']:.2f} ({sample['ratio_min']:.2f}-{sample['ratio_max']:.2f}; "
         f"{sample['rates']['1000']:,.0f} vs {sample['rates']['10']:,.0f})",

@@ -32,9 +32,12 @@ from rlmod.testing import MultiAgentCartPole
 AGENTS = 1000
 
 
-def make_runner(num_modules: int, num_envs: int, steps: int) -> MultiAgentEnvRunner:
+def make_runner(num_modules: int, num_envs: int, steps: int,
+                agents: int = AGENTS) -> MultiAgentEnvRunner:
+    """`agents` MultiAgentCartPole agents mapped round-robin to `num_modules` [64, 64]
+    modules, sampled to steady state (also issue 17's sampling child in _stacked_scale)."""
     config = (PPOConfig()
-              .environment(MultiAgentCartPole, env_config={"num_agents": AGENTS})
+              .environment(MultiAgentCartPole, env_config={"num_agents": agents})
               .env_runners(num_envs_per_env_runner=num_envs)
               .multi_agent(policies={f"p{i}" for i in range(num_modules)},
                            policy_mapping_fn=lambda aid, episode: f"p{aid % num_modules}")

@@ -2,7 +2,7 @@
 
 Used wherever stored text becomes a class or function: `AlgorithmConfig.from_dict`,
 `rlmod train --config`, `Algorithm.from_checkpoint`, `RLModule.from_checkpoint`. In the
-spirit of `torch.load(weights_only=True)` and `trust_remote_code`: a path resolves only
+spirit of PyTorch's weights-only loading and `trust_remote_code`: a path resolves only
 inside `rlmod` or inside a package the caller trusts explicitly (`trusted_modules=["mypkg"]`,
 `rlmod train --trust mypkg`), and it is refused *before* anything is imported. After the
 import, the object must be of the kind its field expects (an env class, an RLModule
