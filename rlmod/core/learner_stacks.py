@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Literal, TypeAlias, overload
 import numpy as np
 import torch
 
+from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.optim import GroupAdam, is_identity_order
 from rlmod.core.rl_module import RLModule
 from rlmod.core.stacked import ForwardMethod, StackedGroup
+from rlmod.core.stacked_train import StackedTraining, Workspace
 from rlmod.core.types import BoolArray, IntArray
 
 if TYPE_CHECKING:
@@ -130,11 +132,16 @@ class StackBucket:
     """Modules `start:stop` of a TrainStack's working order, as `compute_losses_for_group`
     sees them: `module_ids`, `modules`, `positions` (their working positions, a slice;
     None where the bucket is every module of the update) and `call_padded`, which runs
-    these modules with their working parameter rows (views: no gather)."""
+    these modules with their working parameter rows (views: no gather); `forward_train`
+    takes the fast path of rlmod.core.stacked_train where the class declares train layers,
+    its activations in `workspace` (the bucket's own, for one update)."""
 
     def __init__(self, stack: TrainStack, start: int, stop: int, width: int,
-                 params: Mapping[str, torch.Tensor], whole: bool) -> None:
+                 params: Mapping[str, torch.Tensor], whole: bool,
+                 workspace: Workspace) -> None:
         self.group = stack.group
+        self.fast_train = stack.fast_train
+        self.workspace = workspace
         self.start, self.stop, self.width = start, stop, width
         self.module_ids: list[ModuleID] = stack.ids[start:stop]
         self.modules: list[RLModule] = [stack.group.modules[i]
@@ -157,6 +164,9 @@ class StackBucket:
     def call_padded(self, method: Literal["compute_values"] | ForwardMethod, batch: TensorDict,
                     *args: torch.Tensor) -> TensorDict | torch.Tensor:
         """`StackedGroup.call_padded` of these modules, on their working rows."""
+        if (method == "forward_train" and self.fast_train is not None and not args
+                and StackedTraining.enabled and torch.is_grad_enabled()):
+            return self.fast_train(batch[Columns.OBS], self.params, self.workspace)
         return self.group.call_padded(method, batch, *args, params=self.params)
 
 
@@ -185,6 +195,8 @@ class TrainStack:
         self.group = group
         self.optimizer = optimizer
         self.module_ids = group.module_ids
+        self.fast_train = StackedTraining.of(group)  # forward_train's fast path, or None
+        self._workspaces: list[Workspace] = []  # per bucket, for one update
         self.ids: list[ModuleID] = []
         self.position: dict[ModuleID, int] = {}
         self.order = np.zeros(0, dtype=np.int64)
@@ -272,8 +284,11 @@ class TrainStack:
                     self._leaves[j].append((start, part))
                     j += 1
                 leaves[name] = part
+            if len(self._workspaces) <= len(self._buckets):
+                self._workspaces.append(Workspace())
             self._buckets.append(StackBucket(self, start, stop, width, leaves,
-                                             whole=len(spans) == 1))
+                                             whole=len(spans) == 1,
+                                             workspace=self._workspaces[len(self._buckets)]))
             k_here = torch.from_numpy(self._k[start:stop]).to(device)
             self._masks.append(torch.arange(width, device=device).unsqueeze(0)
                                < k_here.unsqueeze(1))
@@ -297,6 +312,7 @@ class TrainStack:
             self.optimizer.put_rows(self.work, self.order)
         self.work, self._leaves, self._buckets, self._masks = None, [], [], []
         self._epoch, self._in_order, self.columns = [], None, {}
+        self._workspaces = []  # activation buffers live for one update
 
     # ------------------------------------------------------------------ minibatches
     def start_epoch(self, perms: Sequence[IntArray] | None, num_steps: int) -> None:

@@ -65,6 +65,17 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         instead of vmap (rlmod/core/stacked_acting.py)."""
         return None if self._free_log_std else [*self.encoder, *self.pi]
 
+    def stacked_train_layers(self) -> dict[str, list[nn.Module]] | None:
+        """Per column `_forward_train` returns, the layers whose composition on the
+        flattened observation gives it: encoder then policy head (ACTION_DIST_INPUTS), the
+        value encoder (EMBEDDINGS); None with a free log-std or a shared encoder. Stacked
+        groups then train through batched matmuls with a reused workspace instead of vmap
+        (rlmod/core/stacked_train.py)."""
+        if self._free_log_std or self.config.vf_share_layers or self.inference_only:
+            return None
+        return {Columns.ACTION_DIST_INPUTS: [*self.encoder, *self.pi],
+                Columns.EMBEDDINGS: [*self.vf_encoder]}
+
     def _dist_inputs(self, embeddings: torch.Tensor) -> torch.Tensor:
         return self._with_log_std(self.pi(embeddings))
 
