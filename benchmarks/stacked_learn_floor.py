@@ -9,7 +9,9 @@ minibatch. The floor runs exactly that and nothing else: parameters as `[M, ...]
 tensors, `bmm` + bias + tanh per layer, a PPO-shaped loss (log-softmax, ratio, clipped
 surrogate, entropy, KL to the old logits, value loss, per-module means), one backward
 pass, one `torch._fused_adam_` call over all parameters; the minibatch rows are one
-gather per epoch (a shuffle) and views per minibatch. `--chunk` runs each minibatch as
+gather per epoch (a shuffle) and views per minibatch; each loop also runs with its hidden
+activations in buffers kept across minibatches (ReusedMLP: no fresh pages per minibatch,
+as rlmod.core.stacked_train does). `--chunk` runs each minibatch as
 forward + backward per slice of that many modules (modules are independent, so the
 gradients are the same), keeping the activations in cache.
 
@@ -64,10 +66,56 @@ def mlp(x: torch.Tensor, layers: list[torch.Tensor]) -> torch.Tensor:
     return x
 
 
-def floor_loss(params: list[torch.Tensor], cols: dict[str, torch.Tensor]) -> torch.Tensor:
-    """PPO's clipped loss with value and KL terms, per module mean, summed: `[M, K]` rows."""
-    logits = mlp(cols["obs"], params[:6])  # [M, K, 2]
-    values = mlp(cols["obs"], params[6:]).squeeze(-1)  # [M, K]
+class ReusedMLP(torch.autograd.Function):
+    """`mlp` with its hidden activations and their gradients in buffers that keep their
+    memory from one minibatch to the next (`buffers`, by key): no fresh pages per
+    minibatch. The same kernels as autograd's backward of `mlp`."""
+
+    @staticmethod
+    def forward(ctx, x, buffers, tag, *layers):  # type: ignore[override]
+        hs, n = [x], len(layers) // 2
+        for i in range(n):
+            w, b = layers[2 * i], layers[2 * i + 1]
+            shape = (x.shape[0], x.shape[1], w.shape[2])
+            out = x.new_empty(shape) if i == n - 1 else _buffer(buffers, (tag, "h", i), shape)
+            torch.bmm(hs[-1], w, out=out).add_(b)
+            hs.append(out.tanh_() if i < n - 1 else out)
+        ctx.hs, ctx.buffers, ctx.tag = hs, buffers, tag
+        ctx.save_for_backward(*layers)
+        return hs[-1]
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[override]
+        layers, hs = ctx.saved_tensors, ctx.hs
+        grads: list[torch.Tensor | None] = [None] * len(layers)
+        for i in reversed(range(len(layers) // 2)):
+            if i < len(layers) // 2 - 1:
+                g = torch.ops.aten.tanh_backward.grad_input(
+                    g, hs[i + 1], grad_input=_buffer(ctx.buffers, (ctx.tag, "g", i), g.shape))
+            grads[2 * i] = torch.bmm(hs[i].transpose(1, 2), g)
+            grads[2 * i + 1] = g.sum(1, keepdim=True)
+            if i > 0:
+                g = torch.bmm(g, layers[2 * i].transpose(1, 2),
+                              out=_buffer(ctx.buffers, (ctx.tag, "gx", i), hs[i].shape))
+        return (None, None, None, *grads)
+
+
+def _buffer(buffers: dict, key: tuple, shape: tuple[int, ...]) -> torch.Tensor:
+    if key not in buffers or buffers[key].shape != shape:
+        buffers[key] = torch.empty(shape)
+    return buffers[key]
+
+
+def floor_loss(params: list[torch.Tensor], cols: dict[str, torch.Tensor],
+               buffers: dict | None = None) -> torch.Tensor:
+    """PPO's clipped loss with value and KL terms, per module mean, summed: `[M, K]` rows;
+    with `buffers`, the MLPs keep their activations there (ReusedMLP)."""
+    if buffers is None:
+        logits = mlp(cols["obs"], params[:6])  # [M, K, 2]
+        values = mlp(cols["obs"], params[6:]).squeeze(-1)  # [M, K]
+    else:
+        logits = ReusedMLP.apply(cols["obs"], buffers, "pi", *params[:6])
+        values = ReusedMLP.apply(cols["obs"], buffers, "vf", *params[6:]).squeeze(-1)
     logp_all = torch.log_softmax(logits, -1)
     logp = logp_all.gather(-1, cols["actions"].unsqueeze(-1)).squeeze(-1)
     ratio = torch.exp(logp - cols["action_logp"])
@@ -82,10 +130,11 @@ def floor_loss(params: list[torch.Tensor], cols: dict[str, torch.Tensor]) -> tor
     return per_module.sum()
 
 
-def floor_update(m: int, rows: int, size: int, epochs: int, chunk: int, seed: int = 0
-                 ) -> tuple[float, float]:
+def floor_update(m: int, rows: int, size: int, epochs: int, chunk: int, seed: int = 0,
+                 reuse: bool = False) -> tuple[float, float]:
     """(wall, CPU) seconds of the floor loop: `epochs` x (rows // size) minibatches of `size` rows per
-    module, `m` modules; `chunk` > 0: forward + backward per slice of that many modules."""
+    module, `m` modules; `chunk` > 0: forward + backward per slice of that many modules;
+    `reuse`: activations in buffers kept across minibatches (ReusedMLP)."""
     gen = torch.Generator().manual_seed(seed)
     params = floor_params(m)
     exp_avg = [torch.zeros_like(p) for p in params]
@@ -98,6 +147,7 @@ def floor_update(m: int, rows: int, size: int, epochs: int, chunk: int, seed: in
              "value_targets": torch.randn(m, rows, generator=gen)}
     steps = rows // size
     chunk = chunk or m
+    buffers: dict | None = {} if reuse else None
     step_count = 0
     t, c = time.perf_counter(), time.process_time()
     for _ in range(epochs):
@@ -109,7 +159,7 @@ def floor_update(m: int, rows: int, size: int, epochs: int, chunk: int, seed: in
                 p.grad = None
             for a in range(0, m, chunk):
                 cols = {c: v[a:a + chunk, s * size:(s + 1) * size] for c, v in shuffled.items()}
-                loss = floor_loss([p[a:a + chunk] for p in params], cols)
+                loss = floor_loss([p[a:a + chunk] for p in params], cols, buffers)
                 loss.backward()
             step_count += 1
             step = torch.tensor(float(step_count))
@@ -175,10 +225,12 @@ def main() -> None:
                         "note": f"SGD only: update {r['update_s']:.1f} s - GAE "
                                 f"{r['gae_s']:.1f} s"})
     for chunk in args.chunk:
-        s, cpu = floor_update(m, rows, size, args.epochs, chunk)
-        results.append({"loop": f"floor, chunk {chunk or m}", "wall s": f"{s:.1f}",
-                        "CPU s": f"{cpu:.1f}",
-                        "M row passes per CPU s": f"{passes / cpu / 1e6:.3f}", "note": ""})
+        for reuse in (False, True):
+            s, cpu = floor_update(m, rows, size, args.epochs, chunk, reuse=reuse)
+            results.append({"loop": f"floor, chunk {chunk or m}", "wall s": f"{s:.1f}",
+                            "CPU s": f"{cpu:.1f}",
+                            "M row passes per CPU s": f"{passes / cpu / 1e6:.3f}",
+                            "note": "activations in reused buffers" if reuse else ""})
     table(results, ["loop", "wall s", "CPU s", "M row passes per CPU s", "note"])
     print("CPU s: the process's CPU time (user + system, all threads): on a shared machine "
           "it moves less with other jobs than wall time does.")

@@ -10,15 +10,14 @@ path, `StackedGroup.call_padded` (vmap over the class's own methods).
 
 Why: a minibatch of 1,000 [64, 64] PPO modules x 128 rows makes some twenty activation
 and gradient tensors of 33 MB each. The CPU allocator gives them back to the system when
-they are freed, so every minibatch faults them in again (zeroed pages): in the issue-17
-4,000-env-step `train()` that was 8M page faults, about a third of the learn phase
-(system time 32 of 135 CPU seconds; Xeon host, 2 threads). Here the hidden activations
-and their gradients are written into buffers the TrainStack keeps (`Workspace`), and the
-backward pass is written out (the same kernels autograd runs: `bmm`, `tanh_backward`,
-sums). Measured with benchmarks/stacked_learn_floor.py's loop, 2 threads, 2 epochs: 3.25
--> 2.63 s, page faults 691k -> 65k, gradients bit-identical; end to end see
-benchmarks/RESULTS.md (issue 17, session 23). Tested against the vmap path in
-tests/core/test_stacked_train.py.
+they are freed, so every minibatch faulted them in again as zeroed pages: the issue-17
+4,000-env-step `train()` took 9.3M page faults and 52 of its 155 CPU seconds in the kernel
+(Xeon host, 2 threads). Here the hidden activations and their gradients are written into
+buffers kept for the update (`Workspace`), and the backward pass is written out (the same
+kernels autograd runs: `bmm`, `tanh_backward`, sums). That `train()`, alternating fresh
+processes on a quiet machine: 70.6 / 71.9 s before, 47.0 / 44.6 s after (0.94M page
+faults); benchmarks/stacked_train_ab.py, RESULTS.md (issue 17, session 23). Tested
+against the vmap path in tests/core/test_stacked_train.py.
 
 A workspace holds one forward's activations at a time: a second `forward_train` of the
 same bucket before the first one's backward would overwrite what that backward needs, so
