@@ -134,14 +134,13 @@ class StackBucket:
     None where the bucket is every module of the update) and `call_padded`, which runs
     these modules with their working parameter rows (views: no gather); `forward_train`
     takes the fast path of rlmod.core.stacked_train where the class declares train layers,
-    its activations in `workspace` (the bucket's own, for one update)."""
+    its activations in the bucket's own `workspace` (for one update, as the bucket)."""
 
     def __init__(self, stack: TrainStack, start: int, stop: int, width: int,
-                 params: Mapping[str, torch.Tensor], whole: bool,
-                 workspace: Workspace) -> None:
+                 params: Mapping[str, torch.Tensor], whole: bool) -> None:
         self.group = stack.group
         self.fast_train = stack.fast_train
-        self.workspace = workspace
+        self.workspace = Workspace()
         self.start, self.stop, self.width = start, stop, width
         self.module_ids: list[ModuleID] = stack.ids[start:stop]
         self.modules: list[RLModule] = [stack.group.modules[i]
@@ -196,7 +195,6 @@ class TrainStack:
         self.optimizer = optimizer
         self.module_ids = group.module_ids
         self.fast_train = StackedTraining.of(group)  # forward_train's fast path, or None
-        self._workspaces: list[Workspace] = []  # per bucket, for one update
         self.ids: list[ModuleID] = []
         self.position: dict[ModuleID, int] = {}
         self.order = np.zeros(0, dtype=np.int64)
@@ -284,11 +282,8 @@ class TrainStack:
                     self._leaves[j].append((start, part))
                     j += 1
                 leaves[name] = part
-            if len(self._workspaces) <= len(self._buckets):
-                self._workspaces.append(Workspace())
             self._buckets.append(StackBucket(self, start, stop, width, leaves,
-                                             whole=len(spans) == 1,
-                                             workspace=self._workspaces[len(self._buckets)]))
+                                             whole=len(spans) == 1))
             k_here = torch.from_numpy(self._k[start:stop]).to(device)
             self._masks.append(torch.arange(width, device=device).unsqueeze(0)
                                < k_here.unsqueeze(1))
@@ -312,7 +307,6 @@ class TrainStack:
             self.optimizer.put_rows(self.work, self.order)
         self.work, self._leaves, self._buckets, self._masks = None, [], [], []
         self._epoch, self._in_order, self.columns = [], None, {}
-        self._workspaces = []  # activation buffers live for one update
 
     # ------------------------------------------------------------------ minibatches
     def start_epoch(self, perms: Sequence[IntArray] | None, num_steps: int) -> None:

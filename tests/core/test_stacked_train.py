@@ -40,8 +40,7 @@ def _values_and_grads(group: StackedGroup, obs: torch.Tensor, fast: bool):
         assert training is not None
         out = training(obs, params, Workspace())
     else:
-        full = group.call_padded("forward_train", {Columns.OBS: obs}, params=params)
-        out = {k: full[k] for k in (Columns.ACTION_DIST_INPUTS, Columns.EMBEDDINGS)}
+        out = group.call_padded("forward_train", {Columns.OBS: obs}, params=params)
     _loss(out).backward()
     return ({k: v.detach() for k, v in out.items()},
             {k: p.grad for k, p in params.items() if p.grad is not None})
