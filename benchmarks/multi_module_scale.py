@@ -8,7 +8,8 @@ resource.getrusage); RLlib's children run with --rllib-python, under --rllib-tim
     python benchmarks/multi_module_scale.py [--sizes 10 100 1000 10000] [--skip-train]
         [--skip-sample] [--num-envs 32 64] [--rounds 12]
         [--rllib-python /path/to/python] [--rllib-max-n 1000] [--rllib-timeout 900]
-        [--issue17-only] [--skip-issue17] [--skip-10k]
+        [--issue17-only] [--skip-issue17] [--skip-10k] [--issue17-sample-only]
+        [--issue17-threads auto|N]
 
 Issue 17 (stacked modules) has its own section and table: build and first train() of
 1,000 agents with one module each (64 and 4,000 env steps), peak RSS, sampling and Learner
@@ -424,6 +425,11 @@ def main() -> None:
     i17.add_argument("--issue17-envs", type=int, default=32)
     i17.add_argument("--issue17-rounds", type=int, default=8)
     i17.add_argument("--issue17-learner-rows", type=int, default=64_000)
+    i17.add_argument("--issue17-sample-only", action="store_true",
+                     help="only the sampling child (no build/train/Learner children)")
+    i17.add_argument("--issue17-threads", default="auto",
+                     help="num_threads_per_learner of the sampling child: auto (None, "
+                          "the default) or a count")
     i17.add_argument("--issue17-timeout", type=float, default=600.0,
                      help="seconds per build/train child")
     rllib = parser.add_argument_group("RLlib side by side (each in a child process)")
