@@ -87,7 +87,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     sizes = (10, 1000)
-    runners = {m: make_runner(m, args.envs, args.steps) for m in sizes}
+    # One thread throughout: num_threads_per_learner=1 turns the runners' auto rule off
+    # (rlmod.env.acting_threads), so recorded and replayed forwards compare.
+    runners = {m: make_runner(m, args.envs, args.steps, threads=1) for m in sizes}
     groups = {m: group_of(r) for m, r in runners.items()}
     calls: dict[int, list] = {m: [] for m in sizes}
     forward_s = {m: 0.0 for m in sizes}
