@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 import _rllib_scale as rl
 from _common import table
@@ -51,8 +52,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
 from stacked_acting import make_runner
 agents, num_envs, rounds, steps = (int(a) for a in sys.argv[2:6])
 sizes = [int(m) for m in sys.argv[6].split(",")]
-torch.set_num_threads(1)
-runners = {m: make_runner(m, num_envs, steps, agents) for m in sizes}
+# num_threads_per_learner: "auto" (None, the default) or a count. The process's torch
+# threads as Algorithm.setup sets them (1 under auto); the runners are local EnvRunners,
+# which under auto run large forward passes on 2 threads (rlmod.env.acting_threads).
+threads = None if len(sys.argv) < 8 or sys.argv[7] == "auto" else int(sys.argv[7])
+torch.set_num_threads(threads or 1)
+extra = () if len(sys.argv) < 8 else (threads,)  # trees before the argument: auto = 1
+runners = {m: make_runner(m, num_envs, steps, agents, *extra) for m in sizes}
 rates = {m: [] for m in sizes}
 for _ in range(rounds):  # alternating: the machine's speed drifts
     for m, r in runners.items():
@@ -85,6 +91,17 @@ def _met(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
+def sample_row(args: argparse.Namespace, add: Callable[[str, str, str, bool], None]) -> None:
+    """The sampling ratio's row: I17_SAMPLE in a fresh process."""
+    sample = rl.run_child(sys.executable, I17_SAMPLE, os.path.abspath(__file__), 1000,
+                          args.issue17_envs, args.issue17_rounds, 10, "10,1000",
+                          args.issue17_threads)
+    add(f"sampling agent steps/s, 1,000 vs 10 modules (threads {args.issue17_threads})",
+        ">= 0.8", f"{sample['ratio']:.2f} ({sample['ratio_min']:.2f}-"
+        f"{sample['ratio_max']:.2f}; {sample['rates']['1000']:,.0f} vs "
+        f"{sample['rates']['10']:,.0f})", sample["ratio"] >= 0.8)
+
+
 def issue17_section(args: argparse.Namespace) -> None:
     """Every figure of issue 17 in one table (each from a fresh process; the ratios from
     one process that alternates the two cases)."""
@@ -103,6 +120,10 @@ def issue17_section(args: argparse.Namespace) -> None:
         except rl.ChildTimeout:
             return f"did not finish in {args.issue17_timeout:.0f} s"
 
+    if args.issue17_sample_only:
+        sample_row(args, add)
+        table(rows, ["figure", "target", "measured", "met"])
+        return
     small = train_child(1000, 64)
     if isinstance(small, dict):
         add("build_algo(), 1,000 modules", "<= 2 s", f"{small['build_s']:.2f} s",
@@ -126,12 +147,7 @@ def issue17_section(args: argparse.Namespace) -> None:
             f"{large['rss_train_mb']:,.0f} MB)", large["train_s"] <= 60)
     else:
         add("first train(), 4,000 env steps", "<= 60 s", large, False)
-    sample = rl.run_child(sys.executable, I17_SAMPLE, os.path.abspath(__file__), 1000,
-                          args.issue17_envs, args.issue17_rounds, 10, "10,1000")
-    add("sampling agent steps/s, 1,000 vs 10 modules", ">= 0.8",
-        f"{sample['ratio']:.2f} ({sample['ratio_min']:.2f}-{sample['ratio_max']:.2f}; "
-        f"{sample['rates']['1000']:,.0f} vs {sample['rates']['10']:,.0f})",
-        sample["ratio"] >= 0.8)
+    sample_row(args, add)
     learn = rl.run_child(sys.executable, I17_LEARN, os.path.abspath(__file__),
                          args.issue17_learner_rows, "10,1000")
     if "missing" in learn:

@@ -8,7 +8,8 @@ resource.getrusage); RLlib's children run with --rllib-python, under --rllib-tim
     python benchmarks/multi_module_scale.py [--sizes 10 100 1000 10000] [--skip-train]
         [--skip-sample] [--num-envs 32 64] [--rounds 12]
         [--rllib-python /path/to/python] [--rllib-max-n 1000] [--rllib-timeout 900]
-        [--issue17-only] [--skip-issue17] [--skip-10k]
+        [--issue17-only] [--skip-issue17] [--skip-10k] [--issue17-sample-only]
+        [--issue17-threads auto|N]
 
 Issue 17 (stacked modules) has its own section and table: build and first train() of
 1,000 agents with one module each (64 and 4,000 env steps), peak RSS, sampling and Learner
@@ -149,8 +150,13 @@ def make_floor(runner):
     # stacked, rewards, flags, who acts next). It records no rows, no returns, calls no
     # mapping function. It runs in steady state: 150 untimed steps first (fresh episodes
     # have all agents alive, which makes a step cheaper per agent).
+    # Its forward passes take the threads the runner's would (rlmod.env.acting_threads:
+    # 2 for a large pass of a local EnvRunner under the default auto setting).
     from itertools import chain, compress
+    from rlmod.core.learner_stacks import torch_threads
+    from rlmod.env.acting_threads import acting_threads
     modules = [runner.module[f"p{m}"] for m in range(num_modules)]
+    params = sum(p.numel() for p in modules[0].parameters())
     m2e = [runner._module_to_env[f"p{m}"] for m in range(num_modules)]
     module_of = (np.arange(num_agents) % num_modules).astype(np.uint16)
     envs = [ENV({"num_agents": num_agents}) for _ in range(num_envs)]
@@ -168,8 +174,9 @@ def make_floor(runner):
         actions = np.empty(len(obs), np.int64)
         for pos in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
             m = int(group[pos[0]])
-            out = modules[m].forward_exploration(
-                {"obs": torch.from_numpy(np.take(obs, pos, axis=0))})
+            with torch_threads(acting_threads(len(pos), params, auto=True)):
+                out = modules[m].forward_exploration(
+                    {"obs": torch.from_numpy(np.take(obs, pos, axis=0))})
             actions[pos] = m2e[m](out, rl_module=modules[m], explore=True)["env_actions"]
         acts, off, n, rewards = actions.tolist(), 0, 0, []
         for i, e in enumerate(envs):
@@ -424,6 +431,11 @@ def main() -> None:
     i17.add_argument("--issue17-envs", type=int, default=32)
     i17.add_argument("--issue17-rounds", type=int, default=8)
     i17.add_argument("--issue17-learner-rows", type=int, default=64_000)
+    i17.add_argument("--issue17-sample-only", action="store_true",
+                     help="only the sampling child (no build/train/Learner children)")
+    i17.add_argument("--issue17-threads", default="auto",
+                     help="num_threads_per_learner of the sampling child: auto (None, "
+                          "the default) or a count")
     i17.add_argument("--issue17-timeout", type=float, default=600.0,
                      help="seconds per build/train child")
     rllib = parser.add_argument_group("RLlib side by side (each in a child process)")

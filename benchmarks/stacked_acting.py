@@ -33,15 +33,18 @@ AGENTS = 1000
 
 
 def make_runner(num_modules: int, num_envs: int, steps: int,
-                agents: int = AGENTS) -> MultiAgentEnvRunner:
+                agents: int = AGENTS, threads: int | None = None) -> MultiAgentEnvRunner:
     """`agents` MultiAgentCartPole agents mapped round-robin to `num_modules` [64, 64]
-    modules, sampled to steady state (also issue 17's sampling child in _stacked_scale)."""
+    modules, sampled to steady state (also issue 17's sampling child in _stacked_scale).
+    `threads`: `num_threads_per_learner` (None: auto, rlmod.env.acting_threads; call
+    `torch.set_num_threads(threads or 1)` first, as Algorithm.setup does)."""
     config = (PPOConfig()
               .environment(MultiAgentCartPole, env_config={"num_agents": agents})
               .env_runners(num_envs_per_env_runner=num_envs)
               .multi_agent(policies={f"p{i}" for i in range(num_modules)},
                            policy_mapping_fn=lambda aid, episode: f"p{aid % num_modules}")
               .rl_module(model_config={"fcnet_hiddens": [64, 64]})
+              .learners(num_threads_per_learner=threads)
               .debugging(seed=0))
     runner = MultiAgentEnvRunner(config=config)
     runner.sample(num_timesteps=num_envs * steps)  # steady state first
@@ -84,7 +87,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     sizes = (10, 1000)
-    runners = {m: make_runner(m, args.envs, args.steps) for m in sizes}
+    # One thread throughout: num_threads_per_learner=1 turns the runners' auto rule off
+    # (rlmod.env.acting_threads), so recorded and replayed forwards compare.
+    runners = {m: make_runner(m, args.envs, args.steps, threads=1) for m in sizes}
     groups = {m: group_of(r) for m, r in runners.items()}
     calls: dict[int, list] = {m: [] for m in sizes}
     forward_s = {m: 0.0 for m in sizes}

@@ -109,7 +109,9 @@ class CommonSettings:
         "networks run fastest on one thread (more threads cost more in synchronization "
         "than they save), except Learner updates that train a large stacked group of "
         "modules, which run on 2 (rlmod.core.learner_stacks.LARGE_GROUP_THREADS, where "
-        "the measurement is). A number: that many threads everywhere."))
+        "the measurement is), and a local multi-agent EnvRunner's large forward passes "
+        "(rows x parameters per module), also on 2 (rlmod.env.acting_threads). A number: "
+        "that many threads everywhere."))
     max_consecutive_non_finite_updates = Setting(3, section="learners",
                                                  check=s.integer(min=1), doc=(
         "A minibatch whose loss or gradient is NaN/inf is skipped for that module (its "
