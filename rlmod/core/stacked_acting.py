@@ -14,20 +14,16 @@ with modules missing, first copies the parameters of those present; its linear t
 3-4x what the same rows cost at 10 modules. Here each step takes the cheaper of two
 layouts by a cost model (constants below):
 
-- **padded** (`[modules, width, features]`, one `baddbmm` per layer): all the group's
+- **padded** (`[modules, features, width]`, one `baddbmm` per layer): all the group's
   modules with their weights read in place, or only the modules present, their parameters
-  gathered first; each layer multiplies its weights from the right (rows @ W^T, the
-  transposed copy below) where it has more than RIGHT_WIDTH_RATIO outputs per padded
-  slot, else from the left (W @ rows^T);
+  gathered first;
 - **sparse** (no padding and no gather): each layer is one CSR x dense product, row r of the
   sparse matrix holding its input at its module's block of columns, against the weights
   laid out `[modules * in, out]` (a transposed copy, kept per weight and refreshed when the
   weights change: tensor versions, which every in-place write bumps, `set_state` included).
 
 Measured on the issue-17 trace (80 steps of 1,000 agents in 32 envs, Xeon host, one thread,
-machine shared): forward per step 13.3 -> 7.1 ms at 1,000 modules, 4.1 -> 2.3 ms at 10 modules
-(vmap -> these layouts); weights from the right where wide: 2.17 -> 1.89 ms at 1,000 modules,
-1.04 -> 1.04 ms at 10 (session 23; outputs within 6e-9 of the left-only ones there).
+machine shared): forward per step 13.3 -> 7.1 ms at 1,000 modules, 4.1 -> 2.3 ms at 10 modules.
 Tested against the plain path in tests/core/test_stacked_acting.py.
 """
 
@@ -52,13 +48,6 @@ PER_MODULE_US = 2.8
 GATHER_US = 2.8
 PER_SLOT_US = 0.36
 PER_ROW_US = 1.3
-# The padded layout multiplies a layer's weights from the right (rows @ W^T, `[modules, width,
-# out]`) where it has more than this many outputs per padded slot, else from the left (W @
-# rows^T): BLAS's inner loop runs along the output's last axis, in vectors of 16 floats with
-# AVX-512, so that axis should be the long one. One thread, Xeon host, 1,000 modules, [64, 64]
-# layer, ms per bmm (left / right): width 1: 1.39 / 0.61, 8: 1.56 / 0.94, 16: 1.54 / 1.36,
-# 24: 2.09 / 1.84, 32: 2.16 / 2.26; the 64 -> 2 head: always left (width 1: 0.04 / 0.08).
-RIGHT_WIDTH_RATIO = 2
 # In the sparse layout, a layer with at most this many outputs gathers each row's weights
 # instead (CSR x dense is slow with few dense columns: 0.34 vs 0.64 ms, 5,000 rows, 64 -> 2).
 NARROW_OUT = 4
@@ -149,38 +138,18 @@ class StackedActing:
         slot[order] = torch.arange(n) - starts[index[order]]
         h = x.new_zeros((counts.shape[0], width, x.shape[1]))
         h[index, slot] = x
-        by_row = True  # h is [modules, width, features]; else [modules, features, width]
-        for j, step in enumerate(self.steps):
-            if not isinstance(step, tuple):
-                h = step(h)
-                continue
-            weight, bias = step
-            right = self._weights_on_right(j, weight, width)
-            if right is not None:  # h @ W^T: [modules, width, out]
-                weight = right
-                by_row, h = True, h if by_row else h.transpose(1, 2)
-            else:  # W @ h^T: [modules, out, width]
-                by_row, h = False, h.transpose(1, 2) if by_row else h
-            if rows is not None:  # index_select: 5-10x faster than weight[rows] here
-                weight = weight.index_select(0, rows)
-                bias = None if bias is None else bias.index_select(0, rows)
-            if by_row:
-                h = (torch.bmm(h, weight) if bias is None
-                     else torch.baddbmm(bias.unsqueeze(1), h, weight))
-            else:
+        h = h.transpose(1, 2)  # [modules, features, width]: weights multiply from the left
+        for step in self.steps:
+            if isinstance(step, tuple):
+                weight, bias = step
+                if rows is not None:  # index_select: 5-10x faster than weight[rows] here
+                    weight = weight.index_select(0, rows)
+                    bias = None if bias is None else bias.index_select(0, rows)
                 h = (torch.bmm(weight, h) if bias is None
                      else torch.baddbmm(bias.unsqueeze(2), weight, h))
-        return (h if by_row else h.transpose(1, 2))[index, slot]
-
-    def _weights_on_right(self, j: int, weight: torch.Tensor, width: int) -> torch.Tensor | None:
-        """Layer j's weights as `[M, in, out]` (the sparse layout's transposed copy, viewed)
-        where multiplying the padded rows from the right is the faster orientation: more
-        than RIGHT_WIDTH_RATIO outputs per padded slot, and weights with a version counter
-        (else the copy would be remade every call); None: multiply from the left."""
-        m, out, in_dim = weight.shape
-        if out <= RIGHT_WIDTH_RATIO * width or weight.is_inference():
-            return None
-        return self._weights_by_input(j, weight).view(m, in_dim, out)
+            else:
+                h = step(h)
+        return h.transpose(1, 2)[index, slot]
 
     def _sparse(self, h: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         n = index.shape[0]

@@ -1,9 +1,8 @@
 """Tests of StackedActing (rlmod/core/stacked_acting.py), the EnvRunner acting fast path of
 stacked groups, against the plain path (`StackedGroup.call_rows`: vmap over the class's
-own forward): both layouts (padded, with and without gathering the modules present, each
-with its layers' weights multiplied from the left or the right, and sparse), after weights
-change (the transposed copy of the weights is remade), and where the fast path must not run
-(free log-std, a subclass, autograd on).
+own forward): both layouts (padded, with and without gathering the modules present, and
+sparse), after weights change (the sparse layout's transposed copy is remade), and where
+the fast path must not run (free log-std, a subclass, autograd on).
 """
 
 from __future__ import annotations
@@ -103,47 +102,10 @@ def test_both_layouts_run_by_default() -> None:
                                    atol=1e-6)
 
 
-@pytest.mark.parametrize("ratio", [0, 10**9])  # every layer from the right / the left
-@pytest.mark.parametrize("layout", ["padded", "padded_gather"])
-def test_padded_layout_in_both_orientations_gives_the_plain_paths_outputs(
-        ratio: int, layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rows @ W^T (weights on the right, their transposed copy) and W @ rows^T give the
-    plain path's outputs; by default one pass mixes both (wide hidden layers from the right
-    at a narrow width, the 3-output head from the left)."""
-    group = _group(12, {"fcnet_hiddens": [32, 32]})
-    _force(monkeypatch, layout)
-    monkeypatch.setattr(sa, "RIGHT_WIDTH_RATIO", ratio)
-    used: list[bool] = []
-    on_right = StackedActing._weights_on_right
-    monkeypatch.setattr(StackedActing, "_weights_on_right", lambda self, *a: (
-        w := on_right(self, *a), used.append(w is not None))[0])
-    for n, missing, seed in [(24, 0, 0), (25, 7, 1), (1, 11, 2), (60, 3, 3)]:
-        obs, index = _rows(n, 12, missing, seed)
-        with torch.inference_mode():
-            fast = group.forward_exploration(obs, index)[Columns.ACTION_DIST_INPUTS]
-        torch.testing.assert_close(fast, _plain(group, obs, index).detach(), rtol=1e-5,
-                                   atol=1e-6)
-    assert set(used) == {ratio == 0}
-    monkeypatch.undo()
-    _force(monkeypatch, layout)
-    used.clear()
-    monkeypatch.setattr(StackedActing, "_weights_on_right", lambda self, *a: (
-        w := on_right(self, *a), used.append(w is not None))[0])
-    obs, index = _rows(24, 12, 0, 0)  # 2-5 rows per module: 32 > 2 x 5, 3 <= 2 x 2
-    with torch.inference_mode():
-        fast = group.forward_exploration(obs, index)[Columns.ACTION_DIST_INPUTS]
-    torch.testing.assert_close(fast, _plain(group, obs, index).detach(), rtol=1e-5, atol=1e-6)
-    assert used == [True, True, False]
-
-
-@pytest.mark.parametrize("layout", ["sparse", "padded"])
-def test_transposed_weights_follow_weight_changes(layout: str,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """The transposed weights (sparse layout; padded layout with the weights on the right)
-    are remade when a module's weights change through the per-module API (set_state writes
-    into the group's storage)."""
-    _force(monkeypatch, layout)
-    monkeypatch.setattr(sa, "RIGHT_WIDTH_RATIO", 0)
+def test_sparse_layout_follows_weight_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sparse layout's transposed weights are remade when a module's weights change
+    through the per-module API (set_state writes into the group's storage)."""
+    _force(monkeypatch, "sparse")
     group = _group(6, {"fcnet_hiddens": [8, 8]})
     obs, index = _rows(30, 6, 0, 4)
     with torch.inference_mode():
@@ -157,14 +119,10 @@ def test_transposed_weights_follow_weight_changes(layout: str,
     assert torch.equal(changed, index == 2)  # only module 2's rows changed
 
 
-@pytest.mark.parametrize("layout", ["sparse", "padded"])
-def test_groups_stacked_under_inference_mode(layout: str,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_groups_stacked_under_inference_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     """Weights made under inference mode have no version counter: the sparse layout then
-    transposes them anew each call (right after an in-place change too), the padded one
-    multiplies them from the left (no copy)."""
-    _force(monkeypatch, layout)
-    monkeypatch.setattr(sa, "RIGHT_WIDTH_RATIO", 0)
+    transposes them anew each call (right after an in-place change too)."""
+    _force(monkeypatch, "sparse")
     with torch.inference_mode():
         group = _group(5, {"fcnet_hiddens": [8]})
         obs, index = _rows(20, 5, 0, 7)
@@ -174,9 +132,6 @@ def test_groups_stacked_under_inference_mode(layout: str,
         want = _plain(group, obs, index)
     torch.testing.assert_close(second, want, rtol=1e-5, atol=1e-6)
     assert not torch.allclose(first, second)
-    acting = group._acting
-    assert isinstance(acting, StackedActing)
-    assert layout == "sparse" or not acting._transposed  # no copy made for the padded one
 
 
 def test_plain_path_where_the_fast_path_does_not_apply() -> None:
