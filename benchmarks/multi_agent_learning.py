@@ -93,6 +93,7 @@ import json, sys, time
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.testing import MultiAgentCartPole
 from rlmod.tuned import FAST_PPO
+from rlmod.utils.schedules import scheduled_value
 n, k, seed, max_iterations = (int(a) for a in sys.argv[1:5])
 settings, progress = json.loads(sys.argv[5]), sys.argv[6]
 config = (PPOConfig().update_from_dict({**FAST_PPO, **settings})
@@ -104,7 +105,7 @@ config = (PPOConfig().update_from_dict({**FAST_PPO, **settings})
           .debugging(seed=seed))
 algo = config.build_algo()
 log = open(progress, "a") if progress else None
-means, reached, reached_at = {}, False, None
+means, reached, reached_at, frozen = {}, False, None, 0
 for it in range(1, max_iterations + 1):
     r = algo.train()
     # Mean training (stochastic) return per agent, i.e. per module when N on N, over its
@@ -121,6 +122,13 @@ for it in range(1, max_iterations + 1):
     if reached:
         reached_at = time.time()
         break
+    # Once the lr schedule has reached 0 the weights no longer change; 150 iterations later
+    # (about 150 episodes per agent) every window holds only the frozen policy's episodes,
+    # so a mean still below 450 stays there: stop, not reached.
+    if scheduled_value(settings["lr"], r["num_env_steps_sampled_lifetime"]) == 0:
+        frozen += 1
+        if frozen >= 150:
+            break
 # After the stop (not in the timed part): each agent's greedy (explore=False) mean
 # return over 10 evaluation episodes, for comparison with earlier sessions' criterion.
 greedy = algo.evaluate()["env_runners"]["agent_episode_returns_mean"]
