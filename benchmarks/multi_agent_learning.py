@@ -78,18 +78,19 @@ print(json.dumps({"first": {k: round(v, 1) for k, v in sorted(first.items())},
 
 MANY_PPO = {
     "train_batch_size": 512, "minibatch_size": 256, "num_epochs": 10, "gamma": 0.99,
-    "lambda_": 0.8, "lr": [[0, 1e-3], [200_000, 0.0]],
+    "lambda_": 0.8, "lr": [[0, 1e-3], [400_000, 0.0]],
 }
 """PPO settings of `--many-agents`, on top of FAST_PPO, for both runs (4 agents on 2
 modules, and N on N): those of the 4-agent runs above, except that the lr falls linearly
-from 1e-3 to 0 over 200k env steps and gamma is 0.99 (not 0.98). Why (RESULTS.md, issue 17, session 23): once a module
-solves CartPole its normalized advantages are mostly noise, and Adam still moves every
-weight by about lr per step, so with a constant lr single modules drift into dips; of 100
-stochastic policies a few were always in a dip, and the minimum of 100 training means
-rarely passed 450 at once. A falling lr bounds that drift, but a module still weak when
-it reaches 0 stays weak: with gamma 0.98, at seed 0 and 100 agents, one module froze at
-about 336 (criterion not met). With gamma 0.99, 20 agents on 20 modules met it at seeds 0
-and 1 (iterations 314 and 422); not yet run at 100 agents (RESULTS.md, session 23)."""
+from 1e-3 to 0 over 400k env steps and gamma is 0.99 (not 0.98). Why (RESULTS.md, issue
+17, sessions 21 and 23): once a module solves CartPole its normalized advantages are mostly
+noise, and Adam still moves every weight by about lr per step, so with a constant lr single
+modules drift into dips, and the minimum of 100 training means rarely passes 450 at once. A
+falling lr bounds that drift but freezes whichever module is still weak when it reaches 0:
+modules whose agents fall early get few rows (the episode lasts until its last agent
+falls). Seed 0, 100 agents, quiet: to 0 at 200k, 4 modules frozen below 450; at 400k (kept,
+the closest), 1 left below at iteration 625 and 2 frozen at the end; 1e-3 until 250k then to
+0 at 450k, 3 below at iteration 800. Not reached at 100 agents with any of them."""
 
 MANY = r"""
 import json, sys, time
