@@ -184,7 +184,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--many-agents", type=int, default=None,
                         help="only the N-agent, N-module run against the 2-policy one")
-    parser.add_argument("--max-iterations", type=int, default=800)
+    parser.add_argument("--max-iterations", type=int, default=1000)
     parser.add_argument("--progress", default=None,
                         help="--many-agents: append each run's progress every 25 "
                              "iterations to this file")
