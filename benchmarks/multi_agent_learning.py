@@ -90,7 +90,8 @@ falling lr bounds that drift but freezes whichever module is still weak when it 
 modules whose agents fall early get few rows (the episode lasts until its last agent
 falls). Seed 0, 100 agents, quiet: to 0 at 200k, 4 modules frozen below 450; at 400k (kept,
 the closest), 1 left below at iteration 625 and 2 frozen at the end; 1e-3 until 250k then to
-0 at 450k, 3 below at iteration 800. Not reached at 100 agents with any of them."""
+0 at 450k, 3 below at iteration 800; seed 1 at 400k, 1 frozen at about 238. Not reached
+at 100 agents in any of these runs."""
 
 MANY = r"""
 import json, sys, time
