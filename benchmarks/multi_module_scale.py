@@ -153,7 +153,7 @@ def make_floor(runner):
     # Its forward passes take the threads the runner's would (rlmod.env.acting_threads:
     # 2 for a large pass of a local EnvRunner under the default auto setting).
     from itertools import chain, compress
-    from rlmod.core.learner_stacks import torch_threads
+    from rlmod.core.threads import torch_threads
     from rlmod.env.acting_threads import acting_threads
     modules = [runner.module[f"p{m}"] for m in range(num_modules)]
     params = sum(p.numel() for p in modules[0].parameters())

@@ -17,18 +17,13 @@ import torch
 from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
-from rlmod.core.learner_stacks import (
-    StackBucket,
-    StackMinibatch,
-    TrainStack,
-    torch_threads,
-    update_threads,
-)
+from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack, update_threads
 from rlmod.core.minibatch_stats import Logged, RowReduce, RowStat, mean_over_minibatches
 from rlmod.core.module_weights import numpy_weights
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, AdamSlot, GroupAdam, grad_norm, update_is_finite
 from rlmod.core.stacked import find_stack_groups
+from rlmod.core.threads import torch_threads
 from rlmod.core.types import Array, Components, IntArray, StateDict, StateValue
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components

@@ -17,10 +17,8 @@ every module to the widest one made 64,000 row slots out of 21,970 rows in each 
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, TypeAlias, overload
 
 import numpy as np
@@ -32,6 +30,7 @@ from rlmod.core.optim import GroupAdam, is_identity_order
 from rlmod.core.rl_module import RLModule
 from rlmod.core.stacked import ForwardMethod, StackedGroup
 from rlmod.core.stacked_train import StackedTraining, Workspace
+from rlmod.core.threads import more_threads
 from rlmod.core.types import BoolArray, IntArray
 
 if TYPE_CHECKING:
@@ -70,27 +69,10 @@ def update_threads(stacks: Sequence[TrainStack], configured: int | None) -> int 
     """The torch threads an update of `stacks` (after `start_update`) runs with, or None
     to leave the process's setting alone: LARGE_GROUP_THREADS (at most the CPU count) when
     `configured` (`num_threads_per_learner`) is None and some group is large."""
-    if configured is not None or not any(st.work_per_minibatch() >= LARGE_GROUP_WORK
-                                         for st in stacks):
+    if configured is not None:
         return None
-    threads = min(LARGE_GROUP_THREADS, os.cpu_count() or 1)
-    return threads if threads > torch.get_num_threads() else None
-
-
-@contextmanager
-def torch_threads(threads: int | None) -> Iterator[None]:
-    """Runs the block with `threads` torch intra-op threads (None: unchanged), restoring
-    the previous count after, also when the block raised (EnvRunners in this process
-    sample with the previous count)."""
-    if threads is None:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
+    work = max((st.work_per_minibatch() for st in stacks), default=0)
+    return more_threads(work, LARGE_GROUP_WORK, LARGE_GROUP_THREADS)
 
 
 def row_buckets(k: IntArray, bucket_cost: int | None = None) -> list[tuple[int, int, int]]:

@@ -44,14 +44,12 @@ Logged = torch.Tensor | RowStat
 def per_minibatch(entries: Sequence[Logged]) -> torch.Tensor:
     """The value of each minibatch, `[N]`: deferred ones (`RowStat`) computed in one call
     where all minibatches have the same row shapes (one per minibatch otherwise)."""
-    first = entries[0]
-    if not isinstance(first, RowStat):
-        return torch.stack([e.value() if isinstance(e, RowStat) else e for e in entries])
     stats = [e for e in entries if isinstance(e, RowStat)]
-    shapes = [tuple(r.shape for r in s.rows) for s in stats]
-    if len(stats) == len(entries) and all(s == shapes[0] for s in shapes):
-        columns = zip(*(s.rows for s in stats), strict=True)
-        return first.reduce(*(torch.stack(c) for c in columns))
+    if stats and len(stats) == len(entries):
+        shapes = [tuple(r.shape for r in s.rows) for s in stats]
+        if all(s == shapes[0] for s in shapes):
+            columns = zip(*(s.rows for s in stats), strict=True)
+            return stats[0].reduce(*(torch.stack(c) for c in columns))
     return torch.stack([e.value() if isinstance(e, RowStat) else e for e in entries])
 
 

@@ -318,18 +318,19 @@ class StackedGroup:
             values: torch.Tensor = getattr(self.modules[0], "compute_values")(batch)  # noqa: B009
             return values
         index = index.long()
-        widest = int(torch.bincount(index).max())
-        if torch.is_grad_enabled() or len(self) * widest <= VALUES_CHUNK_SLOTS:
+        counts = torch.bincount(index, minlength=len(self))
+        if torch.is_grad_enabled() or len(self) * int(counts.max()) <= VALUES_CHUNK_SLOTS:
             layout = RowLayout(index, len(self))
             padded = {k: layout.pad(v) for k, v in batch.items()}
             return layout.unpad(self.call_padded("compute_values", padded))  # type: ignore[no-any-return]
-        return self._values_in_chunks(batch, index)
+        return self._values_in_chunks(batch, index, counts.tolist())
 
-    def _values_in_chunks(self, batch: TensorDict, index: torch.Tensor) -> torch.Tensor:
+    def _values_in_chunks(self, batch: TensorDict, index: torch.Tensor, counts: list[int]
+                          ) -> torch.Tensor:
         """`compute_values` without autograd, over slices of modules of at most
         VALUES_CHUNK_SLOTS padded rows each (each slice padded to its own widest module,
-        its parameters views): the activations stay small (see VALUES_CHUNK_SLOTS)."""
-        counts = torch.bincount(index, minlength=len(self)).tolist()
+        its parameters views): the activations stay small (see VALUES_CHUNK_SLOTS);
+        `counts[i]`: module i's rows."""
         order = torch.argsort(index, stable=True)
         starts = np.cumsum([0, *counts]).tolist()  # module i's rows: order[starts[i]:starts[i+1]]
         out: torch.Tensor | None = None

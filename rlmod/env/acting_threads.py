@@ -19,10 +19,9 @@ count is per process, and the Learner's update may be changing it at the same ti
 
 from __future__ import annotations
 
-import os
 import threading
 
-import torch
+from rlmod.core.threads import more_threads
 
 __all__ = ["ACTING_THREADS", "LARGE_ACTING_WORK", "acting_threads"]
 
@@ -46,8 +45,6 @@ def acting_threads(rows: int, params_per_module: int, *, auto: bool) -> int | No
     """The threads a forward pass of `rows` rows through modules of `params_per_module`
     parameters runs on, or None to leave the process's count alone. `auto`: the EnvRunner
     is the local one and `num_threads_per_learner` is None."""
-    if (not auto or rows * params_per_module < LARGE_ACTING_WORK
-            or threading.current_thread() is not threading.main_thread()):
+    if not auto or threading.current_thread() is not threading.main_thread():
         return None
-    threads = min(ACTING_THREADS, os.cpu_count() or 1)
-    return threads if threads > torch.get_num_threads() else None
+    return more_threads(rows * params_per_module, LARGE_ACTING_WORK, ACTING_THREADS)

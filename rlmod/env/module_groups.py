@@ -18,9 +18,9 @@ import torch
 
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
-from rlmod.core.learner_stacks import torch_threads
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.stacked import StackedGroup, find_stack_groups
+from rlmod.core.threads import torch_threads
 from rlmod.core.types import Array, IntArray, TensorDict
 from rlmod.env.acting_threads import acting_threads
 
