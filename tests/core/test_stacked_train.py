@@ -61,12 +61,17 @@ def test_fast_path_gives_the_vmap_paths_outputs_and_gradients(activation):
         torch.testing.assert_close(g, plain_grads[k], atol=1e-6, rtol=1e-5)
 
 
-def test_the_workspace_is_reused_from_one_minibatch_to_the_next():
+def _fast_path() -> tuple[StackedTraining, dict[str, torch.Tensor], Workspace]:
+    """A default group's fast path, fresh leaf copies of its parameters, a new workspace."""
     group = _group()
     training = StackedTraining.of(group)
     assert training is not None
-    workspace = Workspace()
     params = {k: p.detach().clone().requires_grad_() for k, p in group.params.items()}
+    return training, params, Workspace()
+
+
+def test_the_workspace_is_reused_from_one_minibatch_to_the_next():
+    training, params, workspace = _fast_path()
     pointers = []
     for _ in range(2):
         _loss(training(torch.randn(4, 5, 4), params, workspace)).backward()
@@ -75,11 +80,7 @@ def test_the_workspace_is_reused_from_one_minibatch_to_the_next():
 
 
 def test_a_second_forward_before_the_backward_raises_instead_of_a_wrong_gradient():
-    group = _group()
-    training = StackedTraining.of(group)
-    assert training is not None
-    workspace = Workspace()
-    params = {k: p.detach().clone().requires_grad_() for k, p in group.params.items()}
+    training, params, workspace = _fast_path()
     first = training(torch.randn(4, 5, 4), params, workspace)
     training(torch.randn(4, 5, 4), params, workspace)
     with pytest.raises(RuntimeError, match="ran again before the backward"):
