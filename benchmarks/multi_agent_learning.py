@@ -77,21 +77,33 @@ print(json.dumps({"first": {k: round(v, 1) for k, v in sorted(first.items())},
 
 
 MANY_PPO = {
-    "train_batch_size": 512, "minibatch_size": 256, "num_epochs": 10, "gamma": 0.99,
-    "lambda_": 0.8, "lr": [[0, 1e-3], [400_000, 0.0]],
+    "num_envs_per_env_runner": 8, "train_batch_size": 1024, "minibatch_size": 512,
+    "num_epochs": 10, "gamma": 0.98, "lambda_": 0.8, "lr": [[0, 1e-3], [500_000, 0.0]],
+    "entropy_coeff": 0.003, "model_config": {"fcnet_hiddens": [64, 64], "head_fcnet_hiddens": [64]},
 }
 """PPO settings of `--many-agents`, on top of FAST_PPO, for both runs (4 agents on 2
-modules, and N on N): those of the 4-agent runs above, except that the lr falls linearly
-from 1e-3 to 0 over 400k env steps and gamma is 0.99 (not 0.98). Why (RESULTS.md, issue
-17, sessions 21 and 23): once a module solves CartPole its normalized advantages are mostly
-noise, and Adam still moves every weight by about lr per step, so with a constant lr single
-modules drift into dips, and the minimum of 100 training means rarely passes 450 at once. A
-falling lr bounds that drift but freezes whichever module is still weak when it reaches 0:
-modules whose agents fall early get few rows (the episode lasts until its last agent
-falls). Seed 0, 100 agents, quiet: to 0 at 200k, 4 modules frozen below 450; at 400k (kept,
-the closest), 1 left below at iteration 625 and 2 frozen at the end; 1e-3 until 250k then to
-0 at 450k, 3 below at iteration 800; seed 1 at 400k, 1 frozen at about 238. Not reached
-at 100 agents in any of these runs."""
+modules, and N on N). With 100 independent modules, all 100 PPO runs must be at 450 at
+the same time, so a failure rare in one run is frequent here. Why these (RESULTS.md,
+issue 17, sessions 21-24):
+
+- A falling lr: once a module solves CartPole its normalized advantages are mostly noise
+  and Adam still moves every weight by about lr per step, so with a constant lr single
+  modules drift into dips.
+- A 64-unit ReLU layer in the heads, and gamma 0.98 (value targets up to 50, not 100):
+  a value network whose only path to large outputs is its tanh layers saturates them
+  while its output weights grow (by about lr per step); in about 1 module in 100 (gamma
+  0.99; fewer with 0.98) every unit of the second layer ended saturated for every state:
+  V constant, explained variance 0 for hundreds of iterations. Such a module sees only
+  GAE's few-step horizon (lambda 0.8), its cart drifts off the track and it stays stuck:
+  the last module of every earlier 100-agent run. With the ReLU layer 5-29% of the
+  second tanh layer's outputs saturate, against 86-97% without.
+- 8 envs and 1,024 env steps per iteration in 2 minibatches: MultiAgentCartPole's episode
+  lasts until its last agent falls, so a module whose agent falls early gets few rows;
+  with 4 envs and 512 steps, 20 Adam steps on 10-20 rows collapsed such policies'
+  entropy (to 0.01-0.1 at returns near 100).
+- A small entropy bonus (0.003): without it, one module of seed 0 let its entropy fall to
+  0.02 at a return of 372, then collapsed to always pushing one way (return 22, entropy
+  0.005), where it can no longer find better actions."""
 
 MANY = r"""
 import json, sys, time
@@ -103,7 +115,6 @@ n, k, seed, max_iterations = (int(a) for a in sys.argv[1:5])
 settings, progress = json.loads(sys.argv[5]), sys.argv[6]
 config = (PPOConfig().update_from_dict({**FAST_PPO, **settings})
           .environment(MultiAgentCartPole, env_config={"num_agents": n})
-          .env_runners(num_envs_per_env_runner=4)
           .multi_agent(policies={f"m{i}" for i in range(k)},
                        policy_mapping_fn=lambda aid, episode: f"m{aid % k}")
           .evaluation(evaluation_duration=10, evaluation_config={"explore": False})
@@ -154,7 +165,7 @@ def many_agents(args: argparse.Namespace) -> None:
           "against 4 agents on 2 policies, until every agent's training mean return (over "
           "its last 100 episodes, as train() reports it) is >= 450\n")
     print(f"Settings (on top of FAST_PPO, both runs): {json.dumps(MANY_PPO)}; "
-          "4 envs per EnvRunner; wall to the stop, from spawn\n")
+          "wall to the stop, from spawn\n")
     rows = []
     for seed in args.seeds:
         base = None
