@@ -96,7 +96,7 @@ issue 17, sessions 21-24):
   V constant, explained variance 0 for hundreds of iterations. Such a module sees only
   GAE's few-step horizon (lambda 0.8), its cart drifts off the track and it stays stuck:
   the last module of every earlier 100-agent run. With the ReLU layer 5-29% of the
-  second tanh layer's outputs saturate, against 86-97% without.
+  second tanh layer's outputs saturate, against 56-97% without.
 - 8 envs and 1,024 env steps per iteration in 2 minibatches: MultiAgentCartPole's episode
   lasts until its last agent falls, so a module whose agent falls early gets few rows;
   with 4 envs and 512 steps, 20 Adam steps on 10-20 rows collapsed such policies'
