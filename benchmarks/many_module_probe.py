@@ -9,7 +9,9 @@ encoders' tanh layers are on states from random play (a saturated layer gives a 
 V: a dead value function). Not a timing benchmark.
 
     python benchmarks/many_module_probe.py --agents 100 --seed 1 --max-iterations 400 \\
-        --settings '{"gamma": 0.98, "num_envs_per_env_runner": 8, ...}'
+        [--settings '{"gamma": 0.99, ...}']
+
+--settings defaults to multi_agent_learning.py's MANY_PPO, the settings the benchmark runs.
 
 Stops when every agent's training mean is >= 450 (printed "reached"), or after
 --max-iterations.
@@ -24,6 +26,7 @@ import time
 import gymnasium as gym
 import numpy as np
 import torch
+from multi_agent_learning import MANY_PPO
 
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.testing import MultiAgentCartPole
@@ -63,10 +66,10 @@ def random_play_states(episodes: int = 20) -> torch.Tensor:
 
 def value_health(module: torch.nn.Module, states: torch.Tensor) -> str:
     """V's mean and std over `states`, and the fraction of saturated (|tanh| > 0.99)
-    outputs per tanh layer of the value encoder."""
+    outputs per tanh layer of the value encoder (the shared one with vf_share_layers)."""
     saturated, h = [], states
     with torch.no_grad():
-        for layer in module.vf_encoder:
+        for layer in getattr(module, "vf_encoder", module.encoder):
             h = layer(h)
             if isinstance(layer, torch.nn.Tanh):
                 saturated.append(round(float((h.abs() > 0.99).float().mean()), 2))
@@ -79,7 +82,8 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-iterations", type=int, default=400)
-    parser.add_argument("--settings", default="{}", help="PPO settings (JSON) over FAST_PPO")
+    parser.add_argument("--settings", default=json.dumps(MANY_PPO),
+                        help="PPO settings (JSON) over FAST_PPO; default MANY_PPO")
     args = parser.parse_args()
     n, settings = args.agents, json.loads(args.settings)
     config = (PPOConfig().update_from_dict({**FAST_PPO, **settings})

@@ -13,7 +13,7 @@ independent modules (stacked: one module each, one forward, loss and optimizer s
 group) beside 4 agents on 2 policies, with the same seeds, PPO settings and envs, each in
 a fresh process, until every agent's (so every module's) training mean return (the
 stochastic policy's, over its last 100 episodes, as train() reports it) reaches 450; the
-settings are MANY_PPO's (a falling lr, see there).
+settings are MANY_PPO's (see there for why).
 """
 
 from __future__ import annotations
