@@ -78,17 +78,19 @@ print(json.dumps({"first": {k: round(v, 1) for k, v in sorted(first.items())},
 
 MANY_PPO = {
     "num_envs_per_env_runner": 8, "train_batch_size": 1024, "minibatch_size": 512,
-    "num_epochs": 10, "gamma": 0.98, "lambda_": 0.8, "lr": [[0, 1e-3], [500_000, 0.0]],
+    "num_epochs": 10, "gamma": 0.98, "lambda_": 0.8, "lr": [[0, 1e-3], [450_000, 1e-4]],
     "entropy_coeff": 0.01, "model_config": {"fcnet_hiddens": [64, 64], "head_fcnet_hiddens": [64]},
 }
 """PPO settings of `--many-agents`, on top of FAST_PPO, for both runs (4 agents on 2
 modules, and N on N). With 100 independent modules, all 100 PPO runs must be at 450 at
 the same time, so a failure rare in one run is frequent here. Why these (RESULTS.md,
-issue 17, sessions 21-24):
+issue 17, sessions 21-25):
 
 - A falling lr: once a module solves CartPole its normalized advantages are mostly noise
   and Adam still moves every weight by about lr per step, so with a constant lr single
-  modules drift into dips.
+  modules drift into dips. It falls as fast as session 24's 1e-3 -> 0 at 500k, but stops
+  at 1e-4 (450k env steps): with lr 0, modules still below 450 can no longer recover
+  (seed 1, session 25: 3 modules frozen at 376-380).
 - A 64-unit ReLU layer in the heads, and gamma 0.98 (value targets up to 50, not 100):
   a value network whose only path to large outputs is its tanh layers saturates them
   while its output weights grow (by about lr per step); in about 1 module in 100 (gamma
