@@ -139,7 +139,9 @@ for it in range(1, max_iterations + 1):
         print(f"{n} agents, {k} modules, seed {seed}: iteration {it}, "
               f"{r['num_env_steps_sampled_lifetime']} env steps, training min "
               f"{values[0]:.1f}, median {values[len(values) // 2]:.1f}, "
-              f"{sum(v < 450 for v in values)} below 450", file=log, flush=True)
+              f"{sum(v < 450 for v in values)} below 450: "
+              f"{sorted((round(v), a) for a, v in means.items() if v < 450)[:5]}",
+              file=log, flush=True)
     if reached:
         reached_at = time.time()
         break
