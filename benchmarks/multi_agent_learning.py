@@ -90,7 +90,9 @@ issue 17, sessions 21-25):
   and Adam still moves every weight by about lr per step, so with a constant lr single
   modules drift into dips. It falls as fast as session 24's 1e-3 -> 0 at 500k, but stops
   at 1e-4 (450k env steps): with lr 0, modules still below 450 can no longer recover
-  (seed 1, session 25: 3 modules frozen at 376-380).
+  (seed 1, session 25: 3 modules frozen at 376-380). The floor did not rescue seed 1
+  either (1-3 below 450 from iteration 475 to the 800 cap); the runs stop at
+  --max-iterations, since the stop 150 iterations after lr 0 no longer applies.
 - A 64-unit ReLU layer in the heads, and gamma 0.98 (value targets up to 50, not 100):
   a value network whose only path to large outputs is its tanh layers saturates them
   while its output weights grow (by about lr per step); in about 1 module in 100 (gamma
