@@ -91,8 +91,8 @@ issue 17, sessions 21-25):
   modules drift into dips. It falls as fast as session 24's 1e-3 -> 0 at 500k, but stops
   at 1e-4 (450k env steps): with lr 0, modules still below 450 can no longer recover
   (seed 1, session 25: 3 modules frozen at 376-380). The floor did not rescue seed 1
-  either (1-3 below 450 from iteration 475 to the 800 cap); the runs stop at
-  --max-iterations, since the stop 150 iterations after lr 0 no longer applies.
+  either (1-3 below 450 from iteration 475 to the 800 cap); a run that does not reach
+  450 stops at --max-iterations.
 - A 64-unit ReLU layer in the heads, and gamma 0.98 (value targets up to 50, not 100):
   a value network whose only path to large outputs is its tanh layers saturates them
   while its output weights grow (by about lr per step); in about 1 module in 100 (gamma
@@ -117,7 +117,6 @@ import json, sys, time
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.testing import MultiAgentCartPole
 from rlmod.tuned import FAST_PPO
-from rlmod.utils.schedules import scheduled_value
 n, k, seed, max_iterations = (int(a) for a in sys.argv[1:5])
 settings, progress = json.loads(sys.argv[5]), sys.argv[6]
 config = (PPOConfig().update_from_dict({**FAST_PPO, **settings})
@@ -128,7 +127,7 @@ config = (PPOConfig().update_from_dict({**FAST_PPO, **settings})
           .debugging(seed=seed))
 algo = config.build_algo()
 log = open(progress, "a") if progress else None
-means, reached, reached_at, frozen = {}, False, None, 0
+means, reached, reached_at = {}, False, None
 for it in range(1, max_iterations + 1):
     r = algo.train()
     # Mean training (stochastic) return per agent, i.e. per module when N on N, over its
@@ -137,23 +136,15 @@ for it in range(1, max_iterations + 1):
     means.update(r["env_runners"]["agent_episode_returns_mean"])
     values = sorted(means.values())
     reached = len(values) == n and values[0] >= 450
+    below = sorted((round(v), a) for a, v in means.items() if v < 450)
     if log and (it % 25 == 0 or reached):
         print(f"{n} agents, {k} modules, seed {seed}: iteration {it}, "
               f"{r['num_env_steps_sampled_lifetime']} env steps, training min "
               f"{values[0]:.1f}, median {values[len(values) // 2]:.1f}, "
-              f"{sum(v < 450 for v in values)} below 450: "
-              f"{sorted((round(v), a) for a, v in means.items() if v < 450)[:5]}",
-              file=log, flush=True)
+              f"{len(below)} below 450: {below[:5]}", file=log, flush=True)
     if reached:
         reached_at = time.time()
         break
-    # Once the lr schedule has reached 0 the weights no longer change; 150 iterations later
-    # (about 150 episodes per agent) every window holds only the frozen policy's episodes,
-    # so a mean still below 450 stays there: stop, not reached.
-    if scheduled_value(settings["lr"], r["num_env_steps_sampled_lifetime"]) == 0:
-        frozen += 1
-        if frozen >= 150:
-            break
 # After the stop (not in the timed part): each agent's greedy (explore=False) mean
 # return over 10 evaluation episodes, for comparison with earlier sessions' criterion.
 greedy = algo.evaluate()["env_runners"]["agent_episode_returns_mean"]
