@@ -81,6 +81,11 @@ class Learner(Checkpointable):
         self._logged: dict[ModuleID, dict[str, list[Logged]]] = {}
         self._num_non_finite: dict[ModuleID, int] = {}  # skipped minibatches, this update
         self._non_finite_streak: dict[ModuleID, int] = {}  # skipped in a row, across updates
+        # early stops (stop_early) of modules trained one by one: this minibatch's
+        # requests, and the modules checked / stopped in this update
+        self._stop_requests: dict[ModuleID, tuple[torch.Tensor, float]] = {}
+        self._stop_checked: set[ModuleID] = set()
+        self._stopped: set[ModuleID] = set()
         self._guard_non_finite = True  # benchmarks/guard_overhead.py turns it off to compare
         self._rng = np.random.default_rng(config.seed)
         self._world_size = 1  # Learners training data-parallel (setup_data_parallel)
@@ -226,6 +231,20 @@ class Learner(Checkpointable):
         all)."""
         self._stack_of[group.module_ids[0]].log(values, valid, positions=group.positions)
 
+    def stop_early(self, module_id: ModuleID, value: torch.Tensor, limit: float) -> None:
+        """An early stop of `module_id`'s update (e.g. PPO's kl_early_stop), called from
+        the loss: where `value` (a statistic of this minibatch, such as its mean KL)
+        exceeds `limit`, the module is not stepped on this minibatch nor on any later one
+        of this update, and what it logs from then on is left out of its means. The
+        update's results say per checked module whether it stopped (`early_stopped`)."""
+        self._stop_requests[module_id] = (value.detach(), limit)
+
+    def stop_early_group(self, group: StackBucket, values: torch.Tensor,
+                         limits: torch.Tensor) -> None:
+        """`stop_early` for the modules of a row bucket: `values`, `limits` `[M]` (an inf
+        limit: no check for that module)."""
+        self._stack_of[group.module_ids[0]].request_stop(values, limits, group.positions)
+
     def logged_mean(self, module_id: ModuleID, key: str) -> float | None:
         """The mean of what `module_id` logged under `key` in the last update, over the
         minibatches it was stepped in (None if it logged nothing under `key`)."""
@@ -280,8 +299,10 @@ class Learner(Checkpointable):
         self._logged = {}
         self._group_means = {}
         self._num_non_finite = dict.fromkeys(trainable, 0)
+        self._stop_checked, self._stopped = set(), set()
         num_rows = {m: next(iter(batch[m].values())).shape[0] for m in trainable}
         num_steps, size = self._minibatch_plan(num_rows)
+        stops: dict[ModuleID, bool] = {}
         try:
             for stack in self._stacks:
                 self._check_stack(stack)
@@ -294,6 +315,7 @@ class Learner(Checkpointable):
                         self._sgd_step(mb, stack_mbs, configs)
             for stack in self._stacks:
                 self._group_means.update(stack.means())
+                stops.update(stack.early_stops())
         finally:  # the working rows go back into the modules, also when a guard raised
             for stack in self._stacks:
                 stack.finish_update()
@@ -302,6 +324,9 @@ class Learner(Checkpointable):
                    for mid, logged in self._logged.items()}
         for mid, means in self._group_means.items():
             results.setdefault(mid, {}).update(means)
+        stops.update((mid, mid in self._stopped) for mid in self._stop_checked)
+        for mid, stopped in stops.items():
+            results.setdefault(mid, {})["early_stopped"] = float(stopped)
         for mid in trainable:
             results.setdefault(mid, {})[LR_KEY] = self._optimizers[mid].param_groups[0]["lr"]
             results[mid]["num_module_steps_trained"] = num_rows[mid] * self.config.num_epochs
@@ -358,6 +383,13 @@ class Learner(Checkpointable):
         if self._world_size > 1:
             self._all_reduce_gradients(mb)
         for mid in mb:
+            if (request := self._stop_requests.pop(mid, None)) is not None:
+                self._stop_checked.add(mid)
+                if float(request[0]) > request[1]:
+                    self._stopped.add(mid)
+            if mid in self._stopped:
+                self._drop_logged(mid, marks[mid])
+                continue
             clip = configs[mid].grad_clip
             optimizer = self._optimizers[mid]
             if clip is None and self._guard_non_finite and isinstance(optimizer, Adam):
@@ -382,8 +414,8 @@ class Learner(Checkpointable):
         """The step of a stacked group after backward: per module, as `_sgd_step` does
         for one module (gradient norm, non-finite guard, clipping, Adam), on `[W]`
         vectors over the modules of this update (stack.ids); a module with a NaN/inf loss
-        or gradient is not stepped."""
-        active = np.ones(len(stack), dtype=bool)  # [W] numpy: the modules that step
+        or gradient, or stopped early (stop_early_group), is not stepped."""
+        active = ~stack.resolve_stops()  # [W] numpy: the modules that step
         clip_list = [math.inf if c.grad_clip is None else float(c.grad_clip)
                      for c in stack.configs]
         any_clip = any(math.isfinite(c) for c in clip_list)
@@ -441,12 +473,16 @@ class Learner(Checkpointable):
                          marks: Mapping[str, int]) -> None:
         """Leaves module `mid` unstepped for this minibatch, drops what it logged for it
         from the means, and raises after `max_consecutive_non_finite_updates` in a row."""
-        logged = self._logged.get(mid, {})
         terms = {k: float(e.value() if isinstance(e := v[-1], RowStat) else e)
-                 for k, v in logged.items() if len(v) > marks.get(k, 0)}
-        for k, v in logged.items():
-            del v[marks.get(k, 0):]
+                 for k, v in self._logged.get(mid, {}).items() if len(v) > marks.get(k, 0)}
+        self._drop_logged(mid, marks)
         self._count_non_finite(mid, loss, norm, terms)
+
+    def _drop_logged(self, mid: ModuleID, marks: Mapping[str, int]) -> None:
+        """Drops what `mid` logged since `marks` (entries per key before this minibatch)
+        from its means."""
+        for k, v in self._logged.get(mid, {}).items():
+            del v[marks.get(k, 0):]
 
     def _count_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor | None,
                           terms: Mapping[str, float]) -> None:

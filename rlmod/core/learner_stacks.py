@@ -195,6 +195,11 @@ class TrainStack:
         self._in_order: list[TensorDict] | None = None  # whole-batch minibatches, cached
         self._logs: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = defaultdict(list)
         self._pending: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        # early stops (Learner.stop_early_group): per working position, and this
+        # minibatch's request (exceeded, checked)
+        self.stopped = np.zeros(0, dtype=bool)
+        self.stop_checked = np.zeros(0, dtype=bool)
+        self._stop_request: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def __len__(self) -> int:
         """Modules training in the current update."""
@@ -208,6 +213,7 @@ class TrainStack:
         (`size` None: all of a module's rows); `configs[m]` is module m's config."""
         self._logs = defaultdict(list)
         self._pending = {}
+        self._stop_request = None
         self._in_order = None
         present = [(i, m, next(iter(batch[m].values())).shape[0])
                    for i, m in enumerate(self.module_ids) if m in configs and m in batch]
@@ -218,6 +224,8 @@ class TrainStack:
         self.order = np.array([present[j][0] for j in by_rows.tolist()], dtype=np.int64)
         self.ids = [present[j][1] for j in by_rows.tolist()]
         self.position = {m: j for j, m in enumerate(self.ids)}
+        self.stopped = np.zeros(len(self.ids), dtype=bool)
+        self.stop_checked = np.zeros(len(self.ids), dtype=bool)
         self.configs = [configs[m] for m in self.ids]
         self.num_rows, self._k = n[by_rows], k[by_rows]
         self._offsets = np.cumsum(self.num_rows) - self.num_rows
@@ -359,6 +367,34 @@ class TrainStack:
         """One Adam step of the working modules marked in `stepped` (`[W]` bool)."""
         assert self.work is not None
         self.work.step(stepped, self._grads())
+
+    # ------------------------------------------------------------------ early stops
+    def request_stop(self, values: torch.Tensor, limits: torch.Tensor,
+                     positions: slice[int, int, None] | None = None) -> None:
+        """Learner.stop_early_group for the current minibatch: `values`, `limits` `[W]` or
+        those of the modules at working `positions` (an inf limit: no check)."""
+        exceeded, checked = values.detach() > limits, torch.isfinite(limits)
+        if positions is None:
+            self._stop_request = (exceeded, checked)
+            return
+        full, full_checked = self._stop_request or (
+            torch.zeros(len(self), dtype=torch.bool, device=values.device),
+            torch.zeros(len(self), dtype=torch.bool, device=values.device))
+        full[positions], full_checked[positions] = exceeded, checked
+        self._stop_request = (full, full_checked)
+
+    def resolve_stops(self) -> BoolArray:
+        """`[W]`: the modules stopped in this update, this minibatch's requests included."""
+        if self._stop_request is not None:
+            exceeded, checked = (t.cpu().numpy() for t in self._stop_request)
+            self.stopped |= exceeded & checked
+            self.stop_checked |= checked
+            self._stop_request = None
+        return self.stopped
+
+    def early_stops(self) -> dict[ModuleID, bool]:
+        """Per module checked for an early stop in this update: whether it stopped."""
+        return {self.ids[j]: bool(self.stopped[j]) for j in np.flatnonzero(self.stop_checked)}
 
     # ------------------------------------------------------------------ logs
     def log(self, values: Mapping[str, torch.Tensor], valid: torch.Tensor | None = None,

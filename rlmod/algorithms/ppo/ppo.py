@@ -58,9 +58,26 @@ class PPOConfig(AlgorithmConfig):
                           doc="Add the adaptive KL penalty to the clipped objective.")
     normalize_advantages = Setting(True, section="training", check=s.boolean,
                                    doc="Standardize advantages per train batch.")
+    kl_early_stop = Setting(None, section="training",
+                            check=s.optional(s.number(low=0.0, low_open=True)), doc=(
+        "Per module: once the mean KL(old || new) of a minibatch exceeds this, checked "
+        "before its step, the module takes no more steps in this update (the other modules "
+        "go on). None (default, as RLlib, which has no such setting): never stop. "
+        "Stable-Baselines3's target_kl=t is kl_early_stop=1.5*t. It keeps converged modules "
+        "from drifting on noise and starved modules (few rows) from overfitting them."))
 
     # RLlib's PPO; lr 5e-5, minibatch 128, batch 4000 are the base's
     setting_defaults: ClassVar[dict[str, Any]] = {"num_epochs": 30}
+
+    def validate(self) -> None:
+        super().validate()
+        overrides = self.algorithm_config_overrides_per_module.values()
+        stops = [self.kl_early_stop, *(o.get("kl_early_stop") for o in overrides)]
+        if self.num_learners > 1 and any(v is not None for v in stops):
+            raise ValueError(
+                f"kl_early_stop with num_learners={self.num_learners}: data-parallel Learners "
+                "would each stop on the KL of their own share of a minibatch and their weights "
+                "would part. Use num_learners=0 or 1, or kl_early_stop=None.")
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from rlmod.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 class PPOLearner(Learner):
     """PPO (Schulman et al. 2017): clipped surrogate (eq. 7), clipped value loss, entropy
-    bonus and an optional adaptive KL penalty (eq. 8)."""
+    bonus, an optional adaptive KL penalty (eq. 8) and an optional per-module early stop
+    of the update on the KL (`kl_early_stop`, as Stable-Baselines3's `target_kl`)."""
 
     config: PPOConfig
 
@@ -60,6 +61,10 @@ class PPOLearner(Learner):
         mean_kl: torch.Tensor | None = None
         if config.use_kl_loss:
             mean_kl = module.action_dist(old_inputs).kl(dist).mean()
+        if config.kl_early_stop is not None:
+            with torch.no_grad():
+                kl = module.action_dist(old_inputs).kl(dist).mean() if mean_kl is None else mean_kl
+            self.stop_early(module_id, kl, config.kl_early_stop)
         # A 0 coefficient: the entropy term's gradient is exactly 0, so it is left out of
         # the graph (bit-identical weights, fewer backward kernels) and only logged.
         entropy = dist.entropy().mean() if config.entropy_coeff else None
@@ -128,6 +133,8 @@ class PPOLearner(Learner):
         old_dist = module.action_dist(batch[Columns.ACTION_DIST_INPUTS])
         with torch.set_grad_enabled(any(kl_flags)):
             mean_kl = mean(old_dist.kl(dist))
+        if any(c.kl_early_stop is not None for c in configs):
+            self.stop_early_group(group, mean_kl, setting("kl_early_stop"))
         entropy = mean(dist.entropy())
         vf_preds = group.call_padded("compute_values", {Columns.OBS: batch[Columns.OBS]},
                                      fwd_out[Columns.EMBEDDINGS])  # [M, K]
