@@ -79,7 +79,8 @@ print(json.dumps({"first": {k: round(v, 1) for k, v in sorted(first.items())},
 MANY_PPO = {
     "num_envs_per_env_runner": 8, "train_batch_size": 1024, "minibatch_size": 512,
     "num_epochs": 10, "gamma": 0.98, "lambda_": 0.8, "lr": [[0, 1e-3], [450_000, 1e-4]],
-    "entropy_coeff": 0.01, "model_config": {"fcnet_hiddens": [64, 64], "head_fcnet_hiddens": [64]},
+    "entropy_coeff": 0.01, "kl_early_stop": 0.03,
+    "model_config": {"fcnet_hiddens": [64, 64], "head_fcnet_hiddens": [64]},
 }
 """PPO settings of `--many-agents`, on top of FAST_PPO, for both runs (4 agents on 2
 modules, and N on N). With 100 independent modules, all 100 PPO runs must be at 450 at
@@ -110,7 +111,15 @@ issue 17, sessions 21-25):
   where it no longer finds better actions. With 0.003 such collapses still froze modules
   of seed 1; with 0.01 they still happen (the starved module's few rows are mostly
   noise), but the bonus pulls the policy back and the module recovers (seed 1: m50 fell to
-  21 at iteration 200 and was at 486 by 400)."""
+  21 at iteration 200 and was at 486 by 400).
+- An early stop per module once a minibatch's KL passes 0.03 (`kl_early_stop`, SB3's
+  target_kl 0.02): without it, 1-3 modules at a time dipped below 450 for 50-150
+  iterations each, a new dip starting before the last ended (seed 1 never had all 100
+  at 450 in 800 iterations). The dips come from updates a module does not need: 20 Adam
+  steps per iteration on noise (a solved module) or on a starved module's few rows, each
+  step about lr whatever the gradient's size. With the stop, one-thread probes of seed 1
+  held all 100 at 450 from iteration 264 to 410 (probe stopped); 0.015 stopped so early
+  that the last modules learned slowly (seed 1: one still at 304 by iteration 400)."""
 
 MANY = r"""
 import json, sys, time
