@@ -117,9 +117,10 @@ issue 17, sessions 21-25):
   iterations each, a new dip starting before the last ended (seed 1 never had all 100
   at 450 in 800 iterations). The dips come from updates a module does not need: 20 Adam
   steps per iteration on noise (a solved module) or on a starved module's few rows, each
-  step about lr whatever the gradient's size. With the stop, one-thread probes of seed 1
-  held all 100 at 450 from iteration 264 to 410 (probe stopped); 0.015 stopped so early
-  that the last modules learned slowly (seed 1: one still at 304 by iteration 400)."""
+  step about lr whatever the gradient's size. With the stop, seeds 0-4 all reached 450
+  (iterations 196-465, session 26); what is left below 450 late is mostly one slow
+  module, not modules taking turns. A limit of 0.015 stopped so early that the last
+  modules learned slowly (one-thread probe, seed 1: one still at 304 by iteration 400)."""
 
 MANY = r"""
 import json, sys, time
