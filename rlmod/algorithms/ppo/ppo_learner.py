@@ -61,9 +61,11 @@ class PPOLearner(Learner):
         mean_kl: torch.Tensor | None = None
         if config.use_kl_loss:
             mean_kl = module.action_dist(old_inputs).kl(dist).mean()
+        kl = mean_kl  # the minibatch's KL, computed here only where the loss or the stop needs it
         if config.kl_early_stop is not None:
-            with torch.no_grad():
-                kl = module.action_dist(old_inputs).kl(dist).mean() if mean_kl is None else mean_kl
+            if kl is None:
+                with torch.no_grad():
+                    kl = module.action_dist(old_inputs).kl(dist).mean()
             self.stop_early(module_id, kl, config.kl_early_stop)
         # A 0 coefficient: the entropy term's gradient is exactly 0, so it is left out of
         # the graph (bit-identical weights, fewer backward kernels) and only logged.
@@ -91,11 +93,11 @@ class PPOLearner(Learner):
             self.log_rows(module_id, "entropy", partial(_mean_entropy, action_dist), dist_inputs)
         else:
             self.log(module_id, entropy=entropy)
-        if mean_kl is None:
+        if kl is None:
             self.log_rows(module_id, "mean_kl_loss", partial(_mean_kl, action_dist),
                           old_inputs, dist_inputs)
         else:
-            self.log(module_id, mean_kl_loss=mean_kl)
+            self.log(module_id, mean_kl_loss=kl)
         self.log_rows(module_id, "vf_explained_var", _explained_var, vf_targets, vf_preds)
         self.log_rows(module_id, "clip_fraction", partial(_clip_fraction, config.clip_param),
                       ratio)
