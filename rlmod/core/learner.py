@@ -27,6 +27,7 @@ from rlmod.core.threads import torch_threads
 from rlmod.core.types import Array, Components, IntArray, StateDict, StateValue
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
+from rlmod.utils.gc_pause import gc_paused
 from rlmod.utils.schedules import scheduled_value
 
 if TYPE_CHECKING:
@@ -94,12 +95,14 @@ class Learner(Checkpointable):
         by `build()` and every tensor the Learner makes. Set it before `build()` to move."""
 
     # ------------------------------------------------------------------ build
+    @gc_paused()  # thousands of modules: rlmod/utils/gc_pause.py
     def build(self) -> None:
         """Builds the modules, the optimizers and the learner connector pipeline."""
         self.module = self.module_spec.build()
         if self.device.type != "cpu":  # built on the CPU (specs build there), then moved
             self.module.to(self.device)
-        self.module.train()
+        if not all(sub.training for sub in self.module.modules()):
+            self.module.train()  # built in training mode unless a setup() said otherwise
         if self._world_size > 1:  # every data-parallel Learner starts from rank 0's weights
             import torch.distributed as dist
 

@@ -20,6 +20,7 @@ from rlmod.core.rl_module import RLModule, RLModuleSpec, spec_from_metadata
 from rlmod.core.types import Array, Components, TensorDict
 from rlmod.errors import CheckpointError, UnknownModuleIDError
 from rlmod.utils.checkpoints import METADATA_FILE, Checkpointable, read_metadata, select_components
+from rlmod.utils.gc_pause import gc_paused
 from rlmod.utils.naming import did_you_mean, import_path
 from rlmod.utils.spaces import space_from_dict, space_to_dict
 from rlmod.utils.state_files import read_json, read_state
@@ -305,6 +306,7 @@ class MultiRLModuleSpec:
     @overload
     def build(self, module_id: ModuleID) -> RLModule: ...
 
+    @gc_paused()  # thousands of modules: rlmod/utils/gc_pause.py
     def build(self, module_id: ModuleID | None = None) -> MultiRLModule | RLModule:
         """The MultiRLModule, or only the module `module_id` if given (RLlib's)."""
         if module_id is not None:

@@ -64,6 +64,7 @@ from rlmod.env.multi_agent_rows import (
 from rlmod.env.registry import make_env
 from rlmod.errors import EnvError
 from rlmod.utils.checkpoints import select_components
+from rlmod.utils.gc_pause import gc_paused
 from rlmod.utils.seeding import derive_seed
 
 if TYPE_CHECKING:
@@ -220,6 +221,7 @@ class MultiAgentEnvRunner(EnvRunner):
         assert self._module is not None
         return self._module
 
+    @gc_paused()  # thousands of modules: rlmod/utils/gc_pause.py
     def make_module(self) -> None:
         """Builds the modules and what runs them, if not yet (RLlib's name). Called by
         everything that needs them; EnvRunnerGroup calls it on remote EnvRunners right
