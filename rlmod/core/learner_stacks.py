@@ -320,8 +320,11 @@ class TrainStack:
                 pos = cat[pos + (np.cumsum(n) - n)[None, :, None]]
             rows = np.where(slot[None, None, :] < k[None, :, None],
                             pos + self._offsets[a:b][None, :, None], self._zero_row)
-            index = torch.from_numpy(rows).to(device)
-            self._epoch.append({c: v[index] for c, v in self.columns.items()})
+            # index_select of the flat rows: v[index] (advanced indexing) took twice as
+            # long, 83 against 38 ms for 1.28M rows of [N, 4] observations (AMD EPYC)
+            flat = torch.from_numpy(rows.reshape(-1)).to(device)
+            self._epoch.append({c: v.index_select(0, flat).view(*rows.shape, *v.shape[1:])
+                                for c, v in self.columns.items()})
         if perms is None:
             self._in_order = self._epoch
 

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from rlmod.core.fast_tanh import tanh_
+
 if TYPE_CHECKING:
     from rlmod.core.stacked import StackedGroup
 
@@ -54,7 +56,7 @@ NARROW_OUT = 4
 
 # Elementwise activations, applied in place to the fresh output of the layer before.
 _IN_PLACE: dict[type[nn.Module], Callable[[torch.Tensor], torch.Tensor]] = {
-    nn.Tanh: torch.Tensor.tanh_,
+    nn.Tanh: tanh_,  # the vectorised form: rlmod/core/fast_tanh.py
     nn.ReLU: torch.Tensor.relu_,
     nn.Sigmoid: torch.Tensor.sigmoid_,
     nn.SiLU: lambda h: nn.functional.silu(h, inplace=True),

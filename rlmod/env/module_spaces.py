@@ -51,6 +51,9 @@ class ModuleSpaces:
             self._groups.append(np.asarray(groups, np.int64))
             self._num_groups.append(len(ids))
         self._checked = [np.zeros(0, np.int64) for _ in envs]
+        # Pairs of space objects found equal, held so their ids stay theirs: each env has
+        # its own space objects, compared once per pair, not once per (module, env).
+        self._equal: dict[tuple[int, int], tuple[gym.Space, gym.Space]] = {}
         self._shared: gym.spaces.Box | None | bool = False  # False: not computed yet
         self._module: MultiRLModule | None = None
 
@@ -99,8 +102,7 @@ class ModuleSpaces:
             self.env_to_module[mid] = pipeline
             return
         o_obs, o_act = self.raw[mid]
-        if (o_obs is not obs_space and o_obs != obs_space) or (
-                o_act is not act_space and o_act != act_space):
+        if not (self._same(o_obs, obs_space) and self._same(o_act, act_space)):
             other = self.first_agent[mid]
             raise ValueError(
                 f"Agents {other!r} and {agent!r} are both mapped to module {mid!r} but see "
@@ -118,3 +120,13 @@ class ModuleSpaces:
             self._shared = first if isinstance(first, gym.spaces.Box) and all(
                 sp is first or sp == first for sp in spaces) else None
         return self._shared  # type: ignore[return-value]
+
+    def _same(self, a: gym.Space, b: gym.Space) -> bool:
+        """`a == b`, remembered per pair of objects (Box equality is some 30 us: 31,000 of
+        them were 1 s of the first sample of 1,000 modules in 32 envs)."""
+        if a is b or (id(a), id(b)) in self._equal:
+            return True
+        if a != b:
+            return False
+        self._equal[id(a), id(b)] = (a, b)
+        return True

@@ -486,6 +486,19 @@ def test_two_agents_with_different_spaces_on_one_module_names_both():
         MultiAgentEnvRunner(config=config)
 
 
+def test_space_checks_compare_each_pair_of_space_objects_once():
+    # Each env has its own (equal) space objects; with 1,000 modules the check compared
+    # them once per module and env. Equal pairs are remembered, unequal ones never are.
+    runner = MultiAgentEnvRunner(config=ma_config().env_runners(num_envs_per_env_runner=3))
+    spaces = runner._spaces
+    box = gym.spaces.Box(-1, 1, (4,), np.float32)
+    copy, other = gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Box(-2, 2, (4,), np.float32)
+    assert spaces._same(box, copy) and (id(box), id(copy)) in spaces._equal
+    assert spaces._same(box, copy)
+    assert not spaces._same(box, other) and (id(box), id(other)) not in spaces._equal
+    assert not spaces._same(box, other)
+
+
 def test_a_single_agent_env_is_refused_with_a_hint():
     config = ma_config("CartPole-v1", {})
     with pytest.raises(TypeError, match="not an rlmod MultiAgentEnv.*ParallelPettingZooEnv"):
