@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar, cast
 import numpy as np
 import torch
 
+from rlmod.core import data_parallel
 from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
@@ -21,7 +22,14 @@ from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack, u
 from rlmod.core.minibatch_stats import Logged, RowReduce, RowStat, mean_over_minibatches
 from rlmod.core.module_weights import numpy_weights
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.optim import Adam, AdamSlot, GroupAdam, grad_norm, update_is_finite
+from rlmod.core.optim import (
+    Adam,
+    AdamSlot,
+    GroupAdam,
+    OptimizerStates,
+    grad_norm,
+    update_is_finite,
+)
 from rlmod.core.stacked import find_stack_groups
 from rlmod.core.threads import torch_threads
 from rlmod.core.types import Array, Components, IntArray, StateDict, StateValue
@@ -32,7 +40,6 @@ from rlmod.utils.schedules import scheduled_value
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
-    from rlmod.core.optim import AdamState
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -103,11 +110,8 @@ class Learner(Checkpointable):
             self.module.to(self.device)
         if not all(sub.training for sub in self.module.modules()):
             self.module.train()  # built in training mode unless a setup() said otherwise
-        if self._world_size > 1:  # every data-parallel Learner starts from rank 0's weights
-            import torch.distributed as dist
-
-            for _, param in sorted(self.module.named_parameters()):
-                dist.broadcast(param.data, src=0)
+        if self._world_size > 1:
+            data_parallel.broadcast_weights(self.module)
         trainable = {mid: params for mid, sub in self.module.items()
                      if (params := [p for p in sub.parameters() if p.requires_grad])
                      and self.config.is_module_trainable(mid)}
@@ -183,14 +187,12 @@ class Learner(Checkpointable):
         each step is the step of one Learner on the union of the minibatches (for losses
         that are means over rows), and all Learners hold identical weights throughout.
         """
-        import torch.distributed as dist
-
         from rlmod.utils.seeding import seed_everything
 
         seed_everything(self.config.seed)  # this process's RNG: as the driver's at build
         self.device = learner_device(self.config, remote=True)  # Ray's GPU, if any
-        dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo",
-                                init_method=init_method, rank=rank, world_size=world_size)
+        data_parallel.join(device=self.device, rank=rank, world_size=world_size,
+                           init_method=init_method)
         self._world_size = world_size
 
     def apply(self, func: Callable[Concatenate[Learner, _P], _R], *args: _P.args,
@@ -384,7 +386,9 @@ class Learner(Checkpointable):
         for stack, loss_vec in group_losses:
             self._step_stack(stack, loss_vec)
         if self._world_size > 1:
-            self._all_reduce_gradients(mb)
+            data_parallel.all_reduce_gradients(
+                self._optimizers, {m: next(iter(cols.values())).shape[0] for m, cols in mb.items()},
+                self.device)
         for mid in mb:
             if (request := self._stop_requests.pop(mid, None)) is not None:
                 self._stop_checked.add(mid)
@@ -441,37 +445,6 @@ class Learner(Checkpointable):
         stack.commit(torch.from_numpy(active).to(self.device))
         stack.step(active)
 
-    def _all_reduce_gradients(self, mb: TensorBatch) -> None:
-        """Data-parallel: every module's gradient becomes the row-weighted mean over all
-        Learners (sum of rows x gradient, over the sum of rows), one all-reduce per module
-        in a fixed order. A module without rows here contributes zeros."""
-        import torch.distributed as dist
-
-        for mid in sorted(self._optimizers):
-            params = self._optimizers[mid].params
-            rows = float(next(iter(mb[mid].values())).shape[0]) if mid in mb else 0.0
-            flat = torch.cat([
-                *(p.grad.reshape(-1) if p.grad is not None
-                  else torch.zeros(p.numel(), device=self.device) for p in params),
-                torch.ones(1, device=self.device)]) * rows  # the last entry sums the rows
-            dist.all_reduce(flat)
-            flat = flat[:-1] / max(float(flat[-1]), 1.0)
-            offset = 0
-            for p in params:
-                p.grad = flat[offset:offset + p.numel()].view_as(p).clone()
-                offset += p.numel()
-
-    def _agree_max(self, value: int) -> int:
-        """The largest `value` over all data-parallel Learners (the number of minibatches,
-        so that every Learner makes the same number of all-reduces)."""
-        if self._world_size == 1:
-            return value
-        import torch.distributed as dist
-
-        t = torch.tensor([value], dtype=torch.int64, device=self.device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return int(t.item())
-
     def _skip_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor | None,
                          marks: Mapping[str, int]) -> None:
         """Leaves module `mid` unstepped for this minibatch, drops what it logged for it
@@ -513,8 +486,9 @@ class Learner(Checkpointable):
         size = self.config.minibatch_size
         longest = max(num_rows.values(), default=0)
         whole = size is None or size >= longest
-        num_steps = self._agree_max(0 if longest == 0 else 1 if whole else
-                                    max(1, round(longest / size)))
+        num_steps = 0 if longest == 0 else 1 if whole else max(1, round(longest / size))
+        if self._world_size > 1:
+            num_steps = data_parallel.agree_max(num_steps, self.device)
         return num_steps, None if num_steps <= 1 or size is None else size
 
     def _minibatches(self, batch: TensorBatch, num_rows: Mapping[ModuleID, int],
@@ -631,23 +605,3 @@ class Learner(Checkpointable):
             self._optimizer_states.set_state(cast(StateDict, state["optimizer"]))
         if "rng" in state:
             self._rng.bit_generator.state = cast("dict[str, object]", state["rng"])
-
-
-class OptimizerStates(Checkpointable):
-    """A Learner's optimizers as one checkpoint component (`learner/optimizer/`): moments
-    and step counts of every module, keyed by module ID, in one safetensors file."""
-
-    def __init__(self, optimizers: Mapping[ModuleID, Adam | AdamSlot]) -> None:
-        self.optimizers = optimizers
-
-    def get_state(self, components: Components = None, *, not_components: Components = None,
-                  **kwargs: object) -> StateDict:
-        return {m: cast(StateDict, opt.state_dict()) for m, opt in self.optimizers.items()
-                if select_components(components, not_components, m)[0]}
-
-    def set_state(self, state: StateDict) -> None:
-        """Loads the optimizers of the modules named in `state` (modules this Learner does
-        not train are skipped)."""
-        for mid, opt_state in state.items():
-            if mid in self.optimizers:
-                self.optimizers[mid].load_state_dict(cast("AdamState", opt_state))

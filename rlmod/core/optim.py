@@ -12,13 +12,15 @@ module giving each its own Adam interface and checkpoint state.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import SupportsFloat, TypedDict, cast
 
 import numpy as np
 import torch
 
-from rlmod.core.types import BoolArray, IntArray
+from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.types import BoolArray, Components, IntArray, StateDict
+from rlmod.utils.checkpoints import Checkpointable, select_components
 
 FLUSH_EVERY = 100
 """Adam steps between two flushes of tiny moments (see `Adam._flush_tiny_moments`)."""
@@ -402,3 +404,23 @@ def _grads_finite(grads: list[torch.Tensor], found: torch.Tensor, one: torch.Ten
 def is_identity_order(order: IntArray, size: int) -> bool:
     """Whether `order` lists positions 0..size-1 in order."""
     return len(order) == size and bool(np.array_equal(order, np.arange(size)))
+
+
+class OptimizerStates(Checkpointable):
+    """A Learner's optimizers as one checkpoint component (`learner/optimizer/`): moments
+    and step counts of every module, keyed by module ID, in one safetensors file."""
+
+    def __init__(self, optimizers: Mapping[ModuleID, Adam | AdamSlot]) -> None:
+        self.optimizers = optimizers
+
+    def get_state(self, components: Components = None, *, not_components: Components = None,
+                  **kwargs: object) -> StateDict:
+        return {m: cast(StateDict, opt.state_dict()) for m, opt in self.optimizers.items()
+                if select_components(components, not_components, m)[0]}
+
+    def set_state(self, state: StateDict) -> None:
+        """Loads the optimizers of the modules named in `state` (modules this Learner does
+        not train are skipped)."""
+        for mid, opt_state in state.items():
+            if mid in self.optimizers:
+                self.optimizers[mid].load_state_dict(cast("AdamState", opt_state))

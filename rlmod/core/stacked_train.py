@@ -89,8 +89,7 @@ class _Chain(torch.autograd.Function):
             shape = (x.shape[0], x.shape[1], weight.shape[1])
             # the chain's output is a fresh tensor (its user may keep it); hidden ones reuse
             out = x.new_empty(shape) if i == last else workspace.buffer((tag, "h", i), x, shape)
-            torch.bmm(h, weight.transpose(1, 2), out=out)
-            out.add_(bias.unsqueeze(1))
+            torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2), out=out)
             if layer.activation == "tanh":
                 tanh_(out)  # the vectorised form: rlmod/core/fast_tanh.py
             elif layer.activation == "relu":
