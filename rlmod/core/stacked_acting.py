@@ -14,13 +14,15 @@ with modules missing, first copies the parameters of those present; its linear t
 3-4x what the same rows cost at 10 modules. Here each step takes the cheaper of two
 layouts by a cost model (constants below):
 
-- **padded** (`[modules, features, width]`, one `baddbmm` per layer): all the group's
-  modules with their weights read in place, or only the modules present, their parameters
+- **padded** (`[modules, width, features]`, one `baddbmm` per layer against the transposed
+  weight copy below; a layer of at most NARROW_OUT outputs multiplies its weights from the
+  left instead): all the group's modules, or only the modules present, their parameters
   gathered first;
 - **sparse** (no padding and no gather): each layer is one CSR x dense product, row r of the
   sparse matrix holding its input at its module's block of columns, against the weights
   laid out `[modules * in, out]` (a transposed copy, kept per weight and refreshed when the
-  weights change: tensor versions, which every in-place write bumps, `set_state` included).
+  weights change: tensor versions, which every in-place write bumps, `set_state` included;
+  the padded layout reads the same copy as `[modules, in, out]`).
 
 Measured on the issue-17 trace (80 steps of 1,000 agents in 32 envs, Xeon host, one thread,
 machine shared): forward per step 13.3 -> 7.1 ms at 1,000 modules, 4.1 -> 2.3 ms at 10 modules.
