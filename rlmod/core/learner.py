@@ -305,7 +305,7 @@ class Learner(Checkpointable):
         self._group_means = {}
         self._num_non_finite = dict.fromkeys(trainable, 0)
         self._stop_checked, self._stopped = set(), set()
-        num_rows = {m: next(iter(batch[m].values())).shape[0] for m in trainable}
+        num_rows = _num_rows({m: batch[m] for m in trainable})
         num_steps, size = self._minibatch_plan(num_rows)
         stops: dict[ModuleID, bool] = {}
         try:
@@ -386,9 +386,7 @@ class Learner(Checkpointable):
         for stack, loss_vec in group_losses:
             self._step_stack(stack, loss_vec)
         if self._world_size > 1:
-            data_parallel.all_reduce_gradients(
-                self._optimizers, {m: next(iter(cols.values())).shape[0] for m, cols in mb.items()},
-                self.device)
+            data_parallel.all_reduce_gradients(self._optimizers, _num_rows(mb), self.device)
         for mid in mb:
             if (request := self._stop_requests.pop(mid, None)) is not None:
                 self._stop_checked.add(mid)
@@ -605,3 +603,8 @@ class Learner(Checkpointable):
             self._optimizer_states.set_state(cast(StateDict, state["optimizer"]))
         if "rng" in state:
             self._rng.bit_generator.state = cast("dict[str, object]", state["rng"])
+
+
+def _num_rows(batch: TensorBatch) -> dict[ModuleID, int]:
+    """Rows per module of a batch (every column of a module has its rows)."""
+    return {m: next(iter(cols.values())).shape[0] for m, cols in batch.items()}
