@@ -59,9 +59,9 @@ def group_of(runner: MultiAgentEnvRunner) -> StackedGroup:
 
 def replay(group: StackedGroup, calls: list, how: str) -> list[float]:
     """Seconds per recorded forward, run `how`."""
-    costs = dict(PER_ROW_US=sa.PER_ROW_US, GATHER_US=sa.GATHER_US)
+    costs = dict(PER_ROW_US=sa.PER_ROW_US, GATHER_US=sa.GATHER_US, SPARSE_US=sa.SPARSE_US)
     if how == "sparse":
-        sa.PER_ROW_US = 0.0
+        sa.PER_ROW_US = sa.SPARSE_US = 0.0
     elif how == "padded":
         sa.PER_ROW_US, sa.GATHER_US = 1e9, 1e9
     out = []
@@ -75,7 +75,8 @@ def replay(group: StackedGroup, calls: list, how: str) -> list[float]:
                     group.forward_exploration(obs, index)
                 out.append(time.perf_counter() - t)
     finally:
-        sa.PER_ROW_US, sa.GATHER_US = costs["PER_ROW_US"], costs["GATHER_US"]
+        for name, value in costs.items():
+            setattr(sa, name, value)
     return out
 
 

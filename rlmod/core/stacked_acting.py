@@ -14,9 +14,10 @@ with modules missing, first copies the parameters of those present; its linear t
 3-4x what the same rows cost at 10 modules. Here each step takes the cheaper of two
 layouts by a cost model (constants below):
 
-- **padded** (`[modules, width, features]`, one `baddbmm` per layer against the transposed
-  weight copy below; a layer of at most NARROW_OUT outputs multiplies its weights from the
-  left instead): all the group's modules, or only the modules present, their parameters
+- **padded** (`[modules, width, features]`, one batched matmul per layer against the
+  transposed weight copy below: numpy's where each module's product is small, BLAS_SMALL_WORK,
+  else torch's `baddbmm`, a layer of at most NARROW_OUT outputs then multiplying its weights
+  from the left): all the group's modules, or only the modules present, their parameters
   gathered first;
 - **sparse** (no padding and no gather): each layer is one CSR x dense product, row r of the
   sparse matrix holding its input at its module's block of columns, against the weights
@@ -26,6 +27,8 @@ layouts by a cost model (constants below):
 
 Measured on the issue-17 trace (80 steps of 1,000 agents in 32 envs, Xeon host, one thread,
 machine shared): forward per step 13.3 -> 7.1 ms at 1,000 modules, 4.1 -> 2.3 ms at 10 modules.
+On the AMD host (benchmarks/stacked_acting.py, one thread), numpy's matmul and the refitted
+cost model took the 1,000-module pass from 3.76 to 3.00 ms (10 modules: 1.62 ms, unchanged).
 Tested against the plain path in tests/core/test_stacked_acting.py.
 """
 
@@ -35,6 +38,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -43,21 +47,26 @@ from rlmod.core.fast_tanh import tanh_
 if TYPE_CHECKING:
     from rlmod.core.stacked import StackedGroup
 
-# The cost model that picks a layout per step, in microseconds (fitted on the issue-17
-# traces, 32 envs and 1 env, [64, 64] MLPs, Xeon host, one thread): the padded layout costs PER_MODULE
-# per module it runs (each layer's small matmul) plus PER_SLOT per padded slot, and GATHER
-# per module to gather the parameters of only those present; the sparse layout costs
-# PER_ROW per row. Only the ratios matter: a layout is picked, the outputs are the same.
-# Not refitted since the padded layout's matmuls became row-major (session 27): on the
-# AMD host's 1,000-module trace the pick costs 3.43 ms per pass against 3.33 for the best
-# layout per pass in hindsight (benchmarks/stacked_acting.py).
-PER_MODULE_US = 2.8
-GATHER_US = 2.8
-PER_SLOT_US = 0.36
-PER_ROW_US = 1.3
+# The cost model that picks a layout per step, in microseconds (least squares over 200
+# passes of 1,000, 100 and 10 [64, 64] modules in 1, 8 and 32 envs of the issue-17 env, AMD
+# host, one thread): the padded layout costs PER_MODULE per module it runs plus PER_SLOT per
+# padded slot, and GATHER more per module to gather the parameters of only those present;
+# the sparse layout costs SPARSE once plus PER_ROW per row. Only the ratios matter: a
+# layout is picked, the outputs are the same.
+PER_MODULE_US = 0.42
+GATHER_US = 1.1
+PER_SLOT_US = 0.24
+PER_ROW_US = 0.78
+SPARSE_US = 250.0
 # In the sparse layout, a layer with at most this many outputs gathers each row's weights
 # instead (CSR x dense is slow with few dense columns: 0.34 vs 0.64 ms, 5,000 rows, 64 -> 2).
 NARROW_OUT = 4
+# The padded layout multiplies each module's rows by its weights with numpy's matmul where
+# one module's product (rows x in x out) is at most this: numpy's bundled OpenBLAS runs such
+# a GEMM on one thread (its interface/gemm.c: up to 65,536 x GEMM_MULTITHREAD_THRESHOLD 4)
+# with its small-matrix kernels, 2-4x faster than torch's bmm for [1,000, 4-31, 64] x
+# [1,000, 64, 64] on the AMD host, one thread (equal at 10 x [2,162, 64]).
+BLAS_SMALL_WORK = 2**18
 
 # Elementwise activations, applied in place to the fresh output of the layer before.
 _IN_PLACE: dict[type[nn.Module], Callable[[torch.Tensor], torch.Tensor]] = {
@@ -127,7 +136,7 @@ class StackedActing:
         present = int(torch.count_nonzero(counts))
         all_modules = self.num_modules * (PER_MODULE_US + PER_SLOT_US * width)
         gathered = present * (PER_MODULE_US + GATHER_US + PER_SLOT_US * width)
-        if min(all_modules, gathered) > PER_ROW_US * n:
+        if min(all_modules, gathered) > SPARSE_US + PER_ROW_US * n:
             return self._sparse(x.contiguous(), index)
         return self._padded(x, index, counts, width, gather=gathered < all_modules)
 
@@ -151,16 +160,24 @@ class StackedActing:
                 continue
             weight, bias = step
             m, out_dim, in_dim = weight.shape
-            # A layer of few outputs multiplies from the left (h @ W^T with 2 columns is 5x
-            # slower); the others as h @ W^T against the cached contiguous W^T (the sparse
+            # Small per-module products go to numpy's matmul (below); with torch, a layer
+            # of few outputs multiplies from the left (h @ W^T with 2 columns is 5x
+            # slower), the others as h @ W^T against the cached contiguous W^T (the sparse
             # layout's copy): 1.5-3x faster than W @ h^T for [1,000, 64, 64] weights at
             # 4-32 rows per module
-            narrow = out_dim <= NARROW_OUT
+            # (numpy would promote mixed dtypes where torch raises: those take torch's path)
+            small = (h.device.type == "cpu" and h.dtype == weight.dtype
+                     and width * in_dim * out_dim <= BLAS_SMALL_WORK)
+            narrow = out_dim <= NARROW_OUT and not small
             w = weight if narrow else self._weights_by_input(j, weight).view(m, in_dim, out_dim)
             if rows is not None:  # index_select: 5-10x faster than w[rows] here
                 w = w.index_select(0, rows)
                 bias = None if bias is None else bias.index_select(0, rows)
-            if narrow:
+            if small:
+                h = torch.from_numpy(np.matmul(h.numpy(), w.numpy()))
+                if bias is not None:
+                    h.add_(bias.unsqueeze(1))
+            elif narrow:
                 h_t = h.transpose(1, 2)
                 h = (torch.bmm(w, h_t) if bias is None
                      else torch.baddbmm(bias.unsqueeze(2), w, h_t)).transpose(1, 2)

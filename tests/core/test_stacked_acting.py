@@ -1,8 +1,9 @@
 """Tests of StackedActing (rlmod/core/stacked_acting.py), the EnvRunner acting fast path of
 stacked groups, against the plain path (`StackedGroup.call_rows`: vmap over the class's
-own forward): both layouts (padded, with and without gathering the modules present, and
-sparse), after weights change (the sparse layout's transposed copy is remade), and where
-the fast path must not run (free log-std, a subclass, autograd on).
+own forward): both layouts (padded, with and without gathering the modules present, its
+products by numpy's matmul and by torch's, and sparse), after weights change (the sparse
+layout's transposed copy is remade), and where the fast path must not run (free log-std, a
+subclass, autograd on).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def _force(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
     """Makes the cost model pick `layout`: "padded" (all modules), "padded_gather" (only
     those present) or "sparse"."""
     monkeypatch.setattr(sa, "PER_ROW_US", 0.0 if layout == "sparse" else 1e9)
+    monkeypatch.setattr(sa, "SPARSE_US", 0.0)
     monkeypatch.setattr(sa, "PER_MODULE_US", 1.0)
     monkeypatch.setattr(sa, "PER_SLOT_US", 1.0)
     monkeypatch.setattr(sa, "GATHER_US", 0.0 if layout == "padded_gather" else 1e9)
@@ -64,11 +66,14 @@ def _force(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
     {"fcnet_hiddens": [], "head_fcnet_hiddens": [4], "head_fcnet_activation": "elu"},
 ])
 @pytest.mark.parametrize("layout", ["padded", "padded_gather", "sparse"])
-def test_fast_path_gives_the_plain_paths_outputs(model_config: dict, layout: str,
+@pytest.mark.parametrize("matmul", ["numpy", "torch"])
+def test_fast_path_gives_the_plain_paths_outputs(model_config: dict, layout: str, matmul: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     group = _group(12, model_config)
     assert isinstance(StackedActing.of(group), StackedActing)
     _force(monkeypatch, layout)
+    if matmul == "torch":  # the padded layout's products as at many rows per module
+        monkeypatch.setattr(sa, "BLAS_SMALL_WORK", 0)
     ran: list[str] = []
     padded, sparse = StackedActing._padded, StackedActing._sparse
     monkeypatch.setattr(StackedActing, "_padded", lambda self, *a, gather: (
@@ -89,15 +94,23 @@ def test_fast_path_gives_the_plain_paths_outputs(model_config: dict, layout: str
             assert ran[-2:] == [layout, layout]
 
 
-def test_both_layouts_run_by_default() -> None:
-    """Uneven rows take the sparse layout, even rows the padded one: both agree."""
-    group = _group(20, {"fcnet_hiddens": [16, 16]})
-    uneven = torch.tensor([0] * 15 + list(range(1, 20)))  # 20 present x 15 wide >> 34 rows
-    even = torch.arange(20).repeat(3)
-    for index in (uneven, even):
+def test_both_layouts_run_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the fitted cost model, uneven rows over many modules take the sparse layout and
+    even rows the padded one: both agree with the plain path."""
+    group = _group(100, {"fcnet_hiddens": [16, 16]})
+    ran: list[str] = []
+    padded, sparse = StackedActing._padded, StackedActing._sparse
+    monkeypatch.setattr(StackedActing, "_padded", lambda self, *a, gather: (
+        ran.append("padded"), padded(self, *a, gather=gather))[1])
+    monkeypatch.setattr(StackedActing, "_sparse", lambda self, *a: (
+        ran.append("sparse"), sparse(self, *a))[1])
+    uneven = torch.tensor([0] * 15 + list(range(1, 80)))  # 80 present x 15 wide >> 94 rows
+    even = torch.arange(100).repeat(3)
+    for index, layout in ((uneven, "sparse"), (even, "padded")):
         obs = torch.randn(len(index), *BOX.shape)
         with torch.inference_mode():
             fast = group.forward_exploration(obs, index)[Columns.ACTION_DIST_INPUTS]
+        assert ran[-1] == layout
         torch.testing.assert_close(fast, _plain(group, obs, index).detach(), rtol=1e-5,
                                    atol=1e-6)
 
