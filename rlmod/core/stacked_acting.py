@@ -58,6 +58,7 @@ GATHER_US = 1.1
 PER_SLOT_US = 0.24
 PER_ROW_US = 0.78
 SPARSE_US = 250.0
+PASS_US = 150.0
 # In the sparse layout, a layer with at most this many outputs gathers each row's weights
 # instead (CSR x dense is slow with few dense columns: 0.34 vs 0.64 ms, 5,000 rows, 64 -> 2).
 NARROW_OUT = 4
@@ -134,14 +135,26 @@ class StackedActing:
         counts = torch.bincount(index, minlength=self.num_modules)
         width = int(counts.max())
         present = int(torch.count_nonzero(counts))
-        all_modules = self.num_modules * (PER_MODULE_US + PER_SLOT_US * width)
+        # All modules padded to `cap` rows, the rows past it padded again over only the
+        # modules that have more (their parameters gathered); cap = width: one pass.
+        caps = torch.arange(1, width + 1)
+        more = present - torch.cumsum(torch.bincount(counts, minlength=width + 1)[1:], 0)
+        capped = (self.num_modules * (PER_MODULE_US + PER_SLOT_US * caps) + (more > 0) * PASS_US
+                  + more * (PER_MODULE_US + GATHER_US + PER_SLOT_US * (width - caps)))
+        cap = int(torch.argmin(capped)) + 1
+        all_modules = float(capped[cap - 1])
         gathered = present * (PER_MODULE_US + GATHER_US + PER_SLOT_US * width)
         if min(all_modules, gathered) > SPARSE_US + PER_ROW_US * n:
             return self._sparse(x.contiguous(), index)
-        return self._padded(x, index, counts, width, gather=gathered < all_modules)
+        if gathered < all_modules:
+            return self._padded(x, index, counts, width, gather=True)
+        return self._padded(x, index, counts, width, gather=False, cap=cap)
 
     def _padded(self, x: torch.Tensor, index: torch.Tensor, counts: torch.Tensor,
-                width: int, *, gather: bool) -> torch.Tensor:
+                width: int, *, gather: bool, cap: int | None = None) -> torch.Tensor:
+        """`gather`: only the modules present, their parameters gathered first. `cap`
+        (without `gather`): each module's rows past its first `cap` through a second,
+        gathered pass."""
         rows = None
         if gather:
             rows = torch.nonzero(counts).squeeze(1)  # sorted module positions
@@ -152,6 +165,13 @@ class StackedActing:
         starts = torch.cumsum(counts, 0) - counts
         slot = torch.empty_like(index)
         slot[order] = torch.arange(n) - starts[index[order]]
+        beyond = None
+        if cap is not None and cap < width:
+            past = slot >= cap
+            beyond = (past, self._padded(x[past], index[past], (counts - cap).clamp_(min=0),
+                                         width - cap, gather=True))
+            keep = ~past
+            x, index, slot, width = x[keep], index[keep], slot[keep], cap
         h = x.new_zeros((counts.shape[0], width, x.shape[1]))  # [modules, width, features]
         h[index, slot] = x
         for j, step in enumerate(self.steps):
@@ -183,7 +203,13 @@ class StackedActing:
                      else torch.baddbmm(bias.unsqueeze(2), w, h_t)).transpose(1, 2)
             else:
                 h = torch.bmm(h, w) if bias is None else torch.baddbmm(bias.unsqueeze(1), h, w)
-        return h[index, slot]
+        if beyond is None:
+            return h[index, slot]
+        past, rest = beyond
+        out = rest.new_empty((n, rest.shape[1]))
+        out[past] = rest
+        out[~past] = h[index, slot]
+        return out
 
     def _sparse(self, h: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         n = index.shape[0]

@@ -76,8 +76,9 @@ def test_fast_path_gives_the_plain_paths_outputs(model_config: dict, layout: str
         monkeypatch.setattr(sa, "BLAS_SMALL_WORK", 0)
     ran: list[str] = []
     padded, sparse = StackedActing._padded, StackedActing._sparse
-    monkeypatch.setattr(StackedActing, "_padded", lambda self, *a, gather: (
-        ran.append("padded_gather" if gather else "padded"), padded(self, *a, gather=gather))[1])
+    monkeypatch.setattr(StackedActing, "_padded", lambda self, *a, gather, cap=None: (
+        ran.append("padded_gather" if gather else "padded"),
+        padded(self, *a, gather=gather, cap=cap))[1])
     monkeypatch.setattr(StackedActing, "_sparse", lambda self, *a: (
         ran.append("sparse"), sparse(self, *a))[1])
     for n, missing, seed in [(40, 0, 0), (25, 7, 1), (1, 11, 2), (12, 0, 3)]:
@@ -94,23 +95,52 @@ def test_fast_path_gives_the_plain_paths_outputs(model_config: dict, layout: str
             assert ran[-2:] == [layout, layout]
 
 
-def test_both_layouts_run_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the fitted cost model, uneven rows over many modules take the sparse layout and
-    even rows the padded one: both agree with the plain path."""
-    group = _group(100, {"fcnet_hiddens": [16, 16]})
+@pytest.mark.parametrize("model_config", [
+    {"fcnet_hiddens": [16, 16]},
+    {"fcnet_hiddens": [8], "fcnet_activation": "relu", "head_fcnet_hiddens": [5],
+     "head_fcnet_activation": "silu"},
+])
+@pytest.mark.parametrize("cap", [1, 2, 5])
+def test_capped_padded_pass_gives_the_plain_paths_outputs(model_config: dict, cap: int) -> None:
+    """Rows past `cap` per module go through a second pass over only their modules."""
+    group = _group(12, model_config)
+    act = StackedActing.of(group)
+    assert act is not None
+    obs, index = _rows(40, 12, 3, 4)
+    counts = torch.bincount(index, minlength=12)
+    with torch.inference_mode():
+        out = act._padded(obs.reshape(40, -1), index, counts, int(counts.max()), gather=False,
+                          cap=cap)
+    torch.testing.assert_close(out, _plain(group, obs, index).detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_each_layout_runs_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the fitted cost model: a few rows spread over many modules take the sparse
+    layout, even rows one padded pass, a few modules with many more rows than the rest a
+    capped pass (their extra rows in a second, gathered pass): all agree with the plain
+    path."""
+    group = _group(800, {"fcnet_hiddens": [16, 16]})
     ran: list[str] = []
     padded, sparse = StackedActing._padded, StackedActing._sparse
-    monkeypatch.setattr(StackedActing, "_padded", lambda self, *a, gather: (
-        ran.append("padded"), padded(self, *a, gather=gather))[1])
+
+    def spy_padded(self: StackedActing, x: torch.Tensor, index: torch.Tensor,
+                   counts: torch.Tensor, width: int, *, gather: bool,
+                   cap: int | None = None) -> torch.Tensor:
+        ran.append("gathered" if gather else "capped" if cap and cap < width else "padded")
+        return padded(self, x, index, counts, width, gather=gather, cap=cap)
+
+    monkeypatch.setattr(StackedActing, "_padded", spy_padded)
     monkeypatch.setattr(StackedActing, "_sparse", lambda self, *a: (
         ran.append("sparse"), sparse(self, *a))[1])
-    uneven = torch.tensor([0] * 15 + list(range(1, 80)))  # 80 present x 15 wide >> 94 rows
-    even = torch.arange(100).repeat(3)
-    for index, layout in ((uneven, "sparse"), (even, "padded")):
+    spread = torch.tensor([0] * 15 + list(range(1, 80)))  # 94 rows over 80 of 800 modules
+    even = torch.arange(800).repeat(2)
+    uneven = torch.cat([torch.arange(800).repeat(4), torch.arange(10).repeat(8)])
+    for index, layout in ((spread, "sparse"), (even, "padded"), (uneven, "capped")):
         obs = torch.randn(len(index), *BOX.shape)
+        ran.clear()
         with torch.inference_mode():
             fast = group.forward_exploration(obs, index)[Columns.ACTION_DIST_INPUTS]
-        assert ran[-1] == layout
+        assert ran == [layout] + (["gathered"] if layout == "capped" else [])
         torch.testing.assert_close(fast, _plain(group, obs, index).detach(), rtol=1e-5,
                                    atol=1e-6)
 
