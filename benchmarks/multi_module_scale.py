@@ -429,7 +429,9 @@ def main() -> None:
     i17.add_argument("--skip-issue17", action="store_true")
     i17.add_argument("--skip-10k", action="store_true", help="no 10,000-agent run")
     i17.add_argument("--issue17-envs", type=int, default=32)
-    i17.add_argument("--issue17-rounds", type=int, default=48)
+    i17.add_argument("--issue17-rounds", type=int, default=48,
+                     help="sampling rounds of 10-step calls (the training-size calls: as "
+                          "many env steps, at least 8 rounds)")
     i17.add_argument("--issue17-learner-rows", type=int, default=64_000)
     i17.add_argument("--issue17-sample-only", action="store_true",
                      help="only the sampling child (no build/train/Learner children)")

@@ -18,7 +18,8 @@ layouts by a cost model (constants below):
   transposed weight copy below: numpy's where each module's product is small, BLAS_SMALL_WORK,
   else torch's `baddbmm`, a layer of at most NARROW_OUT outputs then multiplying its weights
   from the left): all the group's modules, or only the modules present, their parameters
-  gathered first;
+  gathered first; or all modules padded to fewer rows than the most any has, the rows past
+  that through a second pass over only the modules that have them (gathered);
 - **sparse** (no padding and no gather): each layer is one CSR x dense product, row r of the
   sparse matrix holding its input at its module's block of columns, against the weights
   laid out `[modules * in, out]` (a transposed copy, kept per weight and refreshed when the
@@ -28,7 +29,8 @@ layouts by a cost model (constants below):
 Measured on the issue-17 trace (80 steps of 1,000 agents in 32 envs, Xeon host, one thread,
 machine shared): forward per step 13.3 -> 7.1 ms at 1,000 modules, 4.1 -> 2.3 ms at 10 modules.
 On the AMD host (benchmarks/stacked_acting.py, one thread), numpy's matmul and the refitted
-cost model took the 1,000-module pass from 3.76 to 3.00 ms (10 modules: 1.62 ms, unchanged).
+cost model took the 1,000-module pass from 3.76 to 3.00 ms, and the capped pass from 3.34 to
+3.10 ms in a later run (10 modules: 1.62-1.77 ms, unchanged).
 Tested against the plain path in tests/core/test_stacked_acting.py.
 """
 
@@ -51,8 +53,9 @@ if TYPE_CHECKING:
 # passes of 1,000, 100 and 10 [64, 64] modules in 1, 8 and 32 envs of the issue-17 env, AMD
 # host, one thread): the padded layout costs PER_MODULE per module it runs plus PER_SLOT per
 # padded slot, and GATHER more per module to gather the parameters of only those present;
-# the sparse layout costs SPARSE once plus PER_ROW per row. Only the ratios matter: a
-# layout is picked, the outputs are the same.
+# a capped pass's second pass costs PASS once (its extra calls; estimated, not fitted); the
+# sparse layout costs SPARSE once plus PER_ROW per row. Only the ratios matter: a layout is
+# picked, the outputs are the same.
 PER_MODULE_US = 0.42
 GATHER_US = 1.1
 PER_SLOT_US = 0.24
@@ -165,11 +168,11 @@ class StackedActing:
         starts = torch.cumsum(counts, 0) - counts
         slot = torch.empty_like(index)
         slot[order] = torch.arange(n) - starts[index[order]]
-        beyond = None
+        past = keep = rest = None
         if cap is not None and cap < width:
             past = slot >= cap
-            beyond = (past, self._padded(x[past], index[past], (counts - cap).clamp_(min=0),
-                                         width - cap, gather=True))
+            rest = self._padded(x[past], index[past], (counts - cap).clamp_(min=0),
+                                width - cap, gather=True)
             keep = ~past
             x, index, slot, width = x[keep], index[keep], slot[keep], cap
         h = x.new_zeros((counts.shape[0], width, x.shape[1]))  # [modules, width, features]
@@ -203,12 +206,11 @@ class StackedActing:
                      else torch.baddbmm(bias.unsqueeze(2), w, h_t)).transpose(1, 2)
             else:
                 h = torch.bmm(h, w) if bias is None else torch.baddbmm(bias.unsqueeze(1), h, w)
-        if beyond is None:
+        if rest is None:
             return h[index, slot]
-        past, rest = beyond
         out = rest.new_empty((n, rest.shape[1]))
         out[past] = rest
-        out[~past] = h[index, slot]
+        out[keep] = h[index, slot]
         return out
 
     def _sparse(self, h: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
