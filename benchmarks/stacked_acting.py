@@ -2,6 +2,7 @@
 1,000 MultiAgentCartPole agents sample in the same envs, and the floor of that ratio.
 
     python benchmarks/stacked_acting.py [--envs 32] [--rounds 6] [--steps 10]
+    python benchmarks/stacked_acting.py --fit   # refit StackedActing's cost model
 
 Two MultiAgentEnvRunners (agents mapped to 10 and to 1,000 modules, one stacked group each)
 sample in alternating rounds, as in benchmarks/multi_module_scale.py's issue-17 child. Each
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from functools import partial
 
 import numpy as np
 import torch
@@ -80,13 +82,66 @@ def replay(group: StackedGroup, calls: list, how: str) -> list[float]:
     return out
 
 
+FIT_CASES = ((1000, 32), (1000, 8), (1000, 1), (100, 32), (10, 32))  # (modules, envs)
+
+
+def fit() -> None:
+    """Least squares for StackedActing's cost model: each layout timed on the recorded
+    forwards of 4 sample() calls of 10 env steps per env, in each case of FIT_CASES."""
+    rows = []
+    for m, envs in FIT_CASES:
+        runner = make_runner(m, envs, 10, threads=1)
+        group = group_of(runner)
+        calls: list = []
+        original = group.forward_exploration
+
+        def record(obs, index, original=original, calls=calls):
+            calls.append((obs.clone(), index.clone()))
+            return original(obs, index)
+
+        group.forward_exploration = record  # type: ignore[method-assign]
+        for _ in range(4):
+            runner.sample(num_timesteps=envs * 10)
+        del group.forward_exploration
+        act = sa.StackedActing.of(group)
+        assert act is not None
+        with torch.inference_mode():
+            for obs, index in calls:
+                x = obs.reshape(len(index), -1)
+                counts = torch.bincount(index, minlength=m)
+                width = int(counts.max())
+                ways = (partial(act._padded, x, index, counts, width, gather=False),
+                        partial(act._padded, x, index, counts, width, gather=True),
+                        partial(act._sparse, x.contiguous(), index))
+                us = [1e6 * min(_seconds(f) for _ in range(3)) for f in ways]
+                rows.append((m, len(index), width, int((counts > 0).sum()), *us))
+    a = np.array(rows, dtype=float)
+    m, n, width, present = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+    padded = np.linalg.lstsq(np.stack([m, m * width], 1), a[:, 4], rcond=None)[0]
+    gathered = np.linalg.lstsq(np.stack([present, present * width], 1), a[:, 5], rcond=None)[0]
+    sparse = np.linalg.lstsq(np.stack([n, np.ones_like(n)], 1), a[:, 6], rcond=None)[0]
+    print(f"{len(a)} passes: PER_MODULE_US {padded[0]:.2f}, PER_SLOT_US {padded[1]:.2f}, "
+          f"GATHER_US {gathered[0] - padded[0]:.2f} (slot {gathered[1]:.2f}), "
+          f"PER_ROW_US {sparse[0]:.2f}, SPARSE_US {sparse[1]:.0f}; commit {commit()}")
+
+
+def _seconds(f) -> float:
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--steps", type=int, default=10, help="env steps per env per call")
+    parser.add_argument("--fit", action="store_true", help="refit the cost model instead")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.fit:
+        fit()
+        return
     sizes = (10, 1000)
     # One thread throughout: num_threads_per_learner=1 turns the runners' auto rule off
     # (rlmod.env.acting_threads), so recorded and replayed forwards compare.

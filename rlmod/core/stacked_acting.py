@@ -51,11 +51,13 @@ if TYPE_CHECKING:
 
 # The cost model that picks a layout per step, in microseconds (least squares over 200
 # passes of 1,000, 100 and 10 [64, 64] modules in 1, 8 and 32 envs of the issue-17 env, AMD
-# host, one thread): the padded layout costs PER_MODULE per module it runs plus PER_SLOT per
-# padded slot, and GATHER more per module to gather the parameters of only those present;
-# a capped pass's second pass costs PASS once (its extra calls; estimated, not fitted); the
-# sparse layout costs SPARSE once plus PER_ROW per row. Only the ratios matter: a layout is
-# picked, the outputs are the same.
+# host, one thread: `python benchmarks/stacked_acting.py --fit`): the padded layout costs
+# PER_MODULE per module it runs plus PER_SLOT per padded slot, and GATHER more per module to
+# gather the parameters of only those present; a capped pass's second pass costs PASS once
+# (its extra calls; estimated, not fitted); the sparse layout costs SPARSE once plus PER_ROW
+# per row. Four fits gave PER_MODULE 0.42-0.63, PER_SLOT 0.23-0.24, GATHER 1.1-1.3, PER_ROW
+# 0.72-0.92 and SPARSE anywhere in 7-544 (a loose intercept). Only the ratios matter: a
+# layout is picked, the outputs are the same.
 PER_MODULE_US = 0.42
 GATHER_US = 1.1
 PER_SLOT_US = 0.24
