@@ -63,7 +63,8 @@ runners = {m: make_runner(m, num_envs, steps, agents, *extra) for m in sizes}
 # these configs samples per call (PPO's train_batch_size 4,000 over num_envs envs).
 fragment = runners[sizes[0]].config.get_rollout_fragment_length()
 out = {}
-for label, per_call, n in (("short", steps, rounds), ("fragment", fragment, max(8, rounds * steps // fragment))):
+calls = (("short", steps, rounds), ("fragment", fragment, max(8, rounds * steps // fragment)))
+for label, per_call, n in calls:
     time_s, done, per_round = ({m: 0.0 for m in sizes}, {m: 0 for m in sizes},
                                {m: [] for m in sizes})
     for _ in range(n):  # alternating: the machine's speed drifts
