@@ -59,6 +59,22 @@ def group_of(runner: MultiAgentEnvRunner) -> StackedGroup:
     return group
 
 
+def record_forwards(group: StackedGroup) -> list[tuple[torch.Tensor, torch.Tensor, float]]:
+    """Makes `group` keep each acting forward's inputs and seconds in the returned list
+    (`del group.forward_exploration` restores the class's own)."""
+    calls: list[tuple[torch.Tensor, torch.Tensor, float]] = []
+    original = group.forward_exploration
+
+    def timed(obs: torch.Tensor, index: torch.Tensor) -> dict:
+        t = time.perf_counter()
+        out = original(obs, index)
+        calls.append((obs, index, time.perf_counter() - t))
+        return out
+
+    group.forward_exploration = timed  # type: ignore[method-assign]
+    return calls
+
+
 def replay(group: StackedGroup, calls: list, how: str) -> list[float]:
     """Seconds per recorded forward, run `how`."""
     costs = dict(PER_ROW_US=sa.PER_ROW_US, GATHER_US=sa.GATHER_US, SPARSE_US=sa.SPARSE_US)
@@ -69,7 +85,7 @@ def replay(group: StackedGroup, calls: list, how: str) -> list[float]:
     out = []
     try:
         with torch.inference_mode():
-            for obs, index in calls:
+            for obs, index, _ in calls:
                 t = time.perf_counter()
                 if how == "vmap":
                     group.call_rows("forward_exploration", {"obs": obs}, index)
@@ -92,21 +108,14 @@ def fit() -> None:
     for m, envs in FIT_CASES:
         runner = make_runner(m, envs, 10, threads=1)
         group = group_of(runner)
-        calls: list = []
-        original = group.forward_exploration
-
-        def record(obs, index, original=original, calls=calls):
-            calls.append((obs.clone(), index.clone()))
-            return original(obs, index)
-
-        group.forward_exploration = record  # type: ignore[method-assign]
+        calls = record_forwards(group)
         for _ in range(4):
             runner.sample(num_timesteps=envs * 10)
         del group.forward_exploration
         act = sa.StackedActing.of(group)
         assert act is not None
         with torch.inference_mode():
-            for obs, index in calls:
+            for obs, index, _ in calls:
                 x = obs.reshape(len(index), -1)
                 counts = torch.bincount(index, minlength=m)
                 width = int(counts.max())
@@ -147,29 +156,17 @@ def main() -> None:
     # (rlmod.env.acting_threads), so recorded and replayed forwards compare.
     runners = {m: make_runner(m, args.envs, args.steps, threads=1) for m in sizes}
     groups = {m: group_of(r) for m, r in runners.items()}
-    calls: dict[int, list] = {m: [] for m in sizes}
-    forward_s = {m: 0.0 for m in sizes}
-    for m, g in groups.items():  # record each acting forward: inputs and time
-        original = g.forward_exploration
-
-        def timed(obs, index, m=m, original=original):
-            t = time.perf_counter()
-            out = original(obs, index)
-            forward_s[m] += time.perf_counter() - t
-            calls[m].append((obs, index))
-            return out
-
-        g.forward_exploration = timed  # type: ignore[method-assign]
+    calls = {m: record_forwards(g) for m, g in groups.items()}  # inputs and time
     total = {m: [] for m in sizes}
     fwd = {m: [] for m in sizes}
     steps = {m: 0 for m in sizes}
     for _ in range(args.rounds):  # alternating: the machine's speed drifts
         for m, r in runners.items():
-            forward_s[m] = 0.0
+            before = len(calls[m])
             t = time.perf_counter()
             r.sample(num_timesteps=args.envs * args.steps)
             total[m].append(time.perf_counter() - t)
-            fwd[m].append(forward_s[m])
+            fwd[m].append(sum(s for *_, s in calls[m][before:]))
             steps[m] += r.get_metrics()["num_agent_steps"]
     rate = {m: steps[m] / sum(total[m]) for m in sizes}
     rows = []
@@ -178,7 +175,7 @@ def main() -> None:
                      "sample() s": f"{sum(total[m]):.2f}",
                      "of it acting forward s": f"{sum(fwd[m]):.2f}",
                      "forward calls": len(calls[m]),
-                     "rows per call": f"{np.mean([len(i) for _, i in calls[m]]):,.0f}"})
+                     "rows per call": f"{np.mean([len(i) for _, i, _ in calls[m]]):,.0f}"})
     table(rows, ["modules", "agent steps/s", "sample() s", "of it acting forward s",
                  "forward calls", "rows per call"])
     ratio = rate[1000] / rate[10]

@@ -185,12 +185,11 @@ class StackedActing:
                 continue
             weight, bias = step
             m, out_dim, in_dim = weight.shape
-            # Small per-module products go to numpy's matmul (below); with torch, a layer
-            # of few outputs multiplies from the left (h @ W^T with 2 columns is 5x
-            # slower), the others as h @ W^T against the cached contiguous W^T (the sparse
-            # layout's copy): 1.5-3x faster than W @ h^T for [1,000, 64, 64] weights at
-            # 4-32 rows per module
-            # (numpy would promote mixed dtypes where torch raises: those take torch's path)
+            # Small per-module products: numpy's matmul (mixed dtypes excepted: numpy would
+            # promote where torch raises). With torch, a layer of few outputs multiplies
+            # from the left (h @ W^T with 2 columns is 5x slower), the others as h @ W^T
+            # against the cached contiguous W^T (the sparse layout's copy): 1.5-3x faster
+            # than W @ h^T for [1,000, 64, 64] weights at 4-32 rows per module.
             small = (h.device.type == "cpu" and h.dtype == weight.dtype
                      and width * in_dim * out_dim <= BLAS_SMALL_WORK)
             narrow = out_dim <= NARROW_OUT and not small
