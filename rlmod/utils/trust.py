@@ -4,15 +4,22 @@ Used wherever stored text becomes a class or function: `AlgorithmConfig.from_dic
 `rlmod train --config`, `Algorithm.from_checkpoint`, `RLModule.from_checkpoint`. In the
 spirit of PyTorch's weights-only loading and `trust_remote_code`: a path resolves only
 inside `rlmod` or inside a package the caller trusts explicitly (`trusted_modules=["mypkg"]`,
-`rlmod train --trust mypkg`), and it is refused *before* anything is imported. After the
-import, the object must be of the kind its field expects (an env class, an RLModule
-subclass, a connector, ...), checked before anything calls it.
+`rlmod train --trust mypkg`), and it is refused *before* anything is imported. Trust follows
+where code is *defined*, not the text of the path: every step of the walk after the `:`
+must be defined in a trusted module (`mypkg.envs:os.environ.update` names `os`'s code
+that `mypkg.envs` merely imports, and is refused), and what cannot be traced to a trusted
+module (a bound built-in method, a `functools.partial`) is refused too. After the import,
+the object must be of the kind its field expects (an env class, an RLModule subclass, a
+connector, ...), checked before anything calls it. Errors name paths and modules, never
+the repr of an object (a bound method's repr prints the object it is bound to, e.g. the
+whole process environment).
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -112,20 +119,24 @@ def resolve_import_path(path: Any, *, setting: str, kind: str,
         setting: The field it came from, named in errors (e.g. "algorithm_config.json: env").
         kind: What the field expects; one of the keys of `_kind_checks()`.
         trusted_modules: Top-level packages (or dotted prefixes) the caller trusts besides
-            rlmod. A function from a trusted package is accepted for any callable field:
-            trusting a package is trusting its code.
+            rlmod. A function defined in a trusted package is accepted for any callable
+            field: trusting a package is trusting its code (not the code it imports).
 
     Raises:
+        TypeError, ValueError: if `trusted_modules` is not a list of dotted module names.
         UntrustedImportError: before importing anything, if `path` is outside rlmod and the
-            trusted packages; after importing, if the object is not of `kind`.
+            trusted packages; while walking the name after the `:`, at the first step
+            defined outside them; after it, if the object is not of `kind`.
     """
-    if not isinstance(path, str) or path.count(":") != 1:
+    user_packages = _check_trusted_modules(trusted_modules)
+    trusted = (*TRUSTED_BY_DEFAULT, *user_packages)
+    if (not isinstance(path, str) or path.count(":") != 1
+            or not all(map(_is_dotted_name, path.split(":")))):
         raise UntrustedImportError(
-            f"{setting}: {path!r} is not an import path of the form 'package.module:Name'."
+            f"{setting}: {path!r} is not an import path of the form 'package.module:Name' "
+            "(dotted Python names, none of them a dunder name such as __globals__)."
         )
     module_name, qualname = path.split(":")
-    trusted = (*TRUSTED_BY_DEFAULT, *trusted_modules)
-    user_trusted = any(_within(module_name, t) for t in trusted_modules)
     if not any(_within(module_name, t) for t in trusted):
         top = module_name.split(".")[0]
         raise UntrustedImportError(
@@ -135,19 +146,15 @@ def resolve_import_path(path: Any, *, setting: str, kind: str,
             f"trusted_modules=[{top!r}] (CLI: --trust {top}), or pass the object itself "
             "(e.g. Algorithm.from_checkpoint(path, env=MyEnv))."
         )
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as e:
-        raise UntrustedImportError(
-            f"{setting}: cannot import {path!r} ({e}). Was the class renamed or moved since "
-            "the save? Pass the object itself instead."
-        ) from e
+    obj = _walk(path, setting=setting, trusted=trusted)
     what, check = _kind_checks()[kind]
     if check(obj):
         return obj
     is_function = inspect.isfunction(obj) or inspect.ismethod(obj)
+    # Whose function it is goes by where it is defined: a user-trusted package that imports
+    # an rlmod function does not widen what that function may stand in for.
+    user_trusted = all(origin is not None and any(_within(origin, t) for t in user_packages)
+                       for origin in _origins(obj))
     if is_function and (user_trusted or path in _RLMOD_FUNCTIONS.get(kind, ())):
         return obj
     raise UntrustedImportError(
@@ -156,6 +163,97 @@ def resolve_import_path(path: Any, *, setting: str, kind: str,
         + ("" if user_trusted else " (Functions are accepted from packages you trust, "
            "trusted_modules=[...].)")
     )
+
+
+def _walk(path: str, *, setting: str, trusted: tuple[str, ...]) -> Any:
+    """Imports the module of `path` and follows the name after the `:` one attribute at a
+    time, refusing at the first step not defined in a `trusted` module (before any
+    attribute of it is read, which could run its code)."""
+    module_name, qualname = path.split(":")
+    parts = qualname.split(".")
+    obj: Any = None
+    for i in range(len(parts) + 1):
+        try:
+            obj = importlib.import_module(module_name) if i == 0 else getattr(obj, parts[i - 1])
+        except (ImportError, AttributeError) as e:
+            raise UntrustedImportError(
+                f"{setting}: cannot import {path!r} ({e}). Was the class renamed or moved "
+                "since the save? Pass the object itself instead."
+            ) from e
+        untrusted = [o for o in _origins(obj)
+                     if o is None or not any(_within(o, t) for t in trusted)]
+        if untrusted:
+            name = ":".join([module_name, ".".join(parts[:i])]) if i else module_name
+            raise UntrustedImportError(
+                f"{setting}: refusing to use {path!r}: {_where(name, obj, untrusted[0])}, "
+                f"outside rlmod and the packages you trust ({', '.join(trusted)}). Trust "
+                "goes by where code is defined, not by the module that imports it: name a "
+                "class or function by the module that defines it, trust that package only if "
+                "you trust its code, or pass the object itself."
+            )
+    return obj
+
+
+def _where(name: str, obj: object, origin: str | None) -> str:
+    """Where the step `name` of an import path leads, for errors (never `repr(obj)`)."""
+    if origin is None:
+        return (f"{name!r} is a {type(obj).__name__} whose defining module cannot be told "
+                "(e.g. a method of a built-in object)")
+    if isinstance(obj, types.ModuleType):
+        return f"{name!r} is the module {origin!r}"
+    if isinstance(obj, type | types.FunctionType | types.MethodType
+                  | types.BuiltinFunctionType):
+        return f"{name!r} is defined in {origin!r}"
+    return f"{name!r} is a {type(obj).__name__} object, of a class defined in {origin!r}"
+
+
+def _origins(obj: object) -> list[str | None]:
+    """The modules that define `obj` (None where that cannot be told); trusted only if all
+    of them are. A module is its own origin; a class or function, its `__module__`; a
+    bound method, its function's and the object's it is bound to; any other object, its
+    class's (an instance of a trusted class may be walked through; the kind checks refuse
+    instances as the final object)."""
+    if isinstance(obj, types.ModuleType):
+        return [obj.__name__]
+    if isinstance(obj, types.MethodType):
+        return [*_origins(obj.__func__), *_origins(obj.__self__)]
+    if isinstance(obj, types.BuiltinFunctionType):
+        # A C function: its module's, if `__self__` is that module (or None); bound to any
+        # other object (dict.update of some dict), it cannot be told.
+        bound = obj.__self__
+        if bound is not None and not isinstance(bound, types.ModuleType):
+            return [None]
+        module = getattr(obj, "__module__", None)
+        return [module if isinstance(module, str) else None]
+    if isinstance(obj, type | types.FunctionType):
+        module = getattr(obj, "__module__", None)
+        return [module if isinstance(module, str) else None]
+    return [getattr(type(obj), "__module__", None)]
+
+
+def _check_trusted_modules(trusted_modules: Iterable[str]) -> tuple[str, ...]:
+    """`trusted_modules` as a tuple, each a dotted module name (a lone string is refused:
+    it would trust each of its letters as a package)."""
+    if isinstance(trusted_modules, str | bytes):
+        raise TypeError(
+            f"trusted_modules must be a list of package names, e.g. [{trusted_modules!r}], "
+            "not a string."
+        )
+    packages = tuple(trusted_modules)
+    for package in packages:
+        if not isinstance(package, str) or not _is_dotted_name(package):
+            raise ValueError(
+                f"trusted_modules must be a list of package names such as 'mypkg' or "
+                f"'mypkg.envs'; {package!r} is not one."
+            )
+    return packages
+
+
+def _is_dotted_name(name: str) -> bool:
+    """'a.b.c' of Python identifiers, none of them a dunder name such as '__globals__'."""
+    return bool(name) and all(part.isidentifier()
+                              and not (part.startswith("__") and part.endswith("__"))
+                              for part in name.split("."))
 
 
 def _within(module_name: str, package: str) -> bool:

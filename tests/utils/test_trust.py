@@ -5,8 +5,11 @@ each field takes."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +164,144 @@ def test_malformed_import_paths() -> None:
     for bad in ["os.system", "a:b:c", 5]:
         with pytest.raises(UntrustedImportError, match="is not an import path"):
             resolve_import_path(bad, setting="env", kind="env")
+
+
+# ---------------------------------------------------------------------- issue 30, item 5
+@pytest.fixture
+def trusted_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A package `mypkg` the tests trust: its own env classes and functions (some defined in
+    a submodule and re-exported), and names it merely imports from elsewhere."""
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_impl.py").write_text(textwrap.dedent("""
+        import gymnasium as gym
+
+        class MyCartPole(gym.Wrapper):
+            def __init__(self, env_config=None):
+                super().__init__(gym.make("CartPole-v1"))
+
+            @classmethod
+            def create(cls, env_config):
+                return cls(env_config)
+
+            class Inner(gym.Wrapper):
+                def __init__(self, env_config=None):
+                    super().__init__(gym.make("CartPole-v1"))
+
+        def make(env_config):
+            return MyCartPole(env_config)
+    """))
+    (pkg / "envs.py").write_text(textwrap.dedent("""
+        import functools
+        import os
+        import subprocess
+        from os import environ
+        from subprocess import run
+
+        import gymnasium as gym
+        from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+        from mypkg._impl import MyCartPole, make
+
+        FACTORY = MyCartPole.Inner
+        partial_make = functools.partial(make)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("RLMOD_TEST_SECRET", "hunter2-do-not-print")
+    yield "mypkg"
+    for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
+        del sys.modules[name]  # the next test's mypkg lives in another tmp_path
+
+
+WALKS_OUT = [
+    "mypkg.envs:os.environ.update",  # calls os.environ.update(env_config)
+    "mypkg.envs:os.system",
+    "mypkg.envs:subprocess.run",
+    "mypkg.envs:run",  # `from subprocess import run`: defined in subprocess
+    "mypkg.envs:environ.update",
+    "mypkg.envs:gym.Env",
+    "mypkg.envs:CartPoleEnv",  # gymnasium's class, imported into a trusted module
+    "mypkg.envs:MyCartPole.reset",  # inherited from gymnasium.Wrapper: gymnasium's code
+    "mypkg.envs:MyCartPole.spec",  # a property object (builtins)
+    "mypkg.envs:partial_make",  # a partial's own type is functools'
+]
+
+
+@pytest.mark.parametrize("path", WALKS_OUT)
+@pytest.mark.parametrize("field", ["env", "policy_mapping_fn", "learner_connector"])
+def test_the_name_after_the_colon_may_not_walk_out_of_trusted_code(
+        trusted_package: str, field: str, path: str) -> None:
+    before = dict(os.environ)
+    with pytest.raises(UntrustedImportError, match=rf"{field}: refusing to use '{re.escape(path)}'") as e:
+        PPOConfig.from_dict(_config_with(field, path), trusted_modules=[trusted_package])
+    assert dict(os.environ) == before
+    assert "hunter2" not in str(e.value)  # the error never prints the process environment
+
+
+def test_a_path_through_rlmod_may_not_walk_into_gymnasium() -> None:
+    import gymnasium.envs.classic_control.cartpole  # noqa: F401 - so that the walk resolves
+
+    path = "rlmod.env.registry:gym.envs.classic_control.cartpole.CartPoleEnv"
+    with pytest.raises(UntrustedImportError, match=r"'rlmod.env.registry:gym' is the module 'gymnasium'"):
+        resolve_import_path(path, setting="env", kind="env")
+
+
+def test_a_checkpoint_may_not_walk_out_of_a_trusted_package(
+        trusted_package: str, tmp_path: Path) -> None:
+    config = PPOConfig.from_dict({"env": {"__import__": "mypkg.envs:MyCartPole"}},
+                                 trusted_modules=[trusted_package])
+    algo = config.training(train_batch_size=64, minibatch_size=32).build_algo()
+    path = Path(algo.save_to_path(tmp_path / "ckpt"))
+    algo.stop()
+    file = path / "algorithm_config.json"
+    data = json.loads(file.read_text())
+    data["settings"]["env"] = {"__import__": "mypkg.envs:os.environ.update"}
+    file.write_text(json.dumps(data))
+    with pytest.raises(CheckpointError, match="refusing to use 'mypkg.envs:os.environ.update'"):
+        Algorithm.from_checkpoint(path, trusted_modules=[trusted_package])
+    assert "RLMOD_TEST_SECRET" in os.environ and "mypkg" not in os.environ
+
+
+@pytest.mark.parametrize(("path", "kind"), [
+    ("mypkg.envs:MyCartPole", "env"),  # re-exported from mypkg._impl: still mypkg's
+    ("mypkg._impl:MyCartPole", "env"),
+    ("mypkg.envs:MyCartPole.Inner", "env"),  # a nested class
+    ("mypkg.envs:FACTORY", "env"),
+    ("mypkg.envs:make", "env"),  # a function
+    ("mypkg.envs:MyCartPole.create", "env"),  # a classmethod, bound to a trusted class
+    ("mypkg.envs:make", "callable"),
+])
+def test_what_a_trusted_package_defines_still_resolves(trusted_package: str, path: str,
+                                                       kind: str) -> None:
+    obj = resolve_import_path(path, setting="env", kind=kind,
+                              trusted_modules=[trusted_package])
+    assert obj.__module__ == "mypkg._impl"
+
+
+def test_rlmod_functions_reexported_by_a_trusted_package_keep_rlmods_rules(
+        trusted_package: str, tmp_path: Path) -> None:
+    """Trusting mypkg trusts mypkg's functions for any callable field, not every rlmod
+    function that mypkg happens to import."""
+    (tmp_path / "mypkg" / "reexport.py").write_text(
+        "from rlmod.utils.seeding import seed_everything\n")
+    with pytest.raises(UntrustedImportError, match="is a function, but this field takes"):
+        resolve_import_path("mypkg.reexport:seed_everything", setting="env", kind="env",
+                            trusted_modules=[trusted_package])
+
+
+@pytest.mark.parametrize("trusted", ["mypkg", ["my pkg"], [""], [".mypkg"], [3]])
+def test_trusted_modules_must_be_a_list_of_package_names(trusted: Any) -> None:
+    with pytest.raises((TypeError, ValueError), match="trusted_modules must be"):
+        resolve_import_path("mypkg:make", setting="env", kind="env", trusted_modules=trusted)
+
+
+@pytest.mark.parametrize("path", [
+    "rlmod.env.registry:", "rlmod:env..registry", "rlmod env:x", ":x", "rlmod.:x",
+    # dunder names lead out of any module (globals, bases, subclasses, builtins)
+    "rlmod.env.registry:make_env.__globals__", "rlmod.env.registry:EnvCreator.__base__",
+    "rlmod.core:RLModule.__subclasses__", "rlmod.env.registry:__builtins__",
+])
+def test_import_paths_must_be_dotted_names(path: str) -> None:
+    with pytest.raises(UntrustedImportError, match="is not an import path"):
+        resolve_import_path(path, setting="env", kind="env")
