@@ -185,6 +185,16 @@ class CommonSettings:
         "unfinished episode and go on sampling (RLlib's name). Off: the EnvRunner raises an "
         "EnvError naming the env, sub-env and step, and the next sample() starts every "
         "sub-env afresh, so the Algorithm stays usable."))
+    max_consecutive_sub_environment_failures = Setting(10, section="fault_tolerance",
+                                                       check=s.integer(min=1), doc=(
+        "rlmod's own bound for restart_failed_sub_environments=True (RLlib has none: a "
+        "sub-env that always raises is recreated forever there). When one sub-env has "
+        "raised this many times with none of its steps kept for training in between (an env "
+        "that fails at every step, or always before its episodes give usable rows), the "
+        "EnvRunner stops with an EnvError naming the env, the sub-env and the last "
+        "exception, instead of sampling nothing. Counted per sub-env; an episode of it that "
+        "ends, or a step of it that reaches a batch, starts its count afresh. RLlib's num_consecutive_env_runner_"
+        "failures_tolerance (default 100) is the like bound for whole EnvRunners."))
     restart_failed_env_runners = Setting(True, section="fault_tolerance", check=s.boolean,
                                          doc=(
         "Remote EnvRunners: replace one whose actor died or whose sample() raised (or took "

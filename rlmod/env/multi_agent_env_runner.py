@@ -62,6 +62,7 @@ from rlmod.env.multi_agent_rows import (
     step_flags,
 )
 from rlmod.env.registry import make_env
+from rlmod.env.sub_env_failures import SubEnvFailureStreaks
 from rlmod.errors import EnvError
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.gc_pause import gc_paused
@@ -134,6 +135,9 @@ class MultiAgentEnvRunner(EnvRunner):
         self._module_ids: list[ModuleID] = [mid for mid, _ in subs]
         self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
         self._restart = config.restart_failed_sub_environments
+        self._failure_streaks = SubEnvFailureStreaks(  # restart mode's bound
+            env=config.env, num_envs=self.num_envs, unit="env",
+            limit=config.max_consecutive_sub_environment_failures)
         self._intake = ObservationIntake(env_name=config.env, spaces=self._spaces,
                                          check_obs=config.check_agent_observations,
                                          locate=self._locate)
@@ -316,6 +320,8 @@ class MultiAgentEnvRunner(EnvRunner):
                         self._slots.module_of[slots])
         self._done_eps.append(self._slots.agent_episode_of[slots])
         self._slots.clear_episode(block)
+        if self._failure_streaks.active:  # restart mode: this episode's rows are kept
+            self._failure_streaks.kept(np.arange(self.num_envs) == e)
         ma_episode = self._ma_episodes[e]
         if ma_episode is not None:
             self.callbacks.call("on_episode_end", prev_episode_chunks=[],
@@ -495,6 +501,7 @@ class MultiAgentEnvRunner(EnvRunner):
         logger.warning("env=%r: env %d raised at step %d and was recreated (%r); its "
                        "unfinished episode is dropped.", self.config.env, e,
                        self._num_steps, err)
+        self._failure_streaks.record(e, err, step=self._num_steps)
         block = self._slots.block(e)
         episode = self._episode[e]
         assert episode is not None
@@ -569,6 +576,8 @@ class MultiAgentEnvRunner(EnvRunner):
                 agent_steps += self._step_envs(self._rows.act(explore, self._num_acting))
                 env_steps += self.num_envs
                 self._rows.process(self._step_obs)
+        if self._failure_streaks.active and num_episodes is None:  # restart mode: the
+            self._failure_streaks.kept(self._ep_len > 0)  # ongoing episodes' rows are kept
         keep = np.concatenate(self._done_eps) if num_episodes is not None else None
         result, dropped_rows = self._collect(keep_eps=keep)
         # Steps of dropped episodes (restarted envs) never reach a batch: not counted.

@@ -29,6 +29,7 @@ from rlmod.env.episodes import SingleAgentEpisode, VectorInfos, info_of
 from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
 from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
+from rlmod.env.sub_env_failures import SubEnvFailureStreaks
 from rlmod.errors import EnvError
 from rlmod.offline.writer import EpisodeWriter
 from rlmod.utils.checkpoints import select_components
@@ -104,6 +105,9 @@ class SingleAgentEnvRunner(EnvRunner):
         self._last_raw: ArrayTree | None = None  # truncate mode: the last finite raw observations
         self._num_truncated_non_finite = 0
         self._num_restarts = 0
+        self._failure_streaks = SubEnvFailureStreaks(  # restart mode's bound
+            env=config.env, num_envs=self.num_envs,
+            limit=config.max_consecutive_sub_environment_failures)
         self._check_finite_data = True  # benchmarks/guard_overhead.py turns it off to compare
         self._writer = self._make_writer()  # config.offline_data(output=DIR)
         self._raw: ArrayTree | None = None  # recording: the raw observations the module sees next
@@ -166,7 +170,16 @@ class SingleAgentEnvRunner(EnvRunner):
             raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
         try:
             with self.own_torch_rng():
-                return self._sample(num_timesteps, num_episodes, explore)
+                restarts = self._num_restarts
+                result = self._sample(num_timesteps, num_episodes, explore)
+                # Restart mode: if every row was dropped (each episode sampled failed), sample
+                # on rather than hand a Learner an empty batch; rounds that only fail are
+                # bounded by max_consecutive_sub_environment_failures (SubEnvFailureStreaks).
+                while (self._num_restarts > restarts
+                       and not len(result[DEFAULT_MODULE_ID][Columns.EPS_ID])):
+                    restarts = self._num_restarts
+                    result = self._sample(num_timesteps, num_episodes, explore)
+                return result
         except BaseException:
             # This call's rows never reach a batch (counters and episode metrics count
             # none of them); the next call starts every sub-env afresh.
@@ -263,6 +276,8 @@ class SingleAgentEnvRunner(EnvRunner):
         # (its action ignored, reward 0, flags False); its observation now starts an episode.
         started = self._prev_done
         self._prev_done = done = term | trunc
+        if self._failure_streaks.active:  # restart mode: an episode that ended is kept
+            self._failure_streaks.kept(done, failed=failed)
         if self._track_episodes:  # one bool per vector step; False unless a hook reads them
             self._episode_step(raw, data[Columns.ACTIONS].numpy(), rew, term, trunc, infos,
                                started, failed)
@@ -293,6 +308,8 @@ class SingleAgentEnvRunner(EnvRunner):
             keep_ended = np.ones_like(done)
             keep_ended[rows_t, rows_n] = False
             self._dropped = []
+        if self._failure_streaks.active:  # restart mode: sub-envs with a step kept
+            self._failure_streaks.kept(cast(BoolArray, valid.any(axis=0)))
         rewards = np.where(valid, cols[Columns.REWARDS], 0.0)
         done_eps_ids = eps_id[done & valid]
         self._record_episodes(rewards, valid, done, keep_ended)
@@ -492,6 +509,7 @@ class SingleAgentEnvRunner(EnvRunner):
             logger.warning("env=%r: sub-env %d raised at step %d and was recreated (%r); "
                            "its unfinished episode is dropped.", self.config.env, index,
                            self._num_steps, err)
+            self._failure_streaks.record(index, err, step=self._num_steps)
             if not self._prev_done[index]:  # else it failed resetting: no episode to drop
                 self._dropped.append((row, index))
         self._num_restarts += len(self._failures)

@@ -130,3 +130,58 @@ def test_restart_failed_sub_environments_recreates_it_and_drops_its_episode():
         if (batch["terminateds"][rows] | batch["truncateds"][rows]).any():
             assert rows.sum() == 5
     runner.stop()
+
+
+class _FailsEveryOtherEpisode(_Faulty):
+    """Raises at step 3 of every second episode (counted over all instances, which a
+    restart recreates): a flaky env that still gives whole episodes."""
+
+    def reset(self, *, seed=None, options=None):
+        self.config["episodes"] = self.config.get("episodes", 0) + 1
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        if self.t == 2 and self.config["episodes"] % 2 == 0:
+            self.t += 1
+            raise RuntimeError("flaky link")
+        return super().step(action)
+
+
+@pytest.mark.parametrize(("num_envs", "batch"), [(1, 40), (8, 16)])
+def test_a_sub_env_that_always_raises_stops_training_with_an_env_error(num_envs, batch):
+    """Issue 30, item 11: was an IndexError in the learner connector (empty batch); with 8
+    sub-envs and 16 rows each train() dropped every row before any bound was reached."""
+    env_config = {"kind": "raise", "bad_at": 1, "armed": [True], "repeat": True}
+    config = _config(env_config, num_envs=num_envs).fault_tolerance(
+        restart_failed_sub_environments=True).training(train_batch_size=batch,
+                                                       minibatch_size=8)
+    algo = config.build_algo()
+    with pytest.raises(EnvError, match=r"env=<class '.*_Faulty'> \(sub-env \d of this "
+                       r"EnvRunner\) raised 10 times in a row with none of its steps kept .*"
+                       r"RuntimeError\('sensor unplugged'\).*"
+                       r"max_consecutive_sub_environment_failures=\.\.\.\) \(now 10\)"):
+        algo.train()
+    algo.stop()
+
+
+def test_the_bound_is_a_setting_and_a_flaky_sub_env_never_reaches_it():
+    always = {"kind": "raise", "bad_at": 1, "armed": [True], "repeat": True}
+    runner = SingleAgentEnvRunner(config=_config(always).fault_tolerance(
+        restart_failed_sub_environments=True, max_consecutive_sub_environment_failures=3))
+    with pytest.raises(EnvError, match=r"raised 3 times in a row.*at step 5 of this EnvRunner"):
+        runner.sample(num_timesteps=100)  # fails at steps 1, 3, 5 (2 and 4 reset it)
+    runner.stop()
+    with pytest.raises(ValueError, match="max_consecutive_sub_environment_failures"):
+        PPOConfig().fault_tolerance(max_consecutive_sub_environment_failures=0)
+    # Every second episode fails; the whole ones between reach the batch, so two failures
+    # are never in a row.
+    config = (PPOConfig().environment(_FailsEveryOtherEpisode, env_config={"armed": [False]})
+              .training(train_batch_size=40, minibatch_size=20, num_epochs=1)
+              .fault_tolerance(restart_failed_sub_environments=True,
+                               max_consecutive_sub_environment_failures=2))
+    algo = config.build_algo()
+    for _ in range(3):
+        result = algo.train()
+    assert result["env_runners"]["num_sub_env_restarts"] > 0
+    assert result["env_runners"]["episode_return_min"] == 5.0
+    algo.stop()

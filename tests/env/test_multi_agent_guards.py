@@ -201,3 +201,15 @@ def test_truncate_mode_is_refused_for_multi_agent_with_a_message():
     config = _config({}).env_runners(on_non_finite_env_data="truncate_episode")
     with pytest.raises(ValueError, match="built for single-agent EnvRunners only"):
         config.build_algo()
+
+
+def test_an_env_that_always_raises_stops_training_with_an_env_error():
+    """Issue 30, item 11: with restart_failed_sub_environments=True the env was recreated
+    at every step forever and train() returned results with nothing sampled."""
+    config = _config({"kind": "raise", "bad_at": 1, "armed": [True], "repeat": True}
+                     ).fault_tolerance(restart_failed_sub_environments=True)
+    algo = config.build_algo()
+    with pytest.raises(EnvError, match=r"env=<class '.*_Pair'> \(env 0 of this EnvRunner\) "
+                       r"raised 10 times in a row .*RuntimeError\('motor stalled'\)"):
+        algo.train()
+    algo.stop()
