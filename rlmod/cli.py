@@ -12,7 +12,6 @@ import contextlib
 import json
 import logging
 import math
-import re
 import secrets
 import sys
 import time
@@ -39,7 +38,7 @@ FAST_BY_ALGORITHM: dict[str, dict[str, Any]] = {"PPO": FAST_PPO}
 """Algorithm name -> settings applied under every env's tuned ones: PPOConfig's defaults
 are RLlib's (slow on small tasks); `rlmod train` starts from rlmod's fast ones instead."""
 
-EXIT_OK, EXIT_NOT_SOLVED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_NOT_SOLVED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
 
 class CLIError(Exception):
@@ -340,12 +339,6 @@ def build_config(
 
 
 # ---------------------------------------------------------------------- training
-def _default_run_dir(algo: str, env: Any) -> Path:
-    name = env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name))
-    return Path("runs") / f"{algo}-{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
 def _reward_reached(args: argparse.Namespace, result: Mapping[str, Any]) -> bool:
     """Whether --stop-reward was given and episode_return_mean reached it (NaN: no episode
     has ended yet)."""
@@ -369,11 +362,16 @@ def _stop_reason(args: argparse.Namespace, result: Mapping[str, Any], wall_s: fl
 
 
 def _train(args: argparse.Namespace) -> int:
-    from rlmod.utils import checkpoints
+    from rlmod.utils import checkpoints, run_control
     from rlmod.utils.loggers import ProgressBar, RunLogger
 
     if args.as_test and args.stop_reward is None:
         raise CLIError("--as-test needs --stop-reward (the return the run must reach).")
+    if args.run_dir is not None:  # before anything is built or restored
+        try:
+            run_control.check_run_dir(args.run_dir)
+        except ValueError as e:
+            raise CLIError(str(e)) from None
     start = time.perf_counter()
     tuned: dict[str, Any]
     if args.resume is not None:
@@ -391,7 +389,7 @@ def _train(args: argparse.Namespace) -> int:
         algo_name = _config_class(args.algo)[0]
     env_name = config.env if isinstance(config.env, str) else getattr(
         config.env, "__name__", repr(config.env))
-    run_dir = _run_dir(args.run_dir, algo_name, config.env)
+    run_dir = args.run_dir or run_control.make_default_run_dir(algo_name, config.env)
     if args.resume is None:
         try:
             algo = config.build_algo()
@@ -404,7 +402,7 @@ def _train(args: argparse.Namespace) -> int:
         v is not None
         for v in (args.stop_reward, args.stop_timesteps, args.stop_iters, args.stop_seconds)
     ):
-        print("No stop criterion given: training until Ctrl-C.", file=sys.stderr)
+        print("No stop criterion given: training until Ctrl-C (or SIGTERM).", file=sys.stderr)
     print(
         f"{'Resuming' if args.resume else 'Training'} {algo_name} on {env_name} with seed "
         f"{config.seed}{', tuned settings ' + json.dumps(tuned) if tuned else ''}; logs in {run_dir}",
@@ -415,27 +413,32 @@ def _train(args: argparse.Namespace) -> int:
     checkpoint_dir = run_dir / "checkpoints"
     last_checkpoint = ""
     bar = ProgressBar(total_env_steps=args.stop_timesteps)
-    try:
-        with RunLogger(run_dir, config=algo.config, tensorboard=not args.no_tensorboard) as run:
-            while not reason:
-                result = algo.train()
-                run.log(result)
-                bar.update(result)
-                reason = _stop_reason(args, result, time.perf_counter() - start)
-                if args.checkpoint_every and algo.iteration % args.checkpoint_every == 0:
+    with run_control.SigtermAsInterrupt() as sigterm:  # SIGTERM stops as Ctrl-C does
+        try:
+            with RunLogger(run_dir, config=algo.config,
+                           tensorboard=not args.no_tensorboard) as run:
+                while not reason:
+                    result = algo.train()
+                    run.log(result)
+                    bar.update(result)
+                    reason = _stop_reason(args, result, time.perf_counter() - start)
+                    if args.checkpoint_every and algo.iteration % args.checkpoint_every == 0:
+                        last_checkpoint = algo.save_checkpoint_to_dir(
+                            checkpoint_dir, keep_last_n=args.keep_last_n)
+        except run_control.Terminated:
+            reason = "terminated (SIGTERM)"
+        except KeyboardInterrupt:
+            reason = "interrupted (Ctrl-C)"
+        finally:
+            sigterm.finishing()
+            bar.close()
+            try:  # the final checkpoint, also after Ctrl-C or SIGTERM: no training is lost
+                if algo.iteration and not last_checkpoint.endswith(
+                        checkpoints.checkpoint_name(algo.iteration)):
                     last_checkpoint = algo.save_checkpoint_to_dir(
                         checkpoint_dir, keep_last_n=args.keep_last_n)
-    except KeyboardInterrupt:
-        reason = "interrupted (Ctrl-C)"
-    finally:
-        bar.close()
-        try:  # the final checkpoint, also after Ctrl-C: no training is lost
-            if algo.iteration and not last_checkpoint.endswith(
-                    checkpoints.checkpoint_name(algo.iteration)):
-                last_checkpoint = algo.save_checkpoint_to_dir(
-                    checkpoint_dir, keep_last_n=args.keep_last_n)
-        finally:
-            algo.stop()
+            finally:
+                algo.stop()
     wall_s = time.perf_counter() - start
     window = min(config.metrics_num_episodes_for_smoothing, result.get("num_episodes_lifetime", 0))
     reached = _print_summary(
@@ -450,6 +453,8 @@ def _train(args: argparse.Namespace) -> int:
     )
     if reason.startswith("interrupted"):
         return EXIT_INTERRUPTED
+    if reason.startswith("terminated"):
+        return EXIT_TERMINATED
     return EXIT_NOT_SOLVED if args.as_test and not reached else EXIT_OK
 
 
@@ -490,30 +495,6 @@ def _class_name(path: Path) -> str:
 
     meta = checkpoints.read_metadata(_checkpoint_path(path))
     return str(meta["class"]).rsplit(":", 1)[-1]
-
-
-def _run_dir(given: Path | None, algo_name: str, env: Any) -> Path:
-    """--run-dir, refused if it already holds a run; else a new default one."""
-    from rlmod.utils.loggers import PARAMS_JSON, PROGRESS_CSV, RESULT_JSONL
-
-    if given is None:
-        base = _default_run_dir(algo_name, env)
-        base.parent.mkdir(parents=True, exist_ok=True)
-        run_dir, i = base, 1
-        while True:  # made here, atomically: runs started in the same second get their own
-            try:
-                run_dir.mkdir()
-                return run_dir
-            except FileExistsError:
-                i += 1
-                run_dir = base.with_name(f"{base.name}-{i}")
-    taken = [n for n in (PROGRESS_CSV, RESULT_JSONL, PARAMS_JSON) if (given / n).exists()]
-    if taken:
-        raise CLIError(
-            f"--run-dir {given} already holds a run ({taken[0]}); rlmod never overwrites one. "
-            f"Pass a new --run-dir, or continue it with --resume {given} --run-dir NEW_DIR."
-        )
-    return given
 
 
 def _evaluate(args: argparse.Namespace) -> int:

@@ -194,12 +194,12 @@ def test_runs_started_in_the_same_second_get_their_own_default_dir(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The default run dir is made when it is chosen, so a second run choosing before the
     first one writes its logs (its Algorithm still building) gets another."""
-    from rlmod import cli
+    from rlmod.utils import run_control
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli.time, "strftime", lambda fmt, *a: "20261204-213000")
-    first = cli._run_dir(None, "PPO", "CartPole-v1")
-    second = cli._run_dir(None, "PPO", "CartPole-v1")
+    monkeypatch.setattr(run_control.time, "strftime", lambda fmt, *a: "20261204-213000")
+    first = run_control.make_default_run_dir("PPO", "CartPole-v1")
+    second = run_control.make_default_run_dir("PPO", "CartPole-v1")
     assert first != second and first.is_dir() and second.is_dir()
     assert second.name == first.name + "-2"
     # a build that fails leaves no empty default dir behind
@@ -336,3 +336,97 @@ def test_off_policy_algorithms_train_from_the_cli(algo: str, env: str, key: str,
     assert int(rows[-1]["num_env_steps_sampled_lifetime"]) == 32
     assert math.isfinite(float(rows[-1][f"learners/default_policy/{key}"]))
     assert list((run_dir / "checkpoints").iterdir()), "no final checkpoint"
+
+
+# ---------------------------------------------------------------------- issue 30, item 11
+SMALL = '{"train_batch_size": 64, "minibatch_size": 32}'
+
+
+@pytest.fixture
+def no_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails the test if the algorithm is built or restored."""
+    from rlmod.algorithms import Algorithm, AlgorithmConfig
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("built the algorithm before checking --run-dir")
+    monkeypatch.setattr(AlgorithmConfig, "build_algo", refuse)
+    monkeypatch.setattr(Algorithm, "from_checkpoint", refuse)
+
+
+@pytest.mark.parametrize(("where", "phrase"), [
+    ("file", "is a file, not a directory"),
+    ("file/run", "is a file, not a directory"),
+])
+def test_a_run_dir_that_cannot_be_one_is_refused_before_building(
+        tmp_path: Path, capsys: pytest.CaptureFixture, no_build: None,
+        where: str, phrase: str) -> None:
+    (tmp_path / "file").write_text("my notes\n")
+    code = _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard --config", SMALL,
+                "--run-dir", tmp_path / where)
+    assert code == 2  # was: the algorithm built, then a FileExistsError traceback
+    err = capsys.readouterr().err
+    assert f"--run-dir {tmp_path / where}: {tmp_path / 'file'} {phrase}" in err
+    assert "pass a new directory" in err
+    assert (tmp_path / "file").read_text() == "my notes\n"
+
+
+def test_a_used_run_dir_is_refused_before_resuming(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    first = tmp_path / "first"
+    assert _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard --config", SMALL,
+                "--run-dir", first) == 0
+    from rlmod.algorithms import Algorithm
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("restored the checkpoint before checking --run-dir")
+    monkeypatch.setattr(Algorithm, "from_checkpoint", refuse)
+    assert _run("train --stop-iters 2 --resume", first, "--run-dir", first) == 2
+    assert "already holds a run" in capsys.readouterr().err
+
+
+def test_sigterm_stops_training_like_ctrl_c(tmp_path: Path) -> None:
+    """`kill -TERM` (what `docker stop`, Kubernetes and Slurm send) ends `rlmod train` with
+    a final checkpoint and the summary, exit code 143 (128 + SIGTERM)."""
+    import os
+    import signal
+    import time
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlmod.cli", "train", "--env", "CartPole-v1", "--no-tensorboard",
+         "--config", SMALL, "--run-dir", str(run_dir)],  # no stop criterion: until stopped
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        progress = run_dir / "progress.csv"
+        while not (progress.exists() and len(progress.read_text().splitlines()) >= 3):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no iteration logged in 120 s"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 143, err  # was: -15, killed with no checkpoint and no summary
+    assert "stopped because terminated (SIGTERM)" in out
+    checkpoints = [p for p in (run_dir / "checkpoints").iterdir()
+                   if (p / "metadata.json").is_file()]
+    assert checkpoints, err
+    assert "Traceback" not in err
+
+
+def test_the_previous_sigterm_handler_is_restored(tmp_path: Path) -> None:
+    import signal
+
+    def mine(signum: int, frame: object) -> None:
+        raise AssertionError("not expected to run")
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        assert _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard --config", SMALL,
+                    "--run-dir", tmp_path / "run") == 0
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, previous)
