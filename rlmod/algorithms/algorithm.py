@@ -64,6 +64,7 @@ class Algorithm(Checkpointable):
         self.config.freeze()
         self.iteration = 0
         self._time_total_s = 0.0
+        self._saved: list[Path] = []  # this run's checkpoints, in save order (keep_last_n)
         self.setup()
         # After the whole setup, subclasses' included (DQN's replay buffers, ...).
         self.callbacks.call("on_algorithm_init", algorithm=self,
@@ -217,14 +218,27 @@ class Algorithm(Checkpointable):
     def save_checkpoint_to_dir(self, directory: str | os.PathLike | None = None, *,
                                keep_last_n: int | None = None) -> str:
         """Saves `checkpoint_<iteration>` into `directory` (default:
-        `config.checkpoint_dir`) and deletes all but the newest `keep_last_n` (default:
-        `config.keep_last_n`) complete checkpoints there; returns the path."""
+        `config.checkpoint_dir`) and returns its path.
+
+        Only this Algorithm's own checkpoints are ever replaced or deleted: if another
+        run's checkpoint of the same iteration is there, this one is saved beside it as
+        `checkpoint_<iteration>_2` (`_3`, ...); `keep_last_n` (default:
+        `config.keep_last_n`) deletes all but the newest n that this Algorithm saved.
+        """
         directory = Path(directory if directory is not None else self.config.checkpoint_dir)
+        if directory.exists() and not directory.is_dir():
+            raise CheckpointError(
+                f"checkpoint_dir {str(directory)!r} is a file; set checkpoint_dir (or "
+                "--run-dir) to a directory.")
         keep = keep_last_n if keep_last_n is not None else self.config.keep_last_n
-        path = self.save_to_path(directory / checkpoints.checkpoint_name(self.iteration))
+        path = checkpoints.free_checkpoint_path(directory, self.iteration, self._saved)
+        self.save_to_path(path)
+        if path in self._saved:
+            self._saved.remove(path)
+        self._saved.append(path)
         if keep is not None:
-            checkpoints.keep_last_n(directory, keep)
-        return path
+            checkpoints.prune_checkpoints(self._saved, keep)
+        return str(path)
 
     @contextmanager
     def _timer(self, name: str) -> Iterator[None]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import re
 import shutil
@@ -147,8 +148,9 @@ class Checkpointable:
 def read_metadata(path: Path) -> dict[str, Any]:
     """`path`/metadata.json, checked: format, supported version, field types."""
     path = Path(path)
-    if not path.is_dir():
+    if not path.is_dir() and not recover_interrupted_save(path):
         raise CheckpointError(f"Checkpoint directory {path} does not exist.")
+    check_links(path)
     file = path / METADATA_FILE
     meta = read_json(file)
     if meta.get("format") != FORMAT:
@@ -173,12 +175,107 @@ def read_metadata(path: Path) -> dict[str, Any]:
     return meta
 
 
+def is_checkpoint(path: Path) -> bool:
+    """Whether `path` is a complete rlmod checkpoint (its metadata.json says so)."""
+    try:
+        with open(Path(path) / METADATA_FILE) as f:
+            meta = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == FORMAT
+
+
+def check_replaceable(target: Path) -> None:
+    """Refuses a save to `target` that would delete what rlmod did not write: `target`
+    may be missing, an empty directory, or an rlmod checkpoint (replaced whole); a file or
+    any other non-empty directory is refused, with the user's files left as they are."""
+    target = Path(target)
+    if target.is_symlink() and not target.exists():
+        raise CheckpointError(f"Cannot save a checkpoint to {target}: it is a broken symlink.")
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise CheckpointError(
+            f"Cannot save a checkpoint to {target}: it is a file. Pass a new or empty "
+            "directory (the checkpoint is a directory of JSON and safetensors files).")
+    if any(target.iterdir()) and not is_checkpoint(target):
+        raise CheckpointError(
+            f"Cannot save a checkpoint to {target}: the directory is not empty and is not an "
+            "rlmod checkpoint. rlmod replaces a directory only when it is one of its own "
+            "checkpoints, so your files stay untouched; save to a new or empty directory "
+            f"(e.g. {target / 'checkpoint'})."
+        )
+
+
+def _leftovers(target: Path, kind: str) -> list[Path]:
+    """The `.<name>.tmp-*` (kind "tmp") or `.<name>.old-*` (kind "old") directories that
+    saves to `target` leave beside it while they run, newest first."""
+    prefix = f".{target.name}.{kind}-"
+    if not target.parent.is_dir():
+        return []
+    found = [p for p in target.parent.iterdir() if p.name.startswith(prefix) and p.is_dir()
+             and not p.is_symlink()]
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def recover_interrupted_save(target: Path) -> bool:
+    """Puts back the checkpoint at `target` if a save was killed between its two renames
+    (`target -> .old-*`, then `.tmp-* -> target`); returns whether it did.
+
+    The new copy (`.tmp-*`) was flushed to disk before the first rename, so when it is
+    complete it is the one put back; otherwise the previous one (`.old-*`).
+    """
+    target = Path(target).absolute()
+    if target.exists() or target.is_symlink():
+        return False
+    old = [p for p in _leftovers(target, "old") if is_checkpoint(p)]
+    if not old:  # no first rename happened: nothing was lost
+        return False
+    new = [p for p in _leftovers(target, "tmp") if is_checkpoint(p)]
+    os.rename((new or old)[0], target)
+    _fsync_dir(target.parent)
+    return True
+
+
+def remove_leftovers(target: Path) -> None:
+    """Deletes what killed saves to `target` left beside it (after `recover_interrupted_save`
+    has put back anything that was the only copy). Saves to one path from two processes at
+    once are not supported: one would remove the other's temporary directory."""
+    for path in _leftovers(target, "tmp") + _leftovers(target, "old"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def check_links(directory: Path) -> None:
+    """Refuses symlinks in a checkpoint component's directory that lead outside it (rlmod
+    writes none): a checkpoint from a stranger must not make rlmod read other files."""
+    root = os.path.realpath(directory)
+    for entry in os.scandir(directory):
+        if entry.is_symlink():
+            real = os.path.realpath(entry.path)
+            if os.path.commonpath([root, real]) != root:
+                raise CheckpointError(
+                    f"{entry.path} is a symlink to {real}, outside the checkpoint directory "
+                    f"{directory}; rlmod loads only files inside a checkpoint (it writes no "
+                    "symlinks). Copy the files in place of the link if you trust them.")
+
+
 @contextlib.contextmanager
 def atomic_directory(target: Path) -> Iterator[Path]:
     """Yields a fresh temporary directory beside `target`; on success it is fsynced and
-    renamed to `target` (replacing an existing checkpoint there), on error removed."""
+    renamed to `target`, on error removed.
+
+    `target` must be missing, empty, or an rlmod checkpoint (`check_replaceable`). At every
+    moment a complete checkpoint can be loaded from `target`: if the process dies between
+    the two renames, `read_metadata` puts the checkpoint back (`recover_interrupted_save`).
+    """
     target = Path(target).absolute()
+    if target.parent.exists() and not target.parent.is_dir():
+        raise CheckpointError(
+            f"Cannot save a checkpoint to {target}: {target.parent} is a file, not a directory.")
+    recover_interrupted_save(target)
+    check_replaceable(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(target)
     tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
@@ -186,12 +283,17 @@ def atomic_directory(target: Path) -> Iterator[Path]:
         flush_to_disk(tmp)
         old = None
         if target.exists():
-            if target.is_dir() and not any(target.iterdir()):
+            if not any(target.iterdir()):
                 target.rmdir()  # an empty directory (e.g. from tempfile.mkdtemp)
             else:
                 old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
                 os.rename(target, old)
-        os.rename(tmp, target)
+        try:
+            os.rename(tmp, target)
+        except BaseException:
+            if old is not None:  # put the previous checkpoint back where it was
+                os.rename(old, target)
+            raise
         _fsync_dir(target.parent)
         if old is not None:
             shutil.rmtree(old)
@@ -249,30 +351,50 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-_CHECKPOINT_NAME = re.compile(r"^checkpoint_(\d+)$")
+_CHECKPOINT_NAME = re.compile(r"^checkpoint_(\d+)(?:_(\d+))?$")
 
 
-def checkpoint_name(iteration: int) -> str:
-    """The directory name of the checkpoint after `iteration` training iterations."""
-    return f"checkpoint_{iteration:06d}"
+def checkpoint_name(iteration: int, copy: int = 1) -> str:
+    """The directory name of the checkpoint after `iteration` training iterations; a
+    `copy` above 1 names a second run's checkpoint at an iteration another run used."""
+    return f"checkpoint_{iteration:06d}" + (f"_{copy}" if copy > 1 else "")
 
 
 def complete_checkpoints(directory: Path) -> list[Path]:
-    """The complete checkpoints in `directory`, oldest first (by iteration)."""
-    if not Path(directory).is_dir():
+    """The complete checkpoints in `directory`, oldest first (by iteration, then copy);
+    a checkpoint whose save was killed between its renames is put back first."""
+    directory = Path(directory)
+    if not directory.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in Path(directory).iterdir()
-             if (m := _CHECKPOINT_NAME.match(p.name)) and (p / METADATA_FILE).is_file()]
-    return [p for _, p in sorted(found)]
+    for p in list(directory.iterdir()):
+        name, sep, _ = p.name[1:].partition(".old-")
+        if p.name.startswith(".") and sep and _CHECKPOINT_NAME.match(name):
+            recover_interrupted_save(directory / name)
+    found = [(int(m.group(1)), int(m.group(2) or 1), p) for p in directory.iterdir()
+             if (m := _CHECKPOINT_NAME.match(p.name)) and is_checkpoint(p)]
+    return [p for *_, p in sorted(found)]
 
 
-def keep_last_n(directory: Path, n: int) -> list[Path]:
-    """Deletes all but the newest `n` complete checkpoints in `directory`; returns the
-    deleted ones. Incomplete ones (no metadata.json) and other files are left alone."""
-    done = complete_checkpoints(directory)
-    old = done[:-n] if n > 0 else done
+def free_checkpoint_path(directory: Path, iteration: int, own: Collection[Path]) -> Path:
+    """Where to save the checkpoint of `iteration` in `directory`: `checkpoint_<iteration>`
+    unless another run's checkpoint (or anything not in `own`) is there; then the first
+    free `checkpoint_<iteration>_<copy>`. Another run's checkpoint is never overwritten."""
+    for copy in range(1, 1_000_000):
+        path = (Path(directory) / checkpoint_name(iteration, copy)).absolute()
+        if path in own or not (path.exists() or path.is_symlink()):
+            return path
+    raise CheckpointError(f"{directory} has no free name for a checkpoint of {iteration}.")
+
+
+def prune_checkpoints(saved: list[Path], n: int) -> list[Path]:
+    """Deletes all but the newest `n` of `saved` (this run's checkpoints, in the order it
+    saved them: the newest is never deleted) and returns the deleted ones, removing them
+    from `saved`. A path that no longer holds an rlmod checkpoint is left alone."""
+    old = saved[:-n] if n > 0 else []
+    del saved[:len(old)]
     for path in old:
-        shutil.rmtree(path)
+        if is_checkpoint(path) and not path.is_symlink():
+            shutil.rmtree(path)
     return old
 
 
