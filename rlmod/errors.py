@@ -25,6 +25,11 @@ class NonFiniteUpdateError(FloatingPointError):
     """A module's loss or gradient was NaN/inf for several minibatches in a row."""
 
 
+class NonFiniteActionError(FloatingPointError):
+    """A module computed NaN/inf action distribution inputs or actions; no such action is
+    ever sent to an env."""
+
+
 class OfflineDataError(ValueError):
     """Recorded data is missing, unreadable, or does not fit the config's spaces."""
 

@@ -6,6 +6,7 @@ Built by `config.build_algo()`; subclasses (PPO, ...) write `training_step`.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -314,27 +315,89 @@ class Algorithm(Checkpointable):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restores any subset of `get_state()` and sends the restored weights to the
-        EnvRunners."""
-        if "learner_group" in state:
-            self.learner_group.set_state(state["learner_group"])
-        if "env_runner" in state and self.env_runner_group is not None:
-            self.env_runner_group.set_env_runner_state(state["env_runner"])
-        if "iteration" in state:
-            self.iteration = int(state["iteration"])
-            self._time_total_s = float(state.get("time_total_s", 0.0))
-        if "metrics" in state:
-            self.metrics = EpisodeMetrics(self.config.metrics_num_episodes_for_smoothing)
-            self.metrics.set_state(state["metrics"])
-        if "torch_rng" in state:
-            torch.set_rng_state(state["torch_rng"])
+        EnvRunners.
+
+        All or nothing: if any part does not load (a corrupt checkpoint, a state from
+        another config), every part already set is put back as it was and a
+        CheckpointError names the failing part; Learners, EnvRunners and counters then
+        hold what they held before the call.
+        """
+        _check_counters(state)
+        with self._all_or_nothing(self._state_backup(state)):
+            self._apply_state(state)
         self._sync_env_runner_weights()
+
+    def _apply_state(self, state: dict[str, Any]) -> None:
+        for part, apply in self._state_setters().items():
+            if part in state:
+                try:
+                    apply(state[part])
+                except _NAMED_ERRORS:
+                    raise
+                except Exception as e:
+                    raise CheckpointError(
+                        f"Restoring part {part!r} failed ({type(e).__name__}: {e})") from e
+
+    @contextmanager
+    def _all_or_nothing(self, backup: dict[str, Any]) -> Iterator[None]:
+        """Runs the block; if it raises, applies (a copy of) `backup`, taken before, and
+        raises a CheckpointError that says nothing was changed."""
+        backup = checkpoints.clone_state(backup)
+        try:
+            yield
+        except Exception as e:
+            try:
+                self._apply_state(backup)
+            except Exception as again:
+                raise CheckpointError(
+                    f"{e}; putting the previous state back failed too ({again}): this "
+                    "Algorithm is inconsistent, build a new one.") from e
+            if isinstance(e, UnknownModuleIDError):  # keep its type: callers catch it
+                e.add_note("Nothing was changed (every part is back as it was before).")
+                raise
+            raise CheckpointError(
+                f"{e}; nothing was changed (every part is back as it was before).") from e
+
+    def _state_setters(self) -> dict[str, Any]:
+        """How each top-level key of `get_state()` is restored, in order."""
+        def set_iteration(value: int) -> None:
+            self.iteration = value
+
+        def set_time(value: float) -> None:
+            self._time_total_s = float(value)
+
+        def set_metrics(value: dict[str, Any]) -> None:
+            metrics = EpisodeMetrics(self.config.metrics_num_episodes_for_smoothing)
+            metrics.set_state(value)
+            self.metrics = metrics
+
+        def set_env_runner(value: dict[str, Any]) -> None:
+            if self.env_runner_group is not None:
+                self.env_runner_group.set_env_runner_state(value)
+
+        return {"learner_group": self.learner_group.set_state, "env_runner": set_env_runner,
+                "iteration": set_iteration, "time_total_s": set_time, "metrics": set_metrics,
+                "torch_rng": torch.set_rng_state}
+
+    def _state_backup(self, state: dict[str, Any]) -> dict[str, Any]:
+        """What `set_state(state)` puts back if it fails (before cloning)."""
+        return self.get_state()
 
     def restore_from_path(self, path: str | os.PathLike, *, component: str | None = None,
                           **kwargs: Any) -> None:
-        """As `Checkpointable.restore_from_path`, then sends the weights to EnvRunners."""
-        super().restore_from_path(path, component=component, **kwargs)
-        if component is not None:
-            self._sync_env_runner_weights()
+        """As `Checkpointable.restore_from_path`, then sends the weights to EnvRunners. All
+        or nothing, as `set_state`: a component that fails to load leaves every part as
+        it was."""
+        try:
+            backup = self.get_state(components=component) if component is not None else None
+        except UnknownModuleIDError:
+            backup = None  # the restore names the unknown module before it changes anything
+        if backup is None:
+            super().restore_from_path(path, component=component, **kwargs)  # full: set_state
+            return
+        with self._all_or_nothing(backup):
+            super().restore_from_path(path, component=component, **kwargs)
+        self._sync_env_runner_weights()
 
     def _sync_env_runner_weights(self) -> None:
         if self.env_runner_group is not None:
@@ -400,6 +463,26 @@ class Algorithm(Checkpointable):
             self._eval_thread.shutdown()
 
 
+_NAMED_ERRORS = (CheckpointError, UnknownModuleIDError)
+"""rlmod's errors a restore raises as they are: their messages name the part already."""
+
+
+def _check_counters(state: dict[str, Any]) -> None:
+    """CheckpointError unless the state's counters are what `get_state` writes: an
+    `iteration` int >= 0 and a finite `time_total_s` >= 0."""
+    iteration = state.get("iteration", 0)
+    if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
+        raise CheckpointError(
+            f"State field 'iteration' must be an int >= 0, got {iteration!r}; the checkpoint "
+            "is corrupt or was edited.")
+    seconds = state.get("time_total_s", 0.0)
+    if (isinstance(seconds, bool) or not isinstance(seconds, int | float)
+            or not math.isfinite(seconds) or seconds < 0):
+        raise CheckpointError(
+            f"State field 'time_total_s' must be a finite number >= 0, got {seconds!r}; the "
+            "checkpoint is corrupt or was edited.")
+
+
 def _merge_custom(logger: MetricsLogger, runner_metrics: list[dict[str, Any]]
                   ) -> dict[str, Any]:
     """What EnvRunner-side callbacks logged, over all EnvRunners, reduced (`{}` if none)."""
@@ -438,4 +521,7 @@ def _config_from_file(file: Path, trusted: tuple[str, ...], overrides: dict[str,
             setattr(config, name, value)
     except (ValueError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{file}: {e}") from e
+    except RecursionError:
+        raise CheckpointError(f"{file}: a setting nests deeper than Python can read; the "
+                              "file is corrupt or crafted.") from None
     return config

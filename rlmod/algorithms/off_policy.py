@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,6 +26,7 @@ from rlmod.core.columns import ALL_MODULES
 from rlmod.core.learner import Learner, NumpyBatch, TensorBatch
 from rlmod.core.multi_rl_module import MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
+from rlmod.errors import CheckpointError
 from rlmod.replay import MultiAgentReplayBuffer, check_replay_buffer_config
 from rlmod.utils.checkpoints import METADATA_FILE, Checkpointable
 
@@ -299,13 +301,25 @@ class OffPolicyAlgorithm(Algorithm):
             state["train_credit"] = self._train_credit
         return state
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """`Algorithm.set_state`, plus the replay buffer if `state` has it."""
-        if REPLAY_BUFFER in state:
-            self.replay_buffer.set_state(state[REPLAY_BUFFER])
-        if "train_credit" in state:
-            self._train_credit = float(state["train_credit"])
-        super().set_state(state)
+    def _state_setters(self) -> dict[str, Any]:
+        """`Algorithm`'s, plus the replay buffer and the owed gradient steps."""
+        def set_credit(value: float) -> None:
+            if (isinstance(value, bool) or not isinstance(value, int | float)
+                    or not 0 <= value < math.inf):
+                raise CheckpointError(
+                    f"State field 'train_credit' must be a finite number >= 0, got {value!r}.")
+            self._train_credit = float(value)
+
+        return {REPLAY_BUFFER: self.replay_buffer.set_state, "train_credit": set_credit,
+                **super()._state_setters()}
+
+    def _state_backup(self, state: dict[str, Any]) -> dict[str, Any]:
+        """`Algorithm`'s, plus the replay buffer when `state` restores one that
+        checkpoints do not store (`store_buffer_in_checkpoints=False`)."""
+        backup = super()._state_backup(state)
+        if REPLAY_BUFFER in state and REPLAY_BUFFER not in backup:
+            backup[REPLAY_BUFFER] = self.replay_buffer.get_state()
+        return backup
 
     def _read_state(self, path: Path) -> dict[str, Any]:
         """Reads the checkpoint; says so when its buffer and `store_buffer_in_checkpoints`

@@ -19,6 +19,7 @@ from rlmod.connectors.pipeline import Connector
 from rlmod.core.columns import Columns
 from rlmod.core.distributions import action_dim
 from rlmod.core.rl_module import RLModule
+from rlmod.errors import NonFiniteActionError
 
 ENV_ACTIONS = "env_actions"
 
@@ -38,6 +39,9 @@ class GetActions(ModuleToEnv):
     def __call__(
         self, data: dict[str, Any], *, rl_module: RLModule, explore: bool, **kwargs: Any
     ) -> dict[str, Any]:
+        inputs = data.get(Columns.ACTION_DIST_INPUTS)
+        if inputs is not None and not np.isfinite(inputs.numpy()).all():  # numpy's: 1/3 the time
+            raise NonFiniteActionError(_non_finite(rl_module, "action distribution inputs"))
         if Columns.ACTIONS not in data:
             dist = rl_module.action_dist(data[Columns.ACTION_DIST_INPUTS])
             actions = dist.sample() if explore else dist.deterministic_sample()
@@ -116,6 +120,8 @@ def _to_env(plan: Any, flat: np.ndarray) -> Any:
     if kind == "box":
         _, both, scale, offset, low, high, ftype, shape, dtype = plan
         a = flat.astype(ftype, copy=False)
+        if not np.isfinite(a).all():  # np.clip would pass a NaN on to the env
+            raise NonFiniteActionError(_non_finite(None, "Box actions"))
         if both is not None:
             a = np.where(both, np.clip(a, -1.0, 1.0) * scale + offset, a)
         # Clip to every finite bound; an infinite bound clips nothing.
@@ -123,6 +129,13 @@ def _to_env(plan: Any, flat: np.ndarray) -> Any:
     parts = plan[1]
     values = [(k, _to_env(p, flat[:, lo:hi])) for k, lo, hi, p in parts]
     return dict(values) if kind == "dict" else tuple(v for _, v in values)
+
+
+def _non_finite(rl_module: RLModule | None, what: str) -> str:
+    module = f"{type(rl_module).__name__}'s " if rl_module is not None else "The module's "
+    return (f"{module}{what} hold NaN or inf; no action was sent to the env. The weights "
+            "diverged or were corrupted (restore a good checkpoint; lower lr or set "
+            "grad_clip), or an observation is extreme (normalize it).")
 
 
 def default_module_to_env(action_space: gym.Space) -> list[ModuleToEnv]:

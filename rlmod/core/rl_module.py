@@ -231,7 +231,8 @@ class RLModule(nn.Module, Checkpointable):
 
     def set_state(self, state: Mapping[str, torch.Tensor | Array]) -> None:
         """Loads tensors by name. Extra training-only tensors are ignored by an
-        inference-only module; any other missing or unexpected name is an error."""
+        inference-only module; any other missing or unexpected name, a shape that differs
+        or a NaN/inf weight is a ValueError, raised before any tensor is changed."""
         own = self.state_dict()
         if self.inference_only and self.training_only_submodules:
             prefixes = self.training_only_prefixes()
@@ -244,12 +245,19 @@ class RLModule(nn.Module, Checkpointable):
                 f"unexpected {sorted(unexpected)[:5]}. Was it saved from a module built with "
                 "other spaces or model_config?"
             )
+        params = dict(self.named_parameters())
         for name, tensor in own.items():
             if tuple(np.shape(state[name])) != tuple(tensor.shape):
                 raise ValueError(
                     f"State does not fit {type(self).__name__}: {name!r} has shape "
                     f"{tuple(np.shape(state[name]))}, the module's is {tuple(tensor.shape)}. Was "
                     "it saved from a module built with other spaces or model_config?"
+                )
+            if name in params and not bool(torch.isfinite(torch.as_tensor(state[name])).all()):
+                raise ValueError(
+                    f"State of {type(self).__name__}: weight {name!r} holds NaN or inf; a "
+                    "module with them acts on garbage, so it is refused (the weights were "
+                    "corrupted, or saved after a diverged update)."
                 )
         with torch.no_grad():
             for name, tensor in own.items():

@@ -32,9 +32,12 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import torch
 
 from rlmod.errors import CheckpointError
 from rlmod.utils.state_files import read_json, read_state, write_json, write_state
@@ -396,6 +399,22 @@ def prune_checkpoints(saved: list[Path], n: int) -> list[Path]:
         if is_checkpoint(path) and not path.is_symlink():
             shutil.rmtree(path)
     return old
+
+
+def clone_state(state: Any) -> Any:
+    """A deep copy of a state tree (tensors and arrays copied, so it stays as it is when
+    the live objects it came from are written in place): what a failed restore puts back."""
+    if isinstance(state, torch.Tensor):
+        return state.detach().clone()
+    if isinstance(state, np.ndarray):
+        return state.copy()
+    if isinstance(state, Mapping):
+        return {k: clone_state(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [clone_state(v) for v in state]
+    if isinstance(state, tuple):
+        return tuple(clone_state(v) for v in state)
+    return state
 
 
 def _class_path(cls: type) -> str:

@@ -76,7 +76,20 @@ class EpisodeMetrics:
                 "num_agent_steps_lifetime": self.num_agent_steps_lifetime}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Restores `get_state()`; ValueError naming the field if a value is not what it
+        writes (lists of finite numbers, counters that are ints >= 0)."""
+        for key in ("returns", "lens"):
+            values = state.get(key, [])
+            if not isinstance(values, list) or not all(
+                    isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                    for v in values):
+                raise ValueError(f"metrics field {key!r} must be a list of finite numbers.")
+        counters = ("num_episodes_lifetime", "num_env_steps_lifetime", "num_agent_steps_lifetime")
+        for key in counters:
+            value = state.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"metrics field {key!r} must be an int >= 0, got {value!r}.")
         self.returns.extend(state.get("returns", []))
         self.lens.extend(state.get("lens", []))
-        for k in ("num_episodes_lifetime", "num_env_steps_lifetime", "num_agent_steps_lifetime"):
-            setattr(self, k, int(state.get(k, 0)))
+        for key in counters:
+            setattr(self, key, state.get(key, 0))

@@ -126,6 +126,10 @@ def read_json(path: Path, *, expect: type = dict) -> Any:
         ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{path} is not valid JSON ({e}); the file is corrupt.") from None
+    except RecursionError:
+        raise CheckpointError(
+            f"{path} nests deeper than Python can read; no checkpoint rlmod writes does, so "
+            "the file is corrupt or crafted.") from None
     if not isinstance(data, expect):
         raise CheckpointError(
             f"{path} holds a {type(data).__name__}, expected a {expect.__name__}; the file is "
@@ -159,6 +163,17 @@ def read_state(directory: Path, *, select: Iterable[str] | None = None,
         tree = {}  # a component with no state of its own (write_state wrote nothing)
     else:
         tree = read_json(directory / STATE_JSON)
+    try:
+        return _load_tree(directory, tree, select, skip_prefixes)
+    except RecursionError:  # a tree json could read, nested too deep to walk
+        raise CheckpointError(
+            f"{directory / STATE_JSON} nests deeper than Python can walk; no checkpoint rlmod "
+            "writes does, so the file is corrupt or crafted.") from None
+
+
+def _load_tree(directory: Path, tree: dict[str, Any], select: Iterable[str] | None,
+               skip_prefixes: tuple[str, ...]) -> dict[str, Any]:
+    """`read_state` after the JSON is read: the selected parts, arrays loaded."""
     if select is not None:
         select = list(select)
         missing = [k for k in select if k not in tree]
