@@ -355,8 +355,8 @@ class Algorithm(Checkpointable):
             if isinstance(e, UnknownModuleIDError):  # keep its type: callers catch it
                 e.add_note("Nothing was changed (every part is back as it was before).")
                 raise
-            raise CheckpointError(
-                f"{e}; nothing was changed (every part is back as it was before).") from e
+            raise CheckpointError(f"{str(e).rstrip('.')}; nothing was changed (every part is "
+                                  "back as it was before).") from e
 
     def _state_setters(self) -> dict[str, Any]:
         """How each top-level key of `get_state()` is restored, in order."""

@@ -187,12 +187,23 @@ class MeanStdFilter(EnvToModule):
 
     def set_state(self, state: dict[str, Any]) -> None:
         assert self._base is not None and self._delta is not None
+        shape = self._base.mean.shape
+        stats = {}
         for name in ("base", "delta"):
             if name in state:
-                stat = _RunningStat(self._base.mean.shape)
                 s = state[name]
-                stat.merge(float(s["n"]), np.asarray(s["mean"]), np.asarray(s["m2"]))
-                setattr(self, f"_{name}", stat)
+                n, mean, m2 = s.get("n"), np.asarray(s.get("mean")), np.asarray(s.get("m2"))
+                if (isinstance(n, bool) or not isinstance(n, int | float) or not 0 <= n < np.inf
+                        or mean.shape != shape or m2.shape != shape
+                        or not np.isfinite(mean).all() or not (np.isfinite(m2) & (m2 >= 0)).all()):
+                    raise ValueError(
+                        f"MeanStdFilter state {name!r} must hold a count >= 0 and finite mean "
+                        f"and m2 (m2 >= 0) of shape {shape}, got n={n!r}, shapes "
+                        f"{mean.shape} and {m2.shape}.")
+                stats[name] = _RunningStat(shape)
+                stats[name].merge(float(n), mean, m2)
+        for name, stat in stats.items():
+            setattr(self, f"_{name}", stat)
 
     @staticmethod
     def merge_states(base: dict[str, Any], deltas: list[dict[str, Any]]) -> dict[str, Any]:

@@ -100,6 +100,15 @@ class ConnectorPipeline(Connector):
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Restores each connector's state; a state for a connector this pipeline does not
+        have is a ValueError (dropping it would, e.g., act on unnormalized observations)."""
+        keys = [f"{i}:{type(c).__name__}" for i, c in enumerate(self.connectors)]
+        unknown = [k for k in state if k not in keys]
+        if unknown:
+            raise ValueError(
+                f"Connector state for {unknown} does not fit this pipeline, whose stateful "
+                f"pieces would be named {keys}; build it with the env_to_module connectors "
+                "the state was saved with.")
         for i, c in enumerate(self.connectors):
             key = f"{i}:{type(c).__name__}"
             if key in state:

@@ -253,7 +253,15 @@ class RLModule(nn.Module, Checkpointable):
                     f"{tuple(np.shape(state[name]))}, the module's is {tuple(tensor.shape)}. Was "
                     "it saved from a module built with other spaces or model_config?"
                 )
-            if name in params and not bool(torch.isfinite(torch.as_tensor(state[name])).all()):
+            if name not in params:
+                continue
+            value = torch.as_tensor(state[name])
+            if tensor.is_floating_point() and not value.is_floating_point():
+                raise ValueError(
+                    f"State of {type(self).__name__}: weight {name!r} is stored as {value.dtype}, "
+                    f"the module's is {tensor.dtype}; the checkpoint is corrupt or was edited."
+                )
+            if not bool(torch.isfinite(value).all()):
                 raise ValueError(
                     f"State of {type(self).__name__}: weight {name!r} holds NaN or inf; a "
                     "module with them acts on garbage, so it is refused (the weights were "

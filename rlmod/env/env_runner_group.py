@@ -318,6 +318,11 @@ class EnvRunnerGroup:
     def set_env_runner_state(self, state: StateDict) -> None:
         """Restores `state` (an EnvRunner's `get_state()`, e.g. from a checkpoint) on every
         EnvRunner; restarted ones get its connector state too."""
+        for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
+            value = state.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"EnvRunner state field {key!r} must be an int >= 0, got "
+                                 f"{value!r}.")
         if "env_to_module" in state:
             self._connector_state = state["env_to_module"]
         if self.local_env_runner is not None:

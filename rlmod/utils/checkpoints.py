@@ -151,6 +151,9 @@ class Checkpointable:
 def read_metadata(path: Path) -> dict[str, Any]:
     """`path`/metadata.json, checked: format, supported version, field types."""
     path = Path(path)
+    if path.is_file():
+        raise CheckpointError(f"{path} is a file; a checkpoint is a directory (what "
+                              "save_to_path returned).")
     if not path.is_dir() and not recover_interrupted_save(path):
         raise CheckpointError(f"Checkpoint directory {path} does not exist.")
     check_links(path)

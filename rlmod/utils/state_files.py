@@ -126,6 +126,8 @@ def read_json(path: Path, *, expect: type = dict) -> Any:
         ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{path} is not valid JSON ({e}); the file is corrupt.") from None
+    except OSError as e:  # a directory, a permission, a device error
+        raise CheckpointError(f"{path} cannot be read ({e.strerror or e}).") from None
     except RecursionError:
         raise CheckpointError(
             f"{path} nests deeper than Python can read; no checkpoint rlmod writes does, so "
