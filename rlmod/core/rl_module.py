@@ -253,20 +253,8 @@ class RLModule(nn.Module, Checkpointable):
                     f"{tuple(np.shape(state[name]))}, the module's is {tuple(tensor.shape)}. Was "
                     "it saved from a module built with other spaces or model_config?"
                 )
-            if name not in params:
-                continue
-            value = torch.as_tensor(state[name])
-            if tensor.is_floating_point() and not value.is_floating_point():
-                raise ValueError(
-                    f"State of {type(self).__name__}: weight {name!r} is stored as {value.dtype}, "
-                    f"the module's is {tensor.dtype}; the checkpoint is corrupt or was edited."
-                )
-            if not bool(torch.isfinite(value).all()):
-                raise ValueError(
-                    f"State of {type(self).__name__}: weight {name!r} holds NaN or inf; a "
-                    "module with them acts on garbage, so it is refused (the weights were "
-                    "corrupted, or saved after a diverged update)."
-                )
+            if name in params:
+                _check_weight(type(self).__name__, name, state[name], tensor)
         with torch.no_grad():
             for name, tensor in own.items():
                 value = state[name]
@@ -276,6 +264,22 @@ class RLModule(nn.Module, Checkpointable):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def _check_weight(module: str, name: str, stored: torch.Tensor | Array, own: torch.Tensor
+                  ) -> None:
+    """ValueError if a stored weight is not a float for a float parameter, or not finite:
+    a module with such weights acts on garbage."""
+    array = stored.numpy(force=True) if isinstance(stored, torch.Tensor) else np.asarray(stored)
+    if own.is_floating_point() and not np.issubdtype(array.dtype, np.floating):
+        raise ValueError(
+            f"State of {module}: weight {name!r} is stored as {array.dtype}, the module's is "
+            f"{own.dtype}; the checkpoint is corrupt or was edited.")
+    if not np.isfinite(array).all():
+        raise ValueError(
+            f"State of {module}: weight {name!r} holds NaN or inf; a module with them acts on "
+            "garbage, so it is refused (the weights were corrupted, or saved after a "
+            "diverged update).")
 
 
 @dataclasses.dataclass

@@ -73,7 +73,7 @@ def test_integer_weights_are_refused_not_cast(ck: Path) -> None:
     for name in ("state.json", "state.safetensors"):
         os.remove(directory / name)
     write_state(directory, state)
-    with pytest.raises(CheckpointError, match=r"is stored as torch.int64, the module's is "
+    with pytest.raises(CheckpointError, match=r"is stored as int64, the module.s is "
                                               r"torch.float32"):
         _load(ck)
 
