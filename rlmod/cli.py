@@ -38,6 +38,9 @@ FAST_BY_ALGORITHM: dict[str, dict[str, Any]] = {"PPO": FAST_PPO}
 """Algorithm name -> settings applied under every env's tuned ones: PPOConfig's defaults
 are RLlib's (slow on small tasks); `rlmod train` starts from rlmod's fast ones instead."""
 
+MAX_SEED = 2**64 - 1
+"""The largest seed torch takes (the same bound as config.debugging(seed=...))."""
+
 EXIT_OK, EXIT_NOT_SOLVED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
 
@@ -111,8 +114,8 @@ def _build_parser() -> argparse.ArgumentParser:
         help="Start from the algorithm's defaults (RLlib's for PPO), without rlmod's fast "
         "or per-env tuned settings.",
     )
-    train.add_argument("--seed", type=_count(0), help="Seed of torch, numpy and the envs "
-                       "(default: the config's, else a random one, recorded in params.json).")
+    train.add_argument("--seed", type=_count(0, MAX_SEED), help="Seed of torch, numpy and the "
+                       "envs (default: the config's, else a random one, recorded in params.json).")
     train.add_argument(
         "--stop-reward",
         type=_finite(),
@@ -139,7 +142,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--run-dir",
-        type=Path,
+        type=_dir_path,
         metavar="DIR",
         help="Where the logs go (default: runs/<algo>-<env>-<date>-<time>).",
     )
@@ -172,7 +175,8 @@ def _build_parser() -> argparse.ArgumentParser:
                           help="A checkpoint directory, or a run dir (its newest checkpoint).")
     evaluate.add_argument("--episodes", type=_count(1), default=10, metavar="N",
                           help="Episodes to run (default: 10).")
-    evaluate.add_argument("--seed", type=_count(0), default=0, help="Seed of the env (default: 0).")
+    evaluate.add_argument("--seed", type=_count(0, MAX_SEED), default=0,
+                          help="Seed of the env (default: 0).")
     evaluate.add_argument("--explore", action="store_true",
                           help="Sample actions instead of taking the most likely one.")
     evaluate.add_argument("--render", choices=["rgb_array"],
@@ -197,7 +201,7 @@ def _build_parser() -> argparse.ArgumentParser:
     record.add_argument("--output", type=Path, required=True, metavar="DIR",
                         help="Directory of the Parquet files (created; may already hold "
                         "episodes of the same env).")
-    record.add_argument("--seed", type=_count(0), default=0,
+    record.add_argument("--seed", type=_count(0, MAX_SEED), default=0,
                         help="Episode i resets the env with seed + i (default: 0).")
     record.add_argument("--explore", action="store_true",
                         help="Sample actions instead of taking the most likely one.")
@@ -209,14 +213,14 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _add_trust_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--trust", action="append", default=[], metavar="PACKAGE",
+        "--trust", action="append", default=[], metavar="PACKAGE", type=_package_name,
         help="A package whose classes and functions a config or checkpoint may name, besides "
         "rlmod (repeatable). Anything else is refused before it is imported.",
     )
 
 
-def _count(low: int) -> Any:
-    """argparse type: an int >= low (argparse reports the ValueError's message)."""
+def _count(low: int, high: int | None = None) -> Any:
+    """argparse type: an int >= low (and <= high if given; argparse reports the message)."""
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -224,8 +228,26 @@ def _count(low: int) -> Any:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high}, got {value}")
         return value
     return parse
+
+
+def _dir_path(text: str) -> Path:
+    """argparse type: a non-empty path (an empty one, e.g. an unset shell variable, would
+    mean the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty (pass a directory, e.g. runs/my-run)")
+    return Path(text)
+
+
+def _package_name(text: str) -> str:
+    """argparse type: a dotted package name such as mypkg or mypkg.envs."""
+    if not text or not all(part.isidentifier() for part in text.split(".")):
+        raise argparse.ArgumentTypeError(
+            f"expected a package name such as mypkg or mypkg.envs, got {text!r}")
+    return text
 
 
 def _finite(*, positive: bool = False) -> Any:
@@ -339,16 +361,11 @@ def build_config(
 
 
 # ---------------------------------------------------------------------- training
-def _reward_reached(args: argparse.Namespace, result: Mapping[str, Any]) -> bool:
-    """Whether --stop-reward was given and episode_return_mean reached it (NaN: no episode
-    has ended yet)."""
-    ret = result.get("env_runners", {}).get("episode_return_mean", math.nan)
-    return args.stop_reward is not None and not math.isnan(ret) and ret >= args.stop_reward
-
-
 def _stop_reason(args: argparse.Namespace, result: Mapping[str, Any], wall_s: float) -> str:
     """Why to stop after this result, or '' to go on."""
-    if _reward_reached(args, result):
+    from rlmod.utils.run_control import reward_reached
+
+    if reward_reached(result, args.stop_reward):
         return f"episode_return_mean reached --stop-reward {args.stop_reward:g}"
     if args.stop_timesteps is not None and (
         result["num_env_steps_sampled_lifetime"] >= args.stop_timesteps
@@ -441,16 +458,11 @@ def _train(args: argparse.Namespace) -> int:
                 algo.stop()
     wall_s = time.perf_counter() - start
     window = min(config.metrics_num_episodes_for_smoothing, result.get("num_episodes_lifetime", 0))
-    reached = _print_summary(
-        args,
-        f"{algo_name} on {env_name}",
-        result,
-        reason=reason,
-        wall_s=wall_s,
-        run_dir=run_dir,
-        window=window,
-        checkpoint=last_checkpoint,
-    )
+    print(run_control.format_summary(
+        f"{algo_name} on {env_name}", result, reason=reason, wall_s=wall_s, run_dir=run_dir,
+        window=window, checkpoint=last_checkpoint, stop_reward=args.stop_reward,
+        tensorboard=not args.no_tensorboard))
+    reached = run_control.reward_reached(result, args.stop_reward)
     if reason.startswith("interrupted"):
         return EXIT_INTERRUPTED
     if reason.startswith("terminated"):
@@ -546,38 +558,6 @@ def _record(args: argparse.Namespace) -> int:
     print(f"Recorded {args.episodes} episodes ({rows:,} steps) of {path} in {args.output}.")
     print(f"  train on them: BCConfig().offline_data(input_={str(args.output)!r})")
     return EXIT_OK
-
-
-def _print_summary(
-    args: argparse.Namespace,
-    what: str,
-    result: Mapping[str, Any],
-    *,
-    reason: str,
-    wall_s: float,
-    run_dir: Path,
-    window: int,
-    checkpoint: str = "",
-) -> bool:
-    """Prints what the run did; returns whether --stop-reward was reached."""
-    ret = result.get("env_runners", {}).get("episode_return_mean", math.nan)
-    reached = _reward_reached(args, result)
-    lines = [
-        f"Done: {what}, stopped because {reason or 'no result'}.",
-        f"  iterations           {result.get('training_iteration', 0)}",
-        f"  env steps            {result.get('num_env_steps_sampled_lifetime', 0):,}",
-        f"  episode_return_mean  {ret:.2f} (mean of the last {window} episodes)",
-        f"  wall time            {wall_s:.1f} s",
-    ]
-    if args.stop_reward is not None:
-        label = f"stop reward {args.stop_reward:g}"
-        lines.append(f"  {label:<21}{'reached' if reached else 'NOT reached'}")
-    tb = "" if args.no_tensorboard else f"; tensorboard --logdir {run_dir}"
-    lines.append(f"  logs                 {run_dir}/ (progress.csv, result.jsonl, params.json{tb})")
-    if checkpoint:
-        lines.append(f"  checkpoint           {checkpoint}")
-    print("\n".join(lines))
-    return reached
 
 
 if __name__ == "__main__":

@@ -262,6 +262,9 @@ def test_a_seed_is_always_chosen_and_recorded(tmp_path: Path, capsys: pytest.Cap
     ("--stop-seconds 0", "argument --stop-seconds: must be a finite number > 0"),
     ("--stop-reward nan", "argument --stop-reward: must be a finite number"),
     ("--seed -1", "argument --seed: must be >= 0, got -1"),
+    ("--seed 18446744073709551616", "argument --seed: must be <= 18446744073709551615"),
+    ("--trust ''", "argument --trust: expected a package name such as mypkg"),
+    ("--trust ../evil", "argument --trust: expected a package name such as mypkg"),
 ])
 def test_cli_numbers_are_validated(args: str, phrase: str, capsys: pytest.CaptureFixture,
                                    tmp_path: Path) -> None:
@@ -430,3 +433,12 @@ def test_the_previous_sigterm_handler_is_restored(tmp_path: Path) -> None:
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_an_empty_run_dir_is_refused(capsys: pytest.CaptureFixture, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--run-dir "$UNSET"` meant the current directory: the run's logs went there."""
+    monkeypatch.chdir(tmp_path)
+    assert _run("train --env CartPole-v1 --stop-iters 1 --run-dir ''") == 2
+    assert "argument --run-dir: must not be empty" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -29,7 +29,7 @@ class CommonSettings:
     declarations only: reading, checking and setting them is `Setting`'s job."""
 
     # --- environment ---
-    env = Setting(None, section="environment", doc=(
+    env = Setting(None, section="environment", check=s.env_or_none, doc=(
         "A gymnasium ID, a name registered with rlmod.register_env, or a callable "
         "(env_config) -> env."))
     env_config = Setting({}, section="environment", check=s.mapping,
@@ -303,5 +303,7 @@ class CommonSettings:
     keep_last_n = Setting(None, section="checkpointing", check=s.optional(s.integer(min=1)),
                           doc="Delete all but the newest n complete checkpoints; None keeps all.")
     # --- debugging ---
-    seed = Setting(None, section="debugging", check=s.optional(s.integer(min=0)), doc=(
-        "Seeds torch, numpy and the envs; one seed gives the same run twice."))
+    seed = Setting(None, section="debugging",
+                   check=s.optional(s.integer(min=0, max=2**64 - 1)), doc=(
+        "Seeds torch, numpy and the envs; one seed gives the same run twice. At most "
+        "2**64 - 1, the largest seed torch takes."))

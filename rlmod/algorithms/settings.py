@@ -192,12 +192,12 @@ class SectionSetter:
         return function
 
 
-def integer(*, min: int = 0) -> Check:  # noqa: A002 - reads like the math
+def integer(*, min: int = 0, max: int | None = None) -> Check:  # noqa: A002 - reads like the math
     def check(v: Any) -> int:
         if isinstance(v, bool) or not isinstance(v, int):
             raise InvalidKind(f"expected an int >= {min}.")
-        if v < min:
-            raise Invalid(f"must be an int >= {min}.")
+        if v < min or (max is not None and v > max):
+            raise Invalid(f"must be an int >= {min}" + ("." if max is None else f" and <= {max}."))
         return v
     return check
 
@@ -314,6 +314,19 @@ def offline_input(v: Any) -> Any:
     if isinstance(v, list | tuple) and v and all(isinstance(p, str | os.PathLike) for p in v):
         return [os.fspath(p) for p in v]
     raise InvalidKind("expected 'sampler', a path or glob, or a non-empty list of paths.")
+
+
+def env_or_none(v: Any) -> Any:
+    """`env`: a gymnasium ID or registered name, a callable(env_config) -> env (an env class
+    or a creator function), or None. An env instance is refused: each EnvRunner makes its
+    own envs, one per sub-env."""
+    if v is None or isinstance(v, str) or callable(v):
+        return v
+    instance = " (an env instance; pass its class or a creator instead)" if isinstance(
+        v, gym.Env) else ""
+    raise InvalidKind(
+        "expected a gymnasium ID, a name registered with rlmod.register_env, or a "
+        f"callable(env_config) -> env such as an env class{instance}.")
 
 
 def space_or_none(v: Any) -> Any:

@@ -5,6 +5,7 @@ Used by EnvRunners (single- and multi-agent) and by the config when it infers sp
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, TypeAlias, TypeGuard
 
@@ -56,10 +57,31 @@ def make_env(env: object, env_config: dict | None = None) -> Any:  # type: ignor
             f"{did_you_mean(env, [*_REGISTRY, *gym.registry])}"
         )
     if callable(env):
+        _check_takes_env_config(env)
         return env(env_config)
     raise TypeError(
         f"env={env!r} must be a gymnasium ID, a registered name or a callable(env_config)."
     )
+
+
+def _check_takes_env_config(env: EnvCreator) -> None:
+    """Raises a TypeError naming the fix if `env` cannot be called as `env(env_config)`
+    (an env class whose __init__ takes no argument: gymnasium's convention, not RLlib's)."""
+    try:
+        signature = inspect.signature(env)
+    except (ValueError, TypeError):  # no signature to read (a C type): let the call say
+        return
+    try:
+        signature.bind({})
+    except TypeError:
+        name = getattr(env, "__name__", type(env).__name__)
+        fix = (f"Give it one (def __init__(self, env_config=None)), or pass a creator: "
+               f"env=lambda env_config: {name}()." if inspect.isclass(env) else
+               "Give it that parameter: def make(env_config): ... or lambda env_config: ...")
+        raise TypeError(
+            f"env={env!r} is called as {name}(env_config) to make each env (RLlib's "
+            f"convention), but it takes no such argument. {fix}"
+        ) from None
 
 
 # Any: gymnasium's VectorEnv types its observations and arrays Any by default.
@@ -87,6 +109,14 @@ def make_vector_env(  # type: ignore[explicit-any]
             f"env={env!r} made a {type(probe).__name__}, not a gymnasium.Env. For multi-agent "
             "envs call config.multi_agent(policies=..., policy_mapping_fn=...)."
         )
+    for name in ("observation_space", "action_space"):
+        space = getattr(probe, name, None)
+        if not isinstance(space, gym.Space):
+            raise TypeError(
+                f"env={env!r} made a {type(probe).__name__} whose {name} is a "
+                f"{type(space).__name__}, not a gymnasium Space; set self.{name} in its "
+                "__init__ (e.g. gymnasium.spaces.Box(...) or Discrete(n))."
+            )
 
     def sub_env(i: int) -> Callable[[], gym.Env[object, object]]:
         def make() -> gym.Env[object, object]:

@@ -1,4 +1,5 @@
-"""How `rlmod train` starts and stops a run: a run dir that is new, and SIGTERM as Ctrl-C.
+"""How `rlmod train` starts and ends a run: a run dir that is new, SIGTERM as Ctrl-C, and
+the summary.
 
 Used by `rlmod.cli`. A run dir is checked before anything is built (a used one or a file is
 refused; rlmod never overwrites either), and while training, SIGTERM, what `kill`,
@@ -9,11 +10,13 @@ the final checkpoint is written and the summary printed.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import signal
 import threading
 import time
 import types
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +114,34 @@ class SigtermAsInterrupt:
             signal.signal(signal.SIGTERM,
                           signal.SIG_DFL if self._previous is None else self._previous)
             self._installed = False
+
+
+def reward_reached(result: Mapping[str, Any], stop_reward: float | None) -> bool:
+    """Whether a stop reward was given and episode_return_mean reached it (NaN: no episode
+    has ended yet)."""
+    ret = result.get("env_runners", {}).get("episode_return_mean", math.nan)
+    return stop_reward is not None and not math.isnan(ret) and ret >= stop_reward
+
+
+def format_summary(what: str, result: Mapping[str, Any], *, reason: str, wall_s: float,
+                   run_dir: Path, window: int, checkpoint: str = "",
+                   stop_reward: float | None = None, tensorboard: bool = True) -> str:
+    """What the run did, for the end of `rlmod train`: why it stopped, iterations, env
+    steps, the smoothed return over `window` episodes, time, logs and the last checkpoint."""
+    ret = result.get("env_runners", {}).get("episode_return_mean", math.nan)
+    lines = [
+        f"Done: {what}, stopped because {reason or 'no result'}.",
+        f"  iterations           {result.get('training_iteration', 0)}",
+        f"  env steps            {result.get('num_env_steps_sampled_lifetime', 0):,}",
+        f"  episode_return_mean  {ret:.2f} (mean of the last {window} episodes)",
+        f"  wall time            {wall_s:.1f} s",
+    ]
+    if stop_reward is not None:
+        label = f"stop reward {stop_reward:g}"
+        reached = reward_reached(result, stop_reward)
+        lines.append(f"  {label:<21}{'reached' if reached else 'NOT reached'}")
+    tb = f"; tensorboard --logdir {run_dir}" if tensorboard else ""
+    lines.append(f"  logs                 {run_dir}/ (progress.csv, result.jsonl, params.json{tb})")
+    if checkpoint:
+        lines.append(f"  checkpoint           {checkpoint}")
+    return "\n".join(lines)

@@ -106,7 +106,8 @@ def _kind_checks() -> dict[str, tuple[str, Callable[[Any], bool]]]:
         "algorithm": ("an rlmod Algorithm subclass", algorithm_class),
         "callbacks": ("an rlmod RLlibCallback subclass", callbacks_class),
         "config": ("an rlmod AlgorithmConfig subclass", config_class),
-        "callable": ("a function", lambda obj: False),
+        "callable": ("a function defined in a package you trust (of rlmod's own functions, "
+                     "only those a field lists)", lambda obj: False),
     }
 
 

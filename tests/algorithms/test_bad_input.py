@@ -68,6 +68,16 @@
         RLModuleSpec got inference_only=True and learner_only=True; ... Set at most one of the two.
     runner.sample(num_timesteps=10, num_episodes=1)    -> ValueError
         sample() takes num_timesteps or num_episodes, not both.
+    .debugging(seed=2**64)                             -> ValueError
+        seed=18446744073709551616 is invalid: must be an int >= 0 and <= 18446744073709551615.
+    .environment(gym.make("CartPole-v1"))              -> TypeError
+        ... is of the wrong kind: ... (an env instance; pass its class or a creator instead).
+    env class whose __init__ takes no env_config, build_algo() -> TypeError
+        ... is called as _NoConfigEnv(env_config) to make each env (RLlib's convention), ...
+    creator function without env_config, build_algo() -> TypeError
+        ... is called as <lambda>(env_config) ..., but it takes no such argument. Give it ...
+    env without spaces, build_algo()                   -> TypeError
+        ... whose action_space is a NoneType, not a gymnasium Space; set self.action_space ...
 """
 
 from __future__ import annotations
@@ -75,6 +85,8 @@ from __future__ import annotations
 import re
 import sys
 
+import gymnasium as gym
+import numpy as np
 import pytest
 
 from rlmod.algorithms.ppo import PPOConfig
@@ -86,6 +98,23 @@ from rlmod.errors import UnknownModuleIDError
 def small() -> PPOConfig:
     return (PPOConfig().environment("CartPole-v1")
             .training(train_batch_size=256, minibatch_size=64, num_epochs=1).debugging(seed=0))
+
+
+class _NoConfigEnv(gym.Env):
+    """gymnasium's convention: no env_config argument."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        super().__init__()
+
+
+class _NoActionSpace(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def __init__(self, env_config: dict | None = None) -> None:
+        super().__init__()
 
 
 def frozen_lr() -> None:
@@ -215,6 +244,23 @@ CASES = [
      "of the two."),
     ("sample-both", sample_both, ValueError,
      "sample() takes num_timesteps or num_episodes, not both."),
+    # --- issue 30's adversarial pass
+    ("seed-too-large", lambda: PPOConfig().debugging(seed=2**64), ValueError,
+     "seed=18446744073709551616 is invalid: must be an int >= 0 and <= 18446744073709551615."),
+    ("env-instance", lambda: PPOConfig().environment(gym.make("CartPole-v1")), TypeError,
+     "(an env instance; pass its class or a creator instead)."),
+    ("env-class-without-env_config", lambda: small().environment(_NoConfigEnv).build_algo(),
+     TypeError, "is called as _NoConfigEnv(env_config) to make each env (RLlib's "
+     "convention), but it takes no such argument. Give it one (def __init__(self, "
+     "env_config=None)), or pass a creator: env=lambda env_config: _NoConfigEnv()."),
+    ("creator-without-env_config",
+     lambda: small().environment(lambda: gym.make("CartPole-v1")).build_algo(), TypeError,
+     "is called as <lambda>(env_config) to make each env (RLlib's convention), but it takes "
+     "no such argument. Give it that parameter: def make(env_config): ... or lambda "
+     "env_config: ..."),
+    ("env-without-spaces", lambda: small().environment(_NoActionSpace).build_algo(), TypeError,
+     "made a _NoActionSpace whose action_space is a NoneType, not a gymnasium Space; set "
+     "self.action_space in its __init__"),
 ]
 
 

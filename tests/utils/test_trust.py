@@ -305,3 +305,11 @@ def test_trusted_modules_must_be_a_list_of_package_names(trusted: Any) -> None:
 def test_import_paths_must_be_dotted_names(path: str) -> None:
     with pytest.raises(UntrustedImportError, match="is not an import path"):
         resolve_import_path(path, setting="env", kind="env")
+
+
+def test_a_refused_function_is_told_which_functions_a_callable_field_takes() -> None:
+    """It read "is a function, but this field takes a function": say which ones."""
+    with pytest.raises(UntrustedImportError, match=re.escape(
+            "is a function, but this field takes a function defined in a package you trust "
+            "(of rlmod's own functions, only those a field lists)")):
+        resolve_import_path("rlmod.utils.seeding:seed_everything", setting="x", kind="callable")
