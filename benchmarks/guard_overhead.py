@@ -2,11 +2,15 @@
 
 - Sampling, CartPole-v1 (16 sub-envs, the tuned setting): the non-finite check of the
   observations and rewards of each `sample()` batch.
+- Sampling, FrozenLake-v1 (1 and 16 sub-envs): the per-step check that Discrete
+  observations lie inside their space (`out_of_space_rows`, before the one-hot).
 - Learning, CartPole-v1 (PPO, tuned: 2048 rows, minibatches of 256, 10 epochs): the
   finiteness check of each module's loss and gradient norm per minibatch, with PPO's
   gradient clipping (the norm is computed anyway) and without it (the guard computes it).
 - Multi-agent sampling, MultiAgentCartPole (4 envs x 4 agents, 2 modules): the per-step
   non-finite checks and the per-step shape/dtype check (`check_agent_observations`).
+- Multi-agent sampling, 4 FrozenLake-v1 agents per env (4 envs, 2 modules): the per-step
+  check that Discrete observations lie inside their space.
 
 How a 2% difference is resolved on a shared 2-core machine whose speed drifts by 10% and
 more between runs: one object is toggled between on and off (nothing else differs), and
@@ -30,11 +34,12 @@ import argparse
 import time
 from collections.abc import Callable
 
+import gymnasium as gym
 import torch
 from _common import header, median_ci, table
 
 from rlmod.algorithms.ppo import PPOConfig
-from rlmod.env import MultiAgentEnvRunner, SingleAgentEnvRunner
+from rlmod.env import MultiAgentEnv, MultiAgentEnvRunner, SingleAgentEnvRunner
 from rlmod.testing import MultiAgentCartPole
 from rlmod.tuned import FAST_PPO, TUNED
 
@@ -89,6 +94,17 @@ def sampling(rounds: int) -> dict[str, str]:
     return _rounds(run, rounds)
 
 
+def sampling_discrete(rounds: int, num_envs: int) -> dict[str, str]:
+    config = (PPOConfig().environment("FrozenLake-v1", env_config={"is_slippery": True})
+              .env_runners(num_envs_per_env_runner=num_envs).debugging(seed=0))
+    runner = SingleAgentEnvRunner(config=config)
+
+    def run(guard: bool) -> None:
+        runner._check_obs_space = guard
+        runner.sample(num_timesteps=2048)
+    return _rounds(run, rounds)
+
+
 def learning(rounds: int, *, grad_clip: float | None) -> dict[str, str]:
     config = _cartpole().training(grad_clip=grad_clip)
     algo = config.build_algo()
@@ -120,6 +136,50 @@ def multi_agent(rounds: int, attr: str) -> dict[str, str]:
     return _rounds(run, rounds)
 
 
+class _MultiAgentFrozenLake(MultiAgentEnv):
+    """`num_agents` FrozenLake-v1 lakes, one per agent (Discrete(16) observations); the
+    episode ends for all when every agent's lake has ended."""
+
+    def __init__(self, config: dict | None = None) -> None:
+        super().__init__()
+        n = (config or {}).get("num_agents", 4)
+        self.lakes = [gym.make("FrozenLake-v1") for _ in range(n)]
+        self.possible_agents = list(range(n))
+        self.observation_spaces = {a: self.lakes[a].observation_space for a in range(n)}
+        self.action_spaces = {a: self.lakes[a].action_space for a in range(n)}
+        self.live: set[int] = set()
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self.live = set(self.possible_agents)
+        return {a: lake.reset(seed=None if seed is None else seed + a)[0]
+                for a, lake in enumerate(self.lakes)}, {}
+
+    def step(self, action_dict: dict):
+        obs, rew, term, trunc = {}, {}, {}, {}
+        for a, action in action_dict.items():
+            obs[a], rew[a], term[a], trunc[a], _ = self.lakes[a].step(action)
+            if term[a] or trunc[a]:
+                self.live.discard(a)
+        term["__all__"] = not self.live
+        trunc["__all__"] = False
+        return obs, rew, term, trunc, {}
+
+
+def multi_agent_discrete(rounds: int) -> dict[str, str]:
+    config = (PPOConfig().update_from_dict(FAST_PPO)
+              .environment(_MultiAgentFrozenLake, env_config={"num_agents": 4})
+              .env_runners(num_envs_per_env_runner=4)
+              .multi_agent(policies={"p0", "p1"},
+                           policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}")
+              .debugging(seed=0))
+    runner = MultiAgentEnvRunner(config=config)
+
+    def run(guard: bool) -> None:
+        runner._intake.check_in_space = guard
+        runner.sample(num_timesteps=2048)
+    return _rounds(run, rounds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=61)
@@ -135,6 +195,10 @@ def main() -> None:
     cases: list[tuple[str, str, Callable[[], dict[str, str]]]] = [
         ("sampling", "sampling CartPole-v1, non-finite check",
          lambda: sampling(args.rounds)),
+        ("sampling", "sampling FrozenLake-v1 (1 sub-env), Discrete observation check",
+         lambda: sampling_discrete(args.rounds, 1)),
+        ("sampling", "sampling FrozenLake-v1 (16 sub-envs), Discrete observation check",
+         lambda: sampling_discrete(args.rounds, 16)),
         ("learning", "learning CartPole-v1 (grad_clip=0.5), loss/grad check",
          lambda: learning(args.rounds, grad_clip=0.5)),
         ("learning", "learning CartPole-v1 (no grad_clip), loss/grad check",
@@ -143,6 +207,8 @@ def main() -> None:
          lambda: multi_agent(args.rounds, "check_finite")),
         ("multi-agent", "multi-agent sampling, shape/dtype check (check_agent_observations)",
          lambda: multi_agent(args.rounds, "check_obs")),
+        ("multi-agent", "multi-agent sampling FrozenLake-v1 agents, Discrete observation check",
+         lambda: multi_agent_discrete(args.rounds)),
     ]
     rows = [{"what": name, **measure()} for group, name, measure in cases
             if args.only in (None, group)]

@@ -3,7 +3,8 @@ MultiAgentEnvRunner.
 
 Stacking runs per env while the env's arrays are hot in the cache, then once per step over
 all envs; checks run once per step on the stacked arrays (shape and dtype with
-`check_agent_observations`, finiteness always), and name the agent where one fails.
+`check_agent_observations`; finiteness, and Discrete / MultiDiscrete values inside their
+space, always), and name the agent where one fails.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ import gymnasium as gym
 import numpy as np
 
 from rlmod.core.types import Array, ArrayTree
-from rlmod.env.guards import bad_observation, non_finite_rows
+from rlmod.env.guards import (
+    bad_observation,
+    non_finite_rows,
+    out_of_space_rows,
+    outside_space_problem,
+)
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID
 from rlmod.env.multi_agent_rows import join_box_values, stack_observations
@@ -49,6 +55,7 @@ class ObservationIntake:
         self.spaces = spaces
         self.check_obs = check_obs
         self.check_finite = True  # benchmarks/guard_overhead.py turns it off to compare
+        self.check_in_space = True  # Discrete / MultiDiscrete values; likewise
         self.locate = locate
 
     def chunk(self, values: Collection) -> Array | list:
@@ -96,7 +103,26 @@ class ObservationIntake:
         found = non_finite_rows(raw, len(slots), "obs") if self.check_finite else None
         if found is not None:
             self.raise_non_finite(slots[found[0]], found[1])
+        # Before the connectors one-hot them (-1 would encode as the last value).
+        outside = out_of_space_rows(space, raw, len(slots), "obs") if self.check_in_space else None
+        if outside is not None:
+            self.raise_outside_space(space, raw, slots, outside[0])
         return raw
+
+    def raise_outside_space(self, space: gym.Space, raw: ArrayTree, slots: Array,
+                            rows: Array) -> NoReturn:
+        """Names the first of `slots` whose observation (row of `raw`) has a Discrete /
+        MultiDiscrete part outside `space`."""
+        row = int(np.flatnonzero(rows)[0])
+        place = self.locate(int(slots[row]))
+        raise EnvError(
+            f"env={self.env_name!r} returned an observation outside its observation space "
+            f"for agent {place.agent!r} in env {place.env} at step {place.episode_step} of "
+            f"its episode (step {place.runner_step} of this EnvRunner): "
+            f"{outside_space_problem(space, raw, row, 'obs')}. Nothing of this sample() call "
+            "reaches a Learner; fix the env or the agent's declared observation space "
+            "(rlmod.env.env_checker.check_multi_agent_env finds such values)."
+        )
 
     def raise_non_finite(self, slots: Array, key: str) -> NoReturn:
         """Names the first of `slots` (whose `key` is not finite)."""

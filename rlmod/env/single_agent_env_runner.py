@@ -26,7 +26,14 @@ from rlmod.env.env_runner import (
     SampleResult,
 )
 from rlmod.env.episodes import SingleAgentEpisode, VectorInfos, info_of
-from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
+from rlmod.env.guards import (
+    SubEnvGuard,
+    failing_sub_env,
+    fits_space,
+    non_finite_rows,
+    out_of_space_rows,
+    outside_space_problem,
+)
 from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
@@ -59,6 +66,8 @@ class SingleAgentEnvRunner(EnvRunner):
     Guards (see the settings' docs): non-finite observations and rewards raise an EnvError
     naming the sub-env, step and key, checked once per `sample()` over the whole batch
     (`on_non_finite_env_data="truncate_episode"`: every step, ending that episode instead);
+    so do Discrete / MultiDiscrete observations outside their space, checked every step
+    before the env-to-module connectors one-hot them (a few microseconds per vector step);
     a sub-env that raises is named in an EnvError, after which the next `sample()` starts
     every sub-env afresh (`restart_failed_sub_environments=True`: recreated in place, its
     unfinished episode dropped). Counters count only the rows that reached a batch.
@@ -109,6 +118,10 @@ class SingleAgentEnvRunner(EnvRunner):
             env=config.env, num_envs=self.num_envs,
             limit=config.max_consecutive_sub_environment_failures)
         self._check_finite_data = True  # benchmarks/guard_overhead.py turns it off to compare
+        # Discrete / MultiDiscrete observations inside their space (decided once: Box-only
+        # envs pay nothing per step); benchmarks/guard_overhead.py turns it off to compare.
+        self._fits_space = fits_space(self._env_spaces[0])
+        self._check_obs_space = self._fits_space is not None
         self._writer = self._make_writer()  # config.offline_data(output=DIR)
         self._raw: ArrayTree | None = None  # recording: the raw observations the module sees next
         # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
@@ -146,6 +159,8 @@ class SingleAgentEnvRunner(EnvRunner):
             raw, infos = self.env.reset(seed=self._seed)  # seeds sub-env i with seed + i
         except Exception as e:
             raise EnvError(f"env={self.config.env!r} raised in reset(): {e!r}") from e
+        if self._check_obs_space:
+            self._raise_outside_space(raw, at_reset=True)
         self._seed = None  # seed once; later resets continue the seeded RNGs
         self._prev_done[:] = False
         self._ep_return[:] = 0.0
@@ -254,6 +269,8 @@ class SingleAgentEnvRunner(EnvRunner):
             self._drop_failed(cols.t)
         if self._truncate_non_finite:
             raw, rew, trunc = self._truncate_non_finite_rows(raw, rew, trunc)
+        elif self._check_obs_space and not self._fits_space(raw, self.num_envs):  # type: ignore[misc]
+            self._raise_outside_space(raw)  # before the connectors one-hot them
         step = {
             Columns.OBS: obs,
             Columns.ACTIONS: data[Columns.ACTIONS].numpy(),
@@ -479,16 +496,45 @@ class SingleAgentEnvRunner(EnvRunner):
                 "episodes as truncated and go on."
             )
 
+    def _raise_outside_space(self, raw: ArrayTree, *, at_reset: bool = False) -> None:
+        """Raises an EnvError naming the first sub-env whose raw observation has a
+        Discrete / MultiDiscrete part outside the observation space (one check over all
+        sub-envs; the message is built on the slow path only)."""
+        assert self._fits_space is not None
+        if self._fits_space(raw, self.num_envs):
+            return
+        space = self._env_spaces[0]
+        found = out_of_space_rows(space, raw, self.num_envs, Columns.OBS)
+        assert found is not None
+        i = int(np.flatnonzero(found[0])[0])
+        when = "at reset (step" if at_reset else "at step"
+        tail = ("Fix the env (or its declared observation_space); an episode cannot be "
+                "truncated before its first step." if at_reset else
+                "Fix the env (or its declared observation_space), or set config.env_runners("
+                "on_non_finite_env_data='truncate_episode') to end such episodes as "
+                "truncated and go on.")
+        raise EnvError(
+            f"env={self.config.env!r} returned an observation outside its observation space "
+            f"in sub-env {i} {when} {self._num_steps} of this EnvRunner{')' if at_reset else ''}"
+            f": {outside_space_problem(space, raw, i, Columns.OBS)}. Nothing of this "
+            f"sample() call reaches a Learner. {tail}")
+
     def _truncate_non_finite_rows(self, raw: ArrayTree, rew: Array, trunc: Array
                                   ) -> tuple[ArrayTree, Array, Array]:
-        """Truncate mode: sub-envs with a non-finite observation or reward end their
-        episode here; the last finite observation stands in for the final one (what the
-        value bootstrap reads), the reward counts as 0, and the sub-env resets at the next
-        step as after any truncation."""
+        """Truncate mode: sub-envs with a non-finite observation or reward, or an
+        observation outside its Discrete / MultiDiscrete space, end their episode here; the
+        last good observation stands in for the final one (what the value bootstrap
+        reads), the reward counts as 0, and the sub-env resets at the next step as after
+        any truncation."""
         found_obs = non_finite_rows(raw, self.num_envs, Columns.OBS)
         bad = ~np.isfinite(rew)
         if found_obs is not None:
             bad |= found_obs[0]
+        if self._check_obs_space:
+            found_outside = out_of_space_rows(self._env_spaces[0], raw, self.num_envs,
+                                              Columns.OBS)
+            if found_outside is not None:
+                bad |= found_outside[0]
         if bad.any():
             rew = np.where(bad, 0.0, rew)
             trunc = trunc | bad
@@ -496,8 +542,9 @@ class SingleAgentEnvRunner(EnvRunner):
             # NEXT_STEP autoreset, as if the sub-env had returned truncated itself.
             self.env._autoreset_envs[bad] = True  # type: ignore[attr-defined]
             self._num_truncated_non_finite += int(bad.sum())
-            logger.warning("env=%r returned non-finite data in sub-envs %s at step %d; their "
-                           "episodes end as truncated.", self.config.env,
+            logger.warning("env=%r returned non-finite data or observations outside the "
+                           "observation space in sub-envs %s at step %d; their episodes end "
+                           "as truncated.", self.config.env,
                            np.flatnonzero(bad).tolist(), self._num_steps)
         self._last_raw = _copy(raw)
         return raw, rew, trunc
