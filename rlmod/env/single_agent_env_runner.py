@@ -37,7 +37,7 @@ from rlmod.env.guards import (
 from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
-from rlmod.errors import EnvError
+from rlmod.errors import EnvError, NonFiniteActionError
 from rlmod.offline.writer import EpisodeWriter
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
@@ -248,7 +248,11 @@ class SingleAgentEnvRunner(EnvRunner):
         obs = self._obs
         assert obs is not None
         out = forward({Columns.OBS: torch.from_numpy(obs)})
-        data = self._module_to_env(out, rl_module=self.module, explore=explore)
+        try:
+            data = self._module_to_env(out, rl_module=self.module, explore=explore)
+        except NonFiniteActionError:
+            self._raise_non_finite_input(obs)  # the env's NaN, not the module's: name it
+            raise
         try:
             raw, rew, term, trunc, infos = self.env.step(data[ENV_ACTIONS])
         except Exception as e:
@@ -495,6 +499,26 @@ class SingleAgentEnvRunner(EnvRunner):
                 "config.env_runners(on_non_finite_env_data='truncate_episode') to end such "
                 "episodes as truncated and go on."
             )
+
+    def _raise_non_finite_input(self, obs: ArrayTree) -> None:
+        """Raises the EnvError of `_check_finite` if the observations the module just saw
+        (from the last step, or a reset) are not finite: a NaN observation makes NaN action
+        distribution inputs before the once-per-sample() check would name the env."""
+        found = non_finite_rows(obs, self.num_envs, Columns.OBS)
+        if found is None:
+            return
+        i = int(np.flatnonzero(found[0])[0])
+        # Truncate mode replaces a step's non-finite observations: this one came from a reset.
+        tail = ("Fix the env; an episode cannot be truncated before its first step, so "
+                "on_non_finite_env_data='truncate_episode' does not cover reset()."
+                if self._truncate_non_finite or self._num_steps == 0 else
+                "Fix the env, or set config.env_runners(on_non_finite_env_data="
+                "'truncate_episode') to end such episodes as truncated and go on.")
+        raise EnvError(
+            f"env={self.config.env!r} returned a non-finite (NaN or inf) {found[1]} in "
+            f"sub-env {i} at step {self._num_steps} of this EnvRunner. Nothing of "
+            f"this sample() call reaches a Learner. {tail}"
+        )
 
     def _raise_outside_space(self, raw: ArrayTree, *, at_reset: bool = False) -> None:
         """Raises an EnvError naming the first sub-env whose raw observation has a

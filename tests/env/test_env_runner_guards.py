@@ -185,3 +185,19 @@ def test_the_bound_is_a_setting_and_a_flaky_sub_env_never_reaches_it():
     assert result["env_runners"]["num_sub_env_restarts"] > 0
     assert result["env_runners"]["episode_return_min"] == 5.0
     algo.stop()
+
+
+@pytest.mark.parametrize("mode", ["raise", "truncate_episode"])
+def test_a_non_finite_observation_at_reset_names_the_env_not_the_module(mode):
+    class _NanStart(_Faulty):
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return np.full(3, np.nan, np.float32), {}
+
+    config = _config({"kind": "none"}, on_non_finite_env_data=mode)
+    config.env = _NanStart
+    runner = SingleAgentEnvRunner(config=config)
+    with pytest.raises(EnvError, match=r"returned a non-finite \(NaN or inf\) obs in sub-env 0 "
+                       r"at step 0 of this EnvRunner.*cannot be truncated before its first"):
+        runner.sample(num_timesteps=8)
+    runner.stop()
