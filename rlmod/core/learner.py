@@ -112,13 +112,17 @@ class Learner(Checkpointable):
             self.module.train()  # built in training mode unless a setup() said otherwise
         if self._world_size > 1:
             data_parallel.broadcast_weights(self.module)
-        trainable = {mid: params for mid, sub in self.module.items()
-                     if (params := [p for p in sub.parameters() if p.requires_grad])
-                     and self.config.is_module_trainable(mid)}
-        slots = self._build_stacks(trainable)
+        # names: only for the errors of a checkpoint's optimizer state that does not fit
+        named = {mid: pairs for mid, sub in self.module.items()
+                 if (pairs := [(n, p) for n, p in sub.named_parameters() if p.requires_grad])
+                 and self.config.is_module_trainable(mid)}
+        trainable = {mid: [p for _, p in pairs] for mid, pairs in named.items()}
+        names = {mid: [n for n, _ in pairs] for mid, pairs in named.items()}
+        slots = self._build_stacks(trainable, names)
         for mid, params in trainable.items():  # module order, stacked or not
             cfg = self.config.get_config_for_module(mid)
-            self._optimizers[mid] = slots.get(mid) or Adam(params, lr=scheduled_value(cfg.lr, 0))
+            self._optimizers[mid] = slots.get(mid) or Adam(
+                params, lr=scheduled_value(cfg.lr, 0), names=names[mid])
         # Counted once: a sum over all parameters on every update was 4% of a DQN step.
         self._num_parameters = {mid: sum(p.numel() for p in sub.parameters())
                                 for mid, sub in self.module.items()}
@@ -127,8 +131,8 @@ class Learner(Checkpointable):
             getattr(default, "observation_space", None), getattr(default, "action_space", None)
         )
 
-    def _build_stacks(self, trainable: Mapping[ModuleID, list[torch.nn.Parameter]]
-                      ) -> dict[ModuleID, AdamSlot]:
+    def _build_stacks(self, trainable: Mapping[ModuleID, list[torch.nn.Parameter]],
+                      names: Mapping[ModuleID, list[str]]) -> dict[ModuleID, AdamSlot]:
         """Stacks the trainable modules of one architecture (`stack_modules`), one
         GroupAdam per group; returns each stacked module's share of it."""
         assert self.module is not None
@@ -146,7 +150,7 @@ class Learner(Checkpointable):
             self._stacks.append(stack)
             for i, mid in enumerate(group.module_ids):
                 self._stack_of[mid] = stack
-                slots[mid] = stack.optimizer.slot(i, trainable[mid])
+                slots[mid] = stack.optimizer.slot(i, trainable[mid], names=names[mid])
         return slots
 
     def _check_stack(self, stack: TrainStack) -> None:

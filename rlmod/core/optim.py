@@ -19,7 +19,9 @@ import numpy as np
 import torch
 
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.optim_state import CheckedAdamState, check_adam_state
 from rlmod.core.types import BoolArray, Components, IntArray, StateDict
+from rlmod.errors import CheckpointError
 from rlmod.utils.checkpoints import Checkpointable, select_components
 
 FLUSH_EVERY = 100
@@ -49,12 +51,15 @@ class Adam:
     """Adam (Kingma & Ba 2015, Algorithm 1) with bias correction.
 
     `param_groups[0]["lr"]` is read at every step, so schedules set it there, as with
-    torch.optim optimizers.
+    torch.optim optimizers. `names` (the parameters' names, as `named_parameters()` gives
+    them) only name a parameter in the errors of `load_state_dict`.
     """
 
     def __init__(self, params: Iterable[torch.nn.Parameter], *, lr: float,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 names: Iterable[str] | None = None) -> None:
         self.params = list(params)
+        self.param_names = _names(names, len(self.params))
         self.param_groups: list[ParamGroup] = [{"lr": lr, "params": self.params}]
         self.betas = betas
         self.eps = eps
@@ -135,17 +140,27 @@ class Adam:
         }
 
     def load_state_dict(self, state: AdamState) -> None:
-        if len(state["exp_avg"]) != len(self.params):
-            raise ValueError(
-                f"Optimizer state has {len(state['exp_avg'])} tensors for "
-                f"{len(self.params)} parameters; it was saved for another module."
-            )
-        self.step_count = int(state["step"])
-        self.param_groups[0]["lr"] = float(state["lr"])
+        """Loads a `state_dict()`, checked first (`check_adam_state`): CheckpointError
+        naming the field and parameter, and nothing changed, if it does not fit."""
+        self.load_checked(check_adam_state(state, self.params, self.param_names))
+
+    def load_checked(self, checked: CheckedAdamState) -> None:
+        """Loads a state that `check_adam_state` returned for this optimizer's parameters."""
+        self.step_count = checked.step
+        self.param_groups[0]["lr"] = checked.lr
         with torch.no_grad():
-            for dst, src in zip(self.exp_avg + self.exp_avg_sq,
-                                list(state["exp_avg"]) + list(state["exp_avg_sq"]), strict=True):
-                dst.copy_(torch.as_tensor(src))
+            for dst, src in zip(self.exp_avg + self.exp_avg_sq, checked.moments, strict=True):
+                dst.copy_(src)
+
+
+def _names(names: Iterable[str] | None, num: int) -> list[str] | None:
+    """An optimizer's parameter names (for errors), checked against its parameter count."""
+    if names is None:
+        return None
+    out = list(names)
+    if len(out) != num:
+        raise ValueError(f"Got {len(out)} parameter names for {num} parameters.")
+    return out
 
 
 def grad_norm(params: list[torch.nn.Parameter]) -> torch.Tensor:
@@ -276,10 +291,11 @@ class GroupAdam:
                                 strict=True):
                 dst.index_copy_(0, rows, src)
 
-    def slot(self, index: int, params: Iterable[torch.nn.Parameter]) -> AdamSlot:
+    def slot(self, index: int, params: Iterable[torch.nn.Parameter], *,
+             names: Iterable[str] | None = None) -> AdamSlot:
         """Module `index`'s share, with `Adam`'s interface; `params` are the module's own
-        (view) parameters, in the order of this optimizer's."""
-        return AdamSlot(self, index, list(params))
+        (view) parameters, in the order of this optimizer's (`names`: theirs, for errors)."""
+        return AdamSlot(self, index, list(params), names=names)
 
 
 class _SlotParamGroup(dict[str, object]):
@@ -307,14 +323,15 @@ class AdamSlot:
     `state_dict()` / `load_state_dict()` (so checkpoints stay per module and load into
     either kind), `exp_avg`, `exp_avg_sq` and `step_count` as that module's own `Adam`."""
 
-    def __init__(self, optimizer: GroupAdam, index: int, params: list[torch.nn.Parameter]
-                 ) -> None:
+    def __init__(self, optimizer: GroupAdam, index: int, params: list[torch.nn.Parameter],
+                 *, names: Iterable[str] | None = None) -> None:
         if len(params) != len(optimizer.params):
             raise ValueError(f"AdamSlot got {len(params)} parameters for a group of "
                              f"{len(optimizer.params)}.")
         self.group = optimizer
         self.index = index
         self.params = params
+        self.param_names = _names(names, len(params))
         self.param_groups: list[ParamGroup] = [
             cast(ParamGroup, _SlotParamGroup(optimizer, index, params))]
 
@@ -346,17 +363,16 @@ class AdamSlot:
                 "exp_avg_sq": [t.clone() for t in self.exp_avg_sq]}
 
     def load_state_dict(self, state: AdamState) -> None:
-        if len(state["exp_avg"]) != len(self.params):
-            raise ValueError(
-                f"Optimizer state has {len(state['exp_avg'])} tensors for "
-                f"{len(self.params)} parameters; it was saved for another module."
-            )
-        self.group.steps[self.index] = int(state["step"])
-        self.param_groups[0]["lr"] = float(state["lr"])
+        """As `Adam.load_state_dict`: checked first, by the same `check_adam_state`."""
+        self.load_checked(check_adam_state(state, self.params, self.param_names))
+
+    def load_checked(self, checked: CheckedAdamState) -> None:
+        """Loads a state that `check_adam_state` returned for this module's parameters."""
+        self.group.steps[self.index] = checked.step
+        self.param_groups[0]["lr"] = checked.lr
         with torch.no_grad():
-            for dst, src in zip(self.exp_avg + self.exp_avg_sq,
-                                list(state["exp_avg"]) + list(state["exp_avg_sq"]), strict=True):
-                dst.copy_(torch.as_tensor(src))
+            for dst, src in zip(self.exp_avg + self.exp_avg_sq, checked.moments, strict=True):
+                dst.copy_(src)
 
 
 _ONE = torch.ones(1)
@@ -420,7 +436,15 @@ class OptimizerStates(Checkpointable):
 
     def set_state(self, state: StateDict) -> None:
         """Loads the optimizers of the modules named in `state` (modules this Learner does
-        not train are skipped)."""
-        for mid, opt_state in state.items():
-            if mid in self.optimizers:
-                self.optimizers[mid].load_state_dict(cast("AdamState", opt_state))
+        not train are skipped), all or none: every module's state is checked
+        (`check_adam_state`) before any is loaded, and a CheckpointError names the module,
+        the field and the parameter."""
+        if not isinstance(state, Mapping):
+            raise CheckpointError(f"Optimizer states are a {type(state).__name__}, not a dict "
+                                  "keyed by module ID; the checkpoint is corrupt or was edited.")
+        checked = {
+            mid: check_adam_state(opt_state, opt.params, opt.param_names,
+                                  where=f"Optimizer state of module {mid!r}")
+            for mid, opt_state in state.items() if (opt := self.optimizers.get(mid)) is not None}
+        for mid, ready in checked.items():
+            self.optimizers[mid].load_checked(ready)

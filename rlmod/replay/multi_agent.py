@@ -13,7 +13,8 @@ import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.errors import CheckpointError
-from rlmod.replay.n_step import NStepCollector
+from rlmod.replay.buffer_state import CORRUPT
+from rlmod.replay.n_step import N_STEP, TRANSITION_COLUMNS, NStepCollector
 from rlmod.replay.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from rlmod.utils.checkpoints import Checkpointable
 from rlmod.utils.naming import did_you_mean
@@ -78,12 +79,15 @@ class MultiAgentReplayBuffer(Checkpointable):
     def _buffer(self, module_id: ModuleID) -> ReplayBuffer:
         buf = self.buffers.get(module_id)
         if buf is None:
-            seed = None if self._seed is None else self._seed + len(self.buffers)
-            cap = self.config["capacity"]
-            buf = (PrioritizedReplayBuffer(cap, alpha=self.config["alpha"], seed=seed)
-                   if self.prioritized else ReplayBuffer(cap, seed=seed))
-            self.buffers[module_id] = buf
+            buf = self.buffers[module_id] = self._new_buffer(len(self.buffers))
         return buf
+
+    def _new_buffer(self, position: int) -> ReplayBuffer:
+        """An empty buffer of the configured type, the `position`-th to be made."""
+        seed = None if self._seed is None else self._seed + position
+        cap = self.config["capacity"]
+        return (PrioritizedReplayBuffer(cap, alpha=self.config["alpha"], seed=seed)
+                if self.prioritized else ReplayBuffer(cap, seed=seed))
 
     def add(self, sample: Mapping[ModuleID, Mapping[str, np.ndarray]], *, source: int = 0
             ) -> int:
@@ -139,7 +143,9 @@ class MultiAgentReplayBuffer(Checkpointable):
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Restores the saved buffers (replacing any the buffer has) and stores the held
-        rows as transitions.
+        rows as transitions; all or nothing: everything is checked and built aside first,
+        and a state that does not fit raises a CheckpointError naming the module and the
+        field, with this buffer unchanged.
 
         Held rows are rows whose n-step window was still open when saved. EnvRunners do
         not save envs in the middle of an episode, so a restored run starts new episodes
@@ -147,17 +153,83 @@ class MultiAgentReplayBuffer(Checkpointable):
         has (as for an episode cut by an env reset), instead of being lost or joined to a
         new episode that happens to reuse its episode ID.
         """
-        if "buffers" in state:
-            self.buffers = {}
-            for mid, buf_state in state["buffers"].items():
-                self._buffer(mid).set_state(buf_state)
+        if not isinstance(state, Mapping):
+            raise CheckpointError(f"replay_buffer: the state is a {type(state).__name__}, not "
+                                  "a dict of buffers and held rows.")
+        buffers = None if "buffers" not in state else self._restored_buffers(state["buffers"])
+        held = self._held_transitions(state.get("held", {}))
+        target = self.buffers if buffers is None else buffers
+        # Each module's held rows must fit its buffer, or (none yet, or empty) each other.
+        layout: dict[ModuleID, ReplayBuffer] = {}
+        for mid, transitions in held:
+            if mid not in layout:
+                buf = target.get(mid)
+                layout[mid] = buf if buf is not None and buf.columns else ReplayBuffer(1)
+            try:
+                layout[mid].check_fits(transitions)
+            except ValueError as e:
+                raise CheckpointError(f"replay_buffer: module {mid!r}: held rows: {e}") from None
+            if not layout[mid].columns:
+                layout[mid].add(transitions)  # a 1-row scratch buffer: the columns to fit
+        # Nothing below can fail on a checked state: only now is this buffer changed.
+        if buffers is not None:
+            self.buffers = buffers
         self._collectors = {}
-        for mid, by_source in state.get("held", {}).items():
+        for mid, transitions in held:
+            self._buffer(mid).add(transitions)
+
+    def _restored_buffers(self, saved: object) -> dict[ModuleID, ReplayBuffer]:
+        """New buffers loaded from `saved` (module ID -> buffer state), each checked."""
+        if not isinstance(saved, Mapping):
+            raise CheckpointError(f"replay_buffer: 'buffers' is a {type(saved).__name__}, not "
+                                  "a dict keyed by module ID.")
+        buffers: dict[ModuleID, ReplayBuffer] = {}
+        for mid, buf_state in saved.items():
+            buf = self._new_buffer(len(buffers))
+            try:
+                buf.set_state(buf_state)
+                check_transitions(buf)
+            except CheckpointError as e:
+                raise CheckpointError(f"replay_buffer: module {mid!r}: {e}") from None
+            buffers[mid] = buf
+        return buffers
+
+    def _held_transitions(self, held: object) -> list[tuple[ModuleID, dict[str, np.ndarray]]]:
+        """The saved held rows (module ID -> source -> columns) as the transitions they
+        make with the windows they have, per module."""
+        if not isinstance(held, Mapping) or not all(isinstance(v, Mapping)
+                                                    for v in held.values()):
+            raise CheckpointError("replay_buffer: 'held' must be a dict module ID -> source -> "
+                                  "columns.")
+        out = []
+        for mid, by_source in held.items():
             n, gamma = self._n_step(mid)
             for rows in by_source.values():
                 collector = NStepCollector(n=n, gamma=gamma)
                 try:
                     collector.set_state(rows)
-                except ValueError as e:
+                    out.append((mid, collector.flush()))
+                except (ValueError, IndexError, TypeError) as e:
                     raise CheckpointError(f"replay_buffer: module {mid!r}: {e}") from None
-                self._buffer(mid).add(collector.flush())
+        return out
+
+
+def check_transitions(buf: ReplayBuffer) -> None:
+    """CheckpointError if a loaded buffer's columns are not the n-step transitions DQN and
+    SAC train on: the columns `NStepCollector` writes, `n_step` >= 1 (bootstrapping with
+    gamma ** 0 counts the next state's value undiscounted) and finite floats (EnvRunners
+    refuse NaN and inf env data, so only an edited file holds them)."""
+    if not buf.columns:
+        return
+    expected = {*TRANSITION_COLUMNS, N_STEP}
+    if buf.columns.keys() != expected:
+        raise CheckpointError(f"The saved replay buffer's columns are {sorted(buf.columns)}, "
+                              f"not {sorted(expected)}; {CORRUPT}.")
+    rows = slice(0, len(buf))
+    if not (buf.columns[N_STEP][rows] >= 1).all():
+        raise CheckpointError(f"The saved replay buffer's column 'n_step' holds values < 1; "
+                              f"{CORRUPT}.")
+    for name, column in buf.columns.items():
+        if column.dtype.kind == "f" and not np.isfinite(column[rows]).all():
+            raise CheckpointError(f"The saved replay buffer's column {name!r} holds NaN or "
+                                  f"inf; {CORRUPT}.")

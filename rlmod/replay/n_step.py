@@ -134,12 +134,23 @@ class NStepCollector:
         return {c: v.copy() for c, v in self._held.items()}
 
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
-        """Holds the rows `get_state` returned; ValueError if columns are missing."""
+        """Holds the rows `get_state` returned; ValueError, and nothing changed, if columns
+        are missing, or are not numeric arrays of one length (`__call__` would fail on
+        them later, far from the checkpoint)."""
+        if not isinstance(state, Mapping):
+            raise ValueError(f"held n-step rows are a {type(state).__name__}, not a dict of "
+                             "columns.")
         missing = [c for c in (*TRANSITION_COLUMNS, Columns.TRUNCATEDS, Columns.EPS_ID)
                    if c not in state]
         if state and missing:
             raise ValueError(f"held n-step rows lack the columns {missing}.")
-        self._held = {c: np.asarray(v) for c, v in state.items()}
+        for c, v in state.items():
+            if not isinstance(v, np.ndarray) or v.dtype.kind not in "biuf" or v.ndim < 1:
+                raise ValueError(f"held n-step column {c!r} is not a numeric array.")
+        lengths = {c: len(v) for c, v in state.items()}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"held n-step columns differ in length: {lengths}.")
+        self._held = dict(state)
 
     @property
     def num_held(self) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from rlmod.errors import CheckpointError
+from rlmod.replay.buffer_state import BufferState, check_buffer_state, check_priorities
 from rlmod.replay.sum_tree import MinTree, SumTree
 from rlmod.utils.checkpoints import Checkpointable
 
@@ -82,6 +82,21 @@ class ReplayBuffer(Checkpointable):
             return np.arange(start, start + num)
         return np.concatenate([np.arange(start, self.capacity), np.arange(num - first)])
 
+    def check_fits(self, transitions: Mapping[str, np.ndarray]) -> None:
+        """ValueError unless `add(transitions)` can store them whole: the stored columns,
+        each a numeric array with the stored rows' shape (checked before an `add` that must
+        not fail halfway, e.g. when a restore adds held rows)."""
+        if not self.columns or not transitions:
+            return
+        if transitions.keys() != self.columns.keys():
+            raise ValueError(f"Transitions have columns {sorted(transitions)}; this buffer "
+                             f"stores {sorted(self.columns)}.")
+        for c, v in transitions.items():
+            v, dst = np.asarray(v), self.columns[c]
+            if v.shape[1:] != dst.shape[1:] or v.dtype.kind not in "biuf":
+                raise ValueError(f"Column {c!r} holds {v.dtype} rows of shape {v.shape[1:]}; "
+                                 f"this buffer stores {dst.dtype} rows of {dst.shape[1:]}.")
+
     def _rows_written(self, start: int, stop: int) -> None:
         """Hook: `add` wrote rows `start .. stop - 1` (once per contiguous slice)."""
 
@@ -120,33 +135,26 @@ class ReplayBuffer(Checkpointable):
         }
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        """Restores what `get_state` returned; the buffer must have the saved type and
-        capacity (CheckpointError naming the setting otherwise)."""
-        kind = state.get("type", type(self).__name__)
-        if kind != type(self).__name__:
-            config_type = ("PrioritizedEpisodeReplayBuffer" if kind == "PrioritizedReplayBuffer"
-                           else "EpisodeReplayBuffer")
-            raise CheckpointError(
-                f"The saved replay buffer is a {kind}, this one a {type(self).__name__}; set "
-                f"replay_buffer_config['type'] to {config_type!r} to load it.")
-        if int(state["capacity"]) != self.capacity:
-            raise CheckpointError(
-                f"The saved replay buffer has capacity {state['capacity']}, this one "
-                f"{self.capacity}; set replay_buffer_config['capacity'] to match.")
-        size = int(state["size"])
-        columns = {c: np.asarray(v) for c, v in state["columns"].items()}
-        if any(len(v) != size for v in columns.values()):
-            raise CheckpointError(
-                f"The saved replay buffer says size {size} but its columns have "
-                f"{ {c: len(v) for c, v in columns.items()} } rows; the checkpoint is corrupt.")
-        self.size = size
-        self.next_index = int(state["next_index"])
+        """Restores what `get_state` returned, checked first (`check_state`): the buffer must
+        have the saved type and capacity, and a state that does not fit changes nothing
+        (CheckpointError naming the field, or the setting to change)."""
+        self.load_checked(self.check_state(state))
+
+    def check_state(self, state: Mapping[str, Any]) -> BufferState:
+        """`state` checked against this buffer (see `check_buffer_state`), nothing changed."""
+        return check_buffer_state(state, kind=type(self).__name__, capacity=self.capacity,
+                                  rng=self.rng)
+
+    def load_checked(self, checked: BufferState) -> None:
+        """Loads a state that `check_state` returned."""
+        self.size = checked.size
+        self.next_index = checked.next_index
         self.columns = {}
-        for c, v in columns.items():
+        for c, v in checked.columns.items():
             self.columns[c] = np.empty((self.capacity, *v.shape[1:]), v.dtype)
-            self.columns[c][:size] = v
-        if "rng" in state:
-            self.rng.bit_generator.state = state["rng"]
+            self.columns[c][:checked.size] = v
+        if checked.rng is not None:
+            self.rng.bit_generator.state = checked.rng
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -257,16 +265,19 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return {**super().get_state(), "priorities": self.tree.leaves[:self.size].copy(),
                 "alpha": self.alpha, "max_priority": self.max_priority}
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
+    def check_state(self, state: Mapping[str, Any]) -> BufferState:
+        """`ReplayBuffer.check_state` plus the priorities (`check_priorities`)."""
+        checked = super().check_state(state)
+        checked.priorities, checked.max_priority = check_priorities(
+            state, checked.size, alpha=self.alpha)
+        return checked
+
+    def load_checked(self, checked: BufferState) -> None:
         """Restores contents, pointer, RNG and priorities; the sum tree is rebuilt from the
         leaves, which gives the very same sums (every level is recomputed from the one
         below, never updated by differences)."""
-        alpha = float(state.get("alpha", self.alpha))
-        if alpha != self.alpha:  # the stored leaves are p ** alpha of the saving buffer
-            raise CheckpointError(
-                f"The saved prioritized replay buffer has alpha={alpha}, this one "
-                f"alpha={self.alpha}; set replay_buffer_config['alpha'] to {alpha}.")
-        super().set_state(state)
+        assert checked.priorities is not None and checked.max_priority is not None
+        super().load_checked(checked)
         self._set_trees(SumTree(self.capacity), MinTree(self.capacity))
-        self._set_priorities(np.arange(self.size), np.asarray(state["priorities"], np.float64))
-        self.max_priority = float(state["max_priority"])
+        self._set_priorities(np.arange(self.size), checked.priorities)
+        self.max_priority = checked.max_priority

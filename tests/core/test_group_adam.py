@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from rlmod.core.optim import Adam, GroupAdam
+from rlmod.errors import CheckpointError
 
 
 def test_group_adam_equals_one_adam_per_module_bit_for_bit() -> None:
@@ -54,7 +55,7 @@ def test_adam_slot_state_dict_round_trips_and_matches_adam_format() -> None:
     assert torch.equal(group.exp_avg[0][1], group.exp_avg[0][0])
     other.param_groups[0]["lr"] = 0.5  # schedules write here
     assert group.lrs[1] == 0.5 and other.param_groups[0]["lr"] == 0.5
-    with pytest.raises(ValueError, match="saved for another module"):
+    with pytest.raises(CheckpointError, match="saved for another module"):
         other.load_state_dict({**state, "exp_avg": [], "exp_avg_sq": []})
 
 
