@@ -17,16 +17,12 @@ import gymnasium as gym
 import numpy as np
 
 from rlmod.core.types import Array, ArrayTree
-from rlmod.env.guards import (
-    bad_observation,
-    non_finite_rows,
-    out_of_space_rows,
-    outside_space_problem,
-)
+from rlmod.env.guards import bad_observation, non_finite_rows
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID
 from rlmod.env.multi_agent_rows import join_box_values, stack_observations
 from rlmod.errors import EnvError
+from rlmod.utils.space_checks import out_of_space_rows, outside_space_problem
 
 
 class AgentPlace(NamedTuple):

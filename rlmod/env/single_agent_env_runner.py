@@ -26,14 +26,7 @@ from rlmod.env.env_runner import (
     SampleResult,
 )
 from rlmod.env.episodes import SingleAgentEpisode, VectorInfos, info_of
-from rlmod.env.guards import (
-    SubEnvGuard,
-    failing_sub_env,
-    fits_space,
-    non_finite_rows,
-    out_of_space_rows,
-    outside_space_problem,
-)
+from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
 from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
@@ -41,6 +34,7 @@ from rlmod.errors import EnvError, NonFiniteActionError
 from rlmod.offline.writer import EpisodeWriter
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
+from rlmod.utils.space_checks import fits_space, out_of_space_rows, outside_space_problem
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig

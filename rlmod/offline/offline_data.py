@@ -3,7 +3,9 @@
 Built by MARWIL and BC in `setup()` (RLlib's name for the part that feeds Learners from
 offline data). It finds the input (Parquet files or a Minari dataset), the spaces every
 module is built with (the config's or those stored beside the data; never an env), and
-the view each module trains on (the env-to-module connectors an EnvRunner would run). It
+the view each module trains on (the env-to-module connectors an EnvRunner would run), and
+what its rows must fit (rlmod.offline.checks: file footers before training, values as
+they are read; configured spaces against recorded ones: rlmod.offline.space_match). It
 then reads with one OfflineReader per trained module, multi-agent rows routed by their
 stored module ID, or, with `input_read_method="read_parquet"`, hands Ray Data shards of the
 same files to the Learners, each of which reads its own (rlmod.offline.ray_data).
@@ -21,6 +23,7 @@ import gymnasium as gym
 from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.errors import OfflineDataError
+from rlmod.offline.checks import ColumnCheck, check_schemas
 from rlmod.offline.minari_source import is_minari_input, load_minari
 from rlmod.offline.reader import (
     REQUIRED_COLUMNS,
@@ -31,6 +34,7 @@ from rlmod.offline.reader import (
     read_spaces,
     resolve_files,
 )
+from rlmod.offline.space_match import choose_spaces
 from rlmod.offline.transforms import module_view
 from rlmod.offline.writer import ENV_KEY, SPACES_FILE
 
@@ -45,6 +49,8 @@ class ModuleView:
     """Shape of one stored (raw) observation of this module."""
     stored_id: str | None
     """The `module_id` column value of its rows; None: all rows (single-agent data)."""
+    check: ColumnCheck
+    """What its rows' values must fit (the spaces it is built from)."""
 
 
 class OfflineData:
@@ -81,34 +87,22 @@ class OfflineData:
 
     # ------------------------------------------------------------------ spaces and views
     def _single_agent(self, recorded: tuple[gym.Space, gym.Space] | None, where: str) -> None:
+        """The config's spaces where set (they must fit the recorded ones: space_match),
+        else the recorded ones; the data are checked against them as they are read."""
         config = self.config
-        given = (config.observation_space, config.action_space)
-        if given[0] is not None and given[1] is not None:
-            if recorded is not None and not all(
-                    x == y for x, y in zip(recorded, given, strict=True)):
-                raise OfflineDataError(
-                    f"config.environment(observation_space={given[0]}, action_space="
-                    f"{given[1]}) differs from the recorded data's spaces (observation_space="
-                    f"{recorded[0]}, action_space={recorded[1]}) in {where}; fix the config "
-                    "or read data recorded from this env.")
-            env_spaces = (given[0], given[1])
-        elif recorded is None:
-            raise OfflineDataError(
-                f"{type(config).__name__[:-len('Config')]} has no spaces to build its module "
-                "from: the config sets no config.environment(observation_space=..., "
-                f"action_space=...) and the data has no {where} (rlmod's writers store one). "
-                "Set the spaces in the config, or record the data with "
-                "config.offline_data(output=...), `rlmod record` or "
-                "rlmod.offline.record_episodes.")
-        else:
-            env_spaces = recorded
+        env_spaces, origin = choose_spaces(
+            (config.observation_space, config.action_space), recorded, where,
+            type(config).__name__[:-len("Config")])
         self.env_spaces = env_spaces
         pipeline = config.build_env_to_module_connector(None, *env_spaces)
         assert pipeline.observation_space is not None
         self.spaces = {ENV_KEY: env_spaces,
                        DEFAULT_MODULE_ID: (pipeline.observation_space, env_spaces[1])}
+        check = ColumnCheck(*env_spaces, origin=origin)
         self.views = [ModuleView(DEFAULT_MODULE_ID, module_view(pipeline, env_spaces[1]),
-                                 _shape(env_spaces[0]), None)]
+                                 _shape(env_spaces[0]), None, check)]
+        parquet = [f for f in self.sources if isinstance(f, Path)]
+        check_schemas(parquet, check, (*REQUIRED_COLUMNS, Columns.NEXT_OBS))  # footers only
 
     def _multi_agent(self, stored: Mapping[str, tuple[gym.Space, gym.Space]] | None,
                      where: str) -> None:
@@ -137,7 +131,9 @@ class OfflineData:
             obs, act = stored[mid]
             pipeline = ConnectorPipeline([], input_observation_space=obs,
                                          input_action_space=act)
-            self.views.append(ModuleView(mid, module_view(pipeline, act), _shape(obs), mid))
+            self.views.append(ModuleView(mid, module_view(pipeline, act), _shape(obs), mid,
+                                         ColumnCheck(obs, act, origin=f"{where} (module "
+                                                     f"{mid!r})")))
         if not self.views:
             raise OfflineDataError("No module trains: policies_to_train excludes them all.")
 
@@ -167,7 +163,8 @@ class OfflineData:
                 gamma=self._gamma(view.module_id),
                 shuffle_buffer_size=config.shuffle_buffer_size,
                 seed=None if config.seed is None else config.seed + i,
-                module_id=view.stored_id, obs_shape=view.obs_shape, transform=view.transform)
+                module_id=view.stored_id, obs_shape=view.obs_shape, transform=view.transform,
+                check=view.check)
             for i, view in enumerate(self.views)}
 
     def _build_shards(self) -> None:
@@ -185,7 +182,7 @@ class OfflineData:
         for i, view in enumerate(self.views):
             read = FileReader(columns=REQUIRED_COLUMNS, module_id=view.stored_id,
                               obs_shape=view.obs_shape, gamma=self._gamma(view.module_id),
-                              transform=view.transform)
+                              transform=view.transform, check=view.check)
             shards = ray_utils.data_shards([str(f) for f in self.sources], read,
                                            num_shards=num_shards,
                                            map_batches_kwargs=config.map_batches_kwargs)

@@ -16,6 +16,7 @@ from typing import Any
 
 from rlmod.core.columns import Columns
 from rlmod.errors import OfflineDataError
+from rlmod.offline.checks import ColumnCheck
 from rlmod.offline.reader import MAX_READ_ROWS, Transform, episode_chunks
 from rlmod.offline.returns import Columns_, bootstrap_obs_per_row
 
@@ -27,8 +28,9 @@ class FileReader:
 
     def __init__(self, *, columns: Sequence[str], module_id: str | None,
                  obs_shape: tuple[int, ...], gamma: float | None,
-                 transform: Transform) -> None:
+                 transform: Transform, check: ColumnCheck | None = None) -> None:
         self.columns = list(columns)
+        self.check = check
         self.module_id = module_id
         self.obs_shape = obs_shape
         self.gamma = gamma
@@ -39,7 +41,7 @@ class FileReader:
             for cols in episode_chunks(Path(path), columns=self.columns,
                                        module_id=self.module_id, obs_shape=self.obs_shape,
                                        rows=MAX_READ_ROWS, gamma=self.gamma,
-                                       transform=self.transform):
+                                       transform=self.transform, check=self.check):
                 if len(cols[Columns.REWARDS]):  # Ray Data shuffles rows: one s_T per row
                     yield bootstrap_obs_per_row(cols)
 

@@ -16,6 +16,7 @@ import contextlib
 import glob
 import os
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +25,7 @@ import numpy as np
 
 from rlmod.core.columns import Columns
 from rlmod.errors import CheckpointError, OfflineDataError
+from rlmod.offline.checks import FLAG_COLUMNS, ColumnCheck, RowInFile
 from rlmod.offline.prefetch import Prefetch
 from rlmod.offline.returns import (
     BOOTSTRAP_FINALS,
@@ -177,14 +179,16 @@ def read_columns(files: Sequence[Path], *, columns: Sequence[str] | None = None,
 
 def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | None,
                  obs_shape: tuple[int, ...] | None, rows: int,
-                 verify: bool = True) -> Iterator[Columns_]:
+                 verify: bool = True, check: ColumnCheck | None = None) -> Iterator[Columns_]:
     """One file's rows in chunks of whole episodes (of `module_id`); `verify` checks each
-    page's checksum (a corrupt page raises instead of decoding to wrong numbers)."""
+    page's checksum (a corrupt page raises instead of decoding to wrong numbers), `check`
+    the values against the module's spaces (an OfflineDataError naming file, column, row)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     carry: Columns_ = {Columns.REWARDS: np.zeros(0)}  # rows of an unfinished episode
+    offset = 0  # rows of the file before this record batch
     with _named_errors(file):
         parquet = pq.ParquetFile(file, page_checksum_verification=verify)
         names = parquet.schema_arrow.names
@@ -193,14 +197,27 @@ def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | 
             wanted.append(MODULE_ID)
         for record_batch in parquet.iter_batches(batch_size=rows, columns=wanted,
                                                   use_threads=DECODE_THREADS):
+            mask = None
             if module_id is not None and MODULE_ID in names:
-                record_batch = record_batch.filter(
-                    pc.equal(record_batch.column(MODULE_ID), pa.scalar(module_id)))
+                mask = pc.equal(record_batch.column(MODULE_ID), pa.scalar(module_id))
+                record_batch, num_read = record_batch.filter(mask), record_batch.num_rows
+            else:
+                num_read = record_batch.num_rows
+            row_in_file = partial(_row_in_file, offset, mask)
+            offset += num_read
+            if check is not None:
+                _check_nulls(record_batch, file, row_in_file)
             cols = {name: _to_numpy(record_batch.column(name), obs_shape
-                                    if name in (Columns.OBS, Columns.NEXT_OBS) else None)
+                                    if name in (Columns.OBS, Columns.NEXT_OBS) else None,
+                                    name=name, file=file)
                     for name in record_batch.schema.names
                     if not (name == MODULE_ID and columns is not None
                             and MODULE_ID not in columns)}
+            if check is not None:
+                check.chunk(cols, file, row_in_file)
+            for flag in FLAG_COLUMNS:  # 0/1 integers (checked) as booleans: `~` needs them
+                if flag in cols and cols[flag].dtype != bool:
+                    cols[flag] = cols[flag] != 0
             ends = np.flatnonzero(cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS])
             start = 0
             if len(carry[Columns.REWARDS]):  # an episode began in an earlier batch
@@ -220,13 +237,67 @@ def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | 
             "EpisodeWriter. Remove or re-record it.")
 
 
-def _to_numpy(column: Any, shape: tuple[int, ...] | None) -> np.ndarray:
+def _to_numpy(column: Any, shape: tuple[int, ...] | None, *, name: str = "",
+              file: object = "") -> np.ndarray:
+    """An Arrow column as numpy: lists of a row's flattened values reshaped to `shape`
+    (else to their size); rows of another size are an OfflineDataError naming `file` and
+    the column `name`, not numpy's "cannot reshape"."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    if pa.types.is_fixed_size_list(column.type):
+    kind = column.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):  # not rlmod's: check sizes
+        lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+        size = int(np.prod(shape)) if shape is not None else int(lengths[0]) if len(
+            lengths) else 0
+        if len(lengths) and not (lengths == size).all():
+            row = int(np.flatnonzero(lengths != size)[0])
+            expected = (f"the space's shape {shape} has {size}" if shape is not None
+                        else f"its first row has {size}")
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds rows of {int(lengths[row])} values (row "
+                f"{row} of the chunk read), but {expected}. Re-record the data, or set "
+                "the spaces it was recorded with in config.environment(...).")
         flat = column.flatten().to_numpy(zero_copy_only=False)
-        return flat.reshape(len(column), *(shape or (column.type.list_size,)))
-    return column.to_numpy(zero_copy_only=False)
+        return flat.reshape(len(column), *(shape or (size,)))
+    if pa.types.is_fixed_size_list(kind):
+        flat = column.flatten().to_numpy(zero_copy_only=False)
+        if shape is not None and int(np.prod(shape)) != kind.list_size:
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds rows of {kind.list_size} values, but the "
+                f"observation space has shape {shape} ({int(np.prod(shape))} values). "
+                "Re-record the data, or set the observation space it was recorded with.")
+        return flat.reshape(len(column), *(shape or (kind.list_size,)))
+    out = column.to_numpy(zero_copy_only=False)
+    if shape and int(np.prod(shape)) == 1:  # one value per row: a shape-(1,) space's
+        return out.reshape(len(out), *shape)
+    if shape:
+        raise OfflineDataError(
+            f"{file}: column {name!r} holds one number per row, but the observation space "
+            f"has shape {shape}. Re-record the data, or set the observation space it was "
+            "recorded with.")
+    return out
+
+
+def _row_in_file(offset: int, mask: Any, row: int) -> int:
+    """Row `row` of a record batch (filtered by `mask`, if any) as a row of its file."""
+    if mask is None:
+        return offset + row
+    kept = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+    return offset + int(kept[row])
+
+
+def _check_nulls(record_batch: Any, file: Path, row_in_file: RowInFile) -> None:
+    """Missing (null) values are an OfflineDataError: numpy would read them as NaN, None
+    or a shorter row. Free where there are none (Arrow counts them when writing)."""
+    import pyarrow.compute as pc
+
+    for name, column in zip(record_batch.schema.names, record_batch.columns, strict=True):
+        if column.null_count:
+            row = int(pc.index(pc.is_null(column), True).as_py())
+            raise OfflineDataError(
+                f"{file}: column {name!r} has a missing (null) value in row "
+                f"{row_in_file(row)}. Re-record the data or drop its episode.")
 
 
 FINALS_CACHE_BYTES = 64 << 20
@@ -266,7 +337,8 @@ class FinalsCache:
 def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
                    module_id: str | None, obs_shape: tuple[int, ...] | None, rows: int,
                    gamma: float | None, transform: Transform | None,
-                   finals_cache: FinalsCache | None = None) -> Iterator[Columns_]:
+                   finals_cache: FinalsCache | None = None,
+                   check: ColumnCheck | None = None) -> Iterator[Columns_]:
     """One file's (or source's) rows as training rows, in chunks of whole episodes: unless
     `gamma` is None, the discounted returns as `value_targets` and what bootstraps a
     truncated episode's (`add_return_columns`: `bootstrap_discount`, `bootstrap_index`
@@ -275,9 +347,10 @@ def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
     OfflineReader and the Ray Data readers (`bootstrap_obs_per_row` turns the index and
     table into the per-row `bootstrap_obs` a Learner reads).
 
-    Pages' checksums are verified unless `finals_cache` has seen this source read whole
-    (`FinalsCache.verified`): files are written once and renamed complete, so a file
-    that checked out on one pass holds the same bytes on the next.
+    Pages' checksums are verified, and the values checked against the module's spaces
+    (`check`, rlmod.offline.checks), unless `finals_cache` has seen this source read
+    whole (`FinalsCache.verified`): files are written once and renamed complete, so a
+    file that checked out on one pass holds the same bytes on the next.
     """
     keep_next_obs = columns is None or Columns.NEXT_OBS in columns
     cached = None
@@ -286,13 +359,17 @@ def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
         if cached is None:
             columns = [*columns, Columns.NEXT_OBS]  # type: ignore[misc]
     verified = finals_cache is not None and source in finals_cache.verified
+    check = None if verified else check
     chunks = (_file_chunks(source, columns=columns, module_id=module_id, obs_shape=obs_shape,
-                           rows=rows, verify=not verified) if isinstance(source, Path)
+                           rows=rows, verify=not verified, check=check)
+              if isinstance(source, Path)
               else source.chunks(columns=columns, module_id=module_id, obs_shape=obs_shape,
                                  rows=rows))
     found: list[np.ndarray] = []
     used = 0
     for cols in chunks:
+        if check is not None and not isinstance(source, Path):  # Minari: checked here
+            check.chunk(cols, source, _unknown_row)
         if gamma is not None:
             if cached is None:
                 found.append(add_return_columns(cols, gamma, keep_next_obs=keep_next_obs))
@@ -306,6 +383,11 @@ def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
             finals_cache.put(source, np.concatenate(found))
 
 
+def _unknown_row(row: int) -> None:
+    """A source's rows are not numbered in files (Minari): messages name the source."""
+    return None
+
+
 class ChunkStream:
     """Chunks of whole episodes of `files`, without end, in bundles of at least `read_rows`
     rows: `episode_chunks` of each file with a new file order every pass (from `rng`).
@@ -317,7 +399,7 @@ class ChunkStream:
     def __init__(self, files: Sequence[Path | ChunkSource], *, rng: np.random.Generator,
                  read_rows: int, columns: Sequence[str], module_id: str | None,
                  obs_shape: tuple[int, ...] | None, gamma: float | None,
-                 transform: Transform | None) -> None:
+                 transform: Transform | None, check: ColumnCheck | None = None) -> None:
         self.files = list(files)
         self.rng = rng
         self.read_rows = read_rows
@@ -328,6 +410,7 @@ class ChunkStream:
         self.obs_shape = obs_shape
         self.gamma = gamma
         self.transform = transform
+        self.check = check
         self.finals_cache = FinalsCache()
 
     def __iter__(self) -> Iterator[list[Columns_]]:
@@ -340,7 +423,8 @@ class ChunkStream:
                 for cols in episode_chunks(
                         self.files[i], columns=self.columns, module_id=self.module_id,
                         obs_shape=self.obs_shape, rows=self.read_rows, gamma=self.gamma,
-                        transform=self.transform, finals_cache=self.finals_cache):
+                        transform=self.transform, finals_cache=self.finals_cache,
+                        check=self.check):
                     n = len(cols[Columns.REWARDS])
                     if n and self.read_rows == first:
                         row_bytes = sum(v.nbytes for k, v in cols.items()
@@ -386,6 +470,8 @@ class OfflineReader:
             thread while the caller (the pool, the Learner) works: the same chunks in the
             same order, on a second core where there is one. False reads in the caller's
             thread.
+        check: Checks each source's values against the module's spaces on its first
+            whole read (rlmod.offline.checks; OfflineData passes one); None checks none.
 
     Example:
         >>> import gymnasium as gym, tempfile
@@ -404,7 +490,8 @@ class OfflineReader:
                  gamma: float | None = 0.99, shuffle_buffer_size: int = 10_000,
                  module_id: str | None = None, seed: int | None = None,
                  obs_shape: tuple[int, ...] | None = None, transform: Transform | None = None,
-                 columns: Sequence[str] = REQUIRED_COLUMNS, prefetch: bool = True) -> None:
+                 columns: Sequence[str] = REQUIRED_COLUMNS, prefetch: bool = True,
+                 check: ColumnCheck | None = None) -> None:
         if not files:
             raise OfflineDataError("OfflineReader got no files to read.")
         self.files = list(files)
@@ -416,7 +503,8 @@ class OfflineReader:
                                for s in np.random.SeedSequence(seed).spawn(2))
         self._stream = ChunkStream(
             files, rng=file_rng, read_rows=max(batch_size, 1024), columns=columns,
-            module_id=module_id, obs_shape=obs_shape, gamma=gamma, transform=transform)
+            module_id=module_id, obs_shape=obs_shape, gamma=gamma, transform=transform,
+            check=check)
         self._chunks: Iterator[list[Columns_]] = (Prefetch(iter(self._stream)) if prefetch
                                                   else iter(self._stream))
         self._pool: Columns_ = {}

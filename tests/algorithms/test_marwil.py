@@ -87,10 +87,10 @@ def test_a_learner_trains_with_no_env_at_all(expert_dir: Path, no_env: None, alg
 
 def test_spaces_that_disagree_with_the_data_are_refused(expert_dir: Path) -> None:
     config = _small(BCConfig(), expert_dir).environment(
-        observation_space=gym.spaces.Box(-1.0, 1.0, (4,), np.float32),
+        observation_space=gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
         action_space=CARTPOLE.action_space)
-    with pytest.raises(OfflineDataError, match=r"differs from the recorded data's spaces.*"
-                                                r"spaces\.json"):
+    with pytest.raises(OfflineDataError, match=r"observation_space=Box.*does not fit the "
+                       r"recorded observation_space .*spaces\.json: its shape is \(3,\)"):
         config.build_algo()
 
 

@@ -1,5 +1,5 @@
 """The EnvRunners' guard against Discrete / MultiDiscrete observations outside their space
-(rlmod/env/guards.py, `out_of_space_rows`): named (env, sub-env or agent, step, value) in an
+(rlmod/utils/space_checks.py, `out_of_space_rows`, called from rlmod/env): named (env, sub-env or agent, step, value) in an
 EnvError, or, with `on_non_finite_env_data="truncate_episode"`, the episode ended as for a
 NaN. Without it `-1` one-hot encodes as the last state, `[3, 0]` sets a bit of the next
 component, and `4` ends in numpy's IndexError."""
@@ -116,7 +116,7 @@ def test_an_observation_outside_its_space_at_reset_is_named():
 
 
 def test_out_of_space_rows_checks_nested_spaces_and_passes_good_batches():
-    from rlmod.env.guards import out_of_space_rows  # here: the env tests above run on any rlmod
+    from rlmod.utils.space_checks import out_of_space_rows  # here: the tests above run on old rlmod
 
     space = gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2,)), "cell": DISCRETE,
                              "pair": gym.spaces.Tuple((gym.spaces.Discrete(2), MULTI))})
@@ -136,7 +136,7 @@ def test_out_of_space_rows_checks_nested_spaces_and_passes_good_batches():
 @pytest.mark.parametrize("space", [DISCRETE, gym.spaces.Discrete(3, start=-1), MULTI,
                                    gym.spaces.Dict({"c": DISCRETE, "m": MULTI})])
 def test_the_fast_check_agrees_with_the_plain_one(space):
-    from rlmod.env.guards import SMALL_DISCRETE_BATCH, fits_space, out_of_space_rows
+    from rlmod.utils.space_checks import SMALL_DISCRETE_BATCH, fits_space, out_of_space_rows
 
     rng = np.random.default_rng(0)
     fits = fits_space(space)

@@ -1,0 +1,192 @@
+"""Recorded columns against the spaces a module trains with: every misfit an
+OfflineDataError naming the file, the column and (for values) the row.
+
+Used by the OfflineReader (and the Ray Data readers, and OfflineData before training).
+Without these checks a `Discrete(2)` action stored as 0.5 or 1.7 trained as 0 or 1 (cast),
+an action of 5 or -1 ended in torch's "index out of bounds", observations of another size
+in numpy's "cannot reshape array", and strings in a raw `TypeError`.
+
+Two layers: `ColumnCheck.schema` on each file's footer before any training (column kinds
+and row sizes: cheap, and a bad file fails at `build_algo()`, not after an hour of
+training), and `ColumnCheck.chunk` on each chunk read (values: inside the Discrete /
+MultiDiscrete / MultiBinary spaces, integral where integers belong, finite, flags 0/1).
+The OfflineReader checks a source's values on its first whole read only (its
+`FinalsCache.verified`): files are written once, so what was checked stays true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlmod.core.columns import Columns
+from rlmod.errors import OfflineDataError
+from rlmod.utils.space_checks import out_of_space_rows, outside_space_problem
+
+FLAG_COLUMNS = (Columns.TERMINATEDS, Columns.TRUNCATEDS)
+OBS_COLUMNS = (Columns.OBS, Columns.NEXT_OBS)
+
+RowInFile = Callable[[int], int | None]
+"""Maps a row of a chunk to its row in the file (None where unknown), for messages."""
+
+
+def row_shape(space: gym.Space) -> tuple[int, ...]:
+    """The shape of one value of `space` as stored (a Discrete one is a scalar)."""
+    return tuple(getattr(space, "shape", None) or ())
+
+
+@dataclass(frozen=True)
+class ColumnCheck:
+    """What one module's recorded columns must hold.
+
+    Args:
+        observation_space: The (raw) observation space the module is built from.
+        action_space: Its action space (the env's, as recorded).
+        origin: Where these spaces come from, for messages (the config, or a
+            `spaces.json`).
+    """
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    origin: str
+
+    def _space(self, column: str) -> gym.Space | None:
+        if column in OBS_COLUMNS:
+            return self.observation_space
+        return self.action_space if column == Columns.ACTIONS else None
+
+    def _fix(self) -> str:
+        return (f"(Spaces from {self.origin}.) Re-record the data, convert the column, or "
+                "set the spaces it was recorded with in config.environment(observation_space="
+                "..., action_space=...).")
+
+    # ------------------------------------------------------------------ footer
+    def schema(self, schema: Any, file: Path, columns: Sequence[str]) -> None:
+        """Checks the Arrow `schema` of `file` (its footer): each of `columns` holds
+        numbers (flags: booleans or integers), and observations and actions hold rows of
+        their space's size. Cheap: no data is read."""
+        import pyarrow as pa
+
+        for name in columns:
+            if name not in schema.names:
+                continue
+            kind = schema.field(name).type
+            space = self._space(name)
+            if space is None:
+                numeric = (pa.types.is_boolean(kind) or pa.types.is_integer(kind)
+                           if name in FLAG_COLUMNS else
+                           pa.types.is_integer(kind) or pa.types.is_floating(kind))
+                if not numeric:
+                    what = "booleans" if name in FLAG_COLUMNS else "numbers"
+                    raise OfflineDataError(
+                        f"{file}: column {name!r} holds {kind} values, not {what}. "
+                        f"Re-record the data or convert the column to {what}.")
+                continue
+            size = int(np.prod(row_shape(space)))
+            is_list = (pa.types.is_fixed_size_list(kind) or pa.types.is_list(kind)
+                       or pa.types.is_large_list(kind))
+            values = kind.value_type if is_list else kind
+            if not (pa.types.is_integer(values) or pa.types.is_floating(values)
+                    or pa.types.is_boolean(values)):
+                raise OfflineDataError(
+                    f"{file}: column {name!r} holds {kind} values, not numbers of {space}. "
+                    + self._fix())
+            if not row_shape(space) and is_list:
+                raise OfflineDataError(
+                    f"{file}: column {name!r} holds lists ({kind}), but {space} has one "
+                    "number per row. " + self._fix())
+            if pa.types.is_fixed_size_list(kind) and kind.list_size != size:
+                raise OfflineDataError(
+                    f"{file}: column {name!r} holds rows of {kind.list_size} values, but "
+                    f"{space} has shape {row_shape(space)} ({size} values). " + self._fix())
+            if row_shape(space) and not is_list and size != 1:
+                raise OfflineDataError(
+                    f"{file}: column {name!r} holds one number per row, but {space} has "
+                    f"shape {row_shape(space)}. " + self._fix())
+
+    # ------------------------------------------------------------------ values
+    def chunk(self, cols: dict[str, np.ndarray], file: object, row_in_file: RowInFile) -> None:
+        """Checks the values of a chunk read from `file`: numbers where numbers belong,
+        no NaN/inf, flags 0/1, observations and actions of their space's shape, and
+        Discrete / MultiDiscrete / MultiBinary ones inside it (an integral float, 1.0,
+        fits; 0.5 does not). One vectorized pass per column; messages on the slow path."""
+        for name, arr in cols.items():
+            space = self._space(name)
+            if space is None and name not in FLAG_COLUMNS and name != Columns.REWARDS:
+                continue
+            if arr.dtype.kind not in "biuf":
+                shown = arr[0] if len(arr) else arr
+                raise OfflineDataError(
+                    f"{file}: column {name!r} holds {arr.dtype} values (e.g. {shown!r}), not "
+                    "numbers. Re-record the data or convert the column.")
+            if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+                row = int(np.flatnonzero(~np.isfinite(arr.reshape(len(arr), -1)).all(1))[0])
+                raise OfflineDataError(
+                    f"{file}: column {name!r} holds {arr[row].tolist()!r} in "
+                    f"{_where(row, row_in_file)}: NaN or inf, which would make every loss it "
+                    "enters NaN. Re-record the data or drop its episode.")
+            if name in FLAG_COLUMNS:
+                self._flags(name, arr, file, row_in_file)
+            elif space is not None:
+                self._values(name, space, arr, file, row_in_file)
+
+    def _flags(self, name: str, arr: np.ndarray, file: object, row_in_file: RowInFile) -> None:
+        if arr.dtype.kind == "b":
+            return
+        bad = (arr != 0) & (arr != 1)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds {arr[row].tolist()!r} in "
+                f"{_where(row, row_in_file)}; a flag is True/False (or 1/0). Re-record the "
+                "data or convert the column to booleans.")
+
+    def _values(self, name: str, space: gym.Space, arr: np.ndarray, file: object,
+                row_in_file: RowInFile) -> None:
+        n = len(arr)
+        shape = row_shape(space)
+        if (arr.shape[1:] != shape if name in OBS_COLUMNS
+                else int(np.prod(arr.shape[1:])) != int(np.prod(shape))):
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds rows of shape {arr.shape[1:]}, but {space} "
+                f"has shape {shape}. " + self._fix())
+        if isinstance(space, gym.spaces.MultiBinary):
+            outside = ((arr != 0) & (arr != 1)).reshape(n, -1).any(1)
+            if outside.any():
+                row = int(np.flatnonzero(outside)[0])
+                raise OfflineDataError(
+                    f"{file}: column {name!r} holds {arr[row].tolist()!r} in "
+                    f"{_where(row, row_in_file)}, not a value of {space} (0s and 1s). "
+                    + self._fix())
+            return
+        if not isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+            return  # Box: any finite number (envs step past their declared bounds)
+        values = arr.reshape(n, *shape) if name == Columns.ACTIONS else arr
+        found = out_of_space_rows(space, values, n, name)
+        if found is not None:
+            row = int(np.flatnonzero(found[0])[0])
+            problem = outside_space_problem(space, values, row, name)
+            raise OfflineDataError(
+                f"{file}: in {_where(row, row_in_file)}, {problem}. "
+                + self._fix())
+
+
+def _where(row: int, row_in_file: RowInFile) -> str:
+    at = row_in_file(row)
+    return "a row" if at is None else f"row {at}"
+
+
+def check_schemas(files: Sequence[Path], check: ColumnCheck, columns: Sequence[str]) -> None:
+    """`check.schema` on every file's footer, before any training."""
+    import pyarrow.parquet as pq
+
+    for file in files:
+        check.schema(pq.read_schema(file), file, columns)
+
+
+__all__ = ["ColumnCheck", "check_schemas", "row_shape"]
