@@ -130,7 +130,11 @@ class SingleAgentEnvRunner(EnvRunner):
             return None
         self._record_raw_obs = bool(self._env_to_module)
         self._record_env_actions = len(self._module_to_env) > 1  # actions are mapped
-        return EpisodeWriter(self.config.output, spaces=self.get_spaces(),
+        spaces = self.get_spaces()
+        # Rows are single steps of one sub-env: store one sub-env's spaces as "__env__",
+        # not the vector env's batched ones (`Box(.., (N, 4))`, which no reader can use).
+        spaces[ENV_SPACES_KEY] = spaces.pop(ENV_SINGLE_SPACES_KEY)
+        return EpisodeWriter(self.config.output, spaces=spaces,
                              max_rows_per_file=self.config.output_max_rows_per_file,
                              file_prefix=f"env_runner_{self.worker_index}")
 

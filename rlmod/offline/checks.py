@@ -101,9 +101,16 @@ class ColumnCheck:
                     f"{file}: column {name!r} holds lists ({kind}), but {space} has one "
                     "number per row. " + self._fix())
             if pa.types.is_fixed_size_list(kind) and kind.list_size != size:
+                shape = row_shape(space)
+                batched = (len(shape) > 1 and int(np.prod(shape[1:])) == kind.list_size
+                           and name in OBS_COLUMNS)
                 raise OfflineDataError(
                     f"{file}: column {name!r} holds rows of {kind.list_size} values, but "
-                    f"{space} has shape {row_shape(space)} ({size} values). " + self._fix())
+                    f"{space} has shape {shape} ({size} values). " + (
+                        "That looks like a vector env's batched spaces, which rlmod wrote "
+                        "into spaces.json before issue 30's fix: set the single env's spaces "
+                        "in config.environment(observation_space=..., action_space=...). "
+                        if batched else "") + self._fix())
             if row_shape(space) and not is_list and size != 1:
                 raise OfflineDataError(
                     f"{file}: column {name!r} holds one number per row, but {space} has "

@@ -6,8 +6,8 @@ Used by OfflineData (single-agent data). The rule, in README.md and docs/offline
 - Spaces set in `config.environment(observation_space=..., action_space=...)` build the
   module; those in the data's `spaces.json` are used for what the config leaves unset.
 - Where both exist they must be of the same kind and shape, and Discrete, MultiDiscrete
-  and MultiBinary ones of the same size (`n`, `start`, `nvec`): these decide what the
-  module's inputs and outputs mean. An action Box must have the same bounds (they map the
+  and MultiBinary ones of the same size (`n`, `start`, `nvec`; the dtype may differ):
+  these decide what the module's inputs and outputs mean; Dict and Tuple ones equal. An action Box must have the same bounds (they map the
   recorded actions to the module's [-1, 1] scale). An observation Box may have other
   bounds and dtype: only its shape reaches the module (RLlib's docs configure CartPole
   as `Box(-inf, inf, (4,))`, the recorded space has CartPole's finite bounds).
@@ -47,7 +47,11 @@ def space_mismatch(given: gym.Space, recorded: gym.Space, *, action: bool) -> st
         return None
     if isinstance(given, gym.spaces.Discrete) and isinstance(recorded, gym.spaces.Discrete):
         same = given.n == recorded.n and given.start == recorded.start
-    else:  # MultiDiscrete, MultiBinary (nvec, start, n), Dict, Tuple: equal or not
+    elif isinstance(given, gym.spaces.MultiDiscrete) and isinstance(
+            recorded, gym.spaces.MultiDiscrete):
+        same = (given.shape == recorded.shape and bool((given.nvec == recorded.nvec).all())
+                and bool((given.start == recorded.start).all()))
+    else:  # MultiBinary (n), Dict, Tuple: equal or not
         same = given == recorded
     return None if same else "its size differs (n, start or nvec)"
 
