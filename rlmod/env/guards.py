@@ -1,6 +1,6 @@
-"""Guards of the EnvRunners: non-finite env data, Discrete / MultiDiscrete observations
-outside their space (rlmod.utils.space_checks, shared with the offline reader), and
-sub-envs that raise.
+"""Guards of the EnvRunners: non-finite env data, Discrete / MultiDiscrete / MultiBinary
+observations outside their space (rlmod.utils.space_checks, shared with the offline
+reader), and sub-envs that raise.
 
 Used by SingleAgentEnvRunner and MultiAgentEnvRunner. Checks run on whole step batches
 (numpy over `[T, N, ...]` or `[N, ...]` arrays), never per sub-env in Python. Both data

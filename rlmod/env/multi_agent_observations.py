@@ -3,8 +3,8 @@ MultiAgentEnvRunner.
 
 Stacking runs per env while the env's arrays are hot in the cache, then once per step over
 all envs; checks run once per step on the stacked arrays (shape and dtype with
-`check_agent_observations`; finiteness, and Discrete / MultiDiscrete values inside their
-space, always), and name the agent where one fails.
+`check_agent_observations`; finiteness, and Discrete / MultiDiscrete / MultiBinary values
+inside their space, always), and name the agent where one fails.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class ObservationIntake:
         self.spaces = spaces
         self.check_obs = check_obs
         self.check_finite = True  # benchmarks/guard_overhead.py turns it off to compare
-        self.check_in_space = True  # Discrete / MultiDiscrete values; likewise
+        self.check_in_space = True  # Discrete / MultiDiscrete / MultiBinary values; likewise
         self.locate = locate
 
     def chunk(self, values: Collection) -> Array | list:

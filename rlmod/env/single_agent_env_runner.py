@@ -60,8 +60,9 @@ class SingleAgentEnvRunner(EnvRunner):
     Guards (see the settings' docs): non-finite observations and rewards raise an EnvError
     naming the sub-env, step and key, checked once per `sample()` over the whole batch
     (`on_non_finite_env_data="truncate_episode"`: every step, ending that episode instead);
-    so do Discrete / MultiDiscrete observations outside their space, checked every step
-    before the env-to-module connectors one-hot them (a few microseconds per vector step);
+    so do Discrete / MultiDiscrete / MultiBinary observations outside their space, checked
+    every step before the env-to-module connectors one-hot them (about 1 us per vector
+    step);
     a sub-env that raises is named in an EnvError, after which the next `sample()` starts
     every sub-env afresh (`restart_failed_sub_environments=True`: recreated in place, its
     unfinished episode dropped). Counters count only the rows that reached a batch.
@@ -112,8 +113,9 @@ class SingleAgentEnvRunner(EnvRunner):
             env=config.env, num_envs=self.num_envs,
             limit=config.max_consecutive_sub_environment_failures)
         self._check_finite_data = True  # benchmarks/guard_overhead.py turns it off to compare
-        # Discrete / MultiDiscrete observations inside their space (decided once: Box-only
-        # envs pay nothing per step); benchmarks/guard_overhead.py turns it off to compare.
+        # Discrete / MultiDiscrete / MultiBinary observations inside their space (decided
+        # once: Box-only envs pay nothing per step); benchmarks/guard_overhead.py turns it
+        # off to compare.
         self._fits_space = fits_space(self._env_spaces[0])
         self._check_obs_space = self._fits_space is not None
         self._writer = self._make_writer()  # config.offline_data(output=DIR)
@@ -271,7 +273,8 @@ class SingleAgentEnvRunner(EnvRunner):
             self._drop_failed(cols.t)
         if self._truncate_non_finite:
             raw, rew, trunc = self._truncate_non_finite_rows(raw, rew, trunc)
-        elif self._check_obs_space and not self._fits_space(raw, self.num_envs):  # type: ignore[misc]
+        elif self._check_obs_space and not self._fits_space(  # type: ignore[misc]
+                raw, self.num_envs):
             self._raise_outside_space(raw)  # before the connectors one-hot them
         step = {
             Columns.OBS: obs,
@@ -520,8 +523,8 @@ class SingleAgentEnvRunner(EnvRunner):
 
     def _raise_outside_space(self, raw: ArrayTree, *, at_reset: bool = False) -> None:
         """Raises an EnvError naming the first sub-env whose raw observation has a
-        Discrete / MultiDiscrete part outside the observation space (one check over all
-        sub-envs; the message is built on the slow path only)."""
+        Discrete / MultiDiscrete / MultiBinary part outside the observation space (one
+        check over all sub-envs; the message is built on the slow path only)."""
         assert self._fits_space is not None
         if self._fits_space(raw, self.num_envs):
             return
@@ -544,10 +547,10 @@ class SingleAgentEnvRunner(EnvRunner):
     def _truncate_non_finite_rows(self, raw: ArrayTree, rew: Array, trunc: Array
                                   ) -> tuple[ArrayTree, Array, Array]:
         """Truncate mode: sub-envs with a non-finite observation or reward, or an
-        observation outside its Discrete / MultiDiscrete space, end their episode here; the
-        last good observation stands in for the final one (what the value bootstrap
-        reads), the reward counts as 0, and the sub-env resets at the next step as after
-        any truncation."""
+        observation outside its Discrete / MultiDiscrete / MultiBinary space, end their
+        episode here; the last good observation stands in for the final one (what the
+        value bootstrap reads), the reward counts as 0, and the sub-env resets at the next
+        step as after any truncation."""
         found_obs = non_finite_rows(raw, self.num_envs, Columns.OBS)
         bad = ~np.isfinite(rew)
         if found_obs is not None:

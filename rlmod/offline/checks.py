@@ -26,7 +26,7 @@ import numpy as np
 
 from rlmod.core.columns import Columns
 from rlmod.errors import OfflineDataError
-from rlmod.utils.space_checks import out_of_space_rows, outside_space_problem
+from rlmod.utils.space_checks import INTEGER_SPACES, out_of_space_rows, outside_space_problem
 
 FLAG_COLUMNS = (Columns.TERMINATEDS, Columns.TRUNCATEDS)
 OBS_COLUMNS = (Columns.OBS, Columns.NEXT_OBS)
@@ -162,16 +162,7 @@ class ColumnCheck:
             raise OfflineDataError(
                 f"{file}: column {name!r} holds rows of shape {arr.shape[1:]}, but {space} "
                 f"has shape {shape}. " + self._fix())
-        if isinstance(space, gym.spaces.MultiBinary):
-            outside = ((arr != 0) & (arr != 1)).reshape(n, -1).any(1)
-            if outside.any():
-                row = int(np.flatnonzero(outside)[0])
-                raise OfflineDataError(
-                    f"{file}: column {name!r} holds {arr[row].tolist()!r} in "
-                    f"{_where(row, row_in_file)}, not a value of {space} (0s and 1s). "
-                    + self._fix())
-            return
-        if not isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+        if not isinstance(space, INTEGER_SPACES):
             return  # Box: any finite number (envs step past their declared bounds)
         values = arr.reshape(n, *shape) if name == Columns.ACTIONS else arr
         found = out_of_space_rows(space, values, n, name)

@@ -7,10 +7,11 @@ Used by OfflineData (single-agent data). The rule, in README.md and docs/offline
   module; those in the data's `spaces.json` are used for what the config leaves unset.
 - Where both exist they must be of the same kind and shape, and Discrete, MultiDiscrete
   and MultiBinary ones of the same size (`n`, `start`, `nvec`; the dtype may differ):
-  these decide what the module's inputs and outputs mean; Dict and Tuple ones equal. An action Box must have the same bounds (they map the
-  recorded actions to the module's [-1, 1] scale). An observation Box may have other
-  bounds and dtype: only its shape reaches the module (RLlib's docs configure CartPole
-  as `Box(-inf, inf, (4,))`, the recorded space has CartPole's finite bounds).
+  these decide what the module's inputs and outputs mean; Dict and Tuple ones equal. An
+  action Box must have the same bounds (they map the recorded actions to the module's
+  [-1, 1] scale). An observation Box may have other bounds and dtype: only its shape
+  reaches the module (RLlib's docs configure CartPole as `Box(-inf, inf, (4,))`, the
+  recorded space has CartPole's finite bounds).
 - Every value read is then checked against the spaces used (rlmod.offline.checks).
 
 A `spaces.json` written by rlmod between commits 3d715d9 and the fix of issue 30 holds the

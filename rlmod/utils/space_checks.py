@@ -1,4 +1,4 @@
-"""Whether batches of values lie inside Discrete / MultiDiscrete spaces (nested in Dict /
+"""Whether batches of values lie inside Discrete / MultiDiscrete / MultiBinary spaces (in Dict /
 Tuple ones), checked on whole arrays: the fast yes/no, which rows do not, and what is wrong
 in words.
 
@@ -20,9 +20,10 @@ from rlmod.core.types import Array, BoolArray
 
 
 def has_integer_parts(space: gym.Space) -> bool:
-    """Whether `space` has Discrete / MultiDiscrete parts (what `out_of_space_rows` checks);
-    decided once per space, so Box-only envs pay nothing per step."""
-    if isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+    """Whether `space` has Discrete / MultiDiscrete / MultiBinary parts (what
+    `out_of_space_rows` checks); decided once per space, so Box-only envs pay nothing per
+    step."""
+    if isinstance(space, INTEGER_SPACES):
         return True
     if isinstance(space, gym.spaces.Dict):
         return any(has_integer_parts(s) for s in space.spaces.values())
@@ -31,8 +32,13 @@ def has_integer_parts(space: gym.Space) -> bool:
     return False
 
 
-def _outside(space: gym.spaces.Discrete | gym.spaces.MultiDiscrete,
-             values: Array) -> BoolArray | None:
+INTEGER_SPACES = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+"""The spaces whose values are integers in a range (MultiBinary: 0..1 per entry)."""
+
+IntegerSpace = gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary
+
+
+def _outside(space: IntegerSpace, values: Array) -> BoolArray | None:
     """None if every one of `values` (a batch of `space`'s values) lies in `space`; else a
     bool array of `values`' shape, True where one does not.
 
@@ -41,9 +47,12 @@ def _outside(space: gym.spaces.Discrete | gym.spaces.MultiDiscrete,
     huge one: 2.1 us for a Discrete batch of 1-16 values, 4-4.5 us for MultiDiscrete([3, 3])
     (two compares and an `all` take 2.6 us; 2-core Xeon host, session 30)."""
     arr = cast("npt.NDArray[np.int64]", values)  # any numeric dtype: compared as numbers
+    start: int | npt.NDArray[np.int64]
+    size: int | npt.NDArray[np.int64]
     if isinstance(space, gym.spaces.Discrete):
-        start: int | npt.NDArray[np.int64] = int(space.start)
-        size: int | npt.NDArray[np.int64] = int(space.n)
+        start, size = int(space.start), int(space.n)
+    elif isinstance(space, gym.spaces.MultiBinary):
+        start, size = 0, 2
     else:
         start, size = space.start, space.nvec
     if arr.dtype.kind in "iu":
@@ -69,14 +78,14 @@ def _outside(space: gym.spaces.Discrete | gym.spaces.MultiDiscrete,
 
 def out_of_space_rows(space: gym.Space, x: object, num_rows: int, key: str
                       ) -> tuple[BoolArray, str] | None:
-    """None if every Discrete / MultiDiscrete part of the batch `x` (leading axis:
+    """None if every Discrete / MultiDiscrete / MultiBinary part of the batch `x` (leading axis:
     `num_rows` rows) lies inside `space`; else which rows do not, `[num_rows]` bool, and the
     key path of the first leaf where one does not. Box parts are not checked (envs often
     step past their declared bounds, and non-finite values have their own check).
 
     Without this check a Discrete(4) observation of -1 one-hot encodes as state 3 and one
     of 4 ends in numpy's IndexError far from the env; MultiDiscrete alike."""
-    if isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+    if isinstance(space, INTEGER_SPACES):
         outside = _outside(space, x if isinstance(x, np.ndarray) else np.asarray(x))
         if outside is None:
             return None
@@ -109,9 +118,9 @@ agree."""
 
 
 def fits_space(space: gym.Space) -> Callable[[object, int], bool] | None:
-    """A test `fits(batch, num_rows)`: whether every Discrete / MultiDiscrete part of a
-    batch of `space` lies inside it (what `out_of_space_rows` checks, without saying
-    where: the per-step fast path); None if `space` has no such parts."""
+    """A test `fits(batch, num_rows)`: whether every Discrete / MultiDiscrete / MultiBinary
+    part of a batch of `space` lies inside it (what `out_of_space_rows` checks, without
+    saying where: the per-step fast path); None if `space` has no such parts."""
     if not has_integer_parts(space):
         return None
 
@@ -145,7 +154,7 @@ def outside_space_problem(space: gym.Space, x: object, row: int, key: str) -> st
             if problem is not None:
                 return problem
         return None
-    if not isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+    if not isinstance(space, INTEGER_SPACES):
         return None
     value = np.asarray(x)[row]
     outside = _outside(space, np.asarray(value)[None])
@@ -156,8 +165,11 @@ def outside_space_problem(space: gym.Space, x: object, row: int, key: str) -> st
         low, high = int(space.start), int(space.start + space.n) - 1
         return f"{key} is {shown!r}, {_not_in(shown)} {low}..{high} of {space}"
     j = int(np.flatnonzero(outside)[0])
-    low_j = int(space.start.reshape(-1)[j])
-    high_j = low_j + int(space.nvec.reshape(-1)[j]) - 1
+    if isinstance(space, gym.spaces.MultiBinary):
+        low_j, high_j = 0, 1
+    else:
+        low_j = int(space.start.reshape(-1)[j])
+        high_j = low_j + int(space.nvec.reshape(-1)[j]) - 1
     entry = np.asarray(value).reshape(-1)[j].tolist()
     return (f"{key} is {shown!r}: its entry {j} is {entry!r}, {_not_in(entry)} "
             f"{low_j}..{high_j} of {space}")

@@ -1,8 +1,9 @@
-"""The EnvRunners' guard against Discrete / MultiDiscrete observations outside their space
-(rlmod/utils/space_checks.py, `out_of_space_rows`, called from rlmod/env): named (env, sub-env or agent, step, value) in an
-EnvError, or, with `on_non_finite_env_data="truncate_episode"`, the episode ended as for a
-NaN. Without it `-1` one-hot encodes as the last state, `[3, 0]` sets a bit of the next
-component, and `4` ends in numpy's IndexError."""
+"""The EnvRunners' guard against Discrete / MultiDiscrete / MultiBinary observations outside
+their space (rlmod/utils/space_checks.py, `out_of_space_rows`, called from rlmod/env): named
+(env, sub-env or agent, step, value) in an EnvError, or, with
+`on_non_finite_env_data="truncate_episode"`, the episode ended as for a NaN. Without it `-1`
+one-hot encodes as the last state, `[3, 0]` sets a bit of the next component, `4` ends in
+numpy's IndexError, and a MultiBinary 2 reaches the module as 2.0."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ MULTI = gym.spaces.MultiDiscrete([3, 3])
 
 
 def _zero(space: gym.Space) -> Any:
-    return 0 if isinstance(space, gym.spaces.Discrete) else np.zeros(2, np.int64)
+    return 0 if isinstance(space, gym.spaces.Discrete) else np.zeros(space.shape, space.dtype)
 
 
 class _Cells(gym.Env):
@@ -64,6 +65,7 @@ def _config(space: gym.Space, bad: Any, *, num_envs: int = 1, **settings: Any) -
     (DISCRETE, -1, r"-1"), (DISCRETE, 4, r"4"),
     (MULTI, np.array([3, 0]), r"\[3, 0\]"),
     (MULTI, np.array([0, -1]), r"\[0, -1\]"),
+    (gym.spaces.MultiBinary(2), np.array([0, 2], np.int8), r"\[0, 2\]: its entry 1 is 2"),
 ])
 def test_single_agent_observation_outside_its_space_is_named(space, bad, value):
     runner = SingleAgentEnvRunner(config=_config(space, bad, num_envs=2))
@@ -134,7 +136,8 @@ def test_out_of_space_rows_checks_nested_spaces_and_passes_good_batches():
 
 
 @pytest.mark.parametrize("space", [DISCRETE, gym.spaces.Discrete(3, start=-1), MULTI,
-                                   gym.spaces.Dict({"c": DISCRETE, "m": MULTI})])
+                                   gym.spaces.Dict({"c": DISCRETE, "m": MULTI}),
+                                   gym.spaces.MultiBinary(3)])
 def test_the_fast_check_agrees_with_the_plain_one(space):
     from rlmod.utils.space_checks import SMALL_DISCRETE_BATCH, fits_space, out_of_space_rows
 
@@ -154,8 +157,10 @@ def _random_batch(rng: np.random.Generator, space: gym.Space, num_rows: int,
     range to one above it (so some batches fit and some do not)."""
     if isinstance(space, gym.spaces.Dict):
         return {k: _random_batch(rng, sub, num_rows, dtype) for k, sub in space.spaces.items()}
-    low = np.asarray(space.start) - (0 if dtype == np.uint8 else 1)
-    high = np.asarray(space.start) + np.asarray(getattr(space, "n", getattr(space, "nvec", 0)))
+    start, size = ((0, 2) if isinstance(space, gym.spaces.MultiBinary) else
+                   (space.start, getattr(space, "n", getattr(space, "nvec", 0))))
+    low = np.asarray(start) - (0 if dtype == np.uint8 else 1)
+    high = np.asarray(start) + np.asarray(size)
     return rng.integers(low, high + 1, (num_rows, *space.shape)).astype(dtype)
 
 
@@ -203,6 +208,8 @@ def _multi_agent_runner(**env_config: Any) -> MultiAgentEnvRunner:
     (DISCRETE, -1, "-1"), (DISCRETE, 4, "4"), (DISCRETE, 2.5, "2.5"),
     (MULTI, np.array([3, 0]), r"\[3, 0\]: its entry 0 is 3"),
     (MULTI, np.array([0, -1]), r"\[0, -1\]: its entry 1 is -1"),
+    (gym.spaces.MultiBinary(2), np.array([0, 2], np.int8), r"\[0, 2\]: its entry 1 is 2, "
+     r"outside 0\.\.1 of MultiBinary"),
 ])
 def test_multi_agent_observation_outside_its_space_is_named(space, bad, value):
     runner = _multi_agent_runner(space=space, bad=bad)
