@@ -323,6 +323,12 @@ class Algorithm(Checkpointable):
         hold what they held before the call.
         """
         _check_counters(state)
+        unknown = sorted(set(state) - set(self._state_setters()))
+        if unknown:
+            raise CheckpointError(
+                f"The state holds parts this {type(self).__name__} does not have: "
+                f"{unknown}.{did_you_mean(unknown[0], self._state_setters())} Its parts are "
+                f"{sorted(self._state_setters())}; nothing was changed.")
         with self._all_or_nothing(self._state_backup(state)):
             self._apply_state(state)
         self._sync_env_runner_weights()

@@ -96,7 +96,13 @@ class EpisodeWriter:
                 f"MultiDiscrete or MultiBinary spaces; this env's is {env_obs}. Wrap the env "
                 "in gymnasium.wrappers.FlattenObservation to record it.")
         self.output_dir = Path(output_dir)
-        self.output_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as e:  # a file at or above the path
+            raise OfflineDataError(
+                f"offline_data(output={str(output_dir)!r}) cannot be a directory: {e.filename} "
+                "is a file. Choose a directory path (an existing one keeps its files: "
+                "rlmod only adds episode files and spaces.json).") from None
         self.max_rows_per_file = max_rows_per_file
         uid = uuid.uuid4() if seed is None else uuid.UUID(
             int=random.Random(f"rlmod-writer-{seed}").getrandbits(128))

@@ -118,8 +118,15 @@ class Checkpointable:
         """
         path = Path(path)
         if component is None:
-            read_metadata(path)
-            self.set_state(self._read_state(path))
+            stored = read_metadata(path)["class"]
+            try:
+                self.set_state(self._read_state(path))
+            except CheckpointError as e:
+                if stored != _class_path(type(self)):
+                    e.add_note(f"{path} was saved from {stored}, this is "
+                               f"{_class_path(type(self))}: restore it into a {stored} "
+                               "(Algorithm.from_checkpoint(path) builds one).")
+                raise
             return
         first, _, rest = component.strip("/").partition("/")
         components = dict(self.get_checkpointable_components())

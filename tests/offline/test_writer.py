@@ -134,6 +134,26 @@ def test_a_dir_of_another_env_is_refused(tmp_path: Path) -> None:
                         output_dir=tmp_path)
 
 
+@pytest.mark.parametrize("under", [False, True])
+def test_an_output_path_that_is_a_file_is_named_and_the_file_kept(tmp_path: Path,
+                                                                  under: bool) -> None:
+    """Was a raw FileExistsError / NotADirectoryError from the EnvRunner's build."""
+    user_file = tmp_path / "notes.txt"
+    user_file.write_text("mine")
+    output = user_file / "data" if under else user_file
+    config = PPOConfig().environment("CartPole-v1").offline_data(output=str(output))
+    with pytest.raises(OfflineDataError, match=r"offline_data\(output=.*is a file"):
+        config.build_algo()
+    assert user_file.read_text() == "mine"
+
+
+def test_a_dir_of_the_users_files_keeps_them(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("mine")
+    record_episodes(gym.make("CartPole-v1"), lambda o: 0, num_episodes=1, output_dir=tmp_path)
+    assert (tmp_path / "train.py").read_text() == "mine"
+    assert (tmp_path / "spaces.json").exists() and list(tmp_path.glob("*.parquet"))
+
+
 def test_multi_agent_rows_round_trip_per_module_and_agent(tmp_path: Path) -> None:
     box = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
     writer = EpisodeWriter(tmp_path, spaces={"__env__": (box, gym.spaces.Discrete(2)),

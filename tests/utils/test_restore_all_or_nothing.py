@@ -129,6 +129,26 @@ def test_a_failed_restore_puts_the_replay_buffer_back(tmp_path: Path) -> None:
     algo.stop()
 
 
+def test_a_state_part_the_algorithm_lacks_is_named_not_ignored(live: PPO) -> None:
+    """A misspelled part (or one of another algorithm) was silently skipped."""
+    before = _snapshot(live)
+    with pytest.raises(CheckpointError, match=r"\['iteraton'\]\. Did you mean 'iteration'"):
+        live.set_state({"iteraton": 5})
+    _assert_unchanged(live, before)
+
+
+def test_a_checkpoint_of_another_algorithm_names_both_classes(tmp_path: Path,
+                                                              live: PPO) -> None:
+    dqn = DQNConfig().environment("CartPole-v1").build_algo()
+    path = dqn.save_to_path(tmp_path / "dqn")
+    dqn.stop()
+    before = _snapshot(live)
+    with pytest.raises(CheckpointError) as info:
+        live.restore_from_path(path)
+    assert "was saved from rlmod.algorithms.dqn" in "".join(info.value.__notes__)
+    _assert_unchanged(live, before)
+
+
 # ---------------------------------------------------------------- item 6: tampered files
 @pytest.mark.parametrize("value", [1e999, "abc", -5, 2.5, True, None])
 def test_a_bad_iteration_is_a_checkpoint_error(saved: Path, live: PPO, value: Any) -> None:
