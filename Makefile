@@ -25,9 +25,11 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check rlmod tests benchmarks examples
+	$(BIN)/ruff format --check rlmod tests benchmarks examples
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix rlmod tests benchmarks examples
+	$(BIN)/ruff format rlmod tests benchmarks examples
 
 type: $(STAMP)
 	$(BIN)/mypy rlmod

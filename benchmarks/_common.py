@@ -13,11 +13,19 @@ import time
 
 def commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=True, cwd=os.path.dirname(__file__))
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True,
-                               cwd=os.path.dirname(__file__)).stdout.strip()
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=os.path.dirname(__file__),
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(__file__),
+        ).stdout.strip()
         return out.stdout.strip() + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -68,8 +76,9 @@ def run_timed(code: str, *args: object, pythonpath: str | None = None) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
-    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
-                         text=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
@@ -92,11 +101,10 @@ def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float, f
     # largest k with P(Binomial(n, 1/2) < k) <= (1 - level) / 2
     tail, k, cdf = (1 - level) / 2, 0, 0.0
     while k < n // 2:
-        p_next = math.comb(n, k) / 2 ** n
+        p_next = math.comb(n, k) / 2**n
         if cdf + p_next > tail:
             break
         cdf += p_next
         k += 1
     k = max(k, 1)
     return median, xs[k - 1], xs[n - k]
-

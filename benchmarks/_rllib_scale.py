@@ -29,10 +29,13 @@ def adjust(config):
     return config
 """
 
-SPEC = _COMMON + r"""
+SPEC = (
+    _COMMON
+    + r"""
 def get_spec(config, spaces):
     return config.get_multi_rl_module_spec(env=None, spaces=spaces, inference_only=False)
 """
+)
 
 _ENV = r"""
 if OPTS["env"] == "rlmod":
@@ -69,7 +72,10 @@ else:  # make_multi_agent("CartPole-v1"): one gymnasium CartPole-v1 per agent
         return [a for a in env.agents if a not in done] if done else env.agents
 """
 
-BUILD = _COMMON + _ENV + r"""
+BUILD = (
+    _COMMON
+    + _ENV
+    + r"""
 import ray
 
 def start():  # EnvRunnerGroup calls ray.put even with num_env_runners=0
@@ -80,8 +86,12 @@ def start():  # EnvRunnerGroup calls ray.put even with num_env_runners=0
 stop = ray.shutdown
 TIMERS = ("env_runner_sampling_timer", "learner_update_timer", "synch_weights")
 """
+)
 
-SAMPLE = _COMMON + _ENV + r"""
+SAMPLE = (
+    _COMMON
+    + _ENV
+    + r"""
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 
 def count(episodes):
@@ -92,13 +102,14 @@ def total(metrics, counted):
 
 make_floor = None
 """
+)
 
 ENV_NAMES = {
     "rllib": "ray.rllib.examples.envs.classes.multi_agent.MultiAgentCartPole "
-             "(make_multi_agent('CartPole-v1'): one gymnasium CartPole-v1 per agent, stepped "
-             "in a Python loop; same dynamics and 500-step limit as rlmod's)",
+    "(make_multi_agent('CartPole-v1'): one gymnasium CartPole-v1 per agent, stepped "
+    "in a Python loop; same dynamics and 500-step limit as rlmod's)",
     "rlmod": "rlmod.testing.MultiAgentCartPole in an RLlib MultiAgentEnv wrapper (the same "
-             "vectorized env as rlmod's side)",
+    "vectorized env as rlmod's side)",
 }
 
 
@@ -106,15 +117,26 @@ class ChildTimeout(Exception):
     """The child ran past its timeout; its whole session was killed."""
 
 
-def run_child(python: str, code: str, *args: object, timeout: float | None = None,
-              pythonpath: str | None = None) -> dict:
+def run_child(
+    python: str,
+    code: str,
+    *args: object,
+    timeout: float | None = None,
+    pythonpath: str | None = None,
+) -> dict:
     """Runs `code` with `python` in a new session; returns its last stdout line (JSON).
     When it exits or times out, kills what is left of its session (Ray's processes)."""
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
-    proc = subprocess.Popen([python, "-c", code, *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [python, "-c", code, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     out = err = None
     try:
         out, err = proc.communicate(timeout=timeout)

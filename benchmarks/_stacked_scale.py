@@ -108,34 +108,56 @@ def _met(ok: bool) -> str:
 def sample_row(args: argparse.Namespace, add: Callable[[str, str, str, bool], None]) -> None:
     """The sampling ratio's rows: I17_SAMPLE in a fresh process, at the sample() calls a
     training iteration makes and at short calls (which pay the per-call costs more often)."""
-    sample = rl.run_child(sys.executable, I17_SAMPLE, os.path.abspath(__file__), 1000,
-                          args.issue17_envs, args.issue17_rounds, 10, "10,1000",
-                          args.issue17_threads)
-    for label, what in (("fragment", "sample() as a training iteration calls it"),
-                        ("short", "short sample() calls")):
+    sample = rl.run_child(
+        sys.executable,
+        I17_SAMPLE,
+        os.path.abspath(__file__),
+        1000,
+        args.issue17_envs,
+        args.issue17_rounds,
+        10,
+        "10,1000",
+        args.issue17_threads,
+    )
+    for label, what in (
+        ("fragment", "sample() as a training iteration calls it"),
+        ("short", "short sample() calls"),
+    ):
         r = sample[label]
-        add(f"sampling agent steps/s, 1,000 vs 10 modules, {what} ({r['steps_per_call']} "
-            f"env steps per env; threads {args.issue17_threads})", ">= 0.8",
+        add(
+            f"sampling agent steps/s, 1,000 vs 10 modules, {what} ({r['steps_per_call']} "
+            f"env steps per env; threads {args.issue17_threads})",
+            ">= 0.8",
             f"{r['ratio']:.2f} ({r['rates']['1000']:,.0f} vs {r['rates']['10']:,.0f}; "
             f"{r['rounds']} rounds, each {r['round_min']:.2f}-{r['round_max']:.2f})",
-            r["ratio"] >= 0.8)
+            r["ratio"] >= 0.8,
+        )
 
 
 def issue17_section(args: argparse.Namespace) -> None:
     """Every figure of issue 17 in one table (each from a fresh process; the ratios from
     one process that alternates the two cases)."""
-    print("\n## Issue 17: stacked modules, 1,000-agent MultiAgentCartPole, one module per "
-          "agent, fcnet_hiddens [64, 64], PPO defaults otherwise\n")
+    print(
+        "\n## Issue 17: stacked modules, 1,000-agent MultiAgentCartPole, one module per "
+        "agent, fcnet_hiddens [64, 64], PPO defaults otherwise\n"
+    )
     rows = []
 
     def add(figure: str, target: str, measured: str, ok: bool | None) -> None:
-        rows.append({"figure": figure, "target": target, "measured": measured,
-                     "met": "-" if ok is None else _met(ok)})
+        rows.append(
+            {
+                "figure": figure,
+                "target": target,
+                "measured": measured,
+                "met": "-" if ok is None else _met(ok),
+            }
+        )
 
     def train_child(n: int, batch: int, num_envs: int = 1) -> dict | str:
         try:
-            return rl.run_child(sys.executable, I17_TRAIN, n, batch, 1, num_envs,
-                                timeout=args.issue17_timeout)
+            return rl.run_child(
+                sys.executable, I17_TRAIN, n, batch, 1, num_envs, timeout=args.issue17_timeout
+            )
         except rl.ChildTimeout:
             return f"did not finish in {args.issue17_timeout:.0f} s"
 
@@ -145,52 +167,82 @@ def issue17_section(args: argparse.Namespace) -> None:
         return
     small = train_child(1000, 64)
     if isinstance(small, dict):
-        add("build_algo(), 1,000 modules", "<= 2 s", f"{small['build_s']:.2f} s",
-            small["build_s"] <= 2)
-        add("peak RSS after build_algo()", "<= 1 GB", f"{small['rss_build_mb']:,.0f} MB",
-            small["rss_build_mb"] <= 1024)
+        add(
+            "build_algo(), 1,000 modules",
+            "<= 2 s",
+            f"{small['build_s']:.2f} s",
+            small["build_s"] <= 2,
+        )
+        add(
+            "peak RSS after build_algo()",
+            "<= 1 GB",
+            f"{small['rss_build_mb']:,.0f} MB",
+            small["rss_build_mb"] <= 1024,
+        )
         t = small["timers"]
-        add("first train(), 64 env steps", "<= 3 s",
+        add(
+            "first train(), 64 env steps",
+            "<= 3 s",
             f"{small['train_s']:.2f} s (sample {t[0]:.2f} / learn {t[1]:.2f} / sync "
             f"{t[2]:.2f}; {small['agent_steps']:,} agent steps, peak RSS "
-            f"{small['rss_train_mb']:,.0f} MB)", small["train_s"] <= 3)
+            f"{small['rss_train_mb']:,.0f} MB)",
+            small["train_s"] <= 3,
+        )
     else:
         add("build_algo() and first train(), 64 env steps", "", small, False)
     large = train_child(1000, 4000, args.issue17_envs)
     if isinstance(large, dict):
         t = large["timers"]
-        add(f"first train(), 4,000 env steps ({args.issue17_envs} envs per EnvRunner)",
+        add(
+            f"first train(), 4,000 env steps ({args.issue17_envs} envs per EnvRunner)",
             "<= 60 s",
             f"{large['train_s']:.1f} s (sample {t[0]:.1f} / learn {t[1]:.1f} / sync "
             f"{t[2]:.2f}; {large['agent_steps']:,} agent steps, peak RSS "
-            f"{large['rss_train_mb']:,.0f} MB)", large["train_s"] <= 60)
+            f"{large['rss_train_mb']:,.0f} MB)",
+            large["train_s"] <= 60,
+        )
     else:
         add("first train(), 4,000 env steps", "<= 60 s", large, False)
     sample_row(args, add)
-    learn = rl.run_child(sys.executable, I17_LEARN, os.path.abspath(__file__),
-                         args.issue17_learner_rows, "10,1000")
+    learn = rl.run_child(
+        sys.executable, I17_LEARN, os.path.abspath(__file__), args.issue17_learner_rows, "10,1000"
+    )
     if "missing" in learn:
-        add("Learner rows/s, 1,000 vs 10 modules", ">= 0.5",
-            f"not measured ({learn['missing']})", None)
+        add(
+            "Learner rows/s, 1,000 vs 10 modules",
+            ">= 0.5",
+            f"not measured ({learn['missing']})",
+            None,
+        )
     else:
         ratio = learn["1000"] / learn["10"]
-        add("Learner rows/s, 1,000 vs 10 modules", ">= 0.5",
+        add(
+            "Learner rows/s, 1,000 vs 10 modules",
+            ">= 0.5",
             f"{ratio:.2f} ({learn['1000']:,.0f} vs {learn['10']:,.0f}, "
-            f"{args.issue17_learner_rows:,} rows)", ratio >= 0.5)
+            f"{args.issue17_learner_rows:,} rows)",
+            ratio >= 0.5,
+        )
     if not args.skip_10k:
         huge = train_child(10_000, 64)
         if isinstance(huge, dict):
             t = huge["timers"]
-            add("10,000 agents and modules: build_algo(), first train() (64 env steps)",
-                "complete", f"build {huge['build_s']:.1f} s (peak RSS "
+            add(
+                "10,000 agents and modules: build_algo(), first train() (64 env steps)",
+                "complete",
+                f"build {huge['build_s']:.1f} s (peak RSS "
                 f"{huge['rss_build_mb']:,.0f} MB), train {huge['train_s']:.1f} s (sample "
                 f"{t[0]:.1f} / learn {t[1]:.1f} / sync {t[2]:.1f}; peak RSS "
                 f"{huge['rss_train_mb']:,.0f} MB; {huge['modules_trained']:,} modules "
-                "trained)", True)
+                "trained)",
+                True,
+            )
         else:
             add("10,000 agents and modules", "complete", huge, False)
     table(rows, ["figure", "target", "measured", "met"])
-    print(f"\nSampling: one EnvRunner each, {args.issue17_envs} envs; the two runners alternate "
-          "rounds of one sample() call each; the ratio of the agent-step rates over all rounds "
-          "(total agent steps / total time). Learner: benchmarks/learner_stacking.py's update "
-          "throughput, stacked.")
+    print(
+        f"\nSampling: one EnvRunner each, {args.issue17_envs} envs; the two runners alternate "
+        "rounds of one sample() call each; the ratio of the agent-step rates over all rounds "
+        "(total agent steps / total time). Learner: benchmarks/learner_stacking.py's update "
+        "throughput, stacked."
+    )

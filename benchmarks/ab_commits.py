@@ -19,8 +19,9 @@ import sys
 
 
 def describe(tree: str) -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True, cwd=tree)
+    out = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=tree
+    )
     return f"{tree} ({out.stdout.strip() or 'unknown commit'})"
 
 
@@ -28,8 +29,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trees", nargs="+", required=True, help="checkouts to compare")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("command", nargs=argparse.REMAINDER,
-                        help="script and its arguments, after --")
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, help="script and its arguments, after --"
+    )
     args = parser.parse_args()
     command = [c for c in args.command if c != "--"]
     trees = [os.path.abspath(t) for t in args.trees]

@@ -82,13 +82,15 @@ def measure(name: str, algo, repeats: int, root: Path) -> list[dict]:
     from rlmod.core import RLModule
 
     path = root / name
-    save_s = _median_time(lambda: algo.save_to_path(path), repeats,
-                          cleanup=lambda: shutil.rmtree(path))  # each save to a new path
+    save_s = _median_time(
+        lambda: algo.save_to_path(path), repeats, cleanup=lambda: shutil.rmtree(path)
+    )  # each save to a new path
     algo.save_to_path(path)
     load_s = _median_time(lambda: algo.restore_from_path(path), repeats)
     some_module = next(iter(algo.learner_group.learner.module.keys()))
-    one_s = _median_time(lambda: RLModule.from_checkpoint(
-        path, module_id=some_module, inference_only=True), repeats)
+    one_s = _median_time(
+        lambda: RLModule.from_checkpoint(path, module_id=some_module, inference_only=True), repeats
+    )
     size, files = _size(path)
     pt = root / f"{name}.pt"
 
@@ -106,24 +108,48 @@ def measure(name: str, algo, repeats: int, root: Path) -> list[dict]:
     torch_save()
     t_load = _median_time(torch_load, repeats)
     return [
-        {"setup": name, "library": "rlmod", "save_s": f"{save_s:.3f}", "load_s": f"{load_s:.3f}",
-         "save/torch": f"{save_s / t_save:.2f}", "load/torch": f"{load_s / t_load:.2f}",
-         "one_module_s": f"{one_s:.3f}", "MB": f"{size / 1e6:.1f}", "files": files},
-        {"setup": name, "library": "torch.save/load (pickle)", "save_s": f"{t_save:.3f}",
-         "load_s": f"{t_load:.3f}", "save/torch": "1.00", "load/torch": "1.00",
-         "MB": f"{pt.stat().st_size / 1e6:.1f}", "files": 1},
+        {
+            "setup": name,
+            "library": "rlmod",
+            "save_s": f"{save_s:.3f}",
+            "load_s": f"{load_s:.3f}",
+            "save/torch": f"{save_s / t_save:.2f}",
+            "load/torch": f"{load_s / t_load:.2f}",
+            "one_module_s": f"{one_s:.3f}",
+            "MB": f"{size / 1e6:.1f}",
+            "files": files,
+        },
+        {
+            "setup": name,
+            "library": "torch.save/load (pickle)",
+            "save_s": f"{t_save:.3f}",
+            "load_s": f"{t_load:.3f}",
+            "save/torch": "1.00",
+            "load/torch": "1.00",
+            "MB": f"{pt.stat().st_size / 1e6:.1f}",
+            "files": 1,
+        },
     ]
 
 
 def rllib(python: str, setup: str, n: int, repeats: int) -> dict:
-    out = subprocess.run([python, "-c", RLLIB_CHILD, setup, str(n), str(repeats)],
-                         capture_output=True, text=True, timeout=1800)
+    out = subprocess.run(
+        [python, "-c", RLLIB_CHILD, setup, str(n), str(repeats)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"setup": f"{setup} ({n} modules)" if setup != "cartpole" else "cartpole",
-            "library": "RLlib", "save_s": f"{r['save_s']:.3f}", "load_s": f"{r['load_s']:.3f}",
-            "MB": f"{r['bytes'] / 1e6:.1f}", "files": r["files"]}
+    return {
+        "setup": f"{setup} ({n} modules)" if setup != "cartpole" else "cartpole",
+        "library": "RLlib",
+        "save_s": f"{r['save_s']:.3f}",
+        "load_s": f"{r['load_s']:.3f}",
+        "MB": f"{r['bytes'] / 1e6:.1f}",
+        "files": r["files"],
+    }
 
 
 def main() -> None:
@@ -131,8 +157,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--modules", type=int, default=1000)
     parser.add_argument("--rllib-python", default=None)
-    parser.add_argument("--rllib-modules", type=int, default=100,
-                        help="RLlib's multi-module setup (1,000 takes minutes to build)")
+    parser.add_argument(
+        "--rllib-modules",
+        type=int,
+        default=100,
+        help="RLlib's multi-module setup (1,000 takes minutes to build)",
+    )
     args = parser.parse_args()
     import torch
 
@@ -148,12 +178,14 @@ def main() -> None:
     rows += measure("cartpole", algo, args.repeats, root)
     algo.stop()
     n = args.modules
-    config = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": n})
-              .multi_agent(policies={f"p{i}" for i in range(n)},
-                           policy_mapping_fn=_mapping)
-              .rl_module(model_config={"fcnet_hiddens": [64, 64]})
-              .training(train_batch_size=64, minibatch_size=64, num_epochs=1)
-              .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": n})
+        .multi_agent(policies={f"p{i}" for i in range(n)}, policy_mapping_fn=_mapping)
+        .rl_module(model_config={"fcnet_hiddens": [64, 64]})
+        .training(train_batch_size=64, minibatch_size=64, num_epochs=1)
+        .debugging(seed=0)
+    )
     algo = config.build_algo()
     algo.train()  # optimizer moments exist
     rows += measure(f"multi-agent ({n} modules)", algo, args.repeats, root)
@@ -162,11 +194,25 @@ def main() -> None:
         rows.append(rllib(args.rllib_python, "cartpole", 1, args.repeats))
         rows.append(rllib(args.rllib_python, "multi-agent", args.rllib_modules, args.repeats))
     shutil.rmtree(root)
-    table(rows, ["setup", "library", "save_s", "load_s", "save/torch", "load/torch",
-                 "one_module_s", "MB", "files"])
-    print("save/torch, load/torch: rlmod's time over torch.save/torch.load of the same "
-          "state (target <= 1.5). one_module_s: RLModule.from_checkpoint of one module, "
-          "inference-only.")
+    table(
+        rows,
+        [
+            "setup",
+            "library",
+            "save_s",
+            "load_s",
+            "save/torch",
+            "load/torch",
+            "one_module_s",
+            "MB",
+            "files",
+        ],
+    )
+    print(
+        "save/torch, load/torch: rlmod's time over torch.save/torch.load of the same "
+        "state (target <= 1.5). one_module_s: RLModule.from_checkpoint of one module, "
+        "inference-only."
+    )
 
 
 def _mapping(agent_id, episode=None, **kwargs) -> str:

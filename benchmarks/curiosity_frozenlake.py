@@ -22,20 +22,32 @@ from pathlib import Path
 
 from _common import header, table
 
-EXAMPLE = (Path(__file__).resolve().parents[1] / "examples" / "curiosity"
-           / "inverse_dynamics_model_based_curiosity.py")
+EXAMPLE = (
+    Path(__file__).resolve().parents[1]
+    / "examples"
+    / "curiosity"
+    / "inverse_dynamics_model_based_curiosity.py"
+)
 
 
 def run_one(env: str, seed: int, curiosity: bool) -> dict:
-    cmd = [sys.executable, str(EXAMPLE), "--env", env, "--seed", str(seed), "--as-test",
-           "--quiet"] + ([] if curiosity else ["--no-curiosity"])
+    cmd = [
+        sys.executable,
+        str(EXAMPLE),
+        "--env",
+        env,
+        "--seed",
+        str(seed),
+        "--as-test",
+        "--quiet",
+    ] + ([] if curiosity else ["--no-curiosity"])
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - start
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if not lines:
         raise RuntimeError(f"{' '.join(cmd)} printed no RESULT line:\n{proc.stderr[-2000:]}")
-    out = json.loads(lines[-1][len("RESULT "):])
+    out = json.loads(lines[-1][len("RESULT ") :])
     if (proc.returncode == 0) != out["reached"]:
         raise RuntimeError(f"--as-test exit code {proc.returncode} disagrees with {out}")
     return {
@@ -62,8 +74,19 @@ def main() -> None:
             for curiosity in (True, False):
                 rows.append(run_one(env, seed, curiosity))
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    table(rows, ["env", "curiosity", "seed", "reached", "env_steps", "wall_s",
-                 "final_return_mean", "budget_steps"])
+    table(
+        rows,
+        [
+            "env",
+            "curiosity",
+            "seed",
+            "reached",
+            "env_steps",
+            "wall_s",
+            "final_return_mean",
+            "budget_steps",
+        ],
+    )
     print()
     for env in args.envs:
         for kind in ("ICM", "none"):
@@ -73,9 +96,11 @@ def main() -> None:
             if hits:
                 steps = sorted(r["env_steps"] for r in hits)
                 walls = sorted(float(r["wall_s"]) for r in hits)
-                line += (f"; env steps {steps[0]}-{steps[-1]} (median {steps[len(steps) // 2]}),"
-                         f" wall {walls[0]:.1f}-{walls[-1]:.1f} s (median "
-                         f"{walls[len(walls) // 2]:.1f} s)")
+                line += (
+                    f"; env steps {steps[0]}-{steps[-1]} (median {steps[len(steps) // 2]}),"
+                    f" wall {walls[0]:.1f}-{walls[-1]:.1f} s (median "
+                    f"{walls[len(walls) // 2]:.1f} s)"
+                )
             print(line)
 
 

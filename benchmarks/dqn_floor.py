@@ -38,8 +38,9 @@ STEPS, BATCH = 128, 64
 
 
 def _mlp() -> nn.Sequential:
-    return nn.Sequential(nn.Linear(4, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                         nn.Linear(256, 2))
+    return nn.Sequential(
+        nn.Linear(4, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 2)
+    )
 
 
 def main() -> None:
@@ -53,22 +54,29 @@ def main() -> None:
         setattr(config, k, v)
     box = gym.spaces.Box(-5.0, 5.0, (4,), np.float32)
     spec = config.get_multi_rl_module_spec(
-        spaces={DEFAULT_MODULE_ID: (box, gym.spaces.Discrete(2))})
+        spaces={DEFAULT_MODULE_ID: (box, gym.spaces.Discrete(2))}
+    )
     learner = DQNLearner(config=config, module_spec=spec)
     learner.build()
     rng = np.random.default_rng(0)
     n = STEPS * BATCH
-    cols = {Columns.OBS: rng.normal(size=(n, 4)).astype(np.float32),
-            Columns.ACTIONS: rng.integers(0, 2, n),
-            Columns.REWARDS: np.ones(n, np.float32),
-            Columns.NEXT_OBS: rng.normal(size=(n, 4)).astype(np.float32),
-            Columns.TERMINATEDS: rng.random(n) < 0.02, N_STEP: np.ones(n, np.int32),
-            WEIGHTS: np.ones(n, np.float32)}
+    cols = {
+        Columns.OBS: rng.normal(size=(n, 4)).astype(np.float32),
+        Columns.ACTIONS: rng.integers(0, 2, n),
+        Columns.REWARDS: np.ones(n, np.float32),
+        Columns.NEXT_OBS: rng.normal(size=(n, 4)).astype(np.float32),
+        Columns.TERMINATEDS: rng.random(n) < 0.02,
+        N_STEP: np.ones(n, np.int32),
+        WEIGHTS: np.ones(n, np.float32),
+    }
     env_steps = iter(range(100_000, 10**9, 256))
 
     def rlmod_update() -> None:
-        learner.update({DEFAULT_MODULE_ID: cols}, num_gradient_steps=STEPS,
-                       timesteps={"num_env_steps_sampled_lifetime": next(env_steps)})
+        learner.update(
+            {DEFAULT_MODULE_ID: cols},
+            num_gradient_steps=STEPS,
+            timesteps={"num_env_steps_sampled_lifetime": next(env_steps)},
+        )
 
     torch.manual_seed(0)
     q, q_target = _mlp(), _mlp().requires_grad_(False)
@@ -84,8 +92,11 @@ def main() -> None:
             target = t[Columns.REWARDS] + 0.99 * (~t[Columns.TERMINATEDS]) * q_next
         for i in range(STEPS):
             rows = slice(i * BATCH, (i + 1) * BATCH)
-            q_taken = q(t[Columns.OBS][rows]).gather(
-                -1, t[Columns.ACTIONS][rows].unsqueeze(-1)).squeeze(-1)
+            q_taken = (
+                q(t[Columns.OBS][rows])
+                .gather(-1, t[Columns.ACTIONS][rows].unsqueeze(-1))
+                .squeeze(-1)
+            )
             loss = F.smooth_l1_loss(q_taken, target[rows])
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -94,11 +105,22 @@ def main() -> None:
 
     from stable_baselines3 import DQN
 
-    model = DQN("MlpPolicy", "CartPole-v1", learning_rate=2.3e-3, batch_size=64,
-                buffer_size=100_000, learning_starts=1000, gamma=0.99,
-                target_update_interval=10, train_freq=256, gradient_steps=128,
-                exploration_fraction=0.16, exploration_final_eps=0.04,
-                policy_kwargs={"net_arch": [256, 256]}, seed=0)
+    model = DQN(
+        "MlpPolicy",
+        "CartPole-v1",
+        learning_rate=2.3e-3,
+        batch_size=64,
+        buffer_size=100_000,
+        learning_starts=1000,
+        gamma=0.99,
+        target_update_interval=10,
+        train_freq=256,
+        gradient_steps=128,
+        exploration_fraction=0.16,
+        exploration_final_eps=0.04,
+        policy_kwargs={"net_arch": [256, 256]},
+        seed=0,
+    )
     model.learn(3000)
     torch.set_num_threads(1)
     cases: dict[str, Callable[[], None]] = {
@@ -110,16 +132,25 @@ def main() -> None:
         fn()
     best: dict[str, float] = {}
     for r in range(args.rounds):
-        for name in (list(cases) if r % 2 == 0 else list(reversed(cases))):
+        for name in list(cases) if r % 2 == 0 else list(reversed(cases)):
             start = time.process_time()
             cases[name]()
             cases[name]()
             ms = (time.process_time() - start) / (2 * STEPS) * 1e3
             best[name] = min(best.get(name, float("inf")), ms)
     floor_ms, sb3_ms = best["floor: plain torch loop"], best["SB3 DQN.train(gradient_steps=128)"]
-    table([{"what": k, "ms per gradient step (best)": f"{v:.3f}",
-            "vs floor": f"{v / floor_ms:.2f}", "vs SB3": f"{v / sb3_ms:.2f}"}
-           for k, v in best.items()], ["what", "ms per gradient step (best)", "vs floor", "vs SB3"])
+    table(
+        [
+            {
+                "what": k,
+                "ms per gradient step (best)": f"{v:.3f}",
+                "vs floor": f"{v / floor_ms:.2f}",
+                "vs SB3": f"{v / sb3_ms:.2f}",
+            }
+            for k, v in best.items()
+        ],
+        ["what", "ms per gradient step (best)", "vs floor", "vs SB3"],
+    )
     print(f"CPU time, best of {args.rounds} interleaved rounds of 2 x {STEPS} steps.")
 
 

@@ -71,8 +71,11 @@ def _rounds(run: Callable[[bool], None], rounds: int) -> dict[str, str]:
         median, low, high = median_ci(values)
         xs = sorted(values)
         q1, q3 = xs[len(xs) // 4], xs[(3 * len(xs)) // 4]
-        out |= {f"{clock}: on / off (median)": f"{median:.3f}",
-                f"{clock}: 95% CI": f"{low:.3f}-{high:.3f}", f"{clock}: IQR": f"{q1:.3f}-{q3:.3f}"}
+        out |= {
+            f"{clock}: on / off (median)": f"{median:.3f}",
+            f"{clock}: 95% CI": f"{low:.3f}-{high:.3f}",
+            f"{clock}: IQR": f"{q1:.3f}-{q3:.3f}",
+        }
     return out | {"rounds": str(rounds)}
 
 
@@ -91,17 +94,23 @@ def sampling(rounds: int) -> dict[str, str]:
     def run(guard: bool) -> None:
         runner._check_finite_data = guard
         runner.sample(num_timesteps=steps)
+
     return _rounds(run, rounds)
 
 
 def sampling_discrete(rounds: int, num_envs: int) -> dict[str, str]:
-    config = (PPOConfig().environment("FrozenLake-v1", env_config={"is_slippery": True})
-              .env_runners(num_envs_per_env_runner=num_envs).debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment("FrozenLake-v1", env_config={"is_slippery": True})
+        .env_runners(num_envs_per_env_runner=num_envs)
+        .debugging(seed=0)
+    )
     runner = SingleAgentEnvRunner(config=config)
 
     def run(guard: bool) -> None:
         runner._check_obs_space = guard
         runner.sample(num_timesteps=2048)
+
     return _rounds(run, rounds)
 
 
@@ -116,23 +125,29 @@ def learning(rounds: int, *, grad_clip: float | None) -> dict[str, str]:
         learner.set_state(state)  # same start each time: same work (restoring is ~1% of it)
         learner._guard_non_finite = guard
         learner.update(batch)
+
     out = _rounds(run, rounds)
     algo.stop()
     return out
 
 
 def multi_agent(rounds: int, attr: str) -> dict[str, str]:
-    config = (PPOConfig().update_from_dict(FAST_PPO)  # the network measured before
-              .environment(MultiAgentCartPole, env_config={"num_agents": 4})
-              .env_runners(num_envs_per_env_runner=4)
-              .multi_agent(policies={"p0", "p1"},
-                           policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}")
-              .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .update_from_dict(FAST_PPO)  # the network measured before
+        .environment(MultiAgentCartPole, env_config={"num_agents": 4})
+        .env_runners(num_envs_per_env_runner=4)
+        .multi_agent(
+            policies={"p0", "p1"}, policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"
+        )
+        .debugging(seed=0)
+    )
     runner = MultiAgentEnvRunner(config=config)
 
     def run(guard: bool) -> None:
         setattr(runner._intake, attr, guard)  # the guard switches live on the intake
         runner.sample(num_timesteps=2048)
+
     return _rounds(run, rounds)
 
 
@@ -151,8 +166,10 @@ class _MultiAgentFrozenLake(MultiAgentEnv):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         self.live = set(self.possible_agents)
-        return {a: lake.reset(seed=None if seed is None else seed + a)[0]
-                for a, lake in enumerate(self.lakes)}, {}
+        return {
+            a: lake.reset(seed=None if seed is None else seed + a)[0]
+            for a, lake in enumerate(self.lakes)
+        }, {}
 
     def step(self, action_dict: dict):
         obs, rew, term, trunc = {}, {}, {}, {}
@@ -166,54 +183,95 @@ class _MultiAgentFrozenLake(MultiAgentEnv):
 
 
 def multi_agent_discrete(rounds: int) -> dict[str, str]:
-    config = (PPOConfig().update_from_dict(FAST_PPO)
-              .environment(_MultiAgentFrozenLake, env_config={"num_agents": 4})
-              .env_runners(num_envs_per_env_runner=4)
-              .multi_agent(policies={"p0", "p1"},
-                           policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}")
-              .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .update_from_dict(FAST_PPO)
+        .environment(_MultiAgentFrozenLake, env_config={"num_agents": 4})
+        .env_runners(num_envs_per_env_runner=4)
+        .multi_agent(
+            policies={"p0", "p1"}, policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"
+        )
+        .debugging(seed=0)
+    )
     runner = MultiAgentEnvRunner(config=config)
 
     def run(guard: bool) -> None:
         runner._intake.check_in_space = guard
         runner.sample(num_timesteps=2048)
+
     return _rounds(run, rounds)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=61)
-    parser.add_argument("--only", choices=["sampling", "learning", "multi-agent"],
-                        default=None, help="measure one group of rows only")
-    parser.add_argument("--aa", action="store_true",
-                        help="A/A test: the guard off in both arms (shows the noise)")
+    parser.add_argument(
+        "--only",
+        choices=["sampling", "learning", "multi-agent"],
+        default=None,
+        help="measure one group of rows only",
+    )
+    parser.add_argument(
+        "--aa", action="store_true", help="A/A test: the guard off in both arms (shows the noise)"
+    )
     args = parser.parse_args()
     global AA
     AA = args.aa
     torch.set_num_threads(1)
     header("Guard overhead: on / off, median of per-round ratios (on,off,off,on rounds)")
     cases: list[tuple[str, str, Callable[[], dict[str, str]]]] = [
-        ("sampling", "sampling CartPole-v1, non-finite check",
-         lambda: sampling(args.rounds)),
-        ("sampling", "sampling FrozenLake-v1 (1 sub-env), Discrete observation check",
-         lambda: sampling_discrete(args.rounds, 1)),
-        ("sampling", "sampling FrozenLake-v1 (16 sub-envs), Discrete observation check",
-         lambda: sampling_discrete(args.rounds, 16)),
-        ("learning", "learning CartPole-v1 (grad_clip=0.5), loss/grad check",
-         lambda: learning(args.rounds, grad_clip=0.5)),
-        ("learning", "learning CartPole-v1 (no grad_clip), loss/grad check",
-         lambda: learning(args.rounds, grad_clip=None)),
-        ("multi-agent", "multi-agent sampling, non-finite checks",
-         lambda: multi_agent(args.rounds, "check_finite")),
-        ("multi-agent", "multi-agent sampling, shape/dtype check (check_agent_observations)",
-         lambda: multi_agent(args.rounds, "check_obs")),
-        ("multi-agent", "multi-agent sampling FrozenLake-v1 agents, Discrete observation check",
-         lambda: multi_agent_discrete(args.rounds)),
+        ("sampling", "sampling CartPole-v1, non-finite check", lambda: sampling(args.rounds)),
+        (
+            "sampling",
+            "sampling FrozenLake-v1 (1 sub-env), Discrete observation check",
+            lambda: sampling_discrete(args.rounds, 1),
+        ),
+        (
+            "sampling",
+            "sampling FrozenLake-v1 (16 sub-envs), Discrete observation check",
+            lambda: sampling_discrete(args.rounds, 16),
+        ),
+        (
+            "learning",
+            "learning CartPole-v1 (grad_clip=0.5), loss/grad check",
+            lambda: learning(args.rounds, grad_clip=0.5),
+        ),
+        (
+            "learning",
+            "learning CartPole-v1 (no grad_clip), loss/grad check",
+            lambda: learning(args.rounds, grad_clip=None),
+        ),
+        (
+            "multi-agent",
+            "multi-agent sampling, non-finite checks",
+            lambda: multi_agent(args.rounds, "check_finite"),
+        ),
+        (
+            "multi-agent",
+            "multi-agent sampling, shape/dtype check (check_agent_observations)",
+            lambda: multi_agent(args.rounds, "check_obs"),
+        ),
+        (
+            "multi-agent",
+            "multi-agent sampling FrozenLake-v1 agents, Discrete observation check",
+            lambda: multi_agent_discrete(args.rounds),
+        ),
     ]
-    rows = [{"what": name, **measure()} for group, name, measure in cases
-            if args.only in (None, group)]
-    table(rows, ["what", *(f"{clock}: {col}" for clock in ("wall", "cpu")
-                           for col in ("on / off (median)", "95% CI", "IQR")), "rounds"])
+    rows = [
+        {"what": name, **measure()} for group, name, measure in cases if args.only in (None, group)
+    ]
+    table(
+        rows,
+        [
+            "what",
+            *(
+                f"{clock}: {col}"
+                for clock in ("wall", "cpu")
+                for col in ("on / off (median)", "95% CI", "IQR")
+            ),
+            "rounds",
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -34,10 +34,14 @@ ACT = gym.spaces.Discrete(2)
 def make_learner(num_modules: int, *, stack: bool, seed: int = 0):
     """A built PPO Learner with `num_modules` modules ("m0", ...) of CartPole's spaces."""
     ids = [f"m{i}" for i in range(num_modules)]
-    config = (PPOConfig().update_from_dict(FAST_PPO)
-              .multi_agent(policies=set(ids), policy_mapping_fn=lambda aid, ep, **kw: aid,
-                           stack_modules=stack)
-              .debugging(seed=seed))
+    config = (
+        PPOConfig()
+        .update_from_dict(FAST_PPO)
+        .multi_agent(
+            policies=set(ids), policy_mapping_fn=lambda aid, ep, **kw: aid, stack_modules=stack
+        )
+        .debugging(seed=seed)
+    )
     spaces = {"__env__": (BOX, ACT), **{m: (BOX, ACT) for m in ids}}
     spec = config.get_multi_rl_module_spec(spaces=spaces, inference_only=False)
     learner = config.get_default_learner_class()(config=config, module_spec=spec)
@@ -45,8 +49,9 @@ def make_learner(num_modules: int, *, stack: bool, seed: int = 0):
     return learner, ids
 
 
-def synthetic_batch(ids: list[str], rows_per_module: int, *, seed: int = 0,
-                    episode_len: int = 32) -> dict[str, dict[str, np.ndarray]]:
+def synthetic_batch(
+    ids: list[str], rows_per_module: int, *, seed: int = 0, episode_len: int = 32
+) -> dict[str, dict[str, np.ndarray]]:
     """What a multi-agent EnvRunner's sample holds per module: rows in episodes of
     `episode_len` steps (terminated at their end), random observations and actions."""
     rng = np.random.default_rng(seed)
@@ -69,16 +74,19 @@ def synthetic_batch(ids: list[str], rows_per_module: int, *, seed: int = 0,
     return out
 
 
-def learner_update_rows_per_s(num_modules: int, total_rows: int, *, stack: bool = True,
-                              repeats: int = 3) -> float:
+def learner_update_rows_per_s(
+    num_modules: int, total_rows: int, *, stack: bool = True, repeats: int = 3
+) -> float:
     """Agent rows per second of `Learner.update()` (best of `repeats`, after a warm-up):
     `total_rows` rows spread evenly over `num_modules` modules."""
-    return learner_update_timings(num_modules, total_rows, stack=stack,
-                                  repeats=repeats)["rows_per_s"]
+    return learner_update_timings(num_modules, total_rows, stack=stack, repeats=repeats)[
+        "rows_per_s"
+    ]
 
 
-def learner_update_timings(num_modules: int, total_rows: int, *, stack: bool = True,
-                           repeats: int = 3) -> dict[str, float]:
+def learner_update_timings(
+    num_modules: int, total_rows: int, *, stack: bool = True, repeats: int = 3
+) -> dict[str, float]:
     """Seconds and rows per second of `Learner.update()` (best of `repeats`, after a
     warm-up) and of its SGD part alone (update minus the GAE learner connector, timed
     separately on the same batch)."""
@@ -95,13 +103,25 @@ def learner_update_timings(num_modules: int, total_rows: int, *, stack: bool = T
         learner.update(batch)
         update_s.append(time.perf_counter() - t)
     best, gae = min(update_s), min(gae_s)
-    return {"rows": rows, "update_s": best, "gae_s": gae,
-            "rows_per_s": rows / best, "sgd_rows_per_s": rows / max(best - gae, 1e-9),
-            "groups": len(learner._stacks)}
+    return {
+        "rows": rows,
+        "update_s": best,
+        "gae_s": gae,
+        "rows_per_s": rows / best,
+        "sgd_rows_per_s": rows / max(best - gae, 1e-9),
+        "groups": len(learner._stacks),
+    }
 
 
-def bucket_effect(num_modules: int = 1000, *, short: int = 5, long: int = 64,
-                  num_long: int = 2, epochs: int = 3, repeats: int = 3) -> dict[str, float]:
+def bucket_effect(
+    num_modules: int = 1000,
+    *,
+    short: int = 5,
+    long: int = 64,
+    num_long: int = 2,
+    epochs: int = 3,
+    repeats: int = 3,
+) -> dict[str, float]:
     """Seconds per update, stacked, when most modules have `short` rows and `num_long`
     have `long` (agents whose episodes ended early): padded whole (one bucket), against
     the buckets `row_buckets` picks (alternating, best of `repeats`)."""
@@ -134,14 +154,17 @@ def main() -> None:
     parser.add_argument("--modules", type=int, nargs="+", default=[10, 1000])
     parser.add_argument("--unstacked-modules", type=int, nargs="*", default=[10, 100])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--uneven", action="store_true",
-                        help="also time 998 modules of 5 rows beside 2 of 64, padded whole "
-                             "vs in buckets")
+    parser.add_argument(
+        "--uneven",
+        action="store_true",
+        help="also time 998 modules of 5 rows beside 2 of 64, padded whole vs in buckets",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     header("Learner update throughput: stacked groups vs one module at a time")
-    print(f"{args.rows} rows in total, FAST_PPO (10 epochs, minibatch 128, [64, 64]), "
-          "1 torch thread")
+    print(
+        f"{args.rows} rows in total, FAST_PPO (10 epochs, minibatch 128, [64, 64]), 1 torch thread"
+    )
     cases = [(n, True) for n in args.modules] + [(n, False) for n in args.unstacked_modules]
     rows = []
     base = None
@@ -149,18 +172,40 @@ def main() -> None:
         r = learner_update_timings(n, args.rows, stack=stack, repeats=args.repeats)
         if base is None:
             base = r["rows_per_s"]
-        rows.append({"modules": n, "stacked": stack, "groups": r["groups"],
-                     "rows": r["rows"], "update_s": f"{r['update_s']:.3f}",
-                     "gae_s": f"{r['gae_s']:.3f}", "rows/s": f"{r['rows_per_s']:,.0f}",
-                     "SGD rows/s": f"{r['sgd_rows_per_s']:,.0f}",
-                     "vs first": f"{r['rows_per_s'] / base:.2f}"})
-    table(rows, ["modules", "stacked", "groups", "rows", "update_s", "gae_s", "rows/s",
-                 "SGD rows/s", "vs first"])
+        rows.append(
+            {
+                "modules": n,
+                "stacked": stack,
+                "groups": r["groups"],
+                "rows": r["rows"],
+                "update_s": f"{r['update_s']:.3f}",
+                "gae_s": f"{r['gae_s']:.3f}",
+                "rows/s": f"{r['rows_per_s']:,.0f}",
+                "SGD rows/s": f"{r['sgd_rows_per_s']:,.0f}",
+                "vs first": f"{r['rows_per_s'] / base:.2f}",
+            }
+        )
+    table(
+        rows,
+        [
+            "modules",
+            "stacked",
+            "groups",
+            "rows",
+            "update_s",
+            "gae_s",
+            "rows/s",
+            "SGD rows/s",
+            "vs first",
+        ],
+    )
     if args.uneven:
         r = bucket_effect(repeats=args.repeats)
-        print(f"\n1,000 modules, 998 with 5 rows and 2 with 64, 3 epochs: padded whole "
-              f"{r['whole']:.3f} s, in buckets {r['buckets']:.3f} s per update "
-              f"({r['whole'] / r['buckets']:.2f}x)")
+        print(
+            f"\n1,000 modules, 998 with 5 rows and 2 with 64, 3 epochs: padded whole "
+            f"{r['whole']:.3f} s, in buckets {r['buckets']:.3f} s per update "
+            f"({r['whole'] / r['buckets']:.2f}x)"
+        )
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ def greedy_failures(module: torch.nn.Module, episodes: int = 5) -> list[tuple[in
         while not (term or trunc):
             with torch.no_grad():
                 logits = module.forward_inference(
-                    {"obs": torch.as_tensor(obs[None], dtype=torch.float32)})["action_dist_inputs"]
+                    {"obs": torch.as_tensor(obs[None], dtype=torch.float32)}
+                )["action_dist_inputs"]
             obs, _, term, trunc, _ = env.step(int(logits.argmax()))
             length += 1
         out.append((length, "x" if abs(obs[0]) > 2.4 else "theta" if term else "trunc"))
@@ -82,19 +83,28 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-iterations", type=int, default=400)
-    parser.add_argument("--settings", default=json.dumps(MANY_PPO),
-                        help="PPO settings (JSON) over FAST_PPO; default MANY_PPO")
+    parser.add_argument(
+        "--settings",
+        default=json.dumps(MANY_PPO),
+        help="PPO settings (JSON) over FAST_PPO; default MANY_PPO",
+    )
     args = parser.parse_args()
     n, settings = args.agents, json.loads(args.settings)
-    config = (PPOConfig().update_from_dict({**FAST_PPO, **settings})
-              .environment(MultiAgentCartPole, env_config={"num_agents": n})
-              .learners(num_threads_per_learner=1)
-              .multi_agent(policies={f"m{i}" for i in range(n)},
-                           policy_mapping_fn=lambda aid, episode: f"m{aid % n}")
-              .debugging(seed=args.seed))
+    config = (
+        PPOConfig()
+        .update_from_dict({**FAST_PPO, **settings})
+        .environment(MultiAgentCartPole, env_config={"num_agents": n})
+        .learners(num_threads_per_learner=1)
+        .multi_agent(
+            policies={f"m{i}" for i in range(n)},
+            policy_mapping_fn=lambda aid, episode: f"m{aid % n}",
+        )
+        .debugging(seed=args.seed)
+    )
     algo = config.build_algo()
-    print(f"{n} agents on {n} modules, seed {args.seed}, settings {json.dumps(settings)}",
-          flush=True)
+    print(
+        f"{n} agents on {n} modules, seed {args.seed}, settings {json.dumps(settings)}", flush=True
+    )
     means: dict[int, float] = {}
     start = time.time()
     for it in range(1, args.max_iterations + 1):
@@ -106,21 +116,27 @@ def main() -> None:
             stats = []
             for aid, mean in weakest[:4]:
                 s = result["learners"].get(f"m{aid}", {})
-                stats.append(f"m{aid} {mean:.0f}: entropy {s.get('entropy', np.nan):.3f}, "
-                             f"explained var {s.get('vf_explained_var', np.nan):.2f}, "
-                             f"KL {s.get('mean_kl_loss', np.nan):.4f}, "
-                             f"rows {s.get('num_module_steps_trained', 0)}")
-            print(f"it. {it}, {result['num_env_steps_sampled_lifetime']} env steps, "
-                  f"{time.time() - start:.0f} s: {below} below 450 | " + " | ".join(stats),
-                  flush=True)
+                stats.append(
+                    f"m{aid} {mean:.0f}: entropy {s.get('entropy', np.nan):.3f}, "
+                    f"explained var {s.get('vf_explained_var', np.nan):.2f}, "
+                    f"KL {s.get('mean_kl_loss', np.nan):.4f}, "
+                    f"rows {s.get('num_module_steps_trained', 0)}"
+                )
+            print(
+                f"it. {it}, {result['num_env_steps_sampled_lifetime']} env steps, "
+                f"{time.time() - start:.0f} s: {below} below 450 | " + " | ".join(stats),
+                flush=True,
+            )
         if below == 0:
             print(f"reached at iteration {it}")
             break
     states = random_play_states()
     for aid, mean in weakest[:4]:
         module = algo.learner_group.learner.module[f"m{aid}"]
-        print(f"m{aid} (training mean {mean:.0f}): greedy episodes {greedy_failures(module)}; "
-              f"{value_health(module, states)}")
+        print(
+            f"m{aid} (training mean {mean:.0f}): greedy episodes {greedy_failures(module)}; "
+            f"{value_health(module, states)}"
+        )
 
 
 if __name__ == "__main__":

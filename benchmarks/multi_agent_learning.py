@@ -77,9 +77,15 @@ print(json.dumps({"first": {k: round(v, 1) for k, v in sorted(first.items())},
 
 
 MANY_PPO = {
-    "num_envs_per_env_runner": 8, "train_batch_size": 1024, "minibatch_size": 512,
-    "num_epochs": 10, "gamma": 0.98, "lambda_": 0.8, "lr": [[0, 1e-3], [450_000, 1e-4]],
-    "entropy_coeff": 0.01, "kl_early_stop": 0.03,
+    "num_envs_per_env_runner": 8,
+    "train_batch_size": 1024,
+    "minibatch_size": 512,
+    "num_epochs": 10,
+    "gamma": 0.98,
+    "lambda_": 0.8,
+    "lr": [[0, 1e-3], [450_000, 1e-4]],
+    "entropy_coeff": 0.01,
+    "kl_early_stop": 0.03,
     "model_config": {"fcnet_hiddens": [64, 64], "head_fcnet_hiddens": [64]},
 }
 """PPO settings of `--many-agents`, on top of FAST_PPO, for both runs (4 agents on 2
@@ -171,45 +177,82 @@ def many_agents(args: argparse.Namespace) -> None:
     """N agents on N independent modules against 4 agents on 2 policies, same seeds and
     settings (MANY_PPO), both until every agent's training mean return is >= 450."""
     n = args.many_agents
-    print(f"\n## MultiAgentCartPole, {n} agents on {n} independent modules (stacked) "
-          "against 4 agents on 2 policies, until every agent's training mean return (over "
-          "its last 100 episodes, as train() reports it) is >= 450\n")
-    print(f"Settings (on top of FAST_PPO, both runs): {json.dumps(MANY_PPO)}; "
-          "wall to the stop, from spawn\n")
+    print(
+        f"\n## MultiAgentCartPole, {n} agents on {n} independent modules (stacked) "
+        "against 4 agents on 2 policies, until every agent's training mean return (over "
+        "its last 100 episodes, as train() reports it) is >= 450\n"
+    )
+    print(
+        f"Settings (on top of FAST_PPO, both runs): {json.dumps(MANY_PPO)}; "
+        "wall to the stop, from spawn\n"
+    )
     rows = []
     for seed in args.seeds:
         base = None
         for agents, modules in ((4, 2), (n, n)):
             spawn = time.time()
-            r = run_timed(MANY, agents, modules, seed, args.max_iterations,
-                          json.dumps(MANY_PPO), args.progress or "")
+            r = run_timed(
+                MANY,
+                agents,
+                modules,
+                seed,
+                args.max_iterations,
+                json.dumps(MANY_PPO),
+                args.progress or "",
+            )
             # Wall from spawn to the stop (the greedy evaluation after it is left out);
             # the process's whole wall when the criterion was not reached.
             wall = r["reached_at"] - spawn if r["reached"] else r["wall_s"]
             base = base or wall
-            rows.append({"run": f"{agents} agents, {modules} modules", "seed": seed,
-                         "reached": r["reached"], "iterations": r["iterations"],
-                         "env steps": f"{r['env_steps']:,}",
-                         "agent steps": f"{r['agent_steps']:,}",
-                         "wall s": f"{wall:.1f}", "wall / 2-policy": f"{wall / base:.2f}",
-                         "cpu s (whole process)": f"{r['cpu_s']:.1f}",
-                         "training min / median": f"{r['train_min']} / {r['train_median']}",
-                         "greedy min": r["greedy_min"]})
-    table(rows, ["run", "seed", "reached", "iterations", "env steps", "agent steps",
-                 "wall s", "wall / 2-policy", "cpu s (whole process)",
-                 "training min / median", "greedy min"])
+            rows.append(
+                {
+                    "run": f"{agents} agents, {modules} modules",
+                    "seed": seed,
+                    "reached": r["reached"],
+                    "iterations": r["iterations"],
+                    "env steps": f"{r['env_steps']:,}",
+                    "agent steps": f"{r['agent_steps']:,}",
+                    "wall s": f"{wall:.1f}",
+                    "wall / 2-policy": f"{wall / base:.2f}",
+                    "cpu s (whole process)": f"{r['cpu_s']:.1f}",
+                    "training min / median": f"{r['train_min']} / {r['train_median']}",
+                    "greedy min": r["greedy_min"],
+                }
+            )
+    table(
+        rows,
+        [
+            "run",
+            "seed",
+            "reached",
+            "iterations",
+            "env steps",
+            "agent steps",
+            "wall s",
+            "wall / 2-policy",
+            "cpu s (whole process)",
+            "training min / median",
+            "greedy min",
+        ],
+    )
     print(f"\nLoad average at the end: {os.getloadavg()}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--many-agents", type=int, default=None,
-                        help="only the N-agent, N-module run against the 2-policy one")
+    parser.add_argument(
+        "--many-agents",
+        type=int,
+        default=None,
+        help="only the N-agent, N-module run against the 2-policy one",
+    )
     parser.add_argument("--max-iterations", type=int, default=1000)
-    parser.add_argument("--progress", default=None,
-                        help="--many-agents: append each run's progress every 25 "
-                             "iterations to this file")
+    parser.add_argument(
+        "--progress",
+        default=None,
+        help="--many-agents: append each run's progress every 25 iterations to this file",
+    )
     args = parser.parse_args()
     header("Multi-agent PPO learning")
     if args.many_agents:
@@ -220,21 +263,48 @@ def main() -> None:
     for mode in ("independent", "shared"):
         for seed in args.seeds:
             r = run_timed(CARTPOLE, "shared" if mode == "shared" else "independent", seed)
-            rows.append({"policies": "p0, p1 (agents 0, 2 / 1, 3)" if mode == "independent"
-                         else "one shared", "seed": seed, "reached": r["reached"],
-                         "iterations": r["iterations"],
-                         "env steps": f"{r['env_steps']:,}",
-                         "wall s": f"{r['wall_s']:.1f}", "agent returns": r["agents"],
-                         "module returns": r["modules"]})
-    table(rows, ["policies", "seed", "reached", "iterations", "env steps", "wall s",
-                 "agent returns", "module returns"])
-    print("\n## TwoTeamGuessingEnv (PettingZoo, through ParallelPettingZooEnv), 25 iterations "
-          "of 500 env steps; random play ~19.4 red / 11 blue, perfect 75\n")
+            rows.append(
+                {
+                    "policies": "p0, p1 (agents 0, 2 / 1, 3)"
+                    if mode == "independent"
+                    else "one shared",
+                    "seed": seed,
+                    "reached": r["reached"],
+                    "iterations": r["iterations"],
+                    "env steps": f"{r['env_steps']:,}",
+                    "wall s": f"{r['wall_s']:.1f}",
+                    "agent returns": r["agents"],
+                    "module returns": r["modules"],
+                }
+            )
+    table(
+        rows,
+        [
+            "policies",
+            "seed",
+            "reached",
+            "iterations",
+            "env steps",
+            "wall s",
+            "agent returns",
+            "module returns",
+        ],
+    )
+    print(
+        "\n## TwoTeamGuessingEnv (PettingZoo, through ParallelPettingZooEnv), 25 iterations "
+        "of 500 env steps; random play ~19.4 red / 11 blue, perfect 75\n"
+    )
     rows = []
     for seed in args.seeds:
         r = run_timed(TEAMS, seed)
-        rows.append({"seed": seed, "first iteration": r["first"], "after 25": r["last"],
-                     "wall s": f"{r['wall_s']:.1f}"})
+        rows.append(
+            {
+                "seed": seed,
+                "first iteration": r["first"],
+                "after 25": r["last"],
+                "wall s": f"{r['wall_s']:.1f}",
+            }
+        )
     table(rows, ["seed", "first iteration", "after 25", "wall s"])
 
 

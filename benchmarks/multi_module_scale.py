@@ -29,8 +29,12 @@ import numpy as np
 from _common import header, table
 from _stacked_scale import issue17_section
 
-DEFAULT_RLLIB_PYTHON = (sys.executable if importlib.util.find_spec("ray") is not None
-                        and importlib.util.find_spec("ray.rllib") is not None else None)
+DEFAULT_RLLIB_PYTHON = (
+    sys.executable
+    if importlib.util.find_spec("ray") is not None
+    and importlib.util.find_spec("ray.rllib") is not None
+    else None
+)
 
 # Each child is HEADER + a library's prelude + a shared body. A prelude defines what the
 # body needs from its library (see _rllib_scale.py for the list); rlmod's are below.
@@ -265,8 +269,10 @@ print(json.dumps({"raw": total_rate(raws), "runner": total_rate(runs),
                   "floor": total_rate(floors), "floor_ratio": total_rate(floors) / total_rate(raws)}))
 """
 
-CHILDREN = {"rlmod": {"spec": RLMOD_SPEC, "build": RLMOD_BUILD, "sample": RLMOD_SAMPLE},
-            "RLlib": {"spec": rl.SPEC, "build": rl.BUILD, "sample": rl.SAMPLE}}
+CHILDREN = {
+    "rlmod": {"spec": RLMOD_SPEC, "build": RLMOD_BUILD, "sample": RLMOD_SAMPLE},
+    "RLlib": {"spec": rl.SPEC, "build": rl.BUILD, "sample": rl.SAMPLE},
+}
 BODIES = {"spec": SPEC_BODY, "build": BUILD_BODY, "sample": SAMPLE_BODY}
 
 
@@ -294,8 +300,13 @@ class Libraries:
             return rl.run_child(sys.executable, code, *argv)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         try:
-            return rl.run_child(a.rllib_python, code, *argv, timeout=a.rllib_timeout,
-                                pythonpath=root if a.rllib_env == "rlmod" else None)
+            return rl.run_child(
+                a.rllib_python,
+                code,
+                *argv,
+                timeout=a.rllib_timeout,
+                pythonpath=root if a.rllib_env == "rlmod" else None,
+            )
         except rl.ChildTimeout:
             return f"did not finish in {a.rllib_timeout:.0f} s"
         except RuntimeError as e:
@@ -317,102 +328,166 @@ def spec_section(libs: Libraries) -> None:
         fit = rl.quadratic_fit([r["n"] for r in ok["RLlib"]], [r["spec_s"] for r in ok["RLlib"]])
         for n in a.sizes:
             if n > a.rllib_max_n:
-                runs["RLlib"][n] = ("skipped (N > --rllib-max-n)" if fit is None else
-                                    f"skipped (est. {seconds(fit(n))} s from the quadratic fit)")
-    columns = ["modules", "library", "get_multi_rl_module_spec ms",
-               "get_config_for_module, all (first) ms", "(cached) ms", "spec + configs ms",
-               "build MultiRLModule s", "RSS / module KB", "params / module KB"]
+                runs["RLlib"][n] = (
+                    "skipped (N > --rllib-max-n)"
+                    if fit is None
+                    else f"skipped (est. {seconds(fit(n))} s from the quadratic fit)"
+                )
+    columns = [
+        "modules",
+        "library",
+        "get_multi_rl_module_spec ms",
+        "get_config_for_module, all (first) ms",
+        "(cached) ms",
+        "spec + configs ms",
+        "build MultiRLModule s",
+        "RSS / module KB",
+        "params / module KB",
+    ]
     rows = []
     for n in a.sizes:
         for lib in libs.names:
             r = runs[lib][n]
-            cells = [r] if isinstance(r, str) else [  # r: why there is no measurement
-                f"{r['spec_s'] * 1e3:.2f}", f"{r['cfg_first_s'] * 1e3:.2f}",
-                f"{r['cfg_cached_s'] * 1e3:.2f}", f"{(r['spec_s'] + r['cfg_first_s']) * 1e3:.2f}",
-                f"{r['build_s']:.2f}", f"{r['rss_delta_kb'] / n:.1f}",
-                f"{r['param_bytes'] / n / 1024:.1f}"]
+            cells = (
+                [r]
+                if isinstance(r, str)
+                else [  # r: why there is no measurement
+                    f"{r['spec_s'] * 1e3:.2f}",
+                    f"{r['cfg_first_s'] * 1e3:.2f}",
+                    f"{r['cfg_cached_s'] * 1e3:.2f}",
+                    f"{(r['spec_s'] + r['cfg_first_s']) * 1e3:.2f}",
+                    f"{r['build_s']:.2f}",
+                    f"{r['rss_delta_kb'] / n:.1f}",
+                    f"{r['param_bytes'] / n / 1024:.1f}",
+                ]
+            )
             rows.append(dict(zip(columns, [f"{n:,}", lib, *cells], strict=False)))
     table(rows, columns)
-    print("\nGrowth with N (least squares on log-log: exponent 1 is linear; "
-          "and the cost per module at the largest N):")
+    print(
+        "\nGrowth with N (least squares on log-log: exponent 1 is linear; "
+        "and the cost per module at the largest N):"
+    )
     for lib in libs.names:
         if len(ok[lib]) < 2:
             print(f"- {lib}: fewer than two sizes measured")
             continue
         n = np.array([r["n"] for r in ok[lib]], float)
-        for key, label in (("spec_s", "get_multi_rl_module_spec"),
-                           ("cfg_first_s", "get_config_for_module over all"),
-                           ("build_s", "build MultiRLModule")):
+        for key, label in (
+            ("spec_s", "get_multi_rl_module_spec"),
+            ("cfg_first_s", "get_config_for_module over all"),
+            ("build_s", "build MultiRLModule"),
+        ):
             t = np.array([r[key] for r in ok[lib]])
             exponent = np.polyfit(np.log(n), np.log(np.maximum(t, 1e-9)), 1)[0]
             slope = np.polyfit(n, t, 1)[0]
-            print(f"- {lib}, {label}: exponent {exponent:.2f}, "
-                  f"slope {slope * 1e6:.2f} us per module")
+            print(
+                f"- {lib}, {label}: exponent {exponent:.2f}, slope {slope * 1e6:.2f} us per module"
+            )
 
 
 def build_section(libs: Libraries) -> None:
     a = libs.args
     agents = {"rlmod": a.build_agents, "RLlib": a.rllib_build_agents}
-    print("\n## build_algo() and first train(): MultiAgentCartPole, one module per agent, "
-          "PPO, train_batch_size=64 env steps, minibatch_size=None\n")
-    columns = ["library", "agents", "build_algo s", "peak RSS after build MB",
-               "first train() s", "of it sample / learn / sync s", "peak RSS after train MB",
-               "modules trained", "agent steps", "Ray start s"]
+    print(
+        "\n## build_algo() and first train(): MultiAgentCartPole, one module per agent, "
+        "PPO, train_batch_size=64 env steps, minibatch_size=None\n"
+    )
+    columns = [
+        "library",
+        "agents",
+        "build_algo s",
+        "peak RSS after build MB",
+        "first train() s",
+        "of it sample / learn / sync s",
+        "peak RSS after train MB",
+        "modules trained",
+        "agent steps",
+        "Ray start s",
+    ]
     rows = []
     for lib in libs.names:
         r = libs.child(lib, "build", agents[lib])
         if isinstance(r, str):
             rows.append({"library": lib, "agents": f"{agents[lib]:,}", "build_algo s": r})
             continue
-        rows.append({
-            "library": lib, "agents": f"{agents[lib]:,}",
-            "Ray start s": f"{r['start_s']:.2f}" if lib == "RLlib" else "-",
-            "build_algo s": f"{r['build_s']:.2f}",
-            "peak RSS after build MB": f"{r['rss_after_build_mb']:.0f}",
-            "first train() s": f"{r['train_s']:.2f}",
-            "of it sample / learn / sync s": " / ".join(f"{t:.2f}" for t in r["timers"]),
-            "peak RSS after train MB": f"{r['rss_after_train_mb']:.0f}",
-            "modules trained": r["modules_trained"], "agent steps": r["agent_steps"]})
+        rows.append(
+            {
+                "library": lib,
+                "agents": f"{agents[lib]:,}",
+                "Ray start s": f"{r['start_s']:.2f}" if lib == "RLlib" else "-",
+                "build_algo s": f"{r['build_s']:.2f}",
+                "peak RSS after build MB": f"{r['rss_after_build_mb']:.0f}",
+                "first train() s": f"{r['train_s']:.2f}",
+                "of it sample / learn / sync s": " / ".join(f"{t:.2f}" for t in r["timers"]),
+                "peak RSS after train MB": f"{r['rss_after_train_mb']:.0f}",
+                "modules trained": r["modules_trained"],
+                "agent steps": r["agent_steps"],
+            }
+        )
     table(rows, columns)
     if "RLlib" in libs.names:
-        print("\nRLlib needs a running Ray even with num_env_runners=0 (EnvRunnerGroup calls "
-              "ray.put): its child calls ray.init() first, timed apart (\"Ray start\"); peak "
-              "RSS is the driver process's, without Ray's own processes.")
+        print(
+            "\nRLlib needs a running Ray even with num_env_runners=0 (EnvRunnerGroup calls "
+            'ray.put): its child calls ray.init() first, timed apart ("Ray start"); peak '
+            "RSS is the driver process's, without Ray's own processes."
+        )
 
 
 def sample_section(libs: Libraries) -> None:
     a = libs.args
-    print(f"\n## Sampling: MultiAgentCartPole, {a.sample_agents:,} agents mapped to 10 "
-          "modules, one EnvRunner vs the env's raw rate (alternating rounds)\n")
-    columns = ["num_envs_per_env_runner", "library", "raw env agent steps/s",
-               "EnvRunner agent steps/s", "ratio, all rounds", "ratio per round: median (range)",
-               "floor loop agent steps/s", "floor ratio", "EnvRunner / floor"]
+    print(
+        f"\n## Sampling: MultiAgentCartPole, {a.sample_agents:,} agents mapped to 10 "
+        "modules, one EnvRunner vs the env's raw rate (alternating rounds)\n"
+    )
+    columns = [
+        "num_envs_per_env_runner",
+        "library",
+        "raw env agent steps/s",
+        "EnvRunner agent steps/s",
+        "ratio, all rounds",
+        "ratio per round: median (range)",
+        "floor loop agent steps/s",
+        "floor ratio",
+        "EnvRunner / floor",
+    ]
     rows = []
     for num_envs in a.num_envs:
         for lib in libs.names:
-            steps, rounds = (50, a.rounds) if lib == "rlmod" else (a.rllib_sample_steps,
-                                                                  a.rllib_rounds)
+            steps, rounds = (
+                (50, a.rounds) if lib == "rlmod" else (a.rllib_sample_steps, a.rllib_rounds)
+            )
             r = libs.child(lib, "sample", a.sample_agents, 10, num_envs, rounds, steps)
             row = {"num_envs_per_env_runner": num_envs, "library": lib}
             if isinstance(r, str):
                 rows.append({**row, "raw env agent steps/s": r})
                 continue
-            rows.append({**row, "raw env agent steps/s": f"{r['raw']:,.0f}",
-                         "EnvRunner agent steps/s": f"{r['runner']:,.0f}",
-                         "ratio, all rounds": f"{r['ratio_all']:.3f}",
-                         "ratio per round: median (range)": f"{r['ratio']:.3f} "
-                         f"({r['ratio_min']:.3f}-{r['ratio_max']:.3f})",
-                         "floor loop agent steps/s": fmt(r["floor"], ",.0f"),
-                         "floor ratio": fmt(r["floor_ratio"], ".3f"),
-                         "EnvRunner / floor": fmt(r["runner"] / r["floor"], ".2f")})
+            rows.append(
+                {
+                    **row,
+                    "raw env agent steps/s": f"{r['raw']:,.0f}",
+                    "EnvRunner agent steps/s": f"{r['runner']:,.0f}",
+                    "ratio, all rounds": f"{r['ratio_all']:.3f}",
+                    "ratio per round: median (range)": f"{r['ratio']:.3f} "
+                    f"({r['ratio_min']:.3f}-{r['ratio_max']:.3f})",
+                    "floor loop agent steps/s": fmt(r["floor"], ",.0f"),
+                    "floor ratio": fmt(r["floor_ratio"], ".3f"),
+                    "EnvRunner / floor": fmt(r["runner"] / r["floor"], ".2f"),
+                }
+            )
     table(rows, columns)
-    print("\nRates over all rounds (equal-time rounds of 0.3 s: raw, EnvRunner, floor, raw). "
-          "floor loop (rlmod only): only what any runner must do per step (one forward pass "
-          "and sampling per module, the action dicts, step(), reading every returned dict), "
-          "in steady state, recording nothing. rlmod: "
-          f"{a.rounds} rounds, sample() calls of 50 env steps per env" + (f"; RLlib: {a.rllib_rounds} rounds, calls of {a.rllib_sample_steps} env "
-                   "steps per env (each round takes at least two calls)."
-                   if "RLlib" in libs.names else "."))
+    print(
+        "\nRates over all rounds (equal-time rounds of 0.3 s: raw, EnvRunner, floor, raw). "
+        "floor loop (rlmod only): only what any runner must do per step (one forward pass "
+        "and sampling per module, the action dicts, step(), reading every returned dict), "
+        "in steady state, recording nothing. rlmod: "
+        f"{a.rounds} rounds, sample() calls of 50 env steps per env"
+        + (
+            f"; RLlib: {a.rllib_rounds} rounds, calls of {a.rllib_sample_steps} env "
+            "steps per env (each round takes at least two calls)."
+            if "RLlib" in libs.names
+            else "."
+        )
+    )
 
 
 def main() -> None:
@@ -429,35 +504,63 @@ def main() -> None:
     i17.add_argument("--skip-issue17", action="store_true")
     i17.add_argument("--skip-10k", action="store_true", help="no 10,000-agent run")
     i17.add_argument("--issue17-envs", type=int, default=32)
-    i17.add_argument("--issue17-rounds", type=int, default=48,
-                     help="sampling rounds of 10-step calls (the training-size calls: as "
-                          "many env steps, at least 8 rounds)")
+    i17.add_argument(
+        "--issue17-rounds",
+        type=int,
+        default=48,
+        help="sampling rounds of 10-step calls (the training-size calls: as "
+        "many env steps, at least 8 rounds)",
+    )
     i17.add_argument("--issue17-learner-rows", type=int, default=64_000)
-    i17.add_argument("--issue17-sample-only", action="store_true",
-                     help="only the sampling child (no build/train/Learner children)")
-    i17.add_argument("--issue17-threads", default="auto",
-                     help="num_threads_per_learner of the sampling child: auto (None, "
-                          "the default) or a count")
-    i17.add_argument("--issue17-timeout", type=float, default=600.0,
-                     help="seconds per build/train child")
+    i17.add_argument(
+        "--issue17-sample-only",
+        action="store_true",
+        help="only the sampling child (no build/train/Learner children)",
+    )
+    i17.add_argument(
+        "--issue17-threads",
+        default="auto",
+        help="num_threads_per_learner of the sampling child: auto (None, the default) or a count",
+    )
+    i17.add_argument(
+        "--issue17-timeout", type=float, default=600.0, help="seconds per build/train child"
+    )
     rllib = parser.add_argument_group("RLlib side by side (each in a child process)")
-    rllib.add_argument("--rllib-python", default=DEFAULT_RLLIB_PYTHON,
-                       help="interpreter with ray[rllib]; 'none' to skip (default: this "
-                            "one if it imports ray.rllib)")
-    rllib.add_argument("--rllib-max-n", type=int, default=1000,
-                       help="skip the spec measurement above this many modules")
-    rllib.add_argument("--rllib-build-agents", type=int,
-                       help="agents for build_algo (default: --build-agents)")
-    rllib.add_argument("--rllib-timeout", type=float, default=900.0,
-                       help="seconds per RLlib child")
+    rllib.add_argument(
+        "--rllib-python",
+        default=DEFAULT_RLLIB_PYTHON,
+        help="interpreter with ray[rllib]; 'none' to skip (default: this "
+        "one if it imports ray.rllib)",
+    )
+    rllib.add_argument(
+        "--rllib-max-n",
+        type=int,
+        default=1000,
+        help="skip the spec measurement above this many modules",
+    )
+    rllib.add_argument(
+        "--rllib-build-agents", type=int, help="agents for build_algo (default: --build-agents)"
+    )
+    rllib.add_argument("--rllib-timeout", type=float, default=900.0, help="seconds per RLlib child")
     rllib.add_argument("--rllib-rounds", type=int, default=3)
-    rllib.add_argument("--rllib-sample-steps", type=int, default=5,
-                       help="env steps per env in each sample() call (rlmod: 50)")
-    rllib.add_argument("--rllib-env", choices=["rllib", "rlmod"], default="rllib",
-                       help="RLlib's own MultiAgentCartPole, or rlmod's in a wrapper")
-    rllib.add_argument("--rllib-match-rlmod", action="store_true",
-                       help="RLlib with rlmod's defaults: fcnet_hiddens [64, 64], "
-                            "num_epochs 10 (RLlib's: [256, 256], 30)")
+    rllib.add_argument(
+        "--rllib-sample-steps",
+        type=int,
+        default=5,
+        help="env steps per env in each sample() call (rlmod: 50)",
+    )
+    rllib.add_argument(
+        "--rllib-env",
+        choices=["rllib", "rlmod"],
+        default="rllib",
+        help="RLlib's own MultiAgentCartPole, or rlmod's in a wrapper",
+    )
+    rllib.add_argument(
+        "--rllib-match-rlmod",
+        action="store_true",
+        help="RLlib with rlmod's defaults: fcnet_hiddens [64, 64], "
+        "num_epochs 10 (RLlib's: [256, 256], 30)",
+    )
     args = parser.parse_args()
     if args.rllib_python in (None, "none"):
         args.rllib_python = None
@@ -467,15 +570,21 @@ def main() -> None:
     header("Multi-module scale")
     libs = Libraries(args)
     if args.rllib_python:
-        print(f"RLlib: {args.rllib_python} ({rl.version(args.rllib_python)}), new API stack; "
-              f"env: {rl.ENV_NAMES[args.rllib_env]}; model: " +
-              ("rlmod's defaults (fcnet_hiddens [64, 64], num_epochs 10)"
-               if args.rllib_match_rlmod else
-               "each library's defaults (fcnet_hiddens rlmod [64, 64], RLlib [256, 256]; "
-               "PPO num_epochs rlmod 10, RLlib 30)"))
+        print(
+            f"RLlib: {args.rllib_python} ({rl.version(args.rllib_python)}), new API stack; "
+            f"env: {rl.ENV_NAMES[args.rllib_env]}; model: "
+            + (
+                "rlmod's defaults (fcnet_hiddens [64, 64], num_epochs 10)"
+                if args.rllib_match_rlmod
+                else "each library's defaults (fcnet_hiddens rlmod [64, 64], RLlib [256, 256]; "
+                "PPO num_epochs rlmod 10, RLlib 30)"
+            )
+        )
     else:
-        print("RLlib: not found (no --rllib-python, and this interpreter cannot import "
-              "ray.rllib); rlmod only")
+        print(
+            "RLlib: not found (no --rllib-python, and this interpreter cannot import "
+            "ray.rllib); rlmod only"
+        )
     if args.issue17_only:
         issue17_section(args)
         return

@@ -119,17 +119,24 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--only", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
-    parser.add_argument("--base-tree", default=None,
-                        help="another checkout whose rlmod gets its own row ('rlmod base')")
+    parser.add_argument(
+        "--base-tree",
+        default=None,
+        help="another checkout whose rlmod gets its own row ('rlmod base')",
+    )
     args = parser.parse_args()
-    header("Off-policy: rlmod vs Stable-Baselines3 (rl-baselines3-zoo settings), one process "
-           "per run, interleaved")
+    header(
+        "Off-policy: rlmod vs Stable-Baselines3 (rl-baselines3-zoo settings), one process "
+        "per run, interleaved"
+    )
     rows = []
     for task in args.only:
         title, ours_code, sb3_code, max_steps = TASKS[task]
         runs: dict[str, list[dict]] = {"rlmod": [], "sb3": []}
-        who_code: list[tuple[str, str, str | None]] = [("rlmod", ours_code, None),
-                                                       ("sb3", sb3_code, None)]
+        who_code: list[tuple[str, str, str | None]] = [
+            ("rlmod", ours_code, None),
+            ("sb3", sb3_code, None),
+        ]
         if args.base_tree:
             runs["rlmod base"] = []
             who_code.append(("rlmod base", ours_code, args.base_tree))
@@ -138,19 +145,37 @@ def main() -> None:
                 out = run_timed(code, seed, max_steps, pythonpath=tree)
                 runs[who].append(out)
                 print(f"{task} {who} seed {seed}: {out}", flush=True)
-        med = {w: {k: statistics.median(r[k] for r in rs) for k in ("steps", "wall_s", "cpu_s")}
-               for w, rs in runs.items()}
+        med = {
+            w: {k: statistics.median(r[k] for r in rs) for k in ("steps", "wall_s", "cpu_s")}
+            for w, rs in runs.items()
+        }
         for who, rs in runs.items():
             m, sb3 = med[who], med["sb3"]
-            rows.append({"task": title, "library": who,
-                         "reached": f"{sum(r['reached'] for r in rs)}/{len(rs)}",
-                         "env steps (median)": f"{m['steps']:,.0f}",
-                         "wall s (median)": f"{m['wall_s']:.1f}",
-                         "wall vs SB3": f"{m['wall_s'] / sb3['wall_s']:.2f}",
-                         "CPU s (median)": f"{m['cpu_s']:.1f}",
-                         "CPU vs SB3": f"{m['cpu_s'] / sb3['cpu_s']:.2f}"})
-    table(rows, ["task", "library", "reached", "env steps (median)", "wall s (median)",
-                 "wall vs SB3", "CPU s (median)", "CPU vs SB3"])
+            rows.append(
+                {
+                    "task": title,
+                    "library": who,
+                    "reached": f"{sum(r['reached'] for r in rs)}/{len(rs)}",
+                    "env steps (median)": f"{m['steps']:,.0f}",
+                    "wall s (median)": f"{m['wall_s']:.1f}",
+                    "wall vs SB3": f"{m['wall_s'] / sb3['wall_s']:.2f}",
+                    "CPU s (median)": f"{m['cpu_s']:.1f}",
+                    "CPU vs SB3": f"{m['cpu_s'] / sb3['cpu_s']:.2f}",
+                }
+            )
+    table(
+        rows,
+        [
+            "task",
+            "library",
+            "reached",
+            "env steps (median)",
+            "wall s (median)",
+            "wall vs SB3",
+            "CPU s (median)",
+            "CPU vs SB3",
+        ],
+    )
 
 
 if __name__ == "__main__":

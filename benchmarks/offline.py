@@ -58,12 +58,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _run_example(script: str, *args: str) -> tuple[dict, float]:
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / "offline" / script), *args],
-                         capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "offline" / script), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     wall = time.perf_counter() - start
     line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):]), wall
+    return json.loads(line[len("RESULT ") :]), wall
 
 
 def _fastest(fns: dict[str, Callable[[], int]], rounds: int) -> dict[str, float]:
@@ -72,24 +76,27 @@ def _fastest(fns: dict[str, Callable[[], int]], rounds: int) -> dict[str, float]
     best = {name: 0.0 for name in fns}
     names = list(fns)
     for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             start = time.perf_counter()
             rows = fns[name]()
             best[name] = max(best[name], rows / (time.perf_counter() - start))
     return best
 
 
-def _paired_rounds(fns: dict[str, Callable[[], int]], rounds: int
-                   ) -> dict[str, dict[str, list[float]]]:
+def _paired_rounds(
+    fns: dict[str, Callable[[], int]], rounds: int
+) -> dict[str, dict[str, list[float]]]:
     """Per round, every function once (order reversed every other round, so a drift in
     the machine's speed hits all alike), timed on the wall clock and on the process's CPU
     clock (all its threads: pyarrow decodes on a pool); returns per clock and function the
     rounds' rows/s."""
     names = list(fns)
-    speeds: dict[str, dict[str, list[float]]] = {"wall": {n: [] for n in names},
-                                                 "cpu": {n: [] for n in names}}
+    speeds: dict[str, dict[str, list[float]]] = {
+        "wall": {n: [] for n in names},
+        "cpu": {n: [] for n in names},
+    }
     for r in range(rounds):
-        for name in (names if r % 2 == 0 else names[::-1]):
+        for name in names if r % 2 == 0 else names[::-1]:
             wall, cpu = time.perf_counter(), time.process_time()
             rows = fns[name]()
             speeds["cpu"][name].append(rows / max(time.process_time() - cpu, 1e-9))
@@ -115,15 +122,28 @@ def read_throughput(data: Path, rounds: int) -> list[dict]:
                 for batch in pq.ParquetFile(f).iter_batches(columns=columns):
                     rows += batch.num_rows
             return rows
+
         return go
 
     def reader(gamma: float | None, prefetch: bool = True) -> Callable[[], int]:
-        transform = module_view(ConnectorPipeline(
-            [], input_observation_space=env.observation_space,
-            input_action_space=env.action_space), env.action_space)
-        r = OfflineReader(files, batch_size=2000, shuffle_buffer_size=10_000, seed=0,
-                          gamma=gamma, obs_shape=(4,), transform=transform,
-                          prefetch=prefetch)
+        transform = module_view(
+            ConnectorPipeline(
+                [],
+                input_observation_space=env.observation_space,
+                input_action_space=env.action_space,
+            ),
+            env.action_space,
+        )
+        r = OfflineReader(
+            files,
+            batch_size=2000,
+            shuffle_buffer_size=10_000,
+            seed=0,
+            gamma=gamma,
+            obs_shape=(4,),
+            transform=transform,
+            prefetch=prefetch,
+        )
         r.next_batch()  # steady state: the shuffle pool is full before timing
 
         def go() -> int:
@@ -131,15 +151,18 @@ def read_throughput(data: Path, rounds: int) -> list[dict]:
             while rows < total:
                 rows += len(r.next_batch()["rewards"])
             return rows
+
         return go
 
     all_cols = "pyarrow scan, all columns"
-    fns = {all_cols: scan(None),
-           "pyarrow scan, BC's columns": scan(list(REQUIRED_COLUMNS)),
-           "pyarrow scan, MARWIL's columns": scan([*REQUIRED_COLUMNS, Columns.NEXT_OBS]),
-           "OfflineReader, BC": reader(None),
-           "OfflineReader, MARWIL (+ returns, bootstrap)": reader(0.99),
-           "OfflineReader, MARWIL, prefetch=False": reader(0.99, prefetch=False)}
+    fns = {
+        all_cols: scan(None),
+        "pyarrow scan, BC's columns": scan(list(REQUIRED_COLUMNS)),
+        "pyarrow scan, MARWIL's columns": scan([*REQUIRED_COLUMNS, Columns.NEXT_OBS]),
+        "OfflineReader, BC": reader(None),
+        "OfflineReader, MARWIL (+ returns, bootstrap)": reader(0.99),
+        "OfflineReader, MARWIL, prefetch=False": reader(0.99, prefetch=False),
+    }
     for fn in fns.values():  # warm-up: files in the page cache, pools filled
         fn()
     speeds = _paired_rounds(fns, rounds)
@@ -157,8 +180,14 @@ def read_throughput(data: Path, rounds: int) -> list[dict]:
     return rows
 
 
-READ_COLUMNS = ["path", *(f"{clock}: {col}" for clock in ("wall", "cpu")
-                          for col in ("rows/s", "vs scan (all), median", "95% CI", "min"))]
+READ_COLUMNS = [
+    "path",
+    *(
+        f"{clock}: {col}"
+        for clock in ("wall", "cpu")
+        for col in ("rows/s", "vs scan (all), median", "95% CI", "min")
+    ),
+]
 
 
 def recording_overhead(rounds: int) -> dict:
@@ -175,6 +204,7 @@ def recording_overhead(rounds: int) -> dict:
                 runner._writer = writer if with_writer else None
                 runner.sample(num_timesteps=steps)
                 return steps
+
             return go
 
         best = _fastest({"with output": sample(True), "without": sample(False)}, rounds)
@@ -182,29 +212,38 @@ def recording_overhead(rounds: int) -> dict:
         runner.stop()
         assert writer is not None
         episodes = writer.num_episodes_written
-    return {"envs": config.num_envs_per_env_runner,
-            "steps/s without": f"{best['without']:,.0f}",
-            "steps/s with output": f"{best['with output']:,.0f}",
-            "ratio with / without": f"{best['with output'] / best['without']:.2f}",
-            "episodes written": episodes}
+    return {
+        "envs": config.num_envs_per_env_runner,
+        "steps/s without": f"{best['without']:,.0f}",
+        "steps/s with output": f"{best['with output']:,.0f}",
+        "ratio with / without": f"{best['with output'] / best['without']:.2f}",
+        "episodes written": episodes,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="interleaved rounds of the recording overhead")
-    parser.add_argument("--read-rounds", type=int, default=41,
-                        help="paired rounds of the read throughput (median and 95%% CI)")
-    parser.add_argument("--only", choices=["read"], default=None,
-                        help="measure the read throughput only")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="interleaved rounds of the recording overhead"
+    )
+    parser.add_argument(
+        "--read-rounds",
+        type=int,
+        default=41,
+        help="paired rounds of the read throughput (median and 95%% CI)",
+    )
+    parser.add_argument(
+        "--only", choices=["read"], default=None, help="measure the read throughput only"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)  # as Algorithm does (num_threads_per_learner); 2 cores shared
     header("Offline RL (BC, MARWIL, Parquet)")
     work = Path(tempfile.mkdtemp(prefix="rlmod_offline_bench_"))
     expert = work / "expert"
-    rows = record_episodes(gym.make("CartPole-v1"), cartpole_expert, num_episodes=200,
-                           output_dir=expert, seed=0)
+    rows = record_episodes(
+        gym.make("CartPole-v1"), cartpole_expert, num_episodes=200, output_dir=expert, seed=0
+    )
     print(f"\n200 expert episodes, {rows:,} rows, in {expert}\n")
 
     if args.only == "read":
@@ -214,30 +253,47 @@ def main() -> None:
     print("## BC to eval return 450 (fresh process, 200 expert episodes)")
     bc_rows = []
     for seed in args.seeds:
-        out, wall = _run_example("cartpole_bc.py", "--data", str(expert), "--quiet",
-                                 "--seed", str(seed))
-        bc_rows.append({"seed": seed, "reached": out["reached"], "return": out["return"],
-                        "iterations": out["iterations"],
-                        "s from start": out["seconds_from_start"],
-                        "s from spawn": f"{wall:.1f}"})
-    table(bc_rows, ["seed", "reached", "return", "iterations", "s from start",
-                    "s from spawn"])
+        out, wall = _run_example(
+            "cartpole_bc.py", "--data", str(expert), "--quiet", "--seed", str(seed)
+        )
+        bc_rows.append(
+            {
+                "seed": seed,
+                "reached": out["reached"],
+                "return": out["return"],
+                "iterations": out["iterations"],
+                "s from start": out["seconds_from_start"],
+                "s from spawn": f"{wall:.1f}",
+            }
+        )
+    table(bc_rows, ["seed", "reached", "return", "iterations", "s from start", "s from spawn"])
 
-    print(f"\n## Read throughput: Parquet -> Learner batches ({args.read_rounds} paired "
-          "rounds, one pass over the files each)")
+    print(
+        f"\n## Read throughput: Parquet -> Learner batches ({args.read_rounds} paired "
+        "rounds, one pass over the files each)"
+    )
     table(read_throughput(expert, args.read_rounds), READ_COLUMNS)
 
     print("\n## Recording overhead: EnvRunner.sample() with and without output")
     rec = recording_overhead(args.rounds)
     table([rec], list(rec))
 
-    print("\n## MARWIL (beta=1) vs BC: half expert, half random timesteps (interleaved, "
-          "seeded), 20 iterations")
+    print(
+        "\n## MARWIL (beta=1) vs BC: half expert, half random timesteps (interleaved, "
+        "seeded), 20 iterations"
+    )
     out, wall = _run_example("cartpole_marwil.py", "--seeds", *map(str, args.seeds))
-    table([{"algorithm": name, **{f"seed {s}": f"{r:.1f}" for s, r in zip(
-        args.seeds, returns, strict=True)}, "mean": f"{sum(returns) / len(returns):.1f}"}
-        for name, returns in out.items()],
-        ["algorithm", *(f"seed {s}" for s in args.seeds), "mean"])
+    table(
+        [
+            {
+                "algorithm": name,
+                **{f"seed {s}": f"{r:.1f}" for s, r in zip(args.seeds, returns, strict=True)},
+                "mean": f"{sum(returns) / len(returns):.1f}",
+            }
+            for name, returns in out.items()
+        ],
+        ["algorithm", *(f"seed {s}" for s in args.seeds), "mean"],
+    )
     print(f"({wall:.0f} s)")
 
 

@@ -22,8 +22,15 @@ def main() -> None:
     rows = []
     for seed in args.seeds:
         r = run_timed(TRAIN_UNTIL, "Pendulum-v1", -300, seed, args.max_steps)
-        rows.append({"seed": seed, "reached -300": r["reached"], "env steps": f"{r['steps']:,}",
-                     "wall s": f"{r['wall_s']:.1f}", "return": f"{r['return']:.1f}"})
+        rows.append(
+            {
+                "seed": seed,
+                "reached -300": r["reached"],
+                "env steps": f"{r['steps']:,}",
+                "wall s": f"{r['wall_s']:.1f}",
+                "return": f"{r['return']:.1f}",
+            }
+        )
     table(rows, ["seed", "reached -300", "env steps", "wall s", "return"])
 
 

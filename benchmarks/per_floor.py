@@ -38,8 +38,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    header(f"Prioritized replay floor: {BATCH}-row samples, {ADD_ROWS}-row adds, capacity "
-           f"{CAPACITY:,}")
+    header(
+        f"Prioritized replay floor: {BATCH}-row samples, {ADD_ROWS}-row adds, capacity {CAPACITY:,}"
+    )
     rng = np.random.default_rng(0)
     data = [transitions(rng) for _ in range(16)]
     ring = RingBuffer(CAPACITY, data[0])
@@ -79,7 +80,7 @@ def main() -> None:
     def add_floor(rows: dict[str, np.ndarray]) -> None:
         start = ring.head
         ring.add(rows)
-        prio[start:start + len(rows["obs"])] = 1.0  # (no wrap: 256 divides nothing here)
+        prio[start : start + len(rows["obs"])] = 1.0  # (no wrap: 256 divides nothing here)
 
     it = iter(range(10**9))
     cases: dict[str, tuple[str, Callable[[], object]]] = {
@@ -87,15 +88,22 @@ def main() -> None:
         "floor sample: values + 1 searchsorted + gathers + weights": ("sample", sample_floor),
         "  part: stratified values": ("part", values),
         "  part: searchsorted on a current prefix sum": (
-            "part", lambda: np.searchsorted(prefix, vals, side="right")),
+            "part",
+            lambda: np.searchsorted(prefix, vals, side="right"),
+        ),
         "  part: column gathers": ("part", gathers),
         "  part: importance weights": ("part", weights),
         "  upkeep: np.cumsum of all priorities (flat prefix sum)": (
-            "part", lambda: np.cumsum(leaves, out=prefix)),
+            "part",
+            lambda: np.cumsum(leaves, out=prefix),
+        ),
         "rlmod PrioritizedReplayBuffer.sample": ("sample", lambda: per.sample(BATCH, beta=0.4)),
         "  part: SumTree.find": ("part", lambda: per.tree.find(vals)),
         "ring add (baseline)": ("add", lambda: ring.add(data[next(it) % 16])),
-        "floor add: ring copies + 1 priority slice": ("add", lambda: add_floor(data[next(it) % 16])),
+        "floor add: ring copies + 1 priority slice": (
+            "add",
+            lambda: add_floor(data[next(it) % 16]),
+        ),
         "rlmod PrioritizedReplayBuffer.add": ("add", lambda: per.add(data[next(it) % 16])),
     }
     del head
@@ -114,8 +122,13 @@ def main() -> None:
     rows = []
     for name, (kind, _) in cases.items():
         ref = base.get(kind)
-        rows.append({"what": name, "us per call (best)": f"{best[name]:.1f}",
-                     "throughput vs ring": f"{ref / best[name]:.2f}" if ref else ""})
+        rows.append(
+            {
+                "what": name,
+                "us per call (best)": f"{best[name]:.1f}",
+                "throughput vs ring": f"{ref / best[name]:.2f}" if ref else "",
+            }
+        )
     table(rows, ["what", "us per call (best)", "throughput vs ring"])
     print(f"CPU time, best of {args.rounds} interleaved rounds of {args.calls} calls.")
 

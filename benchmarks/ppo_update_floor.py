@@ -46,8 +46,9 @@ def main() -> None:
     learner = algo.learner_group.learner
     state = learner.get_state()
     module_id = "default_policy"
-    batch = learner._learner_connector(learner._to_tensors(episodes),
-                                       rl_module=learner.module)[module_id]
+    batch = learner._learner_connector(learner._to_tensors(episodes), rl_module=learner.module)[
+        module_id
+    ]
     assert learner.module is not None
     module = learner.module[module_id]
     params = list(module.parameters())
@@ -67,7 +68,7 @@ def main() -> None:
             perm = torch.from_numpy(rng.permutation(rows))
             shuffled = {c: v[perm] for c, v in batch.items()}
             for i in range(rows // size):
-                mb = {c: v[i * size:(i + 1) * size] for c, v in shuffled.items()}
+                mb = {c: v[i * size : (i + 1) * size] for c, v in shuffled.items()}
                 obs, targets = mb[Columns.OBS], mb[Columns.VALUE_TARGETS]
                 logits = module.pi(module.encoder(obs)).log_softmax(-1)
                 logp = logits.gather(-1, mb[Columns.ACTIONS].unsqueeze(-1)).squeeze(-1)
@@ -85,7 +86,9 @@ def main() -> None:
                     with torch.no_grad():
                         old = mb[Columns.ACTION_DIST_INPUTS].log_softmax(-1)
                         stats = {
-                            "loss": loss, "vf_loss": vf_loss, "norm": norm,
+                            "loss": loss,
+                            "vf_loss": vf_loss,
+                            "norm": norm,
                             "kl": (old.exp() * (old - logits)).sum(-1).mean(),
                             "entropy": -(logits.exp() * logits).sum(-1).mean(),
                             "ev": 1 - (targets - values).var() / targets.var().clamp_min(1e-8),
@@ -108,13 +111,21 @@ def main() -> None:
         upd = cpu_ms(update)
         bare = cpu_ms(lambda: floor(False))
         diag = cpu_ms(lambda: floor(True))
-        out.append({"round": r, "Learner.update ms": f"{upd:.1f}", "floor ms": f"{bare:.1f}",
-                    "floor + diagnostics ms": f"{diag:.1f}",
-                    "update / floor": f"{upd / bare:.2f}",
-                    "update / floor + diag.": f"{upd / diag:.2f}"})
+        out.append(
+            {
+                "round": r,
+                "Learner.update ms": f"{upd:.1f}",
+                "floor ms": f"{bare:.1f}",
+                "floor + diagnostics ms": f"{diag:.1f}",
+                "update / floor": f"{upd / bare:.2f}",
+                "update / floor + diag.": f"{upd / diag:.2f}",
+            }
+        )
     table(out, list(out[0]))
-    print(f"{rows} rows, minibatches of {size}, {settings['num_epochs']} epochs; CPU ms, "
-          f"least of {args.repeats}")
+    print(
+        f"{rows} rows, minibatches of {size}, {settings['num_epochs']} epochs; CPU ms, "
+        f"least of {args.repeats}"
+    )
     algo.stop()
 
 

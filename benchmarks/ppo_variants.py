@@ -10,6 +10,7 @@ Env steps only: wall times print but are not compared (use solve_cartpole.py for
     python benchmarks/ppo_variants.py 0 1 2 3 -- 'tuned={}' \
         'zoo_eps={"settings": {"train_batch_size": 256, "num_epochs": 20}, "eps": 1e-5}'
 """
+
 import json
 import statistics
 import subprocess
@@ -74,13 +75,14 @@ print(json.dumps({"steps": steps, "clip": float(lc.clip_param)}))
 def main() -> None:
     i = sys.argv.index("--")
     seeds = [int(s) for s in sys.argv[1:i]]
-    variants = [a.split("=", 1) for a in sys.argv[i + 1:]]
+    variants = [a.split("=", 1) for a in sys.argv[i + 1 :]]
     res: dict[str, list[int]] = {n: [] for n, _ in variants}
     for seed in seeds:
         for name, spec in variants:
             t = time.perf_counter()
-            out = subprocess.run([sys.executable, "-c", CHILD, spec, str(seed)],
-                                 capture_output=True, text=True)
+            out = subprocess.run(
+                [sys.executable, "-c", CHILD, spec, str(seed)], capture_output=True, text=True
+            )
             if out.returncode:
                 print(out.stderr[-2000:])
                 raise SystemExit(1)
@@ -88,8 +90,7 @@ def main() -> None:
             res[name].append(r["steps"])
             print(f"{name} seed {seed}: {r} {time.perf_counter() - t:.1f}s", flush=True)
     for name, xs in res.items():
-        print(f"{name}: median {statistics.median(xs):,.0f} mean {statistics.mean(xs):,.0f} "
-              f"{xs}")
+        print(f"{name}: median {statistics.median(xs):,.0f} mean {statistics.mean(xs):,.0f} {xs}")
 
 
 if __name__ == "__main__":

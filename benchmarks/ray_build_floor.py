@@ -39,13 +39,17 @@ def config(num_agents: int, runners: int) -> PPOConfig:
     """ray_sampling.py's 1,000-agent build (`multi_agent_build`): RLlib's default model."""
     from rlmod.testing import MultiAgentCartPole
 
-    return (PPOConfig()
-            .environment(MultiAgentCartPole, env_config={"num_agents": num_agents})
-            .multi_agent(policies={f"a{i}" for i in range(num_agents)},
-                         policy_mapping_fn=_one_module_per_agent)
-            .rl_module(model_config={"fcnet_hiddens": [256, 256]})
-            .env_runners(num_env_runners=runners)
-            .training(train_batch_size=64, minibatch_size=None).debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": num_agents})
+        .multi_agent(
+            policies={f"a{i}" for i in range(num_agents)}, policy_mapping_fn=_one_module_per_agent
+        )
+        .rl_module(model_config={"fcnet_hiddens": [256, 256]})
+        .env_runners(num_env_runners=runners)
+        .training(train_batch_size=64, minibatch_size=None)
+        .debugging(seed=0)
+    )
 
 
 def _one_module_per_agent(agent_id: int, episode: object, **kwargs: object) -> str:
@@ -85,8 +89,11 @@ def floor_build(num_agents: int, spaces: dict) -> dict[str, float]:
     answered = time.perf_counter()
     modules = spec.build()
     built = time.perf_counter()
-    parts = [t.detach().reshape(-1) for m in modules.values()
-             for t in m.get_state(inference_only=True).values()]
+    parts = [
+        t.detach().reshape(-1)
+        for m in modules.values()
+        for t in m.get_state(inference_only=True).values()
+    ]
     inference_numel = sum(p.numel() for p in parts)
     allocated = [a.allocate.remote(inference_numel) for a in actors]
     flat = torch.cat(parts).numpy()
@@ -97,9 +104,13 @@ def floor_build(num_agents: int, spaces: dict) -> dict[str, float]:
     del first
     for a in actors:
         ray.kill(a)
-    return {"actors": answered - start, "learner modules": built - answered,
-            "weights": end - built, "total": end - start,
-            "MB": inference_numel * 4 / 1e6}
+    return {
+        "actors": answered - start,
+        "learner modules": built - answered,
+        "weights": end - built,
+        "total": end - start,
+        "MB": inference_numel * 4 / 1e6,
+    }
 
 
 def rlmod_build(num_agents: int, runners: int) -> float:
@@ -132,13 +143,19 @@ def main() -> None:
         local = rlmod_build(args.agents, 0)
         remote = rlmod_build(args.agents, 2)
         floor = floor_build(args.agents, spaces)
-        rows.append({"round": str(r), "in-process build_algo s": f"{local:.2f}",
-                     "2 remote build_algo s": f"{remote:.2f}",
-                     "floor s": f"{floor['total']:.2f}",
-                     "floor: actors / learner modules / weights s": " / ".join(
-                         f"{floor[k]:.2f}" for k in ("actors", "learner modules", "weights")),
-                     "weights MB": f"{floor['MB']:.0f}",
-                     "remote / floor": f"{remote / floor['total']:.2f}"})
+        rows.append(
+            {
+                "round": str(r),
+                "in-process build_algo s": f"{local:.2f}",
+                "2 remote build_algo s": f"{remote:.2f}",
+                "floor s": f"{floor['total']:.2f}",
+                "floor: actors / learner modules / weights s": " / ".join(
+                    f"{floor[k]:.2f}" for k in ("actors", "learner modules", "weights")
+                ),
+                "weights MB": f"{floor['MB']:.0f}",
+                "remote / floor": f"{remote / floor['total']:.2f}",
+            }
+        )
     table(rows, list(rows[0]))
 
 

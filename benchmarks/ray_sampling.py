@@ -46,10 +46,14 @@ def config(env: object, env_config: dict, num_env_runners: int) -> PPOConfig:
     # Half a CPU per actor: the 1- and 2-runner groups live side by side (3 actors) to be
     # timed interleaved, and only one group samples at a time. With 1 CPU each the third
     # actor never gets scheduled on 2 cores (it timed out at sample_timeout_s).
-    return (PPOConfig().environment(env, env_config=env_config)
-            .env_runners(num_env_runners=num_env_runners, num_envs_per_env_runner=16,
-                         num_cpus_per_env_runner=0.5)
-            .debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment(env, env_config=env_config)
+        .env_runners(
+            num_env_runners=num_env_runners, num_envs_per_env_runner=16, num_cpus_per_env_runner=0.5
+        )
+        .debugging(seed=0)
+    )
 
 
 def throughput(env: object, env_config: dict, steps: int, repeats: int) -> dict[str, float]:
@@ -75,9 +79,14 @@ def startup() -> list[dict]:
     algo = config("CartPole-v1", {}, 0).build_algo()
     built = time.perf_counter()
     algo.train()
-    rows.append({"setup": "in-process", "ray.init s": "-",
-                 "build_algo s": f"{built - start:.2f}",
-                 "first train s": f"{time.perf_counter() - built:.2f}"})
+    rows.append(
+        {
+            "setup": "in-process",
+            "ray.init s": "-",
+            "build_algo s": f"{built - start:.2f}",
+            "first train s": f"{time.perf_counter() - built:.2f}",
+        }
+    )
     algo.stop()
     start = time.perf_counter()
     ray.init(include_dashboard=False, log_to_driver=False)
@@ -85,15 +94,25 @@ def startup() -> list[dict]:
     algo = config("CartPole-v1", {}, 2).build_algo()
     built = time.perf_counter()
     algo.train()
-    rows.append({"setup": "2 remote EnvRunners", "ray.init s": f"{inited - start:.2f}",
-                 "build_algo s": f"{built - inited:.2f}",
-                 "first train s": f"{time.perf_counter() - built:.2f}"})
+    rows.append(
+        {
+            "setup": "2 remote EnvRunners",
+            "ray.init s": f"{inited - start:.2f}",
+            "build_algo s": f"{built - inited:.2f}",
+            "first train s": f"{time.perf_counter() - built:.2f}",
+        }
+    )
     algo.stop()
     return rows
 
 
-def multi_agent_build(num_agents: int, *, train: bool = True, runner_counts: tuple[int, ...] = (0, 2),
-                      hiddens: tuple[int, ...] = (256, 256)) -> list[dict]:
+def multi_agent_build(
+    num_agents: int,
+    *,
+    train: bool = True,
+    runner_counts: tuple[int, ...] = (0, 2),
+    hiddens: tuple[int, ...] = (256, 256),
+) -> list[dict]:
     """`build_algo()` and the first `train()` of PPO on a `num_agents`-agent
     MultiAgentCartPole with one module per agent (multi_module_scale.py's build case:
     RLlib's default [256, 256] model; issue 17's table uses [64, 64]), in-process and
@@ -102,42 +121,60 @@ def multi_agent_build(num_agents: int, *, train: bool = True, runner_counts: tup
 
     rows = []
     for runners in runner_counts:
-        config = (PPOConfig()
-                  .environment(MultiAgentCartPole, env_config={"num_agents": num_agents})
-                  .multi_agent(policies={f"a{i}" for i in range(num_agents)},
-                               policy_mapping_fn=_one_module_per_agent)
-                  .rl_module(model_config={"fcnet_hiddens": list(hiddens)})
-                  .env_runners(num_env_runners=runners)
-                  .training(train_batch_size=64, minibatch_size=None).debugging(seed=0))
+        config = (
+            PPOConfig()
+            .environment(MultiAgentCartPole, env_config={"num_agents": num_agents})
+            .multi_agent(
+                policies={f"a{i}" for i in range(num_agents)},
+                policy_mapping_fn=_one_module_per_agent,
+            )
+            .rl_module(model_config={"fcnet_hiddens": list(hiddens)})
+            .env_runners(num_env_runners=runners)
+            .training(train_batch_size=64, minibatch_size=None)
+            .debugging(seed=0)
+        )
         phases: dict[str, float] = {}
         cpu = time.process_time()
         start = time.perf_counter()
-        with _timed(phases, EnvRunnerGroup, "get_spaces"), \
-                _timed(phases, LearnerGroup, "__init__"), \
-                _timed(phases, EnvRunnerGroup, "sync_weights"):
+        with (
+            _timed(phases, EnvRunnerGroup, "get_spaces"),
+            _timed(phases, LearnerGroup, "__init__"),
+            _timed(phases, EnvRunnerGroup, "sync_weights"),
+        ):
             algo = config.build_algo()
         built = time.perf_counter()
         cpu = time.process_time() - cpu
         if not train:
-            rows.append({"setup": "in-process" if runners == 0 else
-                         f"{runners} remote EnvRunners", "agents": f"{num_agents:,}",
-                         "build_algo s": f"{built - start:.2f}",
-                         "driver CPU s": f"{cpu:.2f}",
-                         "of it spaces / Learner / sync s": " / ".join(
-                             f"{phases.get(k, 0.0):.2f}" for k in ("get_spaces", "__init__",
-                                                                   "sync_weights"))})
+            rows.append(
+                {
+                    "setup": "in-process" if runners == 0 else f"{runners} remote EnvRunners",
+                    "agents": f"{num_agents:,}",
+                    "build_algo s": f"{built - start:.2f}",
+                    "driver CPU s": f"{cpu:.2f}",
+                    "of it spaces / Learner / sync s": " / ".join(
+                        f"{phases.get(k, 0.0):.2f}"
+                        for k in ("get_spaces", "__init__", "sync_weights")
+                    ),
+                }
+            )
             algo.stop()
             continue
         result = algo.train()
-        rows.append({"setup": "in-process" if runners == 0 else f"{runners} remote EnvRunners",
-                     "agents": f"{num_agents:,}", "build_algo s": f"{built - start:.2f}",
-                     "of it spaces / Learner / sync s": " / ".join(
-                         f"{phases.get(k, 0.0):.2f}" for k in ("get_spaces", "__init__",
-                                                      "sync_weights")),
-                     "first train s": f"{time.perf_counter() - built:.2f}",
-                     "of it sample / learn / sync s": " / ".join(
-                         f"{result['timers'][k]:.2f}" for k in
-                         ("sample_time_s", "learn_time_s", "sync_weights_time_s"))})
+        rows.append(
+            {
+                "setup": "in-process" if runners == 0 else f"{runners} remote EnvRunners",
+                "agents": f"{num_agents:,}",
+                "build_algo s": f"{built - start:.2f}",
+                "of it spaces / Learner / sync s": " / ".join(
+                    f"{phases.get(k, 0.0):.2f}" for k in ("get_spaces", "__init__", "sync_weights")
+                ),
+                "first train s": f"{time.perf_counter() - built:.2f}",
+                "of it sample / learn / sync s": " / ".join(
+                    f"{result['timers'][k]:.2f}"
+                    for k in ("sample_time_s", "learn_time_s", "sync_weights_time_s")
+                ),
+            }
+        )
         algo.stop()
     return rows
 
@@ -172,12 +209,25 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--env-cost-us", type=int, default=200)
     parser.add_argument("--agents", type=int, default=1000)
-    parser.add_argument("--only-build", action="store_true",
-                        help="only the 1,000-agent build (ray.init() first, not timed)")
-    parser.add_argument("--runners", type=int, nargs="+", default=[0, 2],
-                        help="num_env_runners of the 1,000-agent builds")
-    parser.add_argument("--hiddens", type=int, nargs="+", default=[256, 256],
-                        help="fcnet_hiddens of the 1,000-agent build's modules")
+    parser.add_argument(
+        "--only-build",
+        action="store_true",
+        help="only the 1,000-agent build (ray.init() first, not timed)",
+    )
+    parser.add_argument(
+        "--runners",
+        type=int,
+        nargs="+",
+        default=[0, 2],
+        help="num_env_runners of the 1,000-agent builds",
+    )
+    parser.add_argument(
+        "--hiddens",
+        type=int,
+        nargs="+",
+        default=[256, 256],
+        help="fcnet_hiddens of the 1,000-agent build's modules",
+    )
     args = parser.parse_args()
     header("Remote EnvRunners (Ray) vs in-process: start-up and sampling throughput")
     if args.only_build:
@@ -188,24 +238,38 @@ def main() -> None:
     else:
         table(startup(), ["setup", "ray.init s", "build_algo s", "first train s"])
         print()
-    ma = multi_agent_build(args.agents, train=not args.only_build,
-                           runner_counts=tuple(args.runners), hiddens=tuple(args.hiddens))
+    ma = multi_agent_build(
+        args.agents,
+        train=not args.only_build,
+        runner_counts=tuple(args.runners),
+        hiddens=tuple(args.hiddens),
+    )
     table(ma, list(ma[0]))
     print()
     if args.only_build:
         return
     rows = []
     for name, env, env_config, steps in (
-            ("CartPole-v1", "CartPole-v1", {}, args.steps),
-            (f"CartPole-v1 + {args.env_cost_us} us CPU/step", CostlyCartPole,
-             {"cost_us": args.env_cost_us}, args.steps // 8)):
+        ("CartPole-v1", "CartPole-v1", {}, args.steps),
+        (
+            f"CartPole-v1 + {args.env_cost_us} us CPU/step",
+            CostlyCartPole,
+            {"cost_us": args.env_cost_us},
+            args.steps // 8,
+        ),
+    ):
         rate = throughput(env, env_config, steps, args.repeats)
-        rows.append({"env": name, "steps per call": f"{steps:,}",
-                     "local (steps/s)": f"{rate['0']:,.0f}",
-                     "1 remote (steps/s)": f"{rate['1']:,.0f}",
-                     "2 remote (steps/s)": f"{rate['2']:,.0f}",
-                     "1 remote / local": f"{rate['1'] / rate['0']:.2f}",
-                     "2 remote / local": f"{rate['2'] / rate['0']:.2f}"})
+        rows.append(
+            {
+                "env": name,
+                "steps per call": f"{steps:,}",
+                "local (steps/s)": f"{rate['0']:,.0f}",
+                "1 remote (steps/s)": f"{rate['1']:,.0f}",
+                "2 remote (steps/s)": f"{rate['2']:,.0f}",
+                "1 remote / local": f"{rate['1'] / rate['0']:.2f}",
+                "2 remote / local": f"{rate['2'] / rate['0']:.2f}",
+            }
+        )
     table(rows, list(rows[0]))
 
 

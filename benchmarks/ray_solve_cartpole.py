@@ -85,10 +85,11 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=500_000)
     parser.add_argument("--rllib-python", default=None)
     args = parser.parse_args()
-    header("Time to solve CartPole-v1 (mean return >= 475 over 100 episodes), from process "
-           "start")
-    setups = [("rlmod in-process", sys.executable, RLMOD, 0),
-              ("rlmod, 2 remote EnvRunners", sys.executable, RLMOD, 2)]
+    header("Time to solve CartPole-v1 (mean return >= 475 over 100 episodes), from process start")
+    setups = [
+        ("rlmod in-process", sys.executable, RLMOD, 0),
+        ("rlmod, 2 remote EnvRunners", sys.executable, RLMOD, 2),
+    ]
     if args.rllib_python:
         setups.append(("RLlib 2.60, 2 EnvRunners", args.rllib_python, RLLIB, 2))
     rows, walls = [], {}
@@ -96,16 +97,24 @@ def main() -> None:
         for name, python, code, runners in setups:
             r = run(python, code, seed, args.max_steps, runners)
             walls.setdefault(name, []).append(r["wall_s"])
-            rows.append({"setup": name, "seed": seed, "solved": r["solved"],
-                         "env steps": f"{r['steps']:,}", "wall s": f"{r['wall_s']:.1f}",
-                         "return": f"{r['return']:.1f}"})
+            rows.append(
+                {
+                    "setup": name,
+                    "seed": seed,
+                    "solved": r["solved"],
+                    "env steps": f"{r['steps']:,}",
+                    "wall s": f"{r['wall_s']:.1f}",
+                    "return": f"{r['return']:.1f}",
+                }
+            )
             print(rows[-1], flush=True)
     table(rows, ["setup", "seed", "solved", "env steps", "wall s", "return"])
     for name, w in walls.items():
         print(f"median wall s, {name}: {statistics.median(w):.1f}")
     if "RLlib 2.60, 2 EnvRunners" in walls:
-        ratio = (statistics.median(walls["rlmod, 2 remote EnvRunners"])
-                 / statistics.median(walls["RLlib 2.60, 2 EnvRunners"]))
+        ratio = statistics.median(walls["rlmod, 2 remote EnvRunners"]) / statistics.median(
+            walls["RLlib 2.60, 2 EnvRunners"]
+        )
         print(f"ratio rlmod (2 remote) / RLlib (2 EnvRunners), median wall: {ratio:.2f}")
 
 

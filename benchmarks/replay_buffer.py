@@ -38,8 +38,8 @@ class RingBuffer:
         n = len(rows[Columns.OBS])
         first = min(n, self.capacity - self.head)
         for c, v in rows.items():
-            self.cols[c][self.head:self.head + first] = v[:first]
-            self.cols[c][:n - first] = v[first:]
+            self.cols[c][self.head : self.head + first] = v[:first]
+            self.cols[c][: n - first] = v[first:]
         self.head = (self.head + n) % self.capacity
         self.size = min(self.capacity, self.size + n)
 
@@ -50,12 +50,14 @@ class RingBuffer:
 
 def transitions(rng: np.random.Generator) -> dict[str, np.ndarray]:
     """CartPole-sized transitions as a buffer stores them."""
-    return {Columns.OBS: rng.random((ADD_ROWS, 4), np.float32),
-            Columns.ACTIONS: rng.integers(0, 2, ADD_ROWS),
-            Columns.REWARDS: np.ones(ADD_ROWS, np.float32),
-            Columns.NEXT_OBS: rng.random((ADD_ROWS, 4), np.float32),
-            Columns.TERMINATEDS: rng.random(ADD_ROWS) < 0.02,
-            "n_step": np.ones(ADD_ROWS, np.int32)}
+    return {
+        Columns.OBS: rng.random((ADD_ROWS, 4), np.float32),
+        Columns.ACTIONS: rng.integers(0, 2, ADD_ROWS),
+        Columns.REWARDS: np.ones(ADD_ROWS, np.float32),
+        Columns.NEXT_OBS: rng.random((ADD_ROWS, 4), np.float32),
+        Columns.TERMINATEDS: rng.random(ADD_ROWS) < 0.02,
+        "n_step": np.ones(ADD_ROWS, np.int32),
+    }
 
 
 def runner_batch(rng: np.random.Generator, start_eps: int) -> dict[str, np.ndarray]:
@@ -76,35 +78,47 @@ def timed(fn: Callable[[], object], repeats: int) -> float:
     return time.perf_counter() - start
 
 
-def measure_once(rng: np.random.Generator, data: list[dict[str, np.ndarray]],
-                  record: Callable[[str, int, float], None]) -> None:
+def measure_once(
+    rng: np.random.Generator,
+    data: list[dict[str, np.ndarray]],
+    record: Callable[[str, int, float], None],
+) -> None:
     """One timed round of every operation."""
     ring = RingBuffer(CAPACITY, data[0])
     uni, per = ReplayBuffer(CAPACITY, seed=0), PrioritizedReplayBuffer(CAPACITY, seed=0)
     for name, buf in (("ring", ring), ("uniform", uni), ("prioritized", per)):
         it = iter(range(NUM_ADDS))
-        record(f"{name} add", ADD_ROWS * NUM_ADDS,
-               timed(lambda b=buf, i=it: b.add(data[next(i) % 16]), NUM_ADDS))
+        record(
+            f"{name} add",
+            ADD_ROWS * NUM_ADDS,
+            timed(lambda b=buf, i=it: b.add(data[next(i) % 16]), NUM_ADDS),
+        )
     record("ring sample", BATCH * NUM_SAMPLES, timed(lambda: ring.sample(BATCH), NUM_SAMPLES))
-    record("uniform sample", BATCH * NUM_SAMPLES,
-           timed(lambda: uni.sample(BATCH), NUM_SAMPLES))
+    record("uniform sample", BATCH * NUM_SAMPLES, timed(lambda: uni.sample(BATCH), NUM_SAMPLES))
     td = rng.random(BATCH)
 
     def per_step() -> None:
         _, idx = per.sample(BATCH, beta=0.4)
         per.update_priorities(idx, td)
 
-    record("prioritized sample", BATCH * NUM_SAMPLES,
-           timed(lambda: per.sample(BATCH, beta=0.4), NUM_SAMPLES))
+    record(
+        "prioritized sample",
+        BATCH * NUM_SAMPLES,
+        timed(lambda: per.sample(BATCH, beta=0.4), NUM_SAMPLES),
+    )
     record("prioritized sample+update", BATCH * NUM_SAMPLES, timed(per_step, NUM_SAMPLES))
     batches = [runner_batch(rng, 100_000 * i) for i in range(NUM_ADDS // 4)]
     for n in (1, 3):
         multi = MultiAgentReplayBuffer(
             replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": CAPACITY},
-            n_step=lambda mid, n=n: (n, 0.99))
+            n_step=lambda mid, n=n: (n, 0.99),
+        )
         it = iter(batches)
-        record(f"MultiAgentReplayBuffer add, n_step={n}", ADD_ROWS * len(batches),
-               timed(lambda m=multi, i=it: m.add({"p": next(i)}), len(batches)))
+        record(
+            f"MultiAgentReplayBuffer add, n_step={n}",
+            ADD_ROWS * len(batches),
+            timed(lambda m=multi, i=it: m.add({"p": next(i)}), len(batches)),
+        )
 
 
 def main() -> None:
@@ -124,21 +138,43 @@ def main() -> None:
     rows = []
     for op in ("add", "sample"):
         base = best[f"ring {op}"]
-        rows.append({"operation": op, "buffer": "numpy ring (baseline)",
-                     "transitions/s": f"{base:,.0f}", "ratio": "1.00"})
+        rows.append(
+            {
+                "operation": op,
+                "buffer": "numpy ring (baseline)",
+                "transitions/s": f"{base:,.0f}",
+                "ratio": "1.00",
+            }
+        )
         for name in ("uniform", "prioritized"):
             rate = best[f"{name} {op}"]
-            rows.append({"operation": op, "buffer": name, "transitions/s": f"{rate:,.0f}",
-                         "ratio": f"{rate / base:.2f}"})
+            rows.append(
+                {
+                    "operation": op,
+                    "buffer": name,
+                    "transitions/s": f"{rate:,.0f}",
+                    "ratio": f"{rate / base:.2f}",
+                }
+            )
     rate = best["prioritized sample+update"]
-    rows.append({"operation": "sample + update_priorities", "buffer": "prioritized",
-                 "transitions/s": f"{rate:,.0f}",
-                 "ratio": f"{rate / best['ring sample']:.2f}"})
+    rows.append(
+        {
+            "operation": "sample + update_priorities",
+            "buffer": "prioritized",
+            "transitions/s": f"{rate:,.0f}",
+            "ratio": f"{rate / best['ring sample']:.2f}",
+        }
+    )
     for n in (1, 3):
         rate = best[f"MultiAgentReplayBuffer add, n_step={n}"]
-        rows.append({"operation": f"add from EnvRunner batches, n_step={n}",
-                     "buffer": "MultiAgentReplayBuffer (uniform)",
-                     "transitions/s": f"{rate:,.0f}", "ratio": f"{rate / best['ring add']:.2f}"})
+        rows.append(
+            {
+                "operation": f"add from EnvRunner batches, n_step={n}",
+                "buffer": "MultiAgentReplayBuffer (uniform)",
+                "transitions/s": f"{rate:,.0f}",
+                "ratio": f"{rate / best['ring add']:.2f}",
+            }
+        )
     table(rows, ["operation", "buffer", "transitions/s", "ratio"])
 
 

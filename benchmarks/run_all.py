@@ -29,8 +29,9 @@ BENCHMARKS: dict[str, list[str]] = {
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS),
-                        help="Run only these benchmarks.")
+    parser.add_argument(
+        "--only", nargs="+", choices=sorted(BENCHMARKS), help="Run only these benchmarks."
+    )
     args = parser.parse_args()
     failed = []
     for name in args.only or list(BENCHMARKS):

@@ -44,8 +44,13 @@ OBS, ACT, HIDDEN, BATCH = 3, 1, 256, 256
 
 
 def _mlp(inp: int, out: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(inp, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(),
-                         nn.Linear(HIDDEN, out))
+    return nn.Sequential(
+        nn.Linear(inp, HIDDEN),
+        nn.ReLU(),
+        nn.Linear(HIDDEN, HIDDEN),
+        nn.ReLU(),
+        nn.Linear(HIDDEN, out),
+    )
 
 
 class TwinMLP(nn.Module):
@@ -55,7 +60,9 @@ class TwinMLP(nn.Module):
         super().__init__()
         dims = [inp, HIDDEN, HIDDEN, out]
         self.weights = nn.ParameterList(
-            nn.Parameter(torch.randn(n, a, b) / a ** 0.5) for a, b in zip(dims[:-1], dims[1:], strict=True))
+            nn.Parameter(torch.randn(n, a, b) / a**0.5)
+            for a, b in zip(dims[:-1], dims[1:], strict=True)
+        )
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(n, 1, b)) for b in dims[1:])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [n, B, in] -> [n, B, out]
@@ -97,8 +104,11 @@ class FloorSAC:
                 t.load_state_dict(q.state_dict())
             critics = [p for q in self.qs for p in q.parameters()]
         self.critic_params = critics
-        self.target_params = list(self.q_target.parameters() if batched else
-                                  [p for t in self.q_targets for p in t.parameters()])
+        self.target_params = list(
+            self.q_target.parameters()
+            if batched
+            else [p for t in self.q_targets for p in t.parameters()]
+        )
         self.log_alpha = nn.Parameter(torch.zeros(()))
         self.params = [*self.actor.parameters(), *critics, self.log_alpha]
         self.opt = torch.optim.Adam(self.params, lr=1e-3, fused=True)
@@ -175,8 +185,10 @@ def main() -> None:
     args = parser.parse_args()
     torch_default = torch.get_num_threads()  # what SB3 runs with (it sets none)
     torch.set_num_threads(1)
-    header(f"SAC update floor: 256x256 actor and twin critics, batch {BATCH}, torch threads "
-           f"{args.threads} (torch's default here: {torch_default})")
+    header(
+        f"SAC update floor: 256x256 actor and twin critics, batch {BATCH}, torch threads "
+        f"{args.threads} (torch's default here: {torch_default})"
+    )
     floor, floor_bmm = FloorSAC(batched=False), FloorSAC(batched=True)
     rlmod_update, rlmod_train = _rlmod()
     sb3_train, sb3_learn = _sb3()
@@ -196,7 +208,7 @@ def main() -> None:
     wall: dict[tuple[str, int], list[float]] = {r: [] for r in runs}
     cpu: dict[tuple[str, int], list[float]] = {r: [] for r in runs}
     for r in range(args.rounds):
-        for name, n in (runs if r % 2 == 0 else list(reversed(runs))):
+        for name, n in runs if r % 2 == 0 else list(reversed(runs)):
             fn = cases[name]
             torch.set_num_threads(n)
             start, start_cpu = time.perf_counter(), time.process_time()
@@ -205,33 +217,59 @@ def main() -> None:
             wall[name, n].append((time.perf_counter() - start) / args.steps * 1e3)
             cpu[name, n].append((time.process_time() - start_cpu) / args.steps * 1e3)
     torch.set_num_threads(1)
-    floor_name, sb3_train_name = ("floor: plain torch, one backward, one Adam",
-                                  "SB3 SAC.train(gradient_steps=1)")
+    floor_name, sb3_train_name = (
+        "floor: plain torch, one backward, one Adam",
+        "SB3 SAC.train(gradient_steps=1)",
+    )
     sb3_step = "SB3 SAC.learn per env step (1 env step + 1 update)"
     rows = []
     for name, n in runs:
         w = statistics.median(wall[name, n])
-        rows.append({
-            "what": name, "threads": n, "wall ms (median)": f"{w:.2f}",
-            "CPU ms (median)": f"{statistics.median(cpu[name, n]):.2f}",
-            "vs floor": f"{w / statistics.median(wall[floor_name, n]):.2f}",
-            "vs SB3 train": f"{w / statistics.median(wall[sb3_train_name, n]):.2f}",
-            "vs SB3 env step": f"{w / statistics.median(wall[sb3_step, n]):.2f}"})
-    table(rows, ["what", "threads", "wall ms (median)", "CPU ms (median)", "vs floor",
-                 "vs SB3 train", "vs SB3 env step"])
-    print(f"Per call, median of {args.rounds} interleaved rounds of {args.steps} calls; the "
-          f"ratios against the same thread count (np {np.__version__}, torch "
-          f"{torch.__version__}).")
+        rows.append(
+            {
+                "what": name,
+                "threads": n,
+                "wall ms (median)": f"{w:.2f}",
+                "CPU ms (median)": f"{statistics.median(cpu[name, n]):.2f}",
+                "vs floor": f"{w / statistics.median(wall[floor_name, n]):.2f}",
+                "vs SB3 train": f"{w / statistics.median(wall[sb3_train_name, n]):.2f}",
+                "vs SB3 env step": f"{w / statistics.median(wall[sb3_step, n]):.2f}",
+            }
+        )
+    table(
+        rows,
+        [
+            "what",
+            "threads",
+            "wall ms (median)",
+            "CPU ms (median)",
+            "vs floor",
+            "vs SB3 train",
+            "vs SB3 env step",
+        ],
+    )
+    print(
+        f"Per call, median of {args.rounds} interleaved rounds of {args.steps} calls; the "
+        f"ratios against the same thread count (np {np.__version__}, torch "
+        f"{torch.__version__})."
+    )
     if torch_default in args.threads and 1 in args.threads:
         sb3 = statistics.median(wall[sb3_step, torch_default])
-        print(f"Each at its default (rlmod 1 thread, SB3 {torch_default}), wall per env step "
-              "against SB3's:")
-        for name in (floor_name, "floor: twin critics batched (baddbmm)",
-                     "rlmod Learner.update (256 rows)",
-                     "rlmod Algorithm.train() (1 env step + 1 update)"):
+        print(
+            f"Each at its default (rlmod 1 thread, SB3 {torch_default}), wall per env step "
+            "against SB3's:"
+        )
+        for name in (
+            floor_name,
+            "floor: twin critics batched (baddbmm)",
+            "rlmod Learner.update (256 rows)",
+            "rlmod Algorithm.train() (1 env step + 1 update)",
+        ):
             best = min(statistics.median(wall[name, n]) for n in args.threads)
-            print(f"  {name}: {statistics.median(wall[name, 1]) / sb3:.2f} at 1 thread, "
-                  f"{best / sb3:.2f} at its best thread count")
+            print(
+                f"  {name}: {statistics.median(wall[name, 1]) / sb3:.2f} at 1 thread, "
+                f"{best / sb3:.2f} at its best thread count"
+            )
 
 
 if __name__ == "__main__":

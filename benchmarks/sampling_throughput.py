@@ -39,9 +39,13 @@ def raw_loop(num_envs: int, steps: int, policy: torch.nn.Module) -> float:
 def env_runner(num_envs: int, steps: int) -> tuple[float, torch.nn.Module]:
     # Two 64-unit layers (rlmod.tuned.FAST_PPO's, PPOConfig's default before it took
     # RLlib's 256x256), so numbers compare with earlier commits.
-    config = PPOConfig().environment("CartPole-v1").env_runners(
-        num_envs_per_env_runner=num_envs).rl_module(
-        model_config={"fcnet_hiddens": [64, 64]}).debugging(seed=0)
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=num_envs)
+        .rl_module(model_config={"fcnet_hiddens": [64, 64]})
+        .debugging(seed=0)
+    )
     runner = SingleAgentEnvRunner(config=config)
     runner.sample(num_timesteps=steps)  # warm-up: steady state, as from the 2nd iteration on
     start = time.perf_counter()
@@ -68,9 +72,14 @@ def main() -> None:
             runner_best = max(runner_best, rate)
             raw_loop(num_envs, steps, policy)  # warm-up, as for the EnvRunner
             raw_best = max(raw_best, raw_loop(num_envs, steps, policy))
-        rows.append({"sub-envs": num_envs, "raw loop (steps/s)": f"{raw_best:,.0f}",
-                     "rlmod EnvRunner (steps/s)": f"{runner_best:,.0f}",
-                     "ratio": f"{runner_best / raw_best:.2f}"})
+        rows.append(
+            {
+                "sub-envs": num_envs,
+                "raw loop (steps/s)": f"{raw_best:,.0f}",
+                "rlmod EnvRunner (steps/s)": f"{runner_best:,.0f}",
+                "ratio": f"{runner_best / raw_best:.2f}",
+            }
+        )
     table(rows, ["sub-envs", "raw loop (steps/s)", "rlmod EnvRunner (steps/s)", "ratio"])
 
 

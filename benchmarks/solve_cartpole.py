@@ -61,23 +61,37 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--max-steps", type=int, default=500_000)
     parser.add_argument("--skip-sb3", action="store_true")
-    parser.add_argument("--source-imports", action="store_true",
-                        help="do not byte-compile the rlmod trees first: with "
-                        "PYTHONDONTWRITEBYTECODE=1 each run then compiles rlmod from source")
-    parser.add_argument("--variant", action="append", default=[], metavar="NAME=JSON",
-                        help="also run rlmod with these settings over TUNED['CartPole-v1'], "
-                        "e.g. 'lrdecay={\"lr\": [[0, 0.001], [100000, 0.0]]}' (repeatable)")
-    parser.add_argument("--compare-tree", action="append", default=[], metavar="DIR",
-                        help="also run rlmod TUNED from this checkout (on PYTHONPATH), in "
-                        "the same alternating loop, e.g. a `git worktree` of the commit "
-                        "before a change (repeatable)")
+    parser.add_argument(
+        "--source-imports",
+        action="store_true",
+        help="do not byte-compile the rlmod trees first: with "
+        "PYTHONDONTWRITEBYTECODE=1 each run then compiles rlmod from source",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help="also run rlmod with these settings over TUNED['CartPole-v1'], "
+        "e.g. 'lrdecay={\"lr\": [[0, 0.001], [100000, 0.0]]}' (repeatable)",
+    )
+    parser.add_argument(
+        "--compare-tree",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also run rlmod TUNED from this checkout (on PYTHONPATH), in "
+        "the same alternating loop, e.g. a `git worktree` of the commit "
+        "before a change (repeatable)",
+    )
     args = parser.parse_args()
     header("Time to solve CartPole-v1 (mean return >= 475 over 100 episodes), from process start")
     # name -> (code, arguments before seed and max steps, arguments after them, PYTHONPATH)
     libs: dict[str, tuple[str, tuple, tuple, str | None]] = {}
     for tree in args.compare_tree:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, cwd=tree).stdout.strip() or os.path.basename(tree)
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=tree
+        ).stdout.strip() or os.path.basename(tree)
         libs[f"rlmod@{rev}"] = (TRAIN_UNTIL, ("CartPole-v1", 475), (), os.path.abspath(tree))
     # This checkout's rlmod, whatever PYTHONPATH the parent had (an installed rlmod may be
     # another checkout's).
@@ -91,32 +105,47 @@ def main() -> None:
         libs["stable-baselines3"] = (SB3, (), (), None)
     if not args.source_imports:
         for tree in sorted({t for _, _, _, t in libs.values() if t is not None}):
-            subprocess.run([sys.executable, "-m", "compileall", "-q",
-                            os.path.join(tree, "rlmod")], check=True)
-    print("rlmod imports: " + ("from source" if args.source_imports else
-                               "from bytecode (trees byte-compiled first)"))
+            subprocess.run(
+                [sys.executable, "-m", "compileall", "-q", os.path.join(tree, "rlmod")], check=True
+            )
+    print(
+        "rlmod imports: "
+        + ("from source" if args.source_imports else "from bytecode (trees byte-compiled first)")
+    )
     results: dict[str, list[dict]] = {name: [] for name in libs}
     rows = []
     for seed in args.seeds:
         for name, (code, lead, tail, tree) in libs.items():
             r = run_timed(code, *lead, seed, args.max_steps, *tail, pythonpath=tree)
             results[name].append(r)
-            rows.append({"library": name, "seed": seed, "solved": r["reached"],
-                         "env steps": f"{r['steps']:,}", "wall s": f"{r['wall_s']:.2f}",
-                         "cpu s": f"{r['cpu_s']:.2f}", "return": f"{r['return']:.1f}"})
+            rows.append(
+                {
+                    "library": name,
+                    "seed": seed,
+                    "solved": r["reached"],
+                    "env steps": f"{r['steps']:,}",
+                    "wall s": f"{r['wall_s']:.2f}",
+                    "cpu s": f"{r['cpu_s']:.2f}",
+                    "return": f"{r['return']:.1f}",
+                }
+            )
     table(rows, ["library", "seed", "solved", "env steps", "wall s", "cpu s", "return"])
     medians = {n: statistics.median(r["wall_s"] for r in rs) for n, rs in results.items()}
     cpus = {n: statistics.median(r["cpu_s"] for r in rs) for n, rs in results.items()}
     steps = {n: statistics.median(r["steps"] for r in rs) for n, rs in results.items()}
     for name, med in medians.items():
-        print(f"median wall s, {name}: {med:.2f}; median CPU s: {cpus[name]:.2f}; "
-              f"median env steps: {steps[name]:,.0f}")
+        print(
+            f"median wall s, {name}: {med:.2f}; median CPU s: {cpus[name]:.2f}; "
+            f"median env steps: {steps[name]:,.0f}"
+        )
     if "stable-baselines3" in medians:
         sb3 = "stable-baselines3"
         for name in (n for n in libs if n.startswith("rlmod") and " " not in n):
-            print(f"ratio {name} / SB3: median wall {medians[name] / medians[sb3]:.3f}, "
-                  f"median CPU {cpus[name] / cpus[sb3]:.3f}, "
-                  f"median env steps {steps[name] / steps[sb3]:.2f}")
+            print(
+                f"ratio {name} / SB3: median wall {medians[name] / medians[sb3]:.3f}, "
+                f"median CPU {cpus[name] / cpus[sb3]:.3f}, "
+                f"median env steps {steps[name] / steps[sb3]:.2f}"
+            )
     try:
         import ray  # noqa: F401
 

@@ -34,20 +34,25 @@ from rlmod.testing import MultiAgentCartPole
 AGENTS = 1000
 
 
-def make_runner(num_modules: int, num_envs: int, steps: int,
-                agents: int = AGENTS, threads: int | None = None) -> MultiAgentEnvRunner:
+def make_runner(
+    num_modules: int, num_envs: int, steps: int, agents: int = AGENTS, threads: int | None = None
+) -> MultiAgentEnvRunner:
     """`agents` MultiAgentCartPole agents mapped round-robin to `num_modules` [64, 64]
     modules, sampled to steady state (also issue 17's sampling child in _stacked_scale).
     `threads`: `num_threads_per_learner` (None: auto, rlmod.env.acting_threads; call
     `torch.set_num_threads(threads or 1)` first, as Algorithm.setup does)."""
-    config = (PPOConfig()
-              .environment(MultiAgentCartPole, env_config={"num_agents": agents})
-              .env_runners(num_envs_per_env_runner=num_envs)
-              .multi_agent(policies={f"p{i}" for i in range(num_modules)},
-                           policy_mapping_fn=lambda aid, episode: f"p{aid % num_modules}")
-              .rl_module(model_config={"fcnet_hiddens": [64, 64]})
-              .learners(num_threads_per_learner=threads)
-              .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": agents})
+        .env_runners(num_envs_per_env_runner=num_envs)
+        .multi_agent(
+            policies={f"p{i}" for i in range(num_modules)},
+            policy_mapping_fn=lambda aid, episode: f"p{aid % num_modules}",
+        )
+        .rl_module(model_config={"fcnet_hiddens": [64, 64]})
+        .learners(num_threads_per_learner=threads)
+        .debugging(seed=0)
+    )
     runner = MultiAgentEnvRunner(config=config)
     runner.sample(num_timesteps=num_envs * steps)  # steady state first
     runner.get_metrics()
@@ -119,9 +124,11 @@ def fit() -> None:
                 x = obs.reshape(len(index), -1)
                 counts = torch.bincount(index, minlength=m)
                 width = int(counts.max())
-                ways = (partial(act._padded, x, index, counts, width, gather=False),
-                        partial(act._padded, x, index, counts, width, gather=True),
-                        partial(act._sparse, x.contiguous(), index))
+                ways = (
+                    partial(act._padded, x, index, counts, width, gather=False),
+                    partial(act._padded, x, index, counts, width, gather=True),
+                    partial(act._sparse, x.contiguous(), index),
+                )
                 us = [1e6 * min(_seconds(f) for _ in range(3)) for f in ways]
                 rows.append((m, len(index), width, int((counts > 0).sum()), *us))
     a = np.array(rows, dtype=float)
@@ -129,9 +136,11 @@ def fit() -> None:
     padded = np.linalg.lstsq(np.stack([m, m * width], 1), a[:, 4], rcond=None)[0]
     gathered = np.linalg.lstsq(np.stack([present, present * width], 1), a[:, 5], rcond=None)[0]
     sparse = np.linalg.lstsq(np.stack([n, np.ones_like(n)], 1), a[:, 6], rcond=None)[0]
-    print(f"{len(a)} passes: PER_MODULE_US {padded[0]:.2f}, PER_SLOT_US {padded[1]:.2f}, "
-          f"GATHER_US {gathered[0] - padded[0]:.2f} (slot {gathered[1]:.2f}), "
-          f"PER_ROW_US {sparse[0]:.2f}, SPARSE_US {sparse[1]:.0f}; commit {commit()}")
+    print(
+        f"{len(a)} passes: PER_MODULE_US {padded[0]:.2f}, PER_SLOT_US {padded[1]:.2f}, "
+        f"GATHER_US {gathered[0] - padded[0]:.2f} (slot {gathered[1]:.2f}), "
+        f"PER_ROW_US {sparse[0]:.2f}, SPARSE_US {sparse[1]:.0f}; commit {commit()}"
+    )
 
 
 def _seconds(f) -> float:
@@ -171,13 +180,27 @@ def main() -> None:
     rate = {m: steps[m] / sum(total[m]) for m in sizes}
     rows = []
     for m in sizes:
-        rows.append({"modules": m, "agent steps/s": f"{rate[m]:,.0f}",
-                     "sample() s": f"{sum(total[m]):.2f}",
-                     "of it acting forward s": f"{sum(fwd[m]):.2f}",
-                     "forward calls": len(calls[m]),
-                     "rows per call": f"{np.mean([len(i) for _, i, _ in calls[m]]):,.0f}"})
-    table(rows, ["modules", "agent steps/s", "sample() s", "of it acting forward s",
-                 "forward calls", "rows per call"])
+        rows.append(
+            {
+                "modules": m,
+                "agent steps/s": f"{rate[m]:,.0f}",
+                "sample() s": f"{sum(total[m]):.2f}",
+                "of it acting forward s": f"{sum(fwd[m]):.2f}",
+                "forward calls": len(calls[m]),
+                "rows per call": f"{np.mean([len(i) for _, i, _ in calls[m]]):,.0f}",
+            }
+        )
+    table(
+        rows,
+        [
+            "modules",
+            "agent steps/s",
+            "sample() s",
+            "of it acting forward s",
+            "forward calls",
+            "rows per call",
+        ],
+    )
     ratio = rate[1000] / rate[10]
     print(f"\nsampling ratio 1,000 vs 10 modules: {ratio:.2f} (target >= 0.8)")
 
@@ -186,25 +209,37 @@ def main() -> None:
     # Replay the 1,000-module forwards every way (same rows), and the 10-module ones.
     ways = ("vmap", "padded", "sparse", "chosen")
     replayed = {(m, w): np.array(replay(groups[m], calls[m], w)) for m in sizes for w in ways}
-    replayed = {k: np.minimum(v, np.array(replay(groups[k[0]], calls[k[0]], k[1])))
-                for k, v in replayed.items()}  # best of two replays per call
+    replayed = {
+        k: np.minimum(v, np.array(replay(groups[k[0]], calls[k[0]], k[1])))
+        for k, v in replayed.items()
+    }  # best of two replays per call
     print("\nForward per call, replayed (ms, mean over the recorded calls):\n")
-    table([{"modules": m, **{w: f"{1e3 * replayed[(m, w)].mean():.2f}" for w in ways},
-            "best per call in hindsight": f"{1e3 * np.minimum(replayed[(m, 'padded')], replayed[(m, 'sparse')]).mean():.2f}"}
-           for m in sizes], ["modules", *ways, "best per call in hindsight"])
+    table(
+        [
+            {
+                "modules": m,
+                **{w: f"{1e3 * replayed[(m, w)].mean():.2f}" for w in ways},
+                "best per call in hindsight": f"{1e3 * np.minimum(replayed[(m, 'padded')], replayed[(m, 'sparse')]).mean():.2f}",
+            }
+            for m in sizes
+        ],
+        ["modules", *ways, "best per call in hindsight"],
+    )
     # Floor: everything but the forward as measured; forwards as replayed.
     rest = {m: sum(total[m]) - sum(fwd[m]) for m in sizes}
     n = {m: len(calls[m]) for m in sizes}
     per_call = {m: sum(fwd[m]) / n[m] for m in sizes}
-    best = {m: np.minimum(replayed[(m, "padded")], replayed[(m, "sparse")]).mean()
-            for m in sizes}
+    best = {m: np.minimum(replayed[(m, "padded")], replayed[(m, "sparse")]).mean() for m in sizes}
     floor = (steps[1000] / (rest[1000] + n[1000] * best[1000])) / (
-        steps[10] / (rest[10] + n[10] * min(best[10], per_call[10])))
-    print(f"\nEverything but the forward: {rest[10]:.2f} s (10 modules) vs {rest[1000]:.2f} s "
-          f"(1,000). Ratio with each runner's forward at its best layout per call in "
-          f"hindsight: {floor:.2f}.\ncommit {commit()}, {args.envs} envs, {args.rounds} "
-          f"alternating rounds of sample() calls of {args.steps} env steps per env, "
-          "one thread.")
+        steps[10] / (rest[10] + n[10] * min(best[10], per_call[10]))
+    )
+    print(
+        f"\nEverything but the forward: {rest[10]:.2f} s (10 modules) vs {rest[1000]:.2f} s "
+        f"(1,000). Ratio with each runner's forward at its best layout per call in "
+        f"hindsight: {floor:.2f}.\ncommit {commit()}, {args.envs} envs, {args.rounds} "
+        f"alternating rounds of sample() calls of {args.steps} env steps per env, "
+        "one thread."
+    )
 
 
 if __name__ == "__main__":

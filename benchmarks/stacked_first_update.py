@@ -27,14 +27,18 @@ from rlmod.utils.state_files import read_state, write_state
 
 def make_config(num_agents: int, batch: int, num_envs: int) -> PPOConfig:
     """benchmarks/_stacked_scale.py's I17_TRAIN config."""
-    return (PPOConfig()
-            .environment(MultiAgentCartPole, env_config={"num_agents": num_agents})
-            .env_runners(num_envs_per_env_runner=num_envs)
-            .multi_agent(policies={f"a{i}" for i in range(num_agents)},
-                         policy_mapping_fn=lambda aid, episode: f"a{aid}")
-            .rl_module(model_config={"fcnet_hiddens": [64, 64]})
-            .training(train_batch_size=batch, minibatch_size=None if batch < 128 else 128)
-            .debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": num_agents})
+        .env_runners(num_envs_per_env_runner=num_envs)
+        .multi_agent(
+            policies={f"a{i}" for i in range(num_agents)},
+            policy_mapping_fn=lambda aid, episode: f"a{aid}",
+        )
+        .rl_module(model_config={"fcnet_hiddens": [64, 64]})
+        .training(train_batch_size=batch, minibatch_size=None if batch < 128 else 128)
+        .debugging(seed=0)
+    )
 
 
 def capture(path: str, num_agents: int, batch: int, num_envs: int) -> None:
@@ -60,15 +64,19 @@ def time_updates(path: str, batch: int, epochs: int | None) -> None:
     if epochs:
         config.training(num_epochs=epochs)
     box = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
-    spaces = {"__env__": (box, gym.spaces.Discrete(2)),
-              **{m: (box, gym.spaces.Discrete(2)) for m in first}}
+    spaces = {
+        "__env__": (box, gym.spaces.Discrete(2)),
+        **{m: (box, gym.spaces.Discrete(2)) for m in first},
+    }
     spec = config.get_multi_rl_module_spec(spaces=spaces, inference_only=False)
     learner = config.get_default_learner_class()(config=config, module_spec=spec)
     learner.build()
     rows = np.array([len(cols["obs"]) for cols in first.values()])
-    print(f"{len(rows)} modules, {rows.sum():,} rows (10/50/90th percentile "
-          f"{np.percentile(rows, [10, 50, 90]).tolist()}, most {rows.max()}), "
-          f"{torch.get_num_threads()} torch threads")
+    print(
+        f"{len(rows)} modules, {rows.sum():,} rows (10/50/90th percentile "
+        f"{np.percentile(rows, [10, 50, 90]).tolist()}, most {rows.max()}), "
+        f"{torch.get_num_threads()} torch threads"
+    )
     for name in ("first", "second"):
         t = time.perf_counter()
         learner.update(episodes, **kwargs)

@@ -48,11 +48,17 @@ CLIP, VF_CLIP, VF_COEFF, ENT_COEFF, KL_COEFF = 0.3, 10.0, 1.0, 0.0, 0.2
 def floor_params(m: int) -> list[torch.Tensor]:
     """Policy and value MLPs of `m` modules: (weight `[M, in, out]`, bias `[M, 1, out]`)
     per layer, policy first."""
-    shapes = [(4, HIDDEN), (HIDDEN, HIDDEN), (HIDDEN, 2), (4, HIDDEN), (HIDDEN, HIDDEN),
-              (HIDDEN, 1)]
+    shapes = [
+        (4, HIDDEN),
+        (HIDDEN, HIDDEN),
+        (HIDDEN, 2),
+        (4, HIDDEN),
+        (HIDDEN, HIDDEN),
+        (HIDDEN, 1),
+    ]
     out = []
     for fan_in, fan_out in shapes:
-        out.append((torch.randn(m, fan_in, fan_out) / fan_in ** 0.5).requires_grad_())
+        out.append((torch.randn(m, fan_in, fan_out) / fan_in**0.5).requires_grad_())
         out.append(torch.zeros(m, 1, fan_out).requires_grad_())
     return out
 
@@ -91,12 +97,16 @@ class ReusedMLP(torch.autograd.Function):
         for i in reversed(range(len(layers) // 2)):
             if i < len(layers) // 2 - 1:
                 g = torch.ops.aten.tanh_backward.grad_input(
-                    g, hs[i + 1], grad_input=_buffer(ctx.buffers, (ctx.tag, "g", i), g.shape))
+                    g, hs[i + 1], grad_input=_buffer(ctx.buffers, (ctx.tag, "g", i), g.shape)
+                )
             grads[2 * i] = torch.bmm(hs[i].transpose(1, 2), g)
             grads[2 * i + 1] = g.sum(1, keepdim=True)
             if i > 0:
-                g = torch.bmm(g, layers[2 * i].transpose(1, 2),
-                              out=_buffer(ctx.buffers, (ctx.tag, "gx", i), hs[i].shape))
+                g = torch.bmm(
+                    g,
+                    layers[2 * i].transpose(1, 2),
+                    out=_buffer(ctx.buffers, (ctx.tag, "gx", i), hs[i].shape),
+                )
         return (None, None, None, *grads)
 
 
@@ -106,8 +116,9 @@ def _buffer(buffers: dict, key: tuple, shape: tuple[int, ...]) -> torch.Tensor:
     return buffers[key]
 
 
-def floor_loss(params: list[torch.Tensor], cols: dict[str, torch.Tensor],
-               buffers: dict | None = None) -> torch.Tensor:
+def floor_loss(
+    params: list[torch.Tensor], cols: dict[str, torch.Tensor], buffers: dict | None = None
+) -> torch.Tensor:
     """PPO's clipped loss with value and KL terms, per module mean, summed: `[M, K]` rows;
     with `buffers`, the MLPs keep their activations there (ReusedMLP)."""
     if buffers is None:
@@ -130,8 +141,9 @@ def floor_loss(params: list[torch.Tensor], cols: dict[str, torch.Tensor],
     return per_module.sum()
 
 
-def floor_update(m: int, rows: int, size: int, epochs: int, chunk: int, seed: int = 0,
-                 reuse: bool = False) -> tuple[float, float]:
+def floor_update(
+    m: int, rows: int, size: int, epochs: int, chunk: int, seed: int = 0, reuse: bool = False
+) -> tuple[float, float]:
     """(wall, CPU) seconds of the floor loop: `epochs` x (rows // size) minibatches of `size` rows per
     module, `m` modules; `chunk` > 0: forward + backward per slice of that many modules;
     `reuse`: activations in buffers kept across minibatches (ReusedMLP)."""
@@ -139,12 +151,14 @@ def floor_update(m: int, rows: int, size: int, epochs: int, chunk: int, seed: in
     params = floor_params(m)
     exp_avg = [torch.zeros_like(p) for p in params]
     exp_avg_sq = [torch.zeros_like(p) for p in params]
-    batch = {"obs": torch.randn(m, rows, 4, generator=gen),
-             "actions": torch.randint(0, 2, (m, rows), generator=gen),
-             "action_logp": torch.full((m, rows), float(np.log(0.5))),
-             "action_dist_inputs": torch.zeros(m, rows, 2),
-             "advantages": torch.randn(m, rows, generator=gen),
-             "value_targets": torch.randn(m, rows, generator=gen)}
+    batch = {
+        "obs": torch.randn(m, rows, 4, generator=gen),
+        "actions": torch.randint(0, 2, (m, rows), generator=gen),
+        "action_logp": torch.full((m, rows), float(np.log(0.5))),
+        "action_dist_inputs": torch.zeros(m, rows, 2),
+        "advantages": torch.randn(m, rows, generator=gen),
+        "value_targets": torch.randn(m, rows, generator=gen),
+    }
     steps = rows // size
     chunk = chunk or m
     buffers: dict | None = {} if reuse else None
@@ -152,21 +166,35 @@ def floor_update(m: int, rows: int, size: int, epochs: int, chunk: int, seed: in
     t, c = time.perf_counter(), time.process_time()
     for _ in range(epochs):
         perm = torch.argsort(torch.rand(m, rows, generator=gen), dim=1)  # per module
-        shuffled = {c: torch.take_along_dim(v, perm.view(m, rows, *[1] * (v.dim() - 2)),
-                                            dim=1) for c, v in batch.items()}
+        shuffled = {
+            c: torch.take_along_dim(v, perm.view(m, rows, *[1] * (v.dim() - 2)), dim=1)
+            for c, v in batch.items()
+        }
         for s in range(steps):
             for p in params:
                 p.grad = None
             for a in range(0, m, chunk):
-                cols = {c: v[a:a + chunk, s * size:(s + 1) * size] for c, v in shuffled.items()}
-                loss = floor_loss([p[a:a + chunk] for p in params], cols, buffers)
+                cols = {c: v[a : a + chunk, s * size : (s + 1) * size] for c, v in shuffled.items()}
+                loss = floor_loss([p[a : a + chunk] for p in params], cols, buffers)
                 loss.backward()
             step_count += 1
             step = torch.tensor(float(step_count))
             with torch.no_grad():
-                torch._fused_adam_(params, [p.grad for p in params], exp_avg, exp_avg_sq, [],
-                                   [step] * len(params), lr=5e-5, beta1=0.9, beta2=0.999,
-                                   weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+                torch._fused_adam_(
+                    params,
+                    [p.grad for p in params],
+                    exp_avg,
+                    exp_avg_sq,
+                    [],
+                    [step] * len(params),
+                    lr=5e-5,
+                    beta1=0.9,
+                    beta2=0.999,
+                    weight_decay=0.0,
+                    eps=1e-8,
+                    amsgrad=False,
+                    maximize=False,
+                )
     return time.perf_counter() - t, time.process_time() - c
 
 
@@ -176,12 +204,14 @@ def rlmod_update(m: int, rows: int, epochs: int, threads: int | None) -> dict[st
     from learner_stacking import synthetic_batch
 
     ids = [f"a{i}" for i in range(m)]
-    config = (PPOConfig()
-              .multi_agent(policies=set(ids), policy_mapping_fn=lambda aid, ep: aid)
-              .rl_module(model_config={"fcnet_hiddens": [HIDDEN, HIDDEN]})
-              .training(train_batch_size=4000, minibatch_size=128, num_epochs=epochs)
-              .learners(num_threads_per_learner=threads)
-              .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .multi_agent(policies=set(ids), policy_mapping_fn=lambda aid, ep: aid)
+        .rl_module(model_config={"fcnet_hiddens": [HIDDEN, HIDDEN]})
+        .training(train_batch_size=4000, minibatch_size=128, num_epochs=epochs)
+        .learners(num_threads_per_learner=threads)
+        .debugging(seed=0)
+    )
     spaces = {"__env__": (BOX, ACT), **{mid: (BOX, ACT) for mid in ids}}
     spec = config.get_multi_rl_module_spec(spaces=spaces, inference_only=False)
     learner = config.get_default_learner_class()(config=config, module_spec=spec)
@@ -193,8 +223,12 @@ def rlmod_update(m: int, rows: int, epochs: int, threads: int | None) -> dict[st
     t, c = time.perf_counter(), time.process_time()
     learner.update(batch)
     update_s, update_cpu = time.perf_counter() - t, time.process_time() - c
-    return {"update_s": update_s, "gae_s": gae_s, "sgd_s": update_s - gae_s,
-            "sgd_cpu_s": update_cpu - gae_cpu}
+    return {
+        "update_s": update_s,
+        "gae_s": gae_s,
+        "sgd_s": update_s - gae_s,
+        "sgd_cpu_s": update_cpu - gae_cpu,
+    }
 
 
 def main() -> None:
@@ -204,36 +238,57 @@ def main() -> None:
     parser.add_argument("--minibatch-size", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--chunk", type=int, nargs="+", default=[0, 125],
-                        help="modules per forward+backward slice in the floor (0: all)")
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        nargs="+",
+        default=[0, 125],
+        help="modules per forward+backward slice in the floor (0: all)",
+    )
     parser.add_argument("--skip-rlmod", action="store_true")
-    parser.add_argument("--rlmod-auto-threads", action="store_true",
-                        help="rlmod with num_threads_per_learner=None (auto) instead of --threads")
+    parser.add_argument(
+        "--rlmod-auto-threads",
+        action="store_true",
+        help="rlmod with num_threads_per_learner=None (auto) instead of --threads",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     m, rows, size = args.modules, args.rows_per_module, args.minibatch_size
     passes = m * size * (rows // size) * args.epochs
-    header(f"Issue 17 learn floor: {m} modules, {rows // size} minibatches x {args.epochs} "
-           f"epochs x {m * size:,} rows = {passes / 1e6:.1f}M row passes, "
-           f"{args.threads} torch thread(s)")
+    header(
+        f"Issue 17 learn floor: {m} modules, {rows // size} minibatches x {args.epochs} "
+        f"epochs x {m * size:,} rows = {passes / 1e6:.1f}M row passes, "
+        f"{args.threads} torch thread(s)"
+    )
     results = []
     if not args.skip_rlmod:
         r = rlmod_update(m, rows, args.epochs, None if args.rlmod_auto_threads else args.threads)
-        results.append({"loop": "rlmod Learner.update()", "wall s": f"{r['sgd_s']:.1f}",
-                        "CPU s": f"{r['sgd_cpu_s']:.1f}",
-                        "M row passes per CPU s": f"{passes / r['sgd_cpu_s'] / 1e6:.3f}",
-                        "note": f"SGD only: update {r['update_s']:.1f} s - GAE "
-                                f"{r['gae_s']:.1f} s"})
+        results.append(
+            {
+                "loop": "rlmod Learner.update()",
+                "wall s": f"{r['sgd_s']:.1f}",
+                "CPU s": f"{r['sgd_cpu_s']:.1f}",
+                "M row passes per CPU s": f"{passes / r['sgd_cpu_s'] / 1e6:.3f}",
+                "note": f"SGD only: update {r['update_s']:.1f} s - GAE {r['gae_s']:.1f} s",
+            }
+        )
     for chunk in args.chunk:
         for reuse in (False, True):
             s, cpu = floor_update(m, rows, size, args.epochs, chunk, reuse=reuse)
-            results.append({"loop": f"floor, chunk {chunk or m}", "wall s": f"{s:.1f}",
-                            "CPU s": f"{cpu:.1f}",
-                            "M row passes per CPU s": f"{passes / cpu / 1e6:.3f}",
-                            "note": "activations in reused buffers" if reuse else ""})
+            results.append(
+                {
+                    "loop": f"floor, chunk {chunk or m}",
+                    "wall s": f"{s:.1f}",
+                    "CPU s": f"{cpu:.1f}",
+                    "M row passes per CPU s": f"{passes / cpu / 1e6:.3f}",
+                    "note": "activations in reused buffers" if reuse else "",
+                }
+            )
     table(results, ["loop", "wall s", "CPU s", "M row passes per CPU s", "note"])
-    print("CPU s: the process's CPU time (user + system, all threads): on a shared machine "
-          "it moves less with other jobs than wall time does.")
+    print(
+        "CPU s: the process's CPU time (user + system, all threads): on a shared machine "
+        "it moves less with other jobs than wall time does."
+    )
 
 
 if __name__ == "__main__":

@@ -31,16 +31,20 @@ from _stacked_scale import I17_SAMPLE
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("trees", nargs="+",
-                        help="source trees (PYTHONPATH roots), each optionally :THREADS")
+    parser.add_argument(
+        "trees", nargs="+", help="source trees (PYTHONPATH roots), each optionally :THREADS"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="children per tree")
-    parser.add_argument("--child-rounds", type=int, default=16,
-                        help="alternating sample() rounds inside each child")
+    parser.add_argument(
+        "--child-rounds", type=int, default=16, help="alternating sample() rounds inside each child"
+    )
     parser.add_argument("--envs", type=int, default=32)
     parser.add_argument("--agents", type=int, default=1000)
     args = parser.parse_args()
-    print("| round | tree | ratio (median of rounds) | range | 1,000 modules agent steps/s "
-          "| 10 modules agent steps/s |")
+    print(
+        "| round | tree | ratio (median of rounds) | range | 1,000 modules agent steps/s "
+        "| 10 modules agent steps/s |"
+    )
     print("|---|---|---|---|---|---|")
     ratios: dict[str, list[float]] = {t: [] for t in args.trees}
     for r in range(args.rounds):
@@ -48,15 +52,32 @@ def main() -> None:
             root, _, threads = tree.partition(":")
             env = {**os.environ, "PYTHONPATH": root}
             child = os.path.join(root, "benchmarks", "_stacked_scale.py")
-            out = subprocess.run([sys.executable, "-c", I17_SAMPLE, child, str(args.agents),
-                                  str(args.envs), str(args.child_rounds), "10", "10,1000",
-                                  *([threads] if threads else [])],
-                                 env=env, capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    I17_SAMPLE,
+                    child,
+                    str(args.agents),
+                    str(args.envs),
+                    str(args.child_rounds),
+                    "10",
+                    "10,1000",
+                    *([threads] if threads else []),
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             res = json.loads(out.stdout.strip().splitlines()[-1])
             ratios[tree].append(res["ratio"])
-            print(f"| {r} | {tree} | {res['ratio']:.3f} | {res['ratio_min']:.2f}-"
-                  f"{res['ratio_max']:.2f} | {res['rates']['1000']:,.0f} | "
-                  f"{res['rates']['10']:,.0f} |", flush=True)
+            print(
+                f"| {r} | {tree} | {res['ratio']:.3f} | {res['ratio_min']:.2f}-"
+                f"{res['ratio_max']:.2f} | {res['rates']['1000']:,.0f} | "
+                f"{res['rates']['10']:,.0f} |",
+                flush=True,
+            )
     for tree, values in ratios.items():
         print(f"{tree}: median ratio {np.median(values):.3f} over {len(values)} children")
 

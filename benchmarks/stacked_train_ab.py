@@ -33,16 +33,35 @@ def main() -> None:
         for tree in args.trees:
             env = {**os.environ, "PYTHONPATH": tree}
             before = os.times()
-            out = subprocess.run([sys.executable, "-c", I17_TRAIN, str(args.agents),
-                                  str(args.batch), "1", str(args.envs)], env=env,
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    I17_TRAIN,
+                    str(args.agents),
+                    str(args.batch),
+                    "1",
+                    str(args.envs),
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             after = os.times()
-            cpu = (after.children_user - before.children_user
-                   + after.children_system - before.children_system)
+            cpu = (
+                after.children_user
+                - before.children_user
+                + after.children_system
+                - before.children_system
+            )
             res = json.loads(out.stdout.strip().splitlines()[-1])
             t = res["timers"]
-            print(f"| {r} | {tree} | {res['train_s']:.1f} | {t[0]:.1f} | {t[1]:.1f} | "
-                  f"{res['agent_steps']:,} | {cpu:.1f} |", flush=True)
+            print(
+                f"| {r} | {tree} | {res['train_s']:.1f} | {t[0]:.1f} | {t[1]:.1f} | "
+                f"{res['agent_steps']:,} | {cpu:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

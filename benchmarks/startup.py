@@ -23,8 +23,9 @@ BUILD = (
 def best(code: str, repeats: int) -> float:
     times = []
     for _ in range(repeats):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
         times.append(float(out.stdout.strip().splitlines()[-1]))
     return min(times)
 
@@ -38,14 +39,23 @@ def main() -> None:
     rlmod_s = best(IMPORT.format(mod="rlmod.algorithms.ppo"), args.repeats)
     plain_s = best(IMPORT.format(mod="rlmod"), args.repeats)
     build_s = best(BUILD, args.repeats)
-    table([
-        {"measure": "import torch", "seconds": f"{torch_s:.3f}", "target": ""},
-        {"measure": "import rlmod", "seconds": f"{plain_s:.3f}", "target": ""},
-        {"measure": "import rlmod.algorithms.ppo", "seconds": f"{rlmod_s:.3f}",
-         "target": f"<= torch + 0.3 = {torch_s + 0.3:.3f}"},
-        {"measure": "build_algo() CartPole PPO, after import", "seconds": f"{build_s:.3f}",
-         "target": "< 0.5"},
-    ], ["measure", "seconds", "target"])
+    table(
+        [
+            {"measure": "import torch", "seconds": f"{torch_s:.3f}", "target": ""},
+            {"measure": "import rlmod", "seconds": f"{plain_s:.3f}", "target": ""},
+            {
+                "measure": "import rlmod.algorithms.ppo",
+                "seconds": f"{rlmod_s:.3f}",
+                "target": f"<= torch + 0.3 = {torch_s + 0.3:.3f}",
+            },
+            {
+                "measure": "build_algo() CartPole PPO, after import",
+                "seconds": f"{build_s:.3f}",
+                "target": "< 0.5",
+            },
+        ],
+        ["measure", "seconds", "target"],
+    )
     print(f"rlmod (with PPO) import over torch: {rlmod_s - torch_s:+.3f} s")
 
 

@@ -44,9 +44,11 @@ def main() -> None:
     header(f"{args.iterations} PPO iterations on CartPole-v1 (TUNED), fresh process")
     runs = [run_timed(TRAIN_N, args.iterations, args.seed) for _ in range(args.repeats)]
     best = min(runs, key=lambda r: r["train_s"])
-    row = {"env steps": f"{best['steps']:,}",
-           "wall s (best)": f"{min(r['wall_s'] for r in runs):.2f}",
-           "train() s (best)": f"{best['train_s']:.2f}"}
+    row = {
+        "env steps": f"{best['steps']:,}",
+        "wall s (best)": f"{min(r['wall_s'] for r in runs):.2f}",
+        "train() s (best)": f"{best['train_s']:.2f}",
+    }
     for k, v in sorted(best["timers"].items()):
         row[k] = f"{v:.2f}"
     table([row], list(row))

@@ -10,16 +10,32 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-ALGORITHM_HOOKS = ("on_algorithm_init", "on_train_result", "on_evaluate_start",
-                   "on_evaluate_end", "on_checkpoint_loaded")
+ALGORITHM_HOOKS = (
+    "on_algorithm_init",
+    "on_train_result",
+    "on_evaluate_start",
+    "on_evaluate_end",
+    "on_checkpoint_loaded",
+)
 """Hooks the Algorithm calls."""
 
-ENV_RUNNER_HOOKS = ("on_environment_created", "on_episode_created", "on_episode_start",
-                    "on_episode_step", "on_episode_end", "on_sample_end")
+ENV_RUNNER_HOOKS = (
+    "on_environment_created",
+    "on_episode_created",
+    "on_episode_start",
+    "on_episode_step",
+    "on_episode_end",
+    "on_sample_end",
+)
 """Hooks EnvRunners call."""
 
-EPISODE_HOOKS = ("on_episode_created", "on_episode_start", "on_episode_step",
-                 "on_episode_end", "on_sample_end")
+EPISODE_HOOKS = (
+    "on_episode_created",
+    "on_episode_start",
+    "on_episode_step",
+    "on_episode_end",
+    "on_sample_end",
+)
 """Hooks that need episode objects: an EnvRunner builds them only if one is in use."""
 
 HOOKS = ALGORITHM_HOOKS + ENV_RUNNER_HOOKS
@@ -52,55 +68,100 @@ class RLlibCallback:
         >>> algo.stop()
     """
 
-    def on_algorithm_init(self, *, algorithm: Any, metrics_logger: Any = None,
-                          **kwargs: Any) -> None:
+    def on_algorithm_init(
+        self, *, algorithm: Any, metrics_logger: Any = None, **kwargs: Any
+    ) -> None:
         """At the end of the Algorithm's setup."""
 
-    def on_train_result(self, *, algorithm: Any, metrics_logger: Any = None, result: dict,
-                        **kwargs: Any) -> None:
+    def on_train_result(
+        self, *, algorithm: Any, metrics_logger: Any = None, result: dict, **kwargs: Any
+    ) -> None:
         """After each `train()` result is complete; may change `result` in place."""
 
-    def on_evaluate_start(self, *, algorithm: Any, metrics_logger: Any = None,
-                          **kwargs: Any) -> None:
+    def on_evaluate_start(
+        self, *, algorithm: Any, metrics_logger: Any = None, **kwargs: Any
+    ) -> None:
         """Before an evaluation round."""
 
-    def on_evaluate_end(self, *, algorithm: Any, metrics_logger: Any = None,
-                        evaluation_metrics: dict, **kwargs: Any) -> None:
+    def on_evaluate_end(
+        self, *, algorithm: Any, metrics_logger: Any = None, evaluation_metrics: dict, **kwargs: Any
+    ) -> None:
         """After an evaluation round, with its results (may change them in place)."""
 
     def on_checkpoint_loaded(self, *, algorithm: Any, **kwargs: Any) -> None:
         """After `restore_from_path` / `from_checkpoint` restored the Algorithm."""
 
-    def on_environment_created(self, *, env_runner: Any, metrics_logger: Any = None,
-                               env: Any, env_context: dict, **kwargs: Any) -> None:
+    def on_environment_created(
+        self,
+        *,
+        env_runner: Any,
+        metrics_logger: Any = None,
+        env: Any,
+        env_context: dict,
+        **kwargs: Any,
+    ) -> None:
         """After an EnvRunner made its (vector) env."""
 
-    def on_episode_created(self, *, episode: Any, env_runner: Any = None,
-                           metrics_logger: Any = None, env: Any = None,
-                           rl_module: Any = None, env_index: int, **kwargs: Any) -> None:
+    def on_episode_created(
+        self,
+        *,
+        episode: Any,
+        env_runner: Any = None,
+        metrics_logger: Any = None,
+        env: Any = None,
+        rl_module: Any = None,
+        env_index: int,
+        **kwargs: Any,
+    ) -> None:
         """When an episode object is made. RLlib calls it before the env's reset;
         rlmod right after it, before on_episode_start (a vector env resets all sub-envs
         at once), so the episode already holds its first observation."""
 
-    def on_episode_start(self, *, episode: Any, env_runner: Any = None,
-                         metrics_logger: Any = None, env: Any = None, env_index: int,
-                         rl_module: Any = None, **kwargs: Any) -> None:
+    def on_episode_start(
+        self,
+        *,
+        episode: Any,
+        env_runner: Any = None,
+        metrics_logger: Any = None,
+        env: Any = None,
+        env_index: int,
+        rl_module: Any = None,
+        **kwargs: Any,
+    ) -> None:
         """After the reset; `episode` holds the first observation and info."""
 
-    def on_episode_step(self, *, episode: Any, env_runner: Any = None,
-                        metrics_logger: Any = None, env: Any = None, env_index: int,
-                        rl_module: Any = None, **kwargs: Any) -> None:
+    def on_episode_step(
+        self,
+        *,
+        episode: Any,
+        env_runner: Any = None,
+        metrics_logger: Any = None,
+        env: Any = None,
+        env_index: int,
+        rl_module: Any = None,
+        **kwargs: Any,
+    ) -> None:
         """After each env step of the episode (the last one included)."""
 
-    def on_episode_end(self, *, episode: Any, prev_episode_chunks: list | None = None,
-                       env_runner: Any = None, metrics_logger: Any = None, env: Any = None,
-                       env_index: int, rl_module: Any = None, **kwargs: Any) -> None:
+    def on_episode_end(
+        self,
+        *,
+        episode: Any,
+        prev_episode_chunks: list | None = None,
+        env_runner: Any = None,
+        metrics_logger: Any = None,
+        env: Any = None,
+        env_index: int,
+        rl_module: Any = None,
+        **kwargs: Any,
+    ) -> None:
         """After the episode's last step (terminated or truncated), after
         on_episode_step for that step. `prev_episode_chunks` is always [] (rlmod keeps the
         whole episode in one object)."""
 
-    def on_sample_end(self, *, env_runner: Any = None, metrics_logger: Any = None,
-                      samples: list, **kwargs: Any) -> None:
+    def on_sample_end(
+        self, *, env_runner: Any = None, metrics_logger: Any = None, samples: list, **kwargs: Any
+    ) -> None:
         """At the end of `EnvRunner.sample()`; `samples` lists the episodes of this call
         (those finished, then those still running), as RLlib's list of episodes."""
 
@@ -119,8 +180,9 @@ class Callbacks:
     the callables given as `callbacks(on_<hook>=...)`.
     """
 
-    def __init__(self, classes: Iterable[type] = (),
-                 functions: dict[str, list[Callable]] | None = None) -> None:
+    def __init__(
+        self, classes: Iterable[type] = (), functions: dict[str, list[Callable]] | None = None
+    ) -> None:
         self.instances = [cls() for cls in classes]
         functions = functions or {}
         self._handlers: dict[str, list[Callable]] = {}
@@ -135,8 +197,11 @@ class Callbacks:
         """Instances of `config.callbacks_class` (a class or a list) plus the
         `callbacks_on_<hook>` callables."""
         classes = config.callbacks_class
-        classes = [] if classes is None else (
-            list(classes) if isinstance(classes, list | tuple) else [classes])
+        classes = (
+            []
+            if classes is None
+            else (list(classes) if isinstance(classes, list | tuple) else [classes])
+        )
         functions: dict[str, list[Callable]] = {}
         for hook in HOOKS:
             fns = getattr(config, f"callbacks_{hook}", None)

@@ -30,7 +30,10 @@ ALGORITHMS: dict[str, str] = {
 """Algorithm name -> import path of its config class (imported only when used)."""
 
 TUNED_BY_ALGORITHM: dict[str, dict[str, dict[str, Any]]] = {
-    "PPO": TUNED, "DQN": TUNED_DQN, "SAC": TUNED_SAC}
+    "PPO": TUNED,
+    "DQN": TUNED_DQN,
+    "SAC": TUNED_SAC,
+}
 """Algorithm name -> {env ID -> tuned settings}; the settings of one algorithm do not
 carry over to another."""
 
@@ -114,8 +117,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="Start from the algorithm's defaults (RLlib's for PPO), without rlmod's fast "
         "or per-env tuned settings.",
     )
-    train.add_argument("--seed", type=_count(0, MAX_SEED), help="Seed of torch, numpy and the "
-                       "envs (default: the config's, else a random one, recorded in params.json).")
+    train.add_argument(
+        "--seed",
+        type=_count(0, MAX_SEED),
+        help="Seed of torch, numpy and the "
+        "envs (default: the config's, else a random one, recorded in params.json).",
+    )
     train.add_argument(
         "--stop-reward",
         type=_finite(),
@@ -123,8 +130,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="Stop once episode_return_mean (over the last 100 episodes) is >= R.",
     )
     train.add_argument(
-        "--stop-timesteps", type=_count(1), metavar="N",
-        help="Stop once N env steps were sampled."
+        "--stop-timesteps", type=_count(1), metavar="N", help="Stop once N env steps were sampled."
     )
     train.add_argument(
         "--stop-iters", type=_count(1), metavar="N", help="Stop after N training iterations."
@@ -150,18 +156,27 @@ def _build_parser() -> argparse.ArgumentParser:
         "--no-tensorboard", action="store_true", help="Do not write TensorBoard event files."
     )
     train.add_argument(
-        "--checkpoint-every", type=_count(0), metavar="N", default=0,
+        "--checkpoint-every",
+        type=_count(0),
+        metavar="N",
+        default=0,
         help="Save a checkpoint into RUN_DIR/checkpoints every N iterations (a final one is "
         "always saved at the end).",
     )
     train.add_argument(
-        "--resume", type=Path, metavar="DIR",
+        "--resume",
+        type=Path,
+        metavar="DIR",
         help="Continue from a checkpoint directory, or from the newest checkpoint of a run "
         "dir; settings come from the checkpoint (--config, --env and --seed are refused).",
     )
     _add_trust_argument(train)
-    train.add_argument("--keep-last-n", type=_count(1), metavar="N",
-                       help="Keep only the newest N checkpoints in RUN_DIR/checkpoints.")
+    train.add_argument(
+        "--keep-last-n",
+        type=_count(1),
+        metavar="N",
+        help="Keep only the newest N checkpoints in RUN_DIR/checkpoints.",
+    )
 
     evaluate = commands.add_parser(
         "evaluate",
@@ -171,18 +186,34 @@ def _build_parser() -> argparse.ArgumentParser:
         "return.",
     )
     evaluate.set_defaults(command="evaluate", run=_evaluate)
-    evaluate.add_argument("checkpoint", type=Path, metavar="CHECKPOINT",
-                          help="A checkpoint directory, or a run dir (its newest checkpoint).")
-    evaluate.add_argument("--episodes", type=_count(1), default=10, metavar="N",
-                          help="Episodes to run (default: 10).")
-    evaluate.add_argument("--seed", type=_count(0, MAX_SEED), default=0,
-                          help="Seed of the env (default: 0).")
-    evaluate.add_argument("--explore", action="store_true",
-                          help="Sample actions instead of taking the most likely one.")
-    evaluate.add_argument("--render", choices=["rgb_array"],
-                          help="Render the episodes (with --video-dir: record videos).")
-    evaluate.add_argument("--video-dir", type=Path, metavar="DIR",
-                          help="Where --render rgb_array writes videos (needs moviepy).")
+    evaluate.add_argument(
+        "checkpoint",
+        type=Path,
+        metavar="CHECKPOINT",
+        help="A checkpoint directory, or a run dir (its newest checkpoint).",
+    )
+    evaluate.add_argument(
+        "--episodes", type=_count(1), default=10, metavar="N", help="Episodes to run (default: 10)."
+    )
+    evaluate.add_argument(
+        "--seed", type=_count(0, MAX_SEED), default=0, help="Seed of the env (default: 0)."
+    )
+    evaluate.add_argument(
+        "--explore",
+        action="store_true",
+        help="Sample actions instead of taking the most likely one.",
+    )
+    evaluate.add_argument(
+        "--render",
+        choices=["rgb_array"],
+        help="Render the episodes (with --video-dir: record videos).",
+    )
+    evaluate.add_argument(
+        "--video-dir",
+        type=Path,
+        metavar="DIR",
+        help="Where --render rgb_array writes videos (needs moviepy).",
+    )
     _add_trust_argument(evaluate)
 
     record = commands.add_parser(
@@ -194,26 +225,52 @@ def _build_parser() -> argparse.ArgumentParser:
         "BCConfig().offline_data(input_=OUTPUT).",
     )
     record.set_defaults(command="record", run=_record)
-    record.add_argument("--checkpoint", type=Path, required=True, metavar="CKPT",
-                        help="A checkpoint directory, or a run dir (its newest checkpoint).")
-    record.add_argument("--episodes", type=_count(1), required=True, metavar="N",
-                        help="Episodes to record.")
-    record.add_argument("--output", type=Path, required=True, metavar="DIR",
-                        help="Directory of the Parquet files (created; may already hold "
-                        "episodes of the same env).")
-    record.add_argument("--seed", type=_count(0, MAX_SEED), default=0,
-                        help="Episode i resets the env with seed + i (default: 0).")
-    record.add_argument("--explore", action="store_true",
-                        help="Sample actions instead of taking the most likely one.")
-    record.add_argument("--max-rows-per-file", type=_count(1), default=100_000, metavar="N",
-                        help="Rows per Parquet file before a new one starts (default: 100000).")
+    record.add_argument(
+        "--checkpoint",
+        type=Path,
+        required=True,
+        metavar="CKPT",
+        help="A checkpoint directory, or a run dir (its newest checkpoint).",
+    )
+    record.add_argument(
+        "--episodes", type=_count(1), required=True, metavar="N", help="Episodes to record."
+    )
+    record.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="Directory of the Parquet files (created; may already hold episodes of the same env).",
+    )
+    record.add_argument(
+        "--seed",
+        type=_count(0, MAX_SEED),
+        default=0,
+        help="Episode i resets the env with seed + i (default: 0).",
+    )
+    record.add_argument(
+        "--explore",
+        action="store_true",
+        help="Sample actions instead of taking the most likely one.",
+    )
+    record.add_argument(
+        "--max-rows-per-file",
+        type=_count(1),
+        default=100_000,
+        metavar="N",
+        help="Rows per Parquet file before a new one starts (default: 100000).",
+    )
     _add_trust_argument(record)
     return parser
 
 
 def _add_trust_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--trust", action="append", default=[], metavar="PACKAGE", type=_package_name,
+        "--trust",
+        action="append",
+        default=[],
+        metavar="PACKAGE",
+        type=_package_name,
         help="A package whose classes and functions a config or checkpoint may name, besides "
         "rlmod (repeatable). Anything else is refused before it is imported.",
     )
@@ -221,6 +278,7 @@ def _add_trust_argument(parser: argparse.ArgumentParser) -> None:
 
 def _count(low: int, high: int | None = None) -> Any:
     """argparse type: an int >= low (and <= high if given; argparse reports the message)."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -231,6 +289,7 @@ def _count(low: int, high: int | None = None) -> Any:
         if high is not None and value > high:
             raise argparse.ArgumentTypeError(f"must be <= {high}, got {value}")
         return value
+
     return parse
 
 
@@ -246,12 +305,14 @@ def _package_name(text: str) -> str:
     """argparse type: a dotted package name such as mypkg or mypkg.envs."""
     if not text or not all(part.isidentifier() for part in text.split(".")):
         raise argparse.ArgumentTypeError(
-            f"expected a package name such as mypkg or mypkg.envs, got {text!r}")
+            f"expected a package name such as mypkg or mypkg.envs, got {text!r}"
+        )
     return text
 
 
 def _finite(*, positive: bool = False) -> Any:
     """argparse type: a finite float (> 0 if `positive`)."""
+
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -259,8 +320,10 @@ def _finite(*, positive: bool = False) -> Any:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         if not math.isfinite(value) or (positive and value <= 0):
             raise argparse.ArgumentTypeError(
-                f"must be a finite number{' > 0' if positive else ''}, got {text!r}")
+                f"must be a finite number{' > 0' if positive else ''}, got {text!r}"
+            )
         return value
+
     return parse
 
 
@@ -299,8 +362,9 @@ def _load_settings(text: str | None) -> dict[str, Any]:
     return data
 
 
-def _apply(config: Any, settings: Mapping[str, Any], *, source: str,
-           trusted_modules: Sequence[str] = ()) -> None:
+def _apply(
+    config: Any, settings: Mapping[str, Any], *, source: str, trusted_modules: Sequence[str] = ()
+) -> None:
     """Sets each of `settings` on `config`, decoded as `AlgorithmConfig.from_dict` does
     (import paths only inside rlmod and `trusted_modules`)."""
     for name, value in settings.items():
@@ -308,8 +372,9 @@ def _apply(config: Any, settings: Mapping[str, Any], *, source: str,
             if name.startswith("_"):  # AlgorithmConfig lets private names through
                 raise AttributeError(f"{type(config).__name__} has no setting {name!r}.")
             if name in config.settings():  # decode {"__import__": ...} and friends
-                value = getattr(type(config).from_dict(
-                    {name: value}, trusted_modules=trusted_modules), name)
+                value = getattr(
+                    type(config).from_dict({name: value}, trusted_modules=trusted_modules), name
+                )
             setattr(config, name, value)  # unknown names: the config's own error
         except (AttributeError, ValueError, TypeError) as e:
             raise CLIError(f"{source}: {e}") from None
@@ -404,8 +469,11 @@ def _train(args: argparse.Namespace) -> int:
             trusted_modules=args.trust,
         )
         algo_name = _config_class(args.algo)[0]
-    env_name = config.env if isinstance(config.env, str) else getattr(
-        config.env, "__name__", repr(config.env))
+    env_name = (
+        config.env
+        if isinstance(config.env, str)
+        else getattr(config.env, "__name__", repr(config.env))
+    )
     run_dir = args.run_dir or run_control.make_default_run_dir(algo_name, config.env)
     if args.resume is None:
         try:
@@ -432,8 +500,7 @@ def _train(args: argparse.Namespace) -> int:
     bar = ProgressBar(total_env_steps=args.stop_timesteps)
     with run_control.SigtermAsInterrupt() as sigterm:  # SIGTERM stops as Ctrl-C does
         try:
-            with RunLogger(run_dir, config=algo.config,
-                           tensorboard=not args.no_tensorboard) as run:
+            with RunLogger(run_dir, config=algo.config, tensorboard=not args.no_tensorboard) as run:
                 while not reason:
                     result = algo.train()
                     run.log(result)
@@ -441,7 +508,8 @@ def _train(args: argparse.Namespace) -> int:
                     reason = _stop_reason(args, result, time.perf_counter() - start)
                     if args.checkpoint_every and algo.iteration % args.checkpoint_every == 0:
                         last_checkpoint = algo.save_checkpoint_to_dir(
-                            checkpoint_dir, keep_last_n=args.keep_last_n)
+                            checkpoint_dir, keep_last_n=args.keep_last_n
+                        )
         except run_control.Terminated:
             reason = "terminated (SIGTERM)"
         except KeyboardInterrupt:
@@ -451,17 +519,28 @@ def _train(args: argparse.Namespace) -> int:
             bar.close()
             try:  # the final checkpoint, also after Ctrl-C or SIGTERM: no training is lost
                 if algo.iteration and not last_checkpoint.endswith(
-                        checkpoints.checkpoint_name(algo.iteration)):
+                    checkpoints.checkpoint_name(algo.iteration)
+                ):
                     last_checkpoint = algo.save_checkpoint_to_dir(
-                        checkpoint_dir, keep_last_n=args.keep_last_n)
+                        checkpoint_dir, keep_last_n=args.keep_last_n
+                    )
             finally:
                 algo.stop()
     wall_s = time.perf_counter() - start
     window = min(config.metrics_num_episodes_for_smoothing, result.get("num_episodes_lifetime", 0))
-    print(run_control.format_summary(
-        f"{algo_name} on {env_name}", result, reason=reason, wall_s=wall_s, run_dir=run_dir,
-        window=window, checkpoint=last_checkpoint, stop_reward=args.stop_reward,
-        tensorboard=not args.no_tensorboard))
+    print(
+        run_control.format_summary(
+            f"{algo_name} on {env_name}",
+            result,
+            reason=reason,
+            wall_s=wall_s,
+            run_dir=run_dir,
+            window=window,
+            checkpoint=last_checkpoint,
+            stop_reward=args.stop_reward,
+            tensorboard=not args.no_tensorboard,
+        )
+    )
     reached = run_control.reward_reached(result, args.stop_reward)
     if reason.startswith("interrupted"):
         return EXIT_INTERRUPTED
@@ -490,8 +569,11 @@ def _resume(args: argparse.Namespace) -> Any:
     from rlmod.algorithms import Algorithm
     from rlmod.errors import CheckpointError
 
-    given = [f for f, v in (("--config", args.config), ("--env", args.env),
-                            ("--seed", args.seed)) if v is not None]
+    given = [
+        f
+        for f, v in (("--config", args.config), ("--env", args.env), ("--seed", args.seed))
+        if v is not None
+    ]
     if given:
         raise CLIError(f"--resume takes its settings from the checkpoint; drop {given[0]}.")
     path = _checkpoint_path(args.resume)
@@ -518,9 +600,15 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise CLIError("--video-dir needs --render rgb_array.")
     path = _checkpoint_path(args.checkpoint)
     try:
-        returns = evaluate_checkpoint(path, num_episodes=args.episodes, seed=args.seed,
-                                      explore=args.explore, render=args.render,
-                                      video_dir=args.video_dir, trusted_modules=args.trust)
+        returns = evaluate_checkpoint(
+            path,
+            num_episodes=args.episodes,
+            seed=args.seed,
+            explore=args.explore,
+            render=args.render,
+            video_dir=args.video_dir,
+            trusted_modules=args.trust,
+        )
     except (CheckpointError, ValueError, TypeError, ImportError) as e:
         raise CLIError(str(e)) from None
     print(f"Evaluated {path} over {len(returns)} episodes.")
@@ -539,21 +627,28 @@ def _record(args: argparse.Namespace) -> int:
 
     path = _checkpoint_path(args.checkpoint)
     try:
-        policy = InferencePolicy.from_checkpoint(path, explore=args.explore,
-                                                 trusted_modules=tuple(args.trust))
+        policy = InferencePolicy.from_checkpoint(
+            path, explore=args.explore, trusted_modules=tuple(args.trust)
+        )
         if policy.config.env is None:
-            raise ValueError(f"{path}: the env was a lambda when saved and is not stored; "
-                             "record with rlmod.offline.record_episodes in your own script.")
+            raise ValueError(
+                f"{path}: the env was a lambda when saved and is not stored; "
+                "record with rlmod.offline.record_episodes in your own script."
+            )
         env = make_env(policy.config.env, dict(policy.config.env_config))
         try:
-            rows = record_episodes(env, policy.compute_single_action,
-                                   num_episodes=args.episodes, output_dir=args.output,
-                                   seed=args.seed, max_rows_per_file=args.max_rows_per_file,
-                                   on_episode_start=policy.reset)
+            rows = record_episodes(
+                env,
+                policy.compute_single_action,
+                num_episodes=args.episodes,
+                output_dir=args.output,
+                seed=args.seed,
+                max_rows_per_file=args.max_rows_per_file,
+                on_episode_start=policy.reset,
+            )
         finally:
             env.close()
-    except (CheckpointError, OfflineDataError, EnvError, ValueError, TypeError,
-            ImportError) as e:
+    except (CheckpointError, OfflineDataError, EnvError, ValueError, TypeError, ImportError) as e:
         raise CLIError(str(e)) from None
     print(f"Recorded {args.episodes} episodes ({rows:,} steps) of {path} in {args.output}.")
     print(f"  train on them: BCConfig().offline_data(input_={str(args.output)!r})")

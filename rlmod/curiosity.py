@@ -96,8 +96,7 @@ class CuriosityModelConfig:
         """From a module's `model_config`. Keys of `DefaultModelConfig` are ignored (the
         global `model_config` reaches every module); any other unknown key is an error."""
         shared = {f.name for f in dataclasses.fields(DefaultModelConfig)}
-        return dataclass_from_mapping(cls, config, what="Curiosity model_config",
-                                      ignored=shared)
+        return dataclass_from_mapping(cls, config, what="Curiosity model_config", ignored=shared)
 
 
 def _flat_dim(space: gym.Space, what: str) -> int:
@@ -150,13 +149,24 @@ class IntrinsicCuriosityModel(RLModule):
                 f"IntrinsicCuriosityModel supports Discrete and Box actions, got {space}."
             )
         self._act_dim = act_dim
-        self.feature_net = mlp(obs_dim, cfg.feature_net_hiddens,
-                               activation_name=cfg.feature_net_activation, out_dim=cfg.feature_dim)
-        self.inverse_net = mlp(2 * cfg.feature_dim, cfg.inverse_net_hiddens,
-                               activation_name=cfg.inverse_net_activation, out_dim=act_dim)
-        self.forward_net = mlp(cfg.feature_dim + act_dim, cfg.forward_net_hiddens,
-                               activation_name=cfg.forward_net_activation,
-                               out_dim=cfg.feature_dim)
+        self.feature_net = mlp(
+            obs_dim,
+            cfg.feature_net_hiddens,
+            activation_name=cfg.feature_net_activation,
+            out_dim=cfg.feature_dim,
+        )
+        self.inverse_net = mlp(
+            2 * cfg.feature_dim,
+            cfg.inverse_net_hiddens,
+            activation_name=cfg.inverse_net_activation,
+            out_dim=act_dim,
+        )
+        self.forward_net = mlp(
+            cfg.feature_dim + act_dim,
+            cfg.forward_net_hiddens,
+            activation_name=cfg.forward_net_activation,
+            out_dim=cfg.feature_dim,
+        )
 
     def _action_input(self, actions: torch.Tensor) -> torch.Tensor:
         if self._discrete:
@@ -169,7 +179,8 @@ class IntrinsicCuriosityModel(RLModule):
         phis = self.feature_net(torch.cat([obs, next_obs]))  # one pass for both, [2B, F]
         phi, next_phi = phis.chunk(2)
         predicted_next_phi = self.forward_net(
-            torch.cat([phi, self._action_input(batch[Columns.ACTIONS])], dim=-1))
+            torch.cat([phi, self._action_input(batch[Columns.ACTIONS])], dim=-1)
+        )
         forward_error = 0.5 * (predicted_next_phi - next_phi).pow(2).sum(-1)  # [B]
         return {
             Columns.INTRINSIC_REWARDS: forward_error,
@@ -191,11 +202,21 @@ class IntrinsicCuriosityModel(RLModule):
             inverse_loss = F.cross_entropy(predicted, actions.long())
         else:
             inverse_loss = F.mse_loss(predicted, actions.float().flatten(1))
-        return {"total_loss": beta * forward_loss + (1.0 - beta) * inverse_loss,
-                "forward_loss": forward_loss, "inverse_loss": inverse_loss}
+        return {
+            "total_loss": beta * forward_loss + (1.0 - beta) * inverse_loss,
+            "forward_loss": forward_loss,
+            "inverse_loss": inverse_loss,
+        }
 
-    def compute_self_supervised_loss(self, *, learner: Learner, module_id: str, config: AlgorithmConfig,
-                                     batch: TensorDict, fwd_out: TensorDict) -> torch.Tensor:
+    def compute_self_supervised_loss(
+        self,
+        *,
+        learner: Learner,
+        module_id: str,
+        config: AlgorithmConfig,
+        batch: TensorDict,
+        fwd_out: TensorDict,
+    ) -> torch.Tensor:
         """RLlib's hook: the `total_loss` of `loss_terms`; the Learner logs the terms."""
         return _log_and_total(learner, module_id, self.loss_terms(batch, fwd_out))
 
@@ -217,11 +238,13 @@ class RandomNetworkDistillation(RLModule):
         self.config = cfg
         obs_dim = _flat_dim(self.observation_space, "observations")
         act = cfg.feature_net_activation
-        self.target_net = mlp(obs_dim, cfg.feature_net_hiddens, activation_name=act,
-                              out_dim=cfg.feature_dim)
+        self.target_net = mlp(
+            obs_dim, cfg.feature_net_hiddens, activation_name=act, out_dim=cfg.feature_dim
+        )
         self.target_net.requires_grad_(False)  # fixed: never trained
-        self.predictor_net = mlp(obs_dim, cfg.feature_net_hiddens, activation_name=act,
-                                 out_dim=cfg.feature_dim)
+        self.predictor_net = mlp(
+            obs_dim, cfg.feature_net_hiddens, activation_name=act, out_dim=cfg.feature_dim
+        )
 
     def _forward(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         next_obs = batch[Columns.NEXT_OBS].flatten(1).float()
@@ -236,14 +259,22 @@ class RandomNetworkDistillation(RLModule):
         """`total_loss`: the predictor's mean squared distillation error."""
         return {"total_loss": fwd_out[Columns.INTRINSIC_REWARDS].mean()}
 
-    def compute_self_supervised_loss(self, *, learner: Learner, module_id: str, config: AlgorithmConfig,
-                                     batch: TensorDict, fwd_out: TensorDict) -> torch.Tensor:
+    def compute_self_supervised_loss(
+        self,
+        *,
+        learner: Learner,
+        module_id: str,
+        config: AlgorithmConfig,
+        batch: TensorDict,
+        fwd_out: TensorDict,
+    ) -> torch.Tensor:
         """RLlib's hook: the `total_loss` of `loss_terms`; the Learner logs the terms."""
         return _log_and_total(learner, module_id, self.loss_terms(batch, fwd_out))
 
 
-def _log_and_total(learner: Learner, module_id: str,
-                   terms: Mapping[str, torch.Tensor]) -> torch.Tensor:
+def _log_and_total(
+    learner: Learner, module_id: str, terms: Mapping[str, torch.Tensor]
+) -> torch.Tensor:
     """What RLlib's `compute_self_supervised_loss` does with a module's loss terms: logs
     them under the module's ID (`Learner.log`) and returns the one to minimize."""
     learner.log(module_id, **terms)
@@ -290,11 +321,15 @@ class IntrinsicCuriosityModelConnector(LearnerConnector):
         ...     algorithm_config_overrides_per_module={"icm": {"lr": 5e-4}})
     """
 
-    def __init__(self, observation_space: gym.Space | None = None,
-                 action_space: gym.Space | None = None, *,
-                 intrinsic_reward_coeff: float | None = None,
-                 module_id: ModuleID = ICM_MODULE_ID,
-                 policy_module_id: ModuleID = DEFAULT_MODULE_ID) -> None:
+    def __init__(
+        self,
+        observation_space: gym.Space | None = None,
+        action_space: gym.Space | None = None,
+        *,
+        intrinsic_reward_coeff: float | None = None,
+        module_id: ModuleID = ICM_MODULE_ID,
+        policy_module_id: ModuleID = DEFAULT_MODULE_ID,
+    ) -> None:
         if intrinsic_reward_coeff is not None and intrinsic_reward_coeff < 0:
             raise ValueError(
                 f"intrinsic_reward_coeff={intrinsic_reward_coeff} must be >= 0 (None reads "
@@ -328,8 +363,13 @@ class IntrinsicCuriosityModelConnector(LearnerConnector):
             )
         eta = self.intrinsic_reward_coeff
         if eta is None:
-            eta = float(getattr(getattr(curiosity, "config", None), "intrinsic_reward_coeff",
-                                CuriosityModelConfig.intrinsic_reward_coeff))
+            eta = float(
+                getattr(
+                    getattr(curiosity, "config", None),
+                    "intrinsic_reward_coeff",
+                    CuriosityModelConfig.intrinsic_reward_coeff,
+                )
+            )
         with torch.no_grad():
             r_int = compute_intrinsic_rewards(cols)  # [B]
         cols[Columns.INTRINSIC_REWARDS] = r_int

@@ -15,8 +15,7 @@ from rlmod.testing import MultiAgentCartPole
 
 
 def small(config: PPOConfig) -> PPOConfig:
-    return config.training(train_batch_size=256, minibatch_size=128, num_epochs=1).debugging(
-        seed=0)
+    return config.training(train_batch_size=256, minibatch_size=128, num_epochs=1).debugging(seed=0)
 
 
 class PoleAngle(RLlibCallback):
@@ -36,8 +35,11 @@ class PoleAngle(RLlibCallback):
 
 
 def test_a_callback_logging_a_custom_metric_appears_in_the_result():
-    algo = small(PPOConfig().environment("CartPole-v1")
-                 .env_runners(num_envs_per_env_runner=4)).callbacks(PoleAngle).build_algo()
+    algo = (
+        small(PPOConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=4))
+        .callbacks(PoleAngle)
+        .build_algo()
+    )
     result = algo.train()
     runners = result["env_runners"]
     assert 0.0 < runners["pole_angle"] < 0.21  # CartPole ends at 12 degrees
@@ -60,8 +62,9 @@ def test_episode_hooks_see_each_step_once_and_the_end_after_the_last_step():
             assert episode.is_done and prev_episode_chunks == []
             calls.append(("end", episode.id_, len(episode)))
 
-    config = small(PPOConfig().environment("CartPole-v1")
-                   .env_runners(num_envs_per_env_runner=3)).callbacks(Recorder)
+    config = small(
+        PPOConfig().environment("CartPole-v1").env_runners(num_envs_per_env_runner=3)
+    ).callbacks(Recorder)
     runner = SingleAgentEnvRunner(config=config)
     runner.sample(num_timesteps=300)
     metrics = runner.get_metrics()
@@ -80,11 +83,15 @@ def test_per_hook_callables_run_after_the_class_and_lists_are_accepted():
         def on_train_result(self, *, result, **kwargs):
             order.append("class")
 
-    algo = small(PPOConfig().environment("CartPole-v1")).callbacks(
-        [First], on_train_result=[lambda **kw: order.append("fn1"),
-                                  lambda **kw: order.append("fn2")],
-        on_algorithm_init=lambda *, algorithm, metrics_logger: order.append("init"),
-    ).build_algo()
+    algo = (
+        small(PPOConfig().environment("CartPole-v1"))
+        .callbacks(
+            [First],
+            on_train_result=[lambda **kw: order.append("fn1"), lambda **kw: order.append("fn2")],
+            on_algorithm_init=lambda *, algorithm, metrics_logger: order.append("init"),
+        )
+        .build_algo()
+    )
     algo.train()
     assert order == ["init", "class", "fn1", "fn2"]
     algo.stop()
@@ -125,13 +132,19 @@ def test_multi_agent_episodes_reach_the_hooks_with_rllibs_attributes():
             seen.append(episode)
             metrics_logger.log_value("ma_return", episode.get_return(), reduce="mean")
 
-    algo = small(PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 2})
-                 .multi_agent(policies={"p0", "p1"},
-                              policy_mapping_fn=lambda aid, *a, **k: f"p{aid}")
-                 ).callbacks(PerAgent).build_algo()
+    algo = (
+        small(
+            PPOConfig()
+            .environment(MultiAgentCartPole, env_config={"num_agents": 2})
+            .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda aid, *a, **k: f"p{aid}")
+        )
+        .callbacks(PerAgent)
+        .build_algo()
+    )
     result = algo.train()
-    assert seen and math.isclose(result["env_runners"]["ma_return"],
-                                 float(np.mean([e.get_return() for e in seen])))
+    assert seen and math.isclose(
+        result["env_runners"]["ma_return"], float(np.mean([e.get_return() for e in seen]))
+    )
     episode = seen[0]
     assert episode.module_for(0) == "p0" and episode.module_for(1) == "p1"
     assert len(episode) == len(episode.get_rewards()) and episode.is_done
@@ -153,8 +166,12 @@ def test_checkpoint_loaded_and_evaluate_hooks_are_called(tmp_path):
             called.append("eval_end")
             assert "env_runners" in evaluation_metrics
 
-    algo = small(PPOConfig().environment("CartPole-v1")).callbacks(Hooks).evaluation(
-        evaluation_interval=1, evaluation_duration=2).build_algo()
+    algo = (
+        small(PPOConfig().environment("CartPole-v1"))
+        .callbacks(Hooks)
+        .evaluation(evaluation_interval=1, evaluation_duration=2)
+        .build_algo()
+    )
     algo.train()
     algo.restore_from_path(algo.save_to_path(tmp_path / "ckpt"))
     assert called == ["eval_start", "eval_end", "loaded"]

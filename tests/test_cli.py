@@ -154,23 +154,32 @@ def test_ppo_solves_cartpole_from_the_cli(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- checkpoints
-def test_checkpoint_every_and_a_final_checkpoint(tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture) -> None:
+def test_checkpoint_every_and_a_final_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     run = tmp_path / "run"
-    assert _run("train --env CartPole-v1 --stop-iters 3 --no-tensorboard --checkpoint-every 2",
-                "--run-dir", run) == 0
+    assert (
+        _run(
+            "train --env CartPole-v1 --stop-iters 3 --no-tensorboard --checkpoint-every 2",
+            "--run-dir",
+            run,
+        )
+        == 0
+    )
     names = sorted(p.name for p in (run / "checkpoints").iterdir())
     assert names == ["checkpoint_000002", "checkpoint_000003"]  # every 2, plus the final one
     assert f"checkpoint           {run / 'checkpoints' / 'checkpoint_000003'}" in (
-        capsys.readouterr().out)
+        capsys.readouterr().out
+    )
 
 
 def test_resume_continues_counters_from_the_newest_checkpoint(tmp_path: Path) -> None:
     first, second = tmp_path / "first", tmp_path / "second"
-    assert _run("train --env CartPole-v1 --stop-iters 2 --no-tensorboard --seed 3",
-                "--run-dir", first) == 0
-    assert _run("train --stop-iters 4 --no-tensorboard --resume", first,
-                "--run-dir", second) == 0
+    assert (
+        _run("train --env CartPole-v1 --stop-iters 2 --no-tensorboard --seed 3", "--run-dir", first)
+        == 0
+    )
+    assert _run("train --stop-iters 4 --no-tensorboard --resume", first, "--run-dir", second) == 0
     rows = _read_csv(second / "progress.csv")
     assert [r["training_iteration"] for r in rows] == ["3", "4"]
     params = json.loads((second / "params.json").read_text())
@@ -178,20 +187,18 @@ def test_resume_continues_counters_from_the_newest_checkpoint(tmp_path: Path) ->
     assert _run("train --resume", first, "--env CartPole-v1") == 2  # settings come from it
 
 
-def test_a_used_run_dir_is_never_overwritten(tmp_path: Path,
-                                             capsys: pytest.CaptureFixture) -> None:
+def test_a_used_run_dir_is_never_overwritten(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     run = tmp_path / "run"
-    assert _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard", "--run-dir",
-                run) == 0
+    assert _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard", "--run-dir", run) == 0
     before = (run / "progress.csv").read_text()
-    assert _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard", "--run-dir",
-                run) == 2
+    assert _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard", "--run-dir", run) == 2
     assert "already holds a run" in capsys.readouterr().err
     assert (run / "progress.csv").read_text() == before
 
 
 def test_runs_started_in_the_same_second_get_their_own_default_dir(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The default run dir is made when it is chosen, so a second run choosing before the
     first one writes its logs (its Algorithm still building) gets another."""
     from rlmod.utils import run_control
@@ -205,7 +212,8 @@ def test_runs_started_in_the_same_second_get_their_own_default_dir(
     # a build that fails leaves no empty default dir behind
     assert _run("train --env NoSuchEnv-v0 --stop-iters 1 --no-tensorboard") == 2
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(
-        [first.name, second.name])
+        [first.name, second.name]
+    )
 
 
 def test_a_nan_reward_stops_training_with_an_error_naming_where(tmp_path: Path) -> None:
@@ -223,20 +231,26 @@ def test_a_nan_reward_stops_training_with_an_error_naming_where(tmp_path: Path) 
             return obs, float("nan"), terminated, truncated, info
 
     register_env("NaNRewardCartPole-cli-test", lambda cfg: NaNReward(gym.make("CartPole-v1")))
-    with pytest.raises(EnvError, match=r"NaNRewardCartPole-cli-test.*non-finite.*rewards in "
-                       r"sub-env 0 at step 1"):
-        _run("train --env NaNRewardCartPole-cli-test --stop-iters 2 --no-tensorboard",
-             "--run-dir", tmp_path / "run")
+    with pytest.raises(
+        EnvError,
+        match=r"NaNRewardCartPole-cli-test.*non-finite.*rewards in "
+        r"sub-env 0 at step 1",
+    ):
+        _run(
+            "train --env NaNRewardCartPole-cli-test --stop-iters 2 --no-tensorboard",
+            "--run-dir",
+            tmp_path / "run",
+        )
     progress = tmp_path / "run" / "progress.csv"
     assert not progress.exists() or len(_read_csv(progress)) == 0
 
 
-def test_trust_lets_a_config_name_a_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture) -> None:
+def test_trust_lets_a_config_name_a_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     (tmp_path / "my_cartpole.py").write_text(
-        "import gymnasium as gym\n"
-        "def make(env_config):\n"
-        "    return gym.make('CartPole-v1')\n")
+        "import gymnasium as gym\ndef make(env_config):\n    return gym.make('CartPole-v1')\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     config = json.dumps({"env": {"__import__": "my_cartpole:make"}})
     command = f"train --stop-iters 1 --no-tensorboard --config {shlex.quote(config)}"
@@ -246,37 +260,54 @@ def test_trust_lets_a_config_name_a_package(tmp_path: Path, monkeypatch: pytest.
 
 
 # ---------------------------------------------------------------------- issue 11's CLI items
-def test_a_seed_is_always_chosen_and_recorded(tmp_path: Path, capsys: pytest.CaptureFixture
-                                              ) -> None:
+def test_a_seed_is_always_chosen_and_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     run_dir = tmp_path / "run"
-    assert _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard --run-dir", run_dir,
-                "--config", '{"train_batch_size": 64, "minibatch_size": 32}') == 0
+    assert (
+        _run(
+            "train --env CartPole-v1 --stop-iters 1 --no-tensorboard --run-dir",
+            run_dir,
+            "--config",
+            '{"train_batch_size": 64, "minibatch_size": 32}',
+        )
+        == 0
+    )
     seed = json.loads((run_dir / "params.json").read_text())["seed"]
     assert isinstance(seed, int) and seed >= 0  # was: null, so the run could not be repeated
     assert f"with seed {seed}" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("args", "phrase"), [
-    ("--stop-iters 0", "argument --stop-iters: must be >= 1, got 0"),
-    ("--stop-timesteps -5", "argument --stop-timesteps: must be >= 1, got -5"),
-    ("--stop-seconds 0", "argument --stop-seconds: must be a finite number > 0"),
-    ("--stop-reward nan", "argument --stop-reward: must be a finite number"),
-    ("--seed -1", "argument --seed: must be >= 0, got -1"),
-    ("--seed 18446744073709551616", "argument --seed: must be <= 18446744073709551615"),
-    ("--trust ''", "argument --trust: expected a package name such as mypkg"),
-    ("--trust ../evil", "argument --trust: expected a package name such as mypkg"),
-])
-def test_cli_numbers_are_validated(args: str, phrase: str, capsys: pytest.CaptureFixture,
-                                   tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        ("--stop-iters 0", "argument --stop-iters: must be >= 1, got 0"),
+        ("--stop-timesteps -5", "argument --stop-timesteps: must be >= 1, got -5"),
+        ("--stop-seconds 0", "argument --stop-seconds: must be a finite number > 0"),
+        ("--stop-reward nan", "argument --stop-reward: must be a finite number"),
+        ("--seed -1", "argument --seed: must be >= 0, got -1"),
+        ("--seed 18446744073709551616", "argument --seed: must be <= 18446744073709551615"),
+        ("--trust ''", "argument --trust: expected a package name such as mypkg"),
+        ("--trust ../evil", "argument --trust: expected a package name such as mypkg"),
+    ],
+)
+def test_cli_numbers_are_validated(
+    args: str, phrase: str, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
     assert _run(f"train --env CartPole-v1 --run-dir {tmp_path / 'run'} {args}") == 2
     assert phrase in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 
-def test_a_model_config_of_the_wrong_type_is_a_clear_error(capsys: pytest.CaptureFixture,
-                                                           tmp_path: Path) -> None:
-    code = _run("train --env CartPole-v1 --stop-iters 1 --run-dir", tmp_path / "run",
-                "--config", '{"model_config": [64, 64]}')
+def test_a_model_config_of_the_wrong_type_is_a_clear_error(
+    capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    code = _run(
+        "train --env CartPole-v1 --stop-iters 1 --run-dir",
+        tmp_path / "run",
+        "--config",
+        '{"model_config": [64, 64]}',
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "model_config=[64, 64] is of the wrong kind: expected a dict of model settings" in err
@@ -285,17 +316,20 @@ def test_a_model_config_of_the_wrong_type_is_a_clear_error(capsys: pytest.Captur
 
 def test_help_does_not_import_torch() -> None:
     """`rlmod --help` is fast (well under 0.5 s) because nothing imports torch for it."""
-    script = ("import sys\nfrom rlmod.cli import main\ntry:\n    main(['--help'])\n"
-              "except SystemExit:\n    pass\nprint('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=60, check=True)
+    script = (
+        "import sys\nfrom rlmod.cli import main\ntry:\n    main(['--help'])\n"
+        "except SystemExit:\n    pass\nprint('torch' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
     assert out.stdout.strip().splitlines()[-1] == "False"
 
 
-@pytest.mark.parametrize(("algo", "env", "table"), [("DQN", "CartPole-v1", TUNED_DQN),
-                                                     ("sac", "Pendulum-v1", TUNED_SAC)])
-def test_off_policy_algorithms_get_their_tuned_settings(algo: str, env: str,
-                                                        table: dict) -> None:
+@pytest.mark.parametrize(
+    ("algo", "env", "table"), [("DQN", "CartPole-v1", TUNED_DQN), ("sac", "Pendulum-v1", TUNED_SAC)]
+)
+def test_off_policy_algorithms_get_their_tuned_settings(algo: str, env: str, table: dict) -> None:
     config, applied = build_config(algo=algo, env=env, settings={"n_step": 3})
     assert applied == table[env]
     assert config.replay_buffer_config["type"] == "EpisodeReplayBuffer"
@@ -306,15 +340,27 @@ def test_off_policy_algorithms_get_their_tuned_settings(algo: str, env: str,
 
 def test_dqn_resumes_with_its_replay_buffer_when_asked(tmp_path: Path) -> None:
     first, second = tmp_path / "first", tmp_path / "second"
-    settings = json.dumps({"store_buffer_in_checkpoints": True, "train_batch_size": 8,
-                           "num_steps_sampled_before_learning_starts": 16,
-                           "rollout_fragment_length": 4})
-    assert _run("train --algo DQN --env CartPole-v1 --no-tuned --stop-iters 5 --no-tensorboard "
-                "--seed 1 --config", settings, "--run-dir", first) == 0
+    settings = json.dumps(
+        {
+            "store_buffer_in_checkpoints": True,
+            "train_batch_size": 8,
+            "num_steps_sampled_before_learning_starts": 16,
+            "rollout_fragment_length": 4,
+        }
+    )
+    assert (
+        _run(
+            "train --algo DQN --env CartPole-v1 --no-tuned --stop-iters 5 --no-tensorboard "
+            "--seed 1 --config",
+            settings,
+            "--run-dir",
+            first,
+        )
+        == 0
+    )
     checkpoint = next((first / "checkpoints").iterdir())
     assert (checkpoint / "replay_buffer" / "state.safetensors").is_file()
-    assert _run("train --stop-iters 6 --no-tensorboard --resume", first,
-                "--run-dir", second) == 0
+    assert _run("train --stop-iters 6 --no-tensorboard --resume", first, "--run-dir", second) == 0
     assert [r["training_iteration"] for r in _read_csv(second / "progress.csv")] == ["6"]
     from rlmod.algorithms import Algorithm
 
@@ -325,15 +371,31 @@ def test_dqn_resumes_with_its_replay_buffer_when_asked(tmp_path: Path) -> None:
         algo.stop()
 
 
-@pytest.mark.parametrize(("algo", "env", "key"), [("DQN", "CartPole-v1", "qf_loss"),
-                                                  ("SAC", "Pendulum-v1", "alpha_value")])
-def test_off_policy_algorithms_train_from_the_cli(algo: str, env: str, key: str,
-                                                 tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("algo", "env", "key"),
+    [("DQN", "CartPole-v1", "qf_loss"), ("SAC", "Pendulum-v1", "alpha_value")],
+)
+def test_off_policy_algorithms_train_from_the_cli(
+    algo: str, env: str, key: str, tmp_path: Path
+) -> None:
     run_dir = tmp_path / "run"
-    settings = json.dumps({"train_batch_size": 8, "num_steps_sampled_before_learning_starts": 16,
-                           "rollout_fragment_length": 4, "model_config": {"fcnet_hiddens": [16]}})
-    assert _run(f"train --algo {algo} --env {env} --stop-iters 8 --no-tensorboard --seed 0 "
-                "--config", settings, "--run-dir", run_dir) == 0
+    settings = json.dumps(
+        {
+            "train_batch_size": 8,
+            "num_steps_sampled_before_learning_starts": 16,
+            "rollout_fragment_length": 4,
+            "model_config": {"fcnet_hiddens": [16]},
+        }
+    )
+    assert (
+        _run(
+            f"train --algo {algo} --env {env} --stop-iters 8 --no-tensorboard --seed 0 --config",
+            settings,
+            "--run-dir",
+            run_dir,
+        )
+        == 0
+    )
     rows = _read_csv(run_dir / "progress.csv")
     assert [r["training_iteration"] for r in rows][-1] == "8"
     assert int(rows[-1]["num_env_steps_sampled_lifetime"]) == 32
@@ -352,20 +414,28 @@ def no_build(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("built the algorithm before checking --run-dir")
+
     monkeypatch.setattr(AlgorithmConfig, "build_algo", refuse)
     monkeypatch.setattr(Algorithm, "from_checkpoint", refuse)
 
 
-@pytest.mark.parametrize(("where", "phrase"), [
-    ("file", "is a file, not a directory"),
-    ("file/run", "is a file, not a directory"),
-])
+@pytest.mark.parametrize(
+    ("where", "phrase"),
+    [
+        ("file", "is a file, not a directory"),
+        ("file/run", "is a file, not a directory"),
+    ],
+)
 def test_a_run_dir_that_cannot_be_one_is_refused_before_building(
-        tmp_path: Path, capsys: pytest.CaptureFixture, no_build: None,
-        where: str, phrase: str) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture, no_build: None, where: str, phrase: str
+) -> None:
     (tmp_path / "file").write_text("my notes\n")
-    code = _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard --config", SMALL,
-                "--run-dir", tmp_path / where)
+    code = _run(
+        "train --env CartPole-v1 --stop-iters 1 --no-tensorboard --config",
+        SMALL,
+        "--run-dir",
+        tmp_path / where,
+    )
     assert code == 2  # was: the algorithm built, then a FileExistsError traceback
     err = capsys.readouterr().err
     assert f"--run-dir {tmp_path / where}: {tmp_path / 'file'} {phrase}" in err
@@ -373,16 +443,24 @@ def test_a_run_dir_that_cannot_be_one_is_refused_before_building(
     assert (tmp_path / "file").read_text() == "my notes\n"
 
 
-def test_a_used_run_dir_is_refused_before_resuming(tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_used_run_dir_is_refused_before_resuming(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = tmp_path / "first"
-    assert _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard --config", SMALL,
-                "--run-dir", first) == 0
+    assert (
+        _run(
+            "train --env CartPole-v1 --stop-iters 1 --no-tensorboard --config",
+            SMALL,
+            "--run-dir",
+            first,
+        )
+        == 0
+    )
     from rlmod.algorithms import Algorithm
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("restored the checkpoint before checking --run-dir")
+
     monkeypatch.setattr(Algorithm, "from_checkpoint", refuse)
     assert _run("train --stop-iters 2 --resume", first, "--run-dir", first) == 2
     assert "already holds a run" in capsys.readouterr().err
@@ -397,9 +475,23 @@ def test_sigterm_stops_training_like_ctrl_c(tmp_path: Path) -> None:
 
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlmod.cli", "train", "--env", "CartPole-v1", "--no-tensorboard",
-         "--config", SMALL, "--run-dir", str(run_dir)],  # no stop criterion: until stopped
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "rlmod.cli",
+            "train",
+            "--env",
+            "CartPole-v1",
+            "--no-tensorboard",
+            "--config",
+            SMALL,
+            "--run-dir",
+            str(run_dir),
+        ],  # no stop criterion: until stopped
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         progress = run_dir / "progress.csv"
@@ -415,8 +507,9 @@ def test_sigterm_stops_training_like_ctrl_c(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 143, err  # was: -15, killed with no checkpoint and no summary
     assert "stopped because terminated (SIGTERM)" in out
-    checkpoints = [p for p in (run_dir / "checkpoints").iterdir()
-                   if (p / "metadata.json").is_file()]
+    checkpoints = [
+        p for p in (run_dir / "checkpoints").iterdir() if (p / "metadata.json").is_file()
+    ]
     assert checkpoints, err
     assert "Traceback" not in err
 
@@ -426,17 +519,26 @@ def test_the_previous_sigterm_handler_is_restored(tmp_path: Path) -> None:
 
     def mine(signum: int, frame: object) -> None:
         raise AssertionError("not expected to run")
+
     previous = signal.signal(signal.SIGTERM, mine)
     try:
-        assert _run("train --env CartPole-v1 --stop-iters 1 --no-tensorboard --config", SMALL,
-                    "--run-dir", tmp_path / "run") == 0
+        assert (
+            _run(
+                "train --env CartPole-v1 --stop-iters 1 --no-tensorboard --config",
+                SMALL,
+                "--run-dir",
+                tmp_path / "run",
+            )
+            == 0
+        )
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def test_an_empty_run_dir_is_refused(capsys: pytest.CaptureFixture, tmp_path: Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_empty_run_dir_is_refused(
+    capsys: pytest.CaptureFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`--run-dir "$UNSET"` meant the current directory: the run's logs went there."""
     monkeypatch.chdir(tmp_path)
     assert _run("train --env CartPole-v1 --stop-iters 1 --run-dir ''") == 2

@@ -32,17 +32,28 @@ ICM_LR = 5e-4
 def _config(module_class: type = IntrinsicCuriosityModel) -> PPOConfig:
     return (
         PPOConfig()
-        .environment("FrozenLake-v1", env_config={"desc": DESC, "is_slippery": False,
-                                                  "max_episode_steps": 6})
+        .environment(
+            "FrozenLake-v1", env_config={"desc": DESC, "is_slippery": False, "max_episode_steps": 6}
+        )
         .env_runners(num_envs_per_env_runner=2)
-        .training(train_batch_size=64, minibatch_size=32, num_epochs=1, lr=3e-4,
-                  learner_connector=IntrinsicCuriosityModelConnector)
+        .training(
+            train_batch_size=64,
+            minibatch_size=32,
+            num_epochs=1,
+            lr=3e-4,
+            learner_connector=IntrinsicCuriosityModelConnector,
+        )
         .rl_module(
-            rl_module_spec=MultiRLModuleSpec(rl_module_specs={
-                DEFAULT_MODULE_ID: RLModuleSpec(),
-                "icm": RLModuleSpec(module_class=module_class, learner_only=True,
-                                    model_config={"feature_dim": 8}),
-            }),
+            rl_module_spec=MultiRLModuleSpec(
+                rl_module_specs={
+                    DEFAULT_MODULE_ID: RLModuleSpec(),
+                    "icm": RLModuleSpec(
+                        module_class=module_class,
+                        learner_only=True,
+                        model_config={"feature_dim": 8},
+                    ),
+                }
+            ),
             algorithm_config_overrides_per_module={"icm": {"lr": ICM_LR}},
         )
         .debugging(seed=0)
@@ -78,8 +89,9 @@ def test_icm_is_built_on_the_learner_and_on_no_env_runner(algo):
     runner_names = {name for name, _ in runner.module.named_parameters()}
     icm_names = {name for name, _ in learner.module["icm"].named_parameters()}
     assert {n.split(".")[0] for n in icm_names} == {"feature_net", "inverse_net", "forward_net"}
-    assert not any(n.startswith(("feature_net", "inverse_net", "forward_net"))
-                   for n in runner_names)
+    assert not any(
+        n.startswith(("feature_net", "inverse_net", "forward_net")) for n in runner_names
+    )
     # What an EnvRunner is built from: the learner-only module is filtered out.
     spaces = algo.env_runner_group.get_spaces()
     assert "icm" not in spaces
@@ -103,8 +115,10 @@ def test_weight_sync_carries_no_icm_weights(algo, monkeypatch):
     algo.env_runner_group.sync_weights(from_learner_group=algo.learner_group)
     # ... but EnvRunners receive only their own module's inference-only weights.
     assert [list(s["rl_module"]) for s in sent] == [[DEFAULT_MODULE_ID]]
-    assert not any(k.startswith(("feature_net", "inverse_net", "forward_net", "vf"))
-                   for k in sent[0]["rl_module"][DEFAULT_MODULE_ID])
+    assert not any(
+        k.startswith(("feature_net", "inverse_net", "forward_net", "vf"))
+        for k in sent[0]["rl_module"][DEFAULT_MODULE_ID]
+    )
 
 
 def test_icm_optimizer_uses_the_overridden_learning_rate(algo):
@@ -133,15 +147,20 @@ def test_icm_is_trained_in_the_same_update_with_its_own_loss(algo):
 def _tiny_icm() -> IntrinsicCuriosityModel:
     """phi(s) = (s0, 2 s1); f(phi, a) = (phi_0, onehot(a)_1): weights fixed by hand."""
     icm = RLModuleSpec(
-        module_class=IntrinsicCuriosityModel, learner_only=True,
-        observation_space=gym.spaces.Box(0.0, 1.0, (2,)), action_space=gym.spaces.Discrete(2),
-        model_config={"feature_dim": 2, "feature_net_hiddens": [], "inverse_net_hiddens": [],
-                      "forward_net_hiddens": []},
+        module_class=IntrinsicCuriosityModel,
+        learner_only=True,
+        observation_space=gym.spaces.Box(0.0, 1.0, (2,)),
+        action_space=gym.spaces.Discrete(2),
+        model_config={
+            "feature_dim": 2,
+            "feature_net_hiddens": [],
+            "inverse_net_hiddens": [],
+            "forward_net_hiddens": [],
+        },
     ).build()
     with torch.no_grad():
         icm.feature_net[0].weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 2.0]]))
-        icm.forward_net[0].weight.copy_(torch.tensor([[1.0, 0.0, 0.0, 0.0],
-                                                      [0.0, 0.0, 0.0, 1.0]]))
+        icm.forward_net[0].weight.copy_(torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]]))
         for net in (icm.feature_net, icm.forward_net):
             net[0].bias.zero_()
     return icm
@@ -165,11 +184,18 @@ def test_intrinsic_reward_matches_a_hand_computation():
 def test_icm_loss_is_beta_forward_plus_one_minus_beta_inverse():
     icm = _tiny_icm()
     stub = _LogStub()
-    loss = icm.compute_self_supervised_loss(learner=stub, module_id="icm", config=None,
-                                            batch=TINY_BATCH, fwd_out=icm.forward_train(TINY_BATCH))
+    loss = icm.compute_self_supervised_loss(
+        learner=stub,
+        module_id="icm",
+        config=None,
+        batch=TINY_BATCH,
+        fwd_out=icm.forward_train(TINY_BATCH),
+    )
     logged = stub.logged["icm"]
     assert logged["forward_loss"] == pytest.approx(1.75)  # mean of (1.0, 2.5)
-    assert float(loss.detach()) == pytest.approx(0.2 * 1.75 + 0.8 * logged["inverse_loss"], rel=1e-5)
+    assert float(loss.detach()) == pytest.approx(
+        0.2 * 1.75 + 0.8 * logged["inverse_loss"], rel=1e-5
+    )
 
 
 def test_connector_adds_scaled_intrinsic_rewards_and_hands_the_icm_its_columns():
@@ -177,7 +203,8 @@ def test_connector_adds_scaled_intrinsic_rewards_and_hands_the_icm_its_columns()
     cols = {**TINY_BATCH, Columns.REWARDS: torch.tensor([0.0, 1.0])}
     batch = {DEFAULT_MODULE_ID: cols}
     out = IntrinsicCuriosityModelConnector(intrinsic_reward_coeff=0.1)(
-        batch, rl_module=MultiRLModule({"icm": icm}))
+        batch, rl_module=MultiRLModule({"icm": icm})
+    )
     policy = out[DEFAULT_MODULE_ID]
     torch.testing.assert_close(policy[Columns.INTRINSIC_REWARDS], torch.tensor([1.0, 2.5]))
     torch.testing.assert_close(policy[Columns.REWARDS], torch.tensor([0.1, 1.25]))
@@ -205,8 +232,13 @@ def _fit(module, batch, steps: int = 150) -> tuple[float, float]:
     opt = Adam([p for p in module.parameters() if p.requires_grad], lr=1e-2)
     losses = []
     for _ in range(steps):
-        loss = module.compute_self_supervised_loss(learner=stub, module_id="m", config=None,
-                                                   batch=batch, fwd_out=module.forward_train(batch))
+        loss = module.compute_self_supervised_loss(
+            learner=stub,
+            module_id="m",
+            config=None,
+            batch=batch,
+            fwd_out=module.forward_train(batch),
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -217,9 +249,12 @@ def _fit(module, batch, steps: int = 150) -> tuple[float, float]:
 @pytest.mark.parametrize("action_space", [gym.spaces.Discrete(3), gym.spaces.Box(-1, 1, (2,))])
 def test_icm_loss_decreases_on_a_fixed_batch(action_space):
     torch.manual_seed(0)
-    icm = RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True,
-                       observation_space=gym.spaces.Box(-1, 1, (4,)),
-                       action_space=action_space).build()
+    icm = RLModuleSpec(
+        module_class=IntrinsicCuriosityModel,
+        learner_only=True,
+        observation_space=gym.spaces.Box(-1, 1, (4,)),
+        action_space=action_space,
+    ).build()
     obs = torch.randn(64, 4)
     actions = torch.as_tensor(np.stack([action_space.sample() for _ in range(64)]))
     batch = {Columns.OBS: obs, Columns.ACTIONS: actions, Columns.NEXT_OBS: obs.roll(1, 1)}
@@ -229,19 +264,26 @@ def test_icm_loss_decreases_on_a_fixed_batch(action_space):
 
 def test_rnd_trains_its_predictor_only_and_rewards_novelty():
     torch.manual_seed(0)
-    rnd = RLModuleSpec(module_class=RandomNetworkDistillation, learner_only=True,
-                       observation_space=gym.spaces.Box(0, 1, (8,)),
-                       action_space=gym.spaces.Discrete(2)).build()
+    rnd = RLModuleSpec(
+        module_class=RandomNetworkDistillation,
+        learner_only=True,
+        observation_space=gym.spaces.Box(0, 1, (8,)),
+        action_space=gym.spaces.Discrete(2),
+    ).build()
     assert not any(p.requires_grad for p in rnd.target_net.parameters())
     seen = torch.eye(8)[:4]
     batch = {Columns.OBS: seen, Columns.ACTIONS: torch.zeros(4), Columns.NEXT_OBS: seen}
     target_before = [p.clone() for p in rnd.target_net.parameters()]
     first, last = _fit(rnd, batch)
     assert last < 0.1 * first
-    assert all(torch.equal(a, b) for a, b in zip(target_before, rnd.target_net.parameters(), strict=True))
+    assert all(
+        torch.equal(a, b) for a, b in zip(target_before, rnd.target_net.parameters(), strict=True)
+    )
     novel = {Columns.NEXT_OBS: torch.eye(8)[4:]}
-    assert rnd.compute_intrinsic_rewards(novel).min() > rnd.compute_intrinsic_rewards(
-        {Columns.NEXT_OBS: seen}).max()
+    assert (
+        rnd.compute_intrinsic_rewards(novel).min()
+        > rnd.compute_intrinsic_rewards({Columns.NEXT_OBS: seen}).max()
+    )
 
 
 def test_rnd_runs_in_the_same_connector_pattern():
@@ -256,17 +298,21 @@ def test_rnd_runs_in_the_same_connector_pattern():
 
 def test_unknown_icm_model_config_key_is_an_error():
     with pytest.raises(ValueError, match="feature_dim"):
-        RLModuleSpec(module_class=IntrinsicCuriosityModel,
-                     observation_space=gym.spaces.Box(0, 1, (2,)),
-                     action_space=gym.spaces.Discrete(2),
-                     model_config={"feature_dims": 4}).build()
+        RLModuleSpec(
+            module_class=IntrinsicCuriosityModel,
+            observation_space=gym.spaces.Box(0, 1, (2,)),
+            action_space=gym.spaces.Discrete(2),
+            model_config={"feature_dims": 4},
+        ).build()
 
 
 def test_icm_rejects_unsupported_action_spaces():
     with pytest.raises(TypeError, match="Discrete and Box"):
-        RLModuleSpec(module_class=IntrinsicCuriosityModel,
-                     observation_space=gym.spaces.Box(0, 1, (2,)),
-                     action_space=gym.spaces.MultiBinary(3)).build()
+        RLModuleSpec(
+            module_class=IntrinsicCuriosityModel,
+            observation_space=gym.spaces.Box(0, 1, (2,)),
+            action_space=gym.spaces.MultiBinary(3),
+        ).build()
 
 
 # ---------------------------------------------------------------------- example and JSON
@@ -286,10 +332,10 @@ def test_json_config_equals_the_examples_config_and_trains_through_the_cli():
     # Same settings as the example (the JSON names unset spec fields by omission).
     got, want = config.to_dict(), expected.to_dict()
     assert {k: v for k, v in got.items() if k != "rl_module_spec"} == {
-        k: v for k, v in want.items() if k != "rl_module_spec"}
+        k: v for k, v in want.items() if k != "rl_module_spec"
+    }
     assert config.rl_module_spec == expected.rl_module_spec
-    config.training(train_batch_size=64, minibatch_size=32).env_runners(
-        num_envs_per_env_runner=2)
+    config.training(train_batch_size=64, minibatch_size=32).env_runners(num_envs_per_env_runner=2)
     algo = config.build_algo()
     try:
         result = algo.train()
@@ -312,13 +358,20 @@ def test_the_loss_returns_its_terms_and_the_old_import_paths_name_the_same_objec
     assert from_core is curiosity.IntrinsicCuriosityModel
     assert old_connector_path.IntrinsicCuriosityModelConnector is from_package
     assert from_package is curiosity.IntrinsicCuriosityModelConnector
-    icm = RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True,
-                       observation_space=gym.spaces.Box(0, 1, (4,)),
-                       action_space=gym.spaces.Discrete(2)).build()
-    batch = {"obs": torch.eye(4)[:3], "new_obs": torch.eye(4)[1:4],
-             "actions": torch.tensor([0, 1, 1])}
+    icm = RLModuleSpec(
+        module_class=IntrinsicCuriosityModel,
+        learner_only=True,
+        observation_space=gym.spaces.Box(0, 1, (4,)),
+        action_space=gym.spaces.Discrete(2),
+    ).build()
+    batch = {
+        "obs": torch.eye(4)[:3],
+        "new_obs": torch.eye(4)[1:4],
+        "actions": torch.tensor([0, 1, 1]),
+    }
     terms = icm.loss_terms(batch, icm.forward_train(batch))
     assert set(terms) == {"total_loss", "forward_loss", "inverse_loss"}
     beta = icm.config.forward_loss_weight
-    assert torch.allclose(terms["total_loss"],
-                          beta * terms["forward_loss"] + (1 - beta) * terms["inverse_loss"])
+    assert torch.allclose(
+        terms["total_loss"], beta * terms["forward_loss"] + (1 - beta) * terms["inverse_loss"]
+    )

@@ -62,8 +62,12 @@ FROZENLAKE_12X12 = ["SFFFFFFFFFFF"] + ["FFFFFFFFFFFF"] * 10 + ["FFFFFFFFFFFG"]
 ENVS: dict[str, dict[str, Any]] = {
     "FrozenLake": {
         "env": make_with_terminal_time_limit,  # the 22-step limit ends the task
-        "env_config": {"id": "FrozenLake-v1", "desc": FROZENLAKE_12X12,
-                       "is_slippery": False, "max_episode_steps": 22},
+        "env_config": {
+            "id": "FrozenLake-v1",
+            "desc": FROZENLAKE_12X12,
+            "is_slippery": False,
+            "max_episode_steps": 22,
+        },
         # eta: one-hot observations give forward errors of about 0.1-0.3 at first.
         "intrinsic_reward_coeff": 0.3,
         "stop_reward": 0.9,  # episode_return_mean >= 0.9: the goal in 9 of 10 episodes
@@ -81,8 +85,9 @@ ENVS: dict[str, dict[str, Any]] = {
 }
 
 
-def build_config(env: str = "FrozenLake", *, curiosity: bool = True,
-                 seed: int | None = 0) -> PPOConfig:
+def build_config(
+    env: str = "FrozenLake", *, curiosity: bool = True, seed: int | None = 0
+) -> PPOConfig:
     """PPO (plus, with `curiosity`, the ICM) for `env`, a key of ENVS.
 
     The settings are the same with and without curiosity, so the comparison is fair:
@@ -97,8 +102,14 @@ def build_config(env: str = "FrozenLake", *, curiosity: bool = True,
         .update_from_dict(FAST_PPO)
         .environment(setup["env"], env_config=setup["env_config"])
         .env_runners(num_envs_per_env_runner=16)
-        .training(train_batch_size=1000, minibatch_size=125, num_epochs=6, lr=1e-3,
-                  gamma=0.95, lambda_=1.0)
+        .training(
+            train_batch_size=1000,
+            minibatch_size=125,
+            num_epochs=6,
+            lr=1e-3,
+            gamma=0.95,
+            lambda_=1.0,
+        )
         .debugging(seed=seed)
     )
     if not curiosity:
@@ -108,27 +119,30 @@ def build_config(env: str = "FrozenLake", *, curiosity: bool = True,
         # it runs before PPO's own GAE connector.
         learner_connector=IntrinsicCuriosityModelConnector,
     ).rl_module(
-        rl_module_spec=MultiRLModuleSpec(rl_module_specs={
-            DEFAULT_MODULE_ID: RLModuleSpec(),  # PPO's default module, spaces from the env
-            ICM_MODULE_ID: RLModuleSpec(
-                module_class=IntrinsicCuriosityModel,
-                learner_only=True,  # built on Learners only, never on EnvRunners
-                model_config={
-                    "feature_dim": 64,
-                    "feature_net_hiddens": [64],
-                    "inverse_net_hiddens": [64],
-                    "forward_net_hiddens": [64],
-                    "forward_loss_weight": 0.2,  # beta of the paper
-                    "intrinsic_reward_coeff": setup["intrinsic_reward_coeff"],  # eta
-                },
-            ),
-        }),
+        rl_module_spec=MultiRLModuleSpec(
+            rl_module_specs={
+                DEFAULT_MODULE_ID: RLModuleSpec(),  # PPO's default module, spaces from the env
+                ICM_MODULE_ID: RLModuleSpec(
+                    module_class=IntrinsicCuriosityModel,
+                    learner_only=True,  # built on Learners only, never on EnvRunners
+                    model_config={
+                        "feature_dim": 64,
+                        "feature_net_hiddens": [64],
+                        "inverse_net_hiddens": [64],
+                        "forward_net_hiddens": [64],
+                        "forward_loss_weight": 0.2,  # beta of the paper
+                        "intrinsic_reward_coeff": setup["intrinsic_reward_coeff"],  # eta
+                    },
+                ),
+            }
+        ),
         algorithm_config_overrides_per_module={ICM_MODULE_ID: {"lr": 1e-3}},
     )
 
 
-def run(config: PPOConfig, *, stop_reward: float, stop_timesteps: int,
-        verbose: bool = True) -> dict[str, Any]:
+def run(
+    config: PPOConfig, *, stop_reward: float, stop_timesteps: int, verbose: bool = True
+) -> dict[str, Any]:
     """Trains until episode_return_mean >= stop_reward or stop_timesteps env steps."""
     algo = config.build_algo()
     try:
@@ -143,9 +157,12 @@ def run(config: PPOConfig, *, stop_reward: float, stop_timesteps: int,
             if verbose and result["training_iteration"] % 10 == 0:
                 icm = result["learners"].get(ICM_MODULE_ID, {})
                 extra = f" icm_forward_loss={icm['forward_loss']:.4f}" if icm else ""
-                print(f"iter {result['training_iteration']:4d} env_steps {steps:7d} "
-                      f"episode_return_mean {ret:8.3f}{extra} "
-                      f"{time.perf_counter() - _START:6.1f} s", flush=True)
+                print(
+                    f"iter {result['training_iteration']:4d} env_steps {steps:7d} "
+                    f"episode_return_mean {ret:8.3f}{extra} "
+                    f"{time.perf_counter() - _START:6.1f} s",
+                    flush=True,
+                )
             if ret >= stop_reward or steps >= stop_timesteps:
                 break
     finally:
@@ -163,33 +180,51 @@ def run(config: PPOConfig, *, stop_reward: float, stop_timesteps: int,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", choices=sorted(ENVS), default="FrozenLake")
-    parser.add_argument("--no-curiosity", action="store_true",
-                        help="Plain PPO with the same settings (no ICM, no intrinsic reward).")
-    parser.add_argument("--as-test", action="store_true",
-                        help="Exit with code 1 unless --stop-reward is reached within "
-                        "--stop-timesteps.")
-    parser.add_argument("--stop-reward", type=float,
-                        help="Goal for episode_return_mean (default: 0.9 on FrozenLake, "
-                        "above -200 on MountainCar).")
-    parser.add_argument("--stop-timesteps", type=int,
-                        help="Budget in env steps (default: 70000 FrozenLake, 150000 "
-                        "MountainCar).")
+    parser.add_argument(
+        "--no-curiosity",
+        action="store_true",
+        help="Plain PPO with the same settings (no ICM, no intrinsic reward).",
+    )
+    parser.add_argument(
+        "--as-test",
+        action="store_true",
+        help="Exit with code 1 unless --stop-reward is reached within --stop-timesteps.",
+    )
+    parser.add_argument(
+        "--stop-reward",
+        type=float,
+        help="Goal for episode_return_mean (default: 0.9 on FrozenLake, "
+        "above -200 on MountainCar).",
+    )
+    parser.add_argument(
+        "--stop-timesteps",
+        type=int,
+        help="Budget in env steps (default: 70000 FrozenLake, 150000 MountainCar).",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true", help="Print only the RESULT line.")
     args = parser.parse_args(argv)
     setup = ENVS[args.env]
     stop_reward = setup["stop_reward"] if args.stop_reward is None else args.stop_reward
-    stop_timesteps = (setup["stop_timesteps"] if args.stop_timesteps is None
-                      else args.stop_timesteps)
+    stop_timesteps = setup["stop_timesteps"] if args.stop_timesteps is None else args.stop_timesteps
     config = build_config(args.env, curiosity=not args.no_curiosity, seed=args.seed)
-    out = run(config, stop_reward=stop_reward, stop_timesteps=stop_timesteps,
-              verbose=not args.quiet)
-    out.update(env=args.env, curiosity=not args.no_curiosity, seed=args.seed,
-               stop_reward=stop_reward, stop_timesteps=stop_timesteps)
+    out = run(
+        config, stop_reward=stop_reward, stop_timesteps=stop_timesteps, verbose=not args.quiet
+    )
+    out.update(
+        env=args.env,
+        curiosity=not args.no_curiosity,
+        seed=args.seed,
+        stop_reward=stop_reward,
+        stop_timesteps=stop_timesteps,
+    )
     print("RESULT " + json.dumps(out), flush=True)
     if args.as_test and not out["reached"]:
-        print(f"--as-test: episode_return_mean {out['episode_return_mean']:.3f} did not reach "
-              f"{stop_reward} within {stop_timesteps} env steps.", file=sys.stderr)
+        print(
+            f"--as-test: episode_return_mean {out['episode_return_mean']:.3f} did not reach "
+            f"{stop_reward} within {stop_timesteps} env steps.",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

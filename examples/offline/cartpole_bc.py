@@ -34,8 +34,7 @@ from rlmod.offline import record_episodes  # noqa: E402
 from rlmod.testing import cartpole_expert  # noqa: E402
 
 
-def train_bc(data: Path, *, seed: int, goal: float, max_iterations: int,
-             quiet: bool) -> dict:
+def train_bc(data: Path, *, seed: int, goal: float, max_iterations: int, quiet: bool) -> dict:
     """BC on the episodes in `data` until evaluation reaches `goal`."""
     config = (
         BCConfig()
@@ -56,13 +55,20 @@ def train_bc(data: Path, *, seed: int, goal: float, max_iterations: int,
         best = max(best, ret)
         if not quiet:
             loss = result["learners"]["default_policy"]["policy_loss"]
-            print(f"iter {iteration:3d}  loss {loss:.3f}  eval return {ret:6.1f}  "
-                  f"{time.perf_counter() - START:5.1f} s", flush=True)
+            print(
+                f"iter {iteration:3d}  loss {loss:.3f}  eval return {ret:6.1f}  "
+                f"{time.perf_counter() - START:5.1f} s",
+                flush=True,
+            )
         if ret >= goal:
             break
     algo.stop()
-    return {"reached": best >= goal, "return": best, "iterations": iteration,
-            "seconds_from_start": round(time.perf_counter() - START, 2)}
+    return {
+        "reached": best >= goal,
+        "return": best,
+        "iterations": iteration,
+        "seconds_from_start": round(time.perf_counter() - START, 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,12 +83,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data = args.data or Path(tempfile.mkdtemp(prefix="cartpole_expert_"))
     if not any(data.glob("*.parquet")):
-        rows = record_episodes(gym.make("CartPole-v1"), cartpole_expert,
-                               num_episodes=args.episodes, output_dir=data, seed=args.seed)
+        rows = record_episodes(
+            gym.make("CartPole-v1"),
+            cartpole_expert,
+            num_episodes=args.episodes,
+            output_dir=data,
+            seed=args.seed,
+        )
         if not args.quiet:
             print(f"recorded {args.episodes} expert episodes ({rows} rows) in {data}")
-    out = train_bc(data, seed=args.seed, goal=args.goal, max_iterations=args.max_iterations,
-                   quiet=args.quiet)
+    out = train_bc(
+        data, seed=args.seed, goal=args.goal, max_iterations=args.max_iterations, quiet=args.quiet
+    )
     print("RESULT " + json.dumps(out), flush=True)
     return 1 if args.as_test and not out["reached"] else 0
 

@@ -61,15 +61,25 @@ def record_mixture(data: Path, *, num_episodes: int = 480, seed: int = 0) -> dic
     """`num_episodes` episodes of `MixedPolicy`, seeded: the same files every time."""
     env = gym.make("CartPole-v1")
     policy = MixedPolicy(env.action_space, seed=seed)
-    record_episodes(env, policy, num_episodes=num_episodes, output_dir=data, seed=seed,
-                    on_episode_start=policy.on_episode_start)
-    return {"expert_rows": policy.expert_rows, "random_rows": policy.random_rows,
-            "expert_episodes": policy.expert_episodes,
-            "random_episodes": num_episodes - policy.expert_episodes}
+    record_episodes(
+        env,
+        policy,
+        num_episodes=num_episodes,
+        output_dir=data,
+        seed=seed,
+        on_episode_start=policy.on_episode_start,
+    )
+    return {
+        "expert_rows": policy.expert_rows,
+        "random_rows": policy.random_rows,
+        "expert_episodes": policy.expert_episodes,
+        "random_episodes": num_episodes - policy.expert_episodes,
+    }
 
 
-def train(config_cls: type, data: Path, *, seed: int, iterations: int,
-          adv_norm_rate: float) -> float:
+def train(
+    config_cls: type, data: Path, *, seed: int, iterations: int, adv_norm_rate: float
+) -> float:
     """Final evaluation return (20 episodes) after `iterations` updates."""
     config = (
         config_cls()
@@ -91,13 +101,21 @@ def train(config_cls: type, data: Path, *, seed: int, iterations: int,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, help="Recorded mixture; recorded if empty.")
-    parser.add_argument("--episodes", type=int, default=480,
-                        help="Episodes to record (about 20 expert ones, the rest random).")
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=480,
+        help="Episodes to record (about 20 expert ones, the rest random).",
+    )
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--adv-norm-rate", type=float, default=1e-8,
-                        help="MARWIL's moving_average_sqd_adv_norm_update_rate (RLlib's "
-                        "default 1e-8 keeps c^2 at its start value, 100).")
+    parser.add_argument(
+        "--adv-norm-rate",
+        type=float,
+        default=1e-8,
+        help="MARWIL's moving_average_sqd_adv_norm_update_rate (RLlib's "
+        "default 1e-8 keeps c^2 at its start value, 100).",
+    )
     args = parser.parse_args(argv)
     data = args.data or Path(tempfile.mkdtemp(prefix="cartpole_mixture_"))
     if not any(data.glob("*.parquet")):
@@ -105,8 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, list[float]] = {"BC": [], "MARWIL": []}
     for seed in args.seeds:
         for name, cls in (("BC", BCConfig), ("MARWIL", MARWILConfig)):
-            out[name].append(train(cls, data, seed=seed, iterations=args.iterations,
-                                   adv_norm_rate=args.adv_norm_rate))
+            out[name].append(
+                train(
+                    cls,
+                    data,
+                    seed=seed,
+                    iterations=args.iterations,
+                    adv_norm_rate=args.adv_norm_rate,
+                )
+            )
             print(f"seed {seed}  {name:6s}  eval return {out[name][-1]:6.1f}", flush=True)
     print("RESULT " + json.dumps(out), flush=True)
     return 0

@@ -68,8 +68,7 @@ class Algorithm(Checkpointable):
         self._saved: list[Path] = []  # this run's checkpoints, in save order (keep_last_n)
         self.setup()
         # After the whole setup, subclasses' included (DQN's replay buffers, ...).
-        self.callbacks.call("on_algorithm_init", algorithm=self,
-                            metrics_logger=self.metrics_logger)
+        self.callbacks.call("on_algorithm_init", algorithm=self, metrics_logger=self.metrics_logger)
 
     def setup(self) -> None:
         """DESIGN.md's flow: EnvRunners first, their spaces define the Learners' modules."""
@@ -146,7 +145,8 @@ class Algorithm(Checkpointable):
         known = self.config.module_ids
         raise UnknownModuleIDError(
             f"get_module({module_id!r}): no such module; modules are {known[:10]}."
-            f"{did_you_mean(str(module_id), known)}")
+            f"{did_you_mean(str(module_id), known)}"
+        )
 
     # ------------------------------------------------------------------ the loop
     def training_step(self) -> dict[str, Any]:
@@ -186,8 +186,7 @@ class Algorithm(Checkpointable):
             env_runner_results = self.metrics.add(runner_metrics)
             env_runner_results.update(_merge_custom(self._env_runner_logger, runner_metrics))
             env_runner_results["num_healthy_env_runners"] = group.num_healthy_env_runners()
-            env_runner_results["num_env_runner_restarts"] = (
-                group.num_remote_env_runner_restarts())
+            env_runner_results["num_env_runner_restarts"] = group.num_remote_env_runner_restarts()
         else:  # offline: nothing sampled
             env_runner_results = self.metrics.add([])
         result: dict[str, Any] = {
@@ -212,12 +211,14 @@ class Algorithm(Checkpointable):
         frequency = self.config.checkpoint_frequency
         if frequency and self.iteration % frequency == 0:
             result["checkpoint_path"] = self.save_checkpoint_to_dir()
-        self.callbacks.call("on_train_result", algorithm=self,
-                            metrics_logger=self.metrics_logger, result=result)
+        self.callbacks.call(
+            "on_train_result", algorithm=self, metrics_logger=self.metrics_logger, result=result
+        )
         return result
 
-    def save_checkpoint_to_dir(self, directory: str | os.PathLike | None = None, *,
-                               keep_last_n: int | None = None) -> str:
+    def save_checkpoint_to_dir(
+        self, directory: str | os.PathLike | None = None, *, keep_last_n: int | None = None
+    ) -> str:
         """Saves `checkpoint_<iteration>` into `directory` (default:
         `config.checkpoint_dir`) and returns its path.
 
@@ -230,7 +231,8 @@ class Algorithm(Checkpointable):
         if directory.exists() and not directory.is_dir():
             raise CheckpointError(
                 f"checkpoint_dir {str(directory)!r} is a file; set checkpoint_dir (or "
-                "--run-dir) to a directory.")
+                "--run-dir) to a directory."
+            )
         keep = keep_last_n if keep_last_n is not None else self.config.keep_last_n
         path = checkpoints.free_checkpoint_path(directory, self.iteration, self._saved)
         self.save_to_path(path)
@@ -271,8 +273,7 @@ class Algorithm(Checkpointable):
         return self._evaluate(sync_weights=True)
 
     def _evaluate(self, *, sync_weights: bool) -> dict[str, Any]:
-        self.callbacks.call("on_evaluate_start", algorithm=self,
-                            metrics_logger=self.metrics_logger)
+        self.callbacks.call("on_evaluate_start", algorithm=self, metrics_logger=self.metrics_logger)
         group = self._eval_group()
         if sync_weights:
             group.sync_weights(from_learner_group=self.learner_group)
@@ -284,8 +285,12 @@ class Algorithm(Checkpointable):
         env_runners = EpisodeMetrics(10**9).add(runner_metrics)
         env_runners.update(_merge_custom(MetricsLogger(), runner_metrics))
         results = {"env_runners": env_runners}
-        self.callbacks.call("on_evaluate_end", algorithm=self,
-                            metrics_logger=self.metrics_logger, evaluation_metrics=results)
+        self.callbacks.call(
+            "on_evaluate_end",
+            algorithm=self,
+            metrics_logger=self.metrics_logger,
+            evaluation_metrics=results,
+        )
         return results
 
     # ------------------------------------------------------------------ checkpoints
@@ -297,8 +302,9 @@ class Algorithm(Checkpointable):
             parts.append(("env_runner", runner))
         return parts
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    def get_state(
+        self, components: Any = None, *, not_components: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """Learner state (weights, optimizers, RNG), the local EnvRunner's connector states
         (not its weights: they are the Learner's), counters and metric windows."""
         state: dict[str, Any] = {}
@@ -309,8 +315,12 @@ class Algorithm(Checkpointable):
             if wanted:
                 state[name] = part.get_state(inc, not_components=exc)
         if components is None:
-            state.update(iteration=self.iteration, time_total_s=self._time_total_s,
-                         metrics=self.metrics.get_state(), torch_rng=torch.get_rng_state())
+            state.update(
+                iteration=self.iteration,
+                time_total_s=self._time_total_s,
+                metrics=self.metrics.get_state(),
+                torch_rng=torch.get_rng_state(),
+            )
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -328,7 +338,8 @@ class Algorithm(Checkpointable):
             raise CheckpointError(
                 f"The state holds parts this {type(self).__name__} does not have: "
                 f"{unknown}.{did_you_mean(unknown[0], self._state_setters())} Its parts are "
-                f"{sorted(self._state_setters())}; nothing was changed.")
+                f"{sorted(self._state_setters())}; nothing was changed."
+            )
         with self._all_or_nothing(self._state_backup(state)):
             self._apply_state(state)
         self._sync_env_runner_weights()
@@ -342,7 +353,8 @@ class Algorithm(Checkpointable):
                     raise
                 except Exception as e:
                     raise CheckpointError(
-                        f"Restoring part {part!r} failed ({type(e).__name__}: {e})") from e
+                        f"Restoring part {part!r} failed ({type(e).__name__}: {e})"
+                    ) from e
 
     @contextmanager
     def _all_or_nothing(self, backup: dict[str, Any]) -> Iterator[None]:
@@ -357,15 +369,18 @@ class Algorithm(Checkpointable):
             except Exception as again:
                 raise CheckpointError(
                     f"{e}; putting the previous state back failed too ({again}): this "
-                    "Algorithm is inconsistent, build a new one.") from e
+                    "Algorithm is inconsistent, build a new one."
+                ) from e
             if isinstance(e, UnknownModuleIDError):  # keep its type: callers catch it
                 e.add_note("Nothing was changed (every part is back as it was before).")
                 raise
-            raise CheckpointError(f"{str(e).rstrip('.')}; nothing was changed (every part is "
-                                  "back as it was before).") from e
+            raise CheckpointError(
+                f"{str(e).rstrip('.')}; nothing was changed (every part is back as it was before)."
+            ) from e
 
     def _state_setters(self) -> dict[str, Any]:
         """How each top-level key of `get_state()` is restored, in order."""
+
         def set_iteration(value: int) -> None:
             self.iteration = value
 
@@ -381,16 +396,22 @@ class Algorithm(Checkpointable):
             if self.env_runner_group is not None:
                 self.env_runner_group.set_env_runner_state(value)
 
-        return {"learner_group": self.learner_group.set_state, "env_runner": set_env_runner,
-                "iteration": set_iteration, "time_total_s": set_time, "metrics": set_metrics,
-                "torch_rng": torch.set_rng_state}
+        return {
+            "learner_group": self.learner_group.set_state,
+            "env_runner": set_env_runner,
+            "iteration": set_iteration,
+            "time_total_s": set_time,
+            "metrics": set_metrics,
+            "torch_rng": torch.set_rng_state,
+        }
 
     def _state_backup(self, state: dict[str, Any]) -> dict[str, Any]:
         """What `set_state(state)` puts back if it fails (before cloning)."""
         return self.get_state()
 
-    def restore_from_path(self, path: str | os.PathLike, *, component: str | None = None,
-                          **kwargs: Any) -> None:
+    def restore_from_path(
+        self, path: str | os.PathLike, *, component: str | None = None, **kwargs: Any
+    ) -> None:
         """As `Checkpointable.restore_from_path`, then sends the weights to EnvRunners. All
         or nothing, as `set_state`: a component that fails to load leaves every part as
         it was."""
@@ -411,18 +432,31 @@ class Algorithm(Checkpointable):
         self.callbacks.call("on_checkpoint_loaded", algorithm=self)
 
     def get_metadata(self) -> dict[str, Any]:
-        return {"iteration": self.iteration,
-                "num_env_steps_sampled_lifetime": self.metrics.num_env_steps_lifetime}
+        return {
+            "iteration": self.iteration,
+            "num_env_steps_sampled_lifetime": self.metrics.num_env_steps_lifetime,
+        }
 
     def _write_own_state(self, directory: Path, state: dict[str, Any]) -> None:
         super()._write_own_state(directory, state)
-        write_json(directory / CONFIG_FILE, {
-            "class": checkpoints._class_path(type(self.config)),
-            "settings": self.config.to_dict(allow_unnamed=True)}, indent=1)
+        write_json(
+            directory / CONFIG_FILE,
+            {
+                "class": checkpoints._class_path(type(self.config)),
+                "settings": self.config.to_dict(allow_unnamed=True),
+            },
+            indent=1,
+        )
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike, *, config: Any = None,
-                        trusted_modules: Iterable[str] = (), **overrides: Any) -> Self:
+    def from_checkpoint(
+        cls,
+        path: str | os.PathLike,
+        *,
+        config: Any = None,
+        trusted_modules: Iterable[str] = (),
+        **overrides: Any,
+    ) -> Self:
         """Builds the Algorithm a checkpoint was saved from and restores its state.
 
         Args:
@@ -442,8 +476,12 @@ class Algorithm(Checkpointable):
         algo_cls: Any = cls
         if stored != checkpoints._class_path(cls):
             try:
-                algo_cls = resolve_import_path(stored, setting=f"{path / 'metadata.json'}: class",
-                                               kind="algorithm", trusted_modules=trusted)
+                algo_cls = resolve_import_path(
+                    stored,
+                    setting=f"{path / 'metadata.json'}: class",
+                    kind="algorithm",
+                    trusted_modules=trusted,
+                )
             except ValueError as e:
                 raise CheckpointError(str(e)) from e
             if not issubclass(algo_cls, cls):
@@ -480,17 +518,22 @@ def _check_counters(state: dict[str, Any]) -> None:
     if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
         raise CheckpointError(
             f"State field 'iteration' must be an int >= 0, got {iteration!r}; the checkpoint "
-            "is corrupt or was edited.")
+            "is corrupt or was edited."
+        )
     seconds = state.get("time_total_s", 0.0)
-    if (isinstance(seconds, bool) or not isinstance(seconds, int | float)
-            or not math.isfinite(seconds) or seconds < 0):
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not math.isfinite(seconds)
+        or seconds < 0
+    ):
         raise CheckpointError(
             f"State field 'time_total_s' must be a finite number >= 0, got {seconds!r}; the "
-            "checkpoint is corrupt or was edited.")
+            "checkpoint is corrupt or was edited."
+        )
 
 
-def _merge_custom(logger: MetricsLogger, runner_metrics: list[dict[str, Any]]
-                  ) -> dict[str, Any]:
+def _merge_custom(logger: MetricsLogger, runner_metrics: list[dict[str, Any]]) -> dict[str, Any]:
     """What EnvRunner-side callbacks logged, over all EnvRunners, reduced (`{}` if none)."""
     for m in runner_metrics:
         if "metrics_logger" in m:
@@ -498,13 +541,23 @@ def _merge_custom(logger: MetricsLogger, runner_metrics: list[dict[str, Any]]
     return logger.reduce() if logger else {}
 
 
-NOT_NEEDED_TO_ACT = ("env", "policy_mapping_fn", "policies_to_train", "learner_connector",
-                     "env_runner_cls")
+NOT_NEEDED_TO_ACT = (
+    "env",
+    "policy_mapping_fn",
+    "policies_to_train",
+    "learner_connector",
+    "env_runner_cls",
+)
 """Settings an InferencePolicy never calls: left at their defaults when they were lambdas."""
 
 
-def _config_from_file(file: Path, trusted: tuple[str, ...], overrides: dict[str, Any], *,
-                      skip_unstored: Iterable[str] = ()) -> Any:
+def _config_from_file(
+    file: Path,
+    trusted: tuple[str, ...],
+    overrides: dict[str, Any],
+    *,
+    skip_unstored: Iterable[str] = (),
+) -> Any:
     """The config stored in `file`; errors name the file and the setting.
 
     Settings named in `skip_unstored` that were lambdas when saved stay at their defaults
@@ -514,20 +567,27 @@ def _config_from_file(file: Path, trusted: tuple[str, ...], overrides: dict[str,
     settings = data.get("settings")
     if not isinstance(data.get("class"), str) or not isinstance(settings, dict):
         raise CheckpointError(
-            f"{file} must hold {{'class': 'module:ConfigClass', 'settings': {{...}}}}.")
+            f"{file} must hold {{'class': 'module:ConfigClass', 'settings': {{...}}}}."
+        )
     skip = set(skip_unstored)
-    settings = {k: v for k, v in settings.items()
-                if not (k in skip and isinstance(v, dict) and MUST_PASS in v)}
+    settings = {
+        k: v
+        for k, v in settings.items()
+        if not (k in skip and isinstance(v, dict) and MUST_PASS in v)
+    }
     try:
-        config_cls = resolve_import_path(data["class"], setting=f"{file}: class",
-                                         kind="config", trusted_modules=trusted)
+        config_cls = resolve_import_path(
+            data["class"], setting=f"{file}: class", kind="config", trusted_modules=trusted
+        )
         config = config_cls.from_dict(
-            {k: v for k, v in settings.items() if k not in overrides}, trusted_modules=trusted)
+            {k: v for k, v in settings.items() if k not in overrides}, trusted_modules=trusted
+        )
         for name, value in overrides.items():
             setattr(config, name, value)
     except (ValueError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{file}: {e}") from e
     except RecursionError:
-        raise CheckpointError(f"{file}: a setting nests deeper than Python can read; the "
-                              "file is corrupt or crafted.") from None
+        raise CheckpointError(
+            f"{file}: a setting nests deeper than Python can read; the file is corrupt or crafted."
+        ) from None
     return config

@@ -46,12 +46,13 @@ _UNSET: Any = NOT_PROVIDED
 """Marks an argument the caller did not pass (None is a meaningful value)."""
 
 
-def _merge_learner_config_dict(config: AlgorithmConfig,
-                               values: dict[str, Any]) -> dict[str, Any]:
+def _merge_learner_config_dict(config: AlgorithmConfig, values: dict[str, Any]) -> dict[str, Any]:
     """`learner_config_dict` updates the current dict, as RLlib's setters do."""
     if "learner_config_dict" in values:
-        values["learner_config_dict"] = {**config.learner_config_dict,
-                                         **s.mapping(values["learner_config_dict"])}
+        values["learner_config_dict"] = {
+            **config.learner_config_dict,
+            **s.mapping(values["learner_config_dict"]),
+        }
     return values
 
 
@@ -61,15 +62,21 @@ def _evaluation_values(config: AlgorithmConfig, values: dict[str, Any]) -> dict[
     (RLlib deep-updates it; rlmod merges top-level settings), its keys checked now."""
     given = values.get("evaluation_config")
     if isinstance(given, AlgorithmConfig):
-        values["evaluation_config"] = {n: given.__dict__[n] for n in given.settings()
-                                       if n not in ("evaluation_config", "evaluation_interval")}
+        values["evaluation_config"] = {
+            n: given.__dict__[n]
+            for n in given.settings()
+            if n not in ("evaluation_config", "evaluation_interval")
+        }
     elif isinstance(given, Mapping):
-        values["evaluation_config"] = {**(config.evaluation_config or {}),
-                                       **type(config).overrides(**given)}
+        values["evaluation_config"] = {
+            **(config.evaluation_config or {}),
+            **type(config).overrides(**given),
+        }
     if values.get("evaluation_duration") == "auto":
         raise ValueError(
             "evaluation_duration='auto' (RLlib: evaluate as long as the parallel training "
-            "step runs) is not offered; give a number of episodes or timesteps.")
+            "step runs) is not offered; give a number of episodes or timesteps."
+        )
     return values
 
 
@@ -100,8 +107,10 @@ class AlgorithmConfig(CommonSettings):
         super().__init_subclass__(**kwargs)
         for name, value in cls.__dict__.get("setting_defaults", {}).items():
             if name not in cls.settings():
-                raise TypeError(f"{cls.__name__}.setting_defaults names {name!r}, which is "
-                                f"not a setting.{did_you_mean(name, cls.settings())}")
+                raise TypeError(
+                    f"{cls.__name__}.setting_defaults names {name!r}, which is "
+                    f"not a setting.{did_you_mean(name, cls.settings())}"
+                )
             cls.settings()[name].validate(value)
 
     def __init__(self) -> None:
@@ -147,45 +156,80 @@ class AlgorithmConfig(CommonSettings):
     # ------------------------------------------------------------------ fluent setters
     # Each takes the settings of its section (RLlib's setter and keyword names); see
     # SectionSetter. What a setter does beyond setting is in its `prepare`.
-    environment = SectionSetter("environment", positional=("env",), doc=(
-        "Sets the env and its config, or the spaces for env-less training."))
+    environment = SectionSetter(
+        "environment",
+        positional=("env",),
+        doc=("Sets the env and its config, or the spaces for env-less training."),
+    )
     env_runners = SectionSetter("env_runners", doc="Sets how EnvRunners sample.")
-    learners = SectionSetter("learners", prepare=_merge_learner_config_dict, doc=(
-        "Sets how many Learners train, what they do with a NaN/inf update, and free "
-        "settings for a custom Learner (`learner_config_dict` updates the current dict, as "
-        "RLlib's does)."))
+    learners = SectionSetter(
+        "learners",
+        prepare=_merge_learner_config_dict,
+        doc=(
+            "Sets how many Learners train, what they do with a NaN/inf update, and free "
+            "settings for a custom Learner (`learner_config_dict` updates the current dict, as "
+            "RLlib's does)."
+        ),
+    )
     training = SectionSetter(
-        "training", accepts=("learner_config_dict",), prepare=_merge_learner_config_dict,
-        doc=("Sets the training settings: those common to all algorithms and the "
-             "algorithm's own. `learner_config_dict` is also accepted here, as RLlib still "
-             "accepts it in `.training()` (its home is `.learners()`)."))
-    rl_module = SectionSetter("rl_module", doc=(
-        "Sets the module specs, model config and per-module config overrides."))
+        "training",
+        accepts=("learner_config_dict",),
+        prepare=_merge_learner_config_dict,
+        doc=(
+            "Sets the training settings: those common to all algorithms and the "
+            "algorithm's own. `learner_config_dict` is also accepted here, as RLlib still "
+            "accepts it in `.training()` (its home is `.learners()`)."
+        ),
+    )
+    rl_module = SectionSetter(
+        "rl_module", doc=("Sets the module specs, model config and per-module config overrides.")
+    )
     multi_agent = SectionSetter(
-        "multi_agent", accepts=("algorithm_config_overrides_per_module",), doc=(
+        "multi_agent",
+        accepts=("algorithm_config_overrides_per_module",),
+        doc=(
             "Sets what only matters with several agents: modules and the agent mapping. "
             "`algorithm_config_overrides_per_module` is also accepted here, as RLlib still "
-            "accepts it in `.multi_agent()` (its home is `.rl_module()`, rule 6)."))
-    fault_tolerance = SectionSetter("fault_tolerance", doc=(
-        "Sets how EnvRunners survive failing envs and dying actors (RLlib's names): "
-        "sub-envs recreated in place, remote EnvRunners restarted or ignored."))
-    evaluation = SectionSetter("evaluation", prepare=_evaluation_values, doc=(
-        "Sets when, where, how long and with which settings to evaluate (RLlib's "
-        "`.evaluation()` names and defaults; its offline-evaluation, timeout and "
-        "custom-function options are not offered). A dict `evaluation_config` updates the "
-        "one set before, an AlgorithmConfig replaces it whole; keys are checked now, so a "
-        "misspelled key fails here, not at the first evaluation."))
+            "accepts it in `.multi_agent()` (its home is `.rl_module()`, rule 6)."
+        ),
+    )
+    fault_tolerance = SectionSetter(
+        "fault_tolerance",
+        doc=(
+            "Sets how EnvRunners survive failing envs and dying actors (RLlib's names): "
+            "sub-envs recreated in place, remote EnvRunners restarted or ignored."
+        ),
+    )
+    evaluation = SectionSetter(
+        "evaluation",
+        prepare=_evaluation_values,
+        doc=(
+            "Sets when, where, how long and with which settings to evaluate (RLlib's "
+            "`.evaluation()` names and defaults; its offline-evaluation, timeout and "
+            "custom-function options are not offered). A dict `evaluation_config` updates the "
+            "one set before, an AlgorithmConfig replaces it whole; keys are checked now, so a "
+            "misspelled key fails here, not at the first evaluation."
+        ),
+    )
     callbacks = SectionSetter(
-        "callbacks", positional=("callbacks_class",),
-        aliases={hook: f"callbacks_{hook}" for hook in HOOKS}, doc=(
+        "callbacks",
+        positional=("callbacks_class",),
+        aliases={hook: f"callbacks_{hook}" for hook in HOOKS},
+        doc=(
             "Sets the callbacks (RLlib's `.callbacks()`): an RLlibCallback subclass or a "
             "list of them (None: RLlibCallback, which does nothing), and per hook a "
-            "callable or a list of callables, called after the classes' methods, in order."))
+            "callable or a list of callables, called after the classes' methods, in order."
+        ),
+    )
     reporting = SectionSetter("reporting", doc="Sets how metrics are smoothed.")
-    offline_data = SectionSetter("offline_data", doc=(
-        "Sets where offline algorithms read episodes and where EnvRunners write them."))
-    checkpointing = SectionSetter("checkpointing", doc=(
-        "Sets when `train()` saves checkpoints, where, and how many it keeps."))
+    offline_data = SectionSetter(
+        "offline_data",
+        doc=("Sets where offline algorithms read episodes and where EnvRunners write them."),
+    )
+    checkpointing = SectionSetter(
+        "checkpointing",
+        doc=("Sets when `train()` saves checkpoints, where, and how many it keeps."),
+    )
     debugging = SectionSetter("debugging", doc="Sets the seed.")
 
     def get_evaluation_config_object(self) -> Self:
@@ -203,7 +247,6 @@ class AlgorithmConfig(CommonSettings):
             eval_config.explore = self.evaluation_explore
         return eval_config
 
-
     # ------------------------------------------------------------------ RLlib compatibility
     def framework(self, framework: str = _UNSET, **unknown: Any) -> Self:
         """Accepts RLlib's `.framework("torch")`; rlmod is PyTorch only, so anything else
@@ -211,25 +254,32 @@ class AlgorithmConfig(CommonSettings):
         if unknown:
             raise TypeError(
                 f".framework() got {sorted(unknown)}: rlmod has no tf or torch.compile "
-                "settings; only .framework('torch') is accepted (rlmod is PyTorch only).")
+                "settings; only .framework('torch') is accepted (rlmod is PyTorch only)."
+            )
         if framework is not _UNSET and framework != "torch":
             raise ValueError(
                 f"framework={framework!r}: rlmod is PyTorch only; use .framework('torch') "
-                "or drop the call.")
+                "or drop the call."
+            )
         return self
 
-    def api_stack(self, enable_rl_module_and_learner: bool = _UNSET,
-                  enable_env_runner_and_connector_v2: bool = _UNSET) -> Self:
+    def api_stack(
+        self,
+        enable_rl_module_and_learner: bool = _UNSET,
+        enable_env_runner_and_connector_v2: bool = _UNSET,
+    ) -> Self:
         """Accepts RLlib's switch to its new API stack, the only stack rlmod has; turning
         either flag off is refused."""
-        for name, value in (("enable_rl_module_and_learner", enable_rl_module_and_learner),
-                            ("enable_env_runner_and_connector_v2",
-                             enable_env_runner_and_connector_v2)):
+        for name, value in (
+            ("enable_rl_module_and_learner", enable_rl_module_and_learner),
+            ("enable_env_runner_and_connector_v2", enable_env_runner_and_connector_v2),
+        ):
             if value is not _UNSET and value is not True:
                 raise ValueError(
                     f"api_stack({name}={value!r}): rlmod has only RLlib's new API stack "
                     "(RLModule, Learner, EnvRunner, ConnectorV2); there is no old stack to "
-                    "switch to. Drop the argument or pass True.")
+                    "switch to. Drop the argument or pass True."
+                )
         return self
 
     @classmethod
@@ -247,21 +297,27 @@ class AlgorithmConfig(CommonSettings):
             if name not in table:
                 raise KeyError(
                     f"Invalid property name {key!r} for config class {cls.__name__}."
-                    f"{did_you_mean(key, table)}")
+                    f"{did_you_mean(key, table)}"
+                )
             out[name] = table[name].validate(value)
         return out
 
-    def update_from_dict(self, config_dict: Mapping[str, Any], *,
-                         trusted_modules: Iterable[str] = ()) -> Self:
+    def update_from_dict(
+        self, config_dict: Mapping[str, Any], *, trusted_modules: Iterable[str] = ()
+    ) -> Self:
         """Sets every setting in `config_dict` (RLlib's name), e.g. another config's
         `to_dict()`; JSON forms (import paths, spaces, specs) are decoded under the trust
         model. RLlib's `framework` and `enable_*` API-stack keys are accepted if they name
         what rlmod is; unknown keys are an error."""
-        rllib_only = {"framework": lambda v: self.framework(v),
-                      "enable_rl_module_and_learner":
-                          lambda v: self.api_stack(enable_rl_module_and_learner=v),
-                      "enable_env_runner_and_connector_v2":
-                          lambda v: self.api_stack(enable_env_runner_and_connector_v2=v)}
+        rllib_only = {
+            "framework": lambda v: self.framework(v),
+            "enable_rl_module_and_learner": lambda v: self.api_stack(
+                enable_rl_module_and_learner=v
+            ),
+            "enable_env_runner_and_connector_v2": lambda v: self.api_stack(
+                enable_env_runner_and_connector_v2=v
+            ),
+        }
         for key, value in config_dict.items():
             if key in rllib_only:
                 rllib_only[key](value)
@@ -270,7 +326,8 @@ class AlgorithmConfig(CommonSettings):
             if name not in self.settings():
                 raise ValueError(
                     f"{type(self).__name__}.update_from_dict: unknown setting {key!r}."
-                    f"{did_you_mean(key, self.settings())}")
+                    f"{did_you_mean(key, self.settings())}"
+                )
             setattr(self, name, decode_setting(value, name, trusted_modules=trusted_modules))
         return self
 
@@ -319,17 +376,20 @@ class AlgorithmConfig(CommonSettings):
     def get_default_learner_class(self) -> type:
         raise NotImplementedError(f"{type(self).__name__} has no Learner class.")
 
-    def build_learner_connector(self, observation_space: gym.Space | None = None,
-                                action_space: gym.Space | None = None) -> ConnectorPipeline:
+    def build_learner_connector(
+        self, observation_space: gym.Space | None = None, action_space: gym.Space | None = None
+    ) -> ConnectorPipeline:
         """The user's learner connectors; subclasses append their own (GAE for PPO)."""
         pieces: list[Connector] = []
         if self.learner_connector is not None:
-            pieces = as_connector_list(self.learner_connector(observation_space, action_space),
-                                       setting="learner_connector")
+            pieces = as_connector_list(
+                self.learner_connector(observation_space, action_space), setting="learner_connector"
+            )
         return ConnectorPipeline(pieces)
 
-    def build_env_to_module_connector(self, env: Any, observation_space: gym.Space,
-                                      action_space: gym.Space) -> ConnectorPipeline:
+    def build_env_to_module_connector(
+        self, env: Any, observation_space: gym.Space, action_space: gym.Space
+    ) -> ConnectorPipeline:
         """The user's pieces, then the defaults (flatten, one-hot) for what they output.
 
         As RLlib prepends user pieces to its default pipeline, a user's piece sees the
@@ -337,33 +397,44 @@ class AlgorithmConfig(CommonSettings):
         """
         pieces: list[Any] = []
         if self.env_to_module_connector is not None:
-            made = call_connector_factory(self.env_to_module_connector, env,
-                                          _env_spaces(env, observation_space, action_space),
-                                          torch.device("cpu"))
+            made = call_connector_factory(
+                self.env_to_module_connector,
+                env,
+                _env_spaces(env, observation_space, action_space),
+                torch.device("cpu"),
+            )
             pieces = as_connector_list(made, setting="env_to_module_connector")
-        user = ConnectorPipeline(pieces, input_observation_space=observation_space,
-                                 input_action_space=action_space)
+        user = ConnectorPipeline(
+            pieces, input_observation_space=observation_space, input_action_space=action_space
+        )
         assert user.observation_space is not None
         pieces += default_env_to_module(user.observation_space)
-        return ConnectorPipeline(pieces, input_observation_space=observation_space,
-                                 input_action_space=action_space)
+        return ConnectorPipeline(
+            pieces, input_observation_space=observation_space, input_action_space=action_space
+        )
 
-    def build_module_to_env_connector(self, env: Any, observation_space: gym.Space,
-                                      action_space: gym.Space) -> ConnectorPipeline:
+    def build_module_to_env_connector(
+        self, env: Any, observation_space: gym.Space, action_space: gym.Space
+    ) -> ConnectorPipeline:
         """The user's pieces, then the defaults (sample actions, unsquash/clip)."""
         pieces: list[Any] = []
         if self.module_to_env_connector is not None:
-            made = call_connector_factory(self.module_to_env_connector, env,
-                                          _env_spaces(env, observation_space, action_space))
+            made = call_connector_factory(
+                self.module_to_env_connector, env, _env_spaces(env, observation_space, action_space)
+            )
             pieces += as_connector_list(made, setting="module_to_env_connector")
         pieces += default_module_to_env(action_space)
-        return ConnectorPipeline(pieces, input_observation_space=observation_space,
-                                 input_action_space=action_space)
-
+        return ConnectorPipeline(
+            pieces, input_observation_space=observation_space, input_action_space=action_space
+        )
 
     # ------------------------------------------------------------------ specs (rule 2)
-    def get_rl_module_spec(self, env: Any = None, spaces: Mapping[str, tuple] | None = None,
-                           inference_only: bool | None = None) -> RLModuleSpec:
+    def get_rl_module_spec(
+        self,
+        env: Any = None,
+        spaces: Mapping[str, tuple] | None = None,
+        inference_only: bool | None = None,
+    ) -> RLModuleSpec:
         """The complete spec of the default module (single-module case, rule 2).
 
         Spaces come from `spaces[DEFAULT_MODULE_ID]`, else `env` (through the env-to-module
@@ -372,13 +443,18 @@ class AlgorithmConfig(CommonSettings):
         """
         return module_specs.rl_module_spec(self, env, spaces, inference_only)
 
-    def get_multi_rl_module_spec(self, *, env: Any = None,
-                                 spaces: Mapping[str, tuple] | None = None,
-                                 inference_only: bool = False) -> MultiRLModuleSpec:
+    def get_multi_rl_module_spec(
+        self,
+        *,
+        env: Any = None,
+        spaces: Mapping[str, tuple] | None = None,
+        inference_only: bool = False,
+    ) -> MultiRLModuleSpec:
         """One complete sub-spec per module (rule 2); learner-only ones dropped if
         `inference_only` (see `rlmod.algorithms.module_specs.multi_rl_module_spec`)."""
-        return module_specs.multi_rl_module_spec(self, env=env, spaces=spaces,
-                                                 inference_only=inference_only)
+        return module_specs.multi_rl_module_spec(
+            self, env=env, spaces=spaces, inference_only=inference_only
+        )
 
     def env_spaces_by_module(self, env: Any) -> dict[ModuleID, tuple[Any, gym.Space, gym.Space]]:
         """{module_id: (first agent mapped to it, its raw obs space, its raw action space)}
@@ -437,7 +513,8 @@ class AlgorithmConfig(CommonSettings):
             raise ValueError(
                 f"offline_data(input_={self.input_!r}) is read by offline algorithms (BC, "
                 f"MARWIL); {type(self).__name__} trains on what its EnvRunners sample. Use "
-                "BCConfig or MARWILConfig, or leave input_ at 'sampler'.")
+                "BCConfig or MARWILConfig, or leave input_ at 'sampler'."
+            )
         per_learner = self.train_batch_size_per_learner
         if per_learner < 1:
             raise ValueError(
@@ -508,12 +585,13 @@ class AlgorithmConfig(CommonSettings):
         A lambda or closure has no import path: an error, unless `allow_unnamed`
         (checkpoints), where it is stored as "must be passed at load".
         """
-        return {name: encode_setting(self.__dict__[name], name, allow_unnamed=allow_unnamed)
-                for name in self.settings()}  # as set: derived settings stay None
+        return {
+            name: encode_setting(self.__dict__[name], name, allow_unnamed=allow_unnamed)
+            for name in self.settings()
+        }  # as set: derived settings stay None
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *,
-                  trusted_modules: Iterable[str] = ()) -> Self:
+    def from_dict(cls, data: Mapping[str, Any], *, trusted_modules: Iterable[str] = ()) -> Self:
         """Inverse of `to_dict`; unknown keys are an error.
 
         Import paths resolve only inside rlmod and the `trusted_modules` packages, and
@@ -532,8 +610,7 @@ class AlgorithmConfig(CommonSettings):
 
     def __repr__(self) -> str:
         defaults = self.defaults()
-        changed = {n: self.__dict__[n] for n in self.settings()
-                   if self.__dict__[n] != defaults[n]}
+        changed = {n: self.__dict__[n] for n in self.settings() if self.__dict__[n] != defaults[n]}
         return f"{type(self).__name__}({changed})"
 
 
@@ -551,8 +628,9 @@ def call_connector_factory(factory: Callable, env: Any, *args: Any) -> Any:
     return factory(env, *args)
 
 
-def _env_spaces(env: Any, observation_space: gym.Space,
-                action_space: gym.Space) -> dict[str, tuple[gym.Space, gym.Space]]:
+def _env_spaces(
+    env: Any, observation_space: gym.Space, action_space: gym.Space
+) -> dict[str, tuple[gym.Space, gym.Space]]:
     """The `spaces` a connector factory gets, keyed as RLlib's (and as
     `EnvRunner.get_spaces()`): `__env_single__` (one sub-env's spaces) and, with an env,
     `__env__` (the env's own, vectorized ones)."""
@@ -560,5 +638,3 @@ def _env_spaces(env: Any, observation_space: gym.Space,
     if env is not None and hasattr(env, "observation_space"):
         spaces["__env__"] = (env.observation_space, env.action_space)
     return spaces
-
-

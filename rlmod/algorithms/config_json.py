@@ -56,8 +56,10 @@ def encode_setting(value: Any, setting: str, *, allow_unnamed: bool = False) -> 
     if isinstance(value, set | frozenset):
         return {"__set__": sorted(encode_setting(v, setting) for v in value)}
     if isinstance(value, Mapping):
-        return {str(k): encode_setting(v, f"{setting}[{k!r}]", allow_unnamed=allow_unnamed)
-                for k, v in value.items()}
+        return {
+            str(k): encode_setting(v, f"{setting}[{k!r}]", allow_unnamed=allow_unnamed)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [encode_setting(v, setting, allow_unnamed=allow_unnamed) for v in value]
     if callable(value):
@@ -80,7 +82,7 @@ def decode_setting(value: Any, setting: str, *, trusted_modules: Iterable[str] =
     if not isinstance(value, dict):
         return value
     if len(value) == 1:
-        (key, inner), = value.items()
+        ((key, inner),) = value.items()
         if key == "__space__":
             return space_from_dict(inner)
         if key == "__rl_module_spec__":
@@ -91,13 +93,13 @@ def decode_setting(value: Any, setting: str, *, trusted_modules: Iterable[str] =
             return set(inner)
         if key == "__import__":
             kind = IMPORT_KINDS.get(setting.split("[")[0], "callable")
-            return resolve_import_path(inner, setting=setting, kind=kind,
-                                       trusted_modules=trusted)
+            return resolve_import_path(inner, setting=setting, kind=kind, trusted_modules=trusted)
         if key == MUST_PASS:
             raise ValueError(
                 f"{setting} was {inner} when saved, which has no import path (a lambda or a "
                 f"local function), so it was not stored; pass it again, e.g. "
                 f"Algorithm.from_checkpoint(path, {setting.split('[')[0]}=...)."
             )
-    return {k: decode_setting(v, f"{setting}[{k!r}]", trusted_modules=trusted)
-            for k, v in value.items()}
+    return {
+        k: decode_setting(v, f"{setting}[{k!r}]", trusted_modules=trusted) for k, v in value.items()
+    }

@@ -13,10 +13,16 @@ from rlmod.algorithms.inference import InferencePolicy
 from rlmod.env.registry import is_gym_id, make_env
 
 
-def evaluate_checkpoint(path: str | os.PathLike, *, num_episodes: int = 10, seed: int = 0,
-                        explore: bool = False, render: str | None = None,
-                        video_dir: str | os.PathLike | None = None,
-                        trusted_modules: Iterable[str] = ()) -> list[float]:
+def evaluate_checkpoint(
+    path: str | os.PathLike,
+    *,
+    num_episodes: int = 10,
+    seed: int = 0,
+    explore: bool = False,
+    render: str | None = None,
+    video_dir: str | os.PathLike | None = None,
+    trusted_modules: Iterable[str] = (),
+) -> list[float]:
     """The returns of `num_episodes` episodes of the checkpoint's policy.
 
     Args:
@@ -34,12 +40,12 @@ def evaluate_checkpoint(path: str | os.PathLike, *, num_episodes: int = 10, seed
     if config.env is None:
         raise ValueError(
             f"{path}: the env was a lambda when saved and is not stored; register it with "
-            "rlmod.register_env and evaluate with InferencePolicy in your own loop.")
+            "rlmod.register_env and evaluate with InferencePolicy in your own loop."
+        )
     env_config = dict(config.env_config)
     if render is not None:
         if not is_gym_id(config.env):
-            raise ValueError(
-                f"--render works with gymnasium IDs; env={config.env!r} is not one.")
+            raise ValueError(f"--render works with gymnasium IDs; env={config.env!r} is not one.")
         env_config["render_mode"] = render
     env = make_env(config.env, env_config)
     if video_dir is not None:
@@ -57,8 +63,7 @@ def evaluate_checkpoint(path: str | os.PathLike, *, num_episodes: int = 10, seed
             policy.reset()
             total, done = 0.0, False
             while not done:
-                obs, reward, terminated, truncated, _ = env.step(
-                    policy.compute_single_action(obs))
+                obs, reward, terminated, truncated, _ = env.step(policy.compute_single_action(obs))
                 total += float(reward)
                 done = terminated or truncated
             returns.append(total)

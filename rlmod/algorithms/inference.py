@@ -44,8 +44,14 @@ class InferencePolicy:
         True
     """
 
-    def __init__(self, module: RLModule, env_to_module: ConnectorPipeline,
-                 module_to_env: ConnectorPipeline, *, explore: bool = False) -> None:
+    def __init__(
+        self,
+        module: RLModule,
+        env_to_module: ConnectorPipeline,
+        module_to_env: ConnectorPipeline,
+        *,
+        explore: bool = False,
+    ) -> None:
         self.module = module.eval()
         self.env_to_module = env_to_module
         self.module_to_env = module_to_env
@@ -57,9 +63,14 @@ class InferencePolicy:
         self.config: Any = None  # the stored config, when loaded from a checkpoint
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike, *, explore: bool = False,
-                        trusted_modules: Iterable[str] = (),
-                        **overrides: Any) -> InferencePolicy:
+    def from_checkpoint(
+        cls,
+        path: str | os.PathLike,
+        *,
+        explore: bool = False,
+        trusted_modules: Iterable[str] = (),
+        **overrides: Any,
+    ) -> InferencePolicy:
         """Loads the default module of a single-agent Algorithm checkpoint with its
         connectors.
 
@@ -77,8 +88,9 @@ class InferencePolicy:
         path = Path(path)
         read_metadata(path)
         trusted = tuple(trusted_modules)
-        config = _config_from_file(path / CONFIG_FILE, trusted, overrides,
-                                   skip_unstored=NOT_NEEDED_TO_ACT)
+        config = _config_from_file(
+            path / CONFIG_FILE, trusted, overrides, skip_unstored=NOT_NEEDED_TO_ACT
+        )
         if config.is_multi_agent:
             raise CheckpointError(
                 f"{path} is a multi-agent checkpoint; InferencePolicy serves single-agent "
@@ -104,7 +116,8 @@ class InferencePolicy:
             env_to_module.set_state(read_state(runner_dir).get("env_to_module", {}))
         module = RLModule.from_checkpoint(path, inference_only=True, trusted_modules=trusted)
         module_to_env = config.build_module_to_env_connector(
-            None, env_to_module.observation_space, act_space)
+            None, env_to_module.observation_space, act_space
+        )
         policy = cls(module, env_to_module, module_to_env, explore=explore)
         policy.config = config
         return policy
@@ -116,21 +129,26 @@ class InferencePolicy:
     @torch.inference_mode()
     def compute_actions(self, observations: Any) -> np.ndarray:
         """Env actions for a batch of raw observations (leading batch axis)."""
-        n = len(observations[next(iter(observations))]) if isinstance(observations, dict) \
+        n = (
+            len(observations[next(iter(observations))])
+            if isinstance(observations, dict)
             else len(observations)
+        )
         starts = np.full(n, self._episode_start)
         self._episode_start = False
         obs = self.env_to_module(observations, episode_starts=starts)
-        forward = self.module.forward_exploration if self.explore else \
-            self.module.forward_inference
+        forward = self.module.forward_exploration if self.explore else self.module.forward_inference
         out = forward({Columns.OBS: torch.as_tensor(np.asarray(obs, dtype=np.float32))})
         data = self.module_to_env(out, rl_module=self.module, explore=self.explore)
         return np.asarray(data[ENV_ACTIONS])
 
     def compute_single_action(self, observation: Any) -> Any:
         """The env action for one raw observation."""
-        batch = ({k: np.asarray(v)[None] for k, v in observation.items()}
-                 if isinstance(observation, dict) else np.asarray(observation)[None])
+        batch = (
+            {k: np.asarray(v)[None] for k, v in observation.items()}
+            if isinstance(observation, dict)
+            else np.asarray(observation)[None]
+        )
         return self.compute_actions(batch)[0]
 
     def export(self, path: str | os.PathLike, *, format: str = "torch") -> str:  # noqa: A002
@@ -156,10 +174,18 @@ class InferencePolicy:
                 import onnx  # noqa: F401
             except ImportError as e:
                 raise ImportError(
-                    "format='onnx' needs the onnx package: pip install onnx onnxscript") from e
-            torch.onnx.export(greedy, (example,), path, input_names=["obs"],
-                              output_names=["actions"], dynamic_shapes=({0: batch},),
-                              dynamo=True, verbose=False)
+                    "format='onnx' needs the onnx package: pip install onnx onnxscript"
+                ) from e
+            torch.onnx.export(
+                greedy,
+                (example,),
+                path,
+                input_names=["obs"],
+                output_names=["actions"],
+                dynamic_shapes=({0: batch},),
+                dynamo=True,
+                verbose=False,
+            )
         else:
             raise ValueError(f"export(format={format!r}): expected 'torch' or 'onnx'.")
         return path
@@ -182,7 +208,8 @@ class _GreedyActions(torch.nn.Module):
             raise TypeError(f"export supports Discrete and Box actions, not {space}.")
         low = high = torch.empty(0)
         if isinstance(space, gym.spaces.Box) and bool(
-                np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))
+        ):
             low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
         self.register_buffer("low", low)
         self.register_buffer("high", high)

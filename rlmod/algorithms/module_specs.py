@@ -26,11 +26,13 @@ if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 
-def module_spaces_from_env_spaces(config: AlgorithmConfig, obs_space: gym.Space,
-                                   act_space: gym.Space) -> tuple[gym.Space, gym.Space]:
+def module_spaces_from_env_spaces(
+    config: AlgorithmConfig, obs_space: gym.Space, act_space: gym.Space
+) -> tuple[gym.Space, gym.Space]:
     pipeline = config.build_env_to_module_connector(None, obs_space, act_space)
     assert pipeline.observation_space is not None and pipeline.action_space is not None
     return pipeline.observation_space, pipeline.action_space
+
 
 def single_agent_env_spaces(env: Any) -> tuple[gym.Space, gym.Space] | None:
     if env is None:
@@ -39,8 +41,13 @@ def single_agent_env_spaces(env: Any) -> tuple[gym.Space, gym.Space] | None:
     act = getattr(env, "single_action_space", None) or env.action_space
     return obs, act
 
-def rl_module_spec(config: AlgorithmConfig, env: Any = None, spaces: Mapping[str, tuple] | None = None,
-                       inference_only: bool | None = None) -> RLModuleSpec:
+
+def rl_module_spec(
+    config: AlgorithmConfig,
+    env: Any = None,
+    spaces: Mapping[str, tuple] | None = None,
+    inference_only: bool | None = None,
+) -> RLModuleSpec:
     """The complete spec of the default module (single-module case, rule 2).
 
     Spaces come from `spaces[DEFAULT_MODULE_ID]`, else `env` (through the env-to-module
@@ -63,17 +70,35 @@ def rl_module_spec(config: AlgorithmConfig, env: Any = None, spaces: Mapping[str
     spec = config.get_default_rl_module_spec()
     if user is not None:
         spec = spec._merged_with(user)
-    obs, act = resolve_spaces(config, DEFAULT_MODULE_ID, spec, env=env, spaces=spaces,
-                                    env_spaces=single_agent_env_spaces(env))
-    model_config = {**plain_model_config(config.model_config), **plain_model_config(spec.model_config)}
+    obs, act = resolve_spaces(
+        config,
+        DEFAULT_MODULE_ID,
+        spec,
+        env=env,
+        spaces=spaces,
+        env_spaces=single_agent_env_spaces(env),
+    )
+    model_config = {
+        **plain_model_config(config.model_config),
+        **plain_model_config(spec.model_config),
+    }
     return RLModuleSpec(
-        module_class=spec.module_class, observation_space=obs, action_space=act,
+        module_class=spec.module_class,
+        observation_space=obs,
+        action_space=act,
         inference_only=spec.inference_only if inference_only is None else inference_only,
-        learner_only=spec.learner_only, model_config=model_config)
+        learner_only=spec.learner_only,
+        model_config=model_config,
+    )
 
-def multi_rl_module_spec(config: AlgorithmConfig, *, env: Any = None,
-                             spaces: Mapping[str, tuple] | None = None,
-                             inference_only: bool = False) -> MultiRLModuleSpec:
+
+def multi_rl_module_spec(
+    config: AlgorithmConfig,
+    *,
+    env: Any = None,
+    spaces: Mapping[str, tuple] | None = None,
+    inference_only: bool = False,
+) -> MultiRLModuleSpec:
     """One complete sub-spec per module (rule 2); learner-only ones dropped if
     `inference_only`.
 
@@ -103,35 +128,57 @@ def multi_rl_module_spec(config: AlgorithmConfig, *, env: Any = None,
         spec = base if own is None else base._merged_with(own)
         env_spaces = agent_spaces.get(mid) if config.is_multi_agent else single_env_spaces
         try:
-            obs, act = resolve_spaces(config, mid, spec, env=env, spaces=spaces,
-                                            env_spaces=env_spaces, module_spaces=True)
+            obs, act = resolve_spaces(
+                config, mid, spec, env=env, spaces=spaces, env_spaces=env_spaces, module_spaces=True
+            )
         except ValueError:
             if default_spaces is None or config.is_multi_agent:
                 raise
             obs, act = default_spaces  # single-agent: extra modules see what the env shows
         if mid == DEFAULT_MODULE_ID:
             default_spaces = (obs, act)
-        mc = base_mc if own is None or not own.model_config else {
-            **base_mc, **plain_model_config(own.model_config)}
+        mc = (
+            base_mc
+            if own is None or not own.model_config
+            else {**base_mc, **plain_model_config(own.model_config)}
+        )
         specs[mid] = RLModuleSpec(
-            module_class=spec.module_class, observation_space=obs, action_space=act,
+            module_class=spec.module_class,
+            observation_space=obs,
+            action_space=act,
             inference_only=inference_only or spec.inference_only,
-            learner_only=spec.learner_only, model_config=mc)
+            learner_only=spec.learner_only,
+            model_config=mc,
+        )
     if isinstance(user, MultiRLModuleSpec):  # keep its class and shared parts (RLlib's)
         return MultiRLModuleSpec(
             multi_rl_module_class=user.multi_rl_module_class,
-            observation_space=user.observation_space, action_space=user.action_space,
-            model_config=user.model_config, rl_module_specs=specs)
+            observation_space=user.observation_space,
+            action_space=user.action_space,
+            model_config=user.model_config,
+            rl_module_specs=specs,
+        )
     return MultiRLModuleSpec(rl_module_specs=specs)
 
-def resolve_spaces(config: AlgorithmConfig, module_id: ModuleID, spec: RLModuleSpec, *, env: Any,
-                    spaces: Mapping[str, tuple] | None, env_spaces: tuple | None,
-                    module_spaces: bool = False) -> tuple[gym.Space, gym.Space]:
+
+def resolve_spaces(
+    config: AlgorithmConfig,
+    module_id: ModuleID,
+    spec: RLModuleSpec,
+    *,
+    env: Any,
+    spaces: Mapping[str, tuple] | None,
+    env_spaces: tuple | None,
+    module_spaces: bool = False,
+) -> tuple[gym.Space, gym.Space]:
     if spaces is not None and module_id in spaces:
         return spaces[module_id]
     if env_spaces is not None:
-        return (env_spaces if module_spaces and config.is_multi_agent
-                else module_spaces_from_env_spaces(config, *env_spaces))
+        return (
+            env_spaces
+            if module_spaces and config.is_multi_agent
+            else module_spaces_from_env_spaces(config, *env_spaces)
+        )
     if spec.observation_space is not None and spec.action_space is not None:
         return spec.observation_space, spec.action_space
     if config.observation_space is not None and config.action_space is not None:
@@ -144,6 +191,7 @@ def resolve_spaces(config: AlgorithmConfig, module_id: ModuleID, spec: RLModuleS
         "config.environment(observation_space=..., action_space=...)."
     )
 
+
 def spaces_by_module_from_env(config: AlgorithmConfig, env: Any) -> dict[ModuleID, tuple]:
     """Module spaces by reverse-mapping the env's agents through policy_mapping_fn."""
     found = env_spaces_by_module(config, env)
@@ -154,7 +202,10 @@ def spaces_by_module_from_env(config: AlgorithmConfig, env: Any) -> dict[ModuleI
             converted[key] = module_spaces_from_env_spaces(config, obs, act)
     return {mid: converted[(id(o), id(a))] for mid, (_, o, a) in found.items()}
 
-def env_spaces_by_module(config: AlgorithmConfig, env: Any) -> dict[ModuleID, tuple[Any, gym.Space, gym.Space]]:
+
+def env_spaces_by_module(
+    config: AlgorithmConfig, env: Any
+) -> dict[ModuleID, tuple[Any, gym.Space, gym.Space]]:
     """{module_id: (first agent mapped to it, its raw obs space, its raw action space)}.
 
     Reverse-maps `env.possible_agents` through `policy_mapping_fn(agent_id,
@@ -183,6 +234,7 @@ def env_spaces_by_module(config: AlgorithmConfig, env: Any) -> dict[ModuleID, tu
         found[mid] = (agent_id, obs, act)
     return found
 
+
 def mapping_error_message(config: AlgorithmConfig, agent_id: Any, module_id: Any) -> str:
     """What is wrong when policy_mapping_fn maps `agent_id` to `module_id`."""
     acting = [m for m in config.module_ids if m not in learner_only_module_ids(config)]
@@ -197,6 +249,7 @@ def mapping_error_message(config: AlgorithmConfig, agent_id: Any, module_id: Any
         f"among the modules {acting[:10]}.{did_you_mean(str(module_id), acting)} "
         "Add it to config.multi_agent(policies=...) or fix the mapping."
     )
+
 
 def learner_only_module_ids(config: AlgorithmConfig) -> set[ModuleID]:
     """Modules whose spec says `learner_only=True` (in rl_module_spec or policies)."""
@@ -214,4 +267,3 @@ def plain_model_config(model_config: Any) -> dict[str, Any]:
     if isinstance(model_config, Mapping):
         return dict(model_config)
     return dataclasses.asdict(model_config)
-

@@ -53,35 +53,72 @@ class OffPolicyConfig(AlgorithmConfig):
     """
 
     replay_buffer_config = Setting(
-        {"type": "PrioritizedEpisodeReplayBuffer", "capacity": 50_000, "alpha": 0.6,
-         "beta": 0.4}, section="training", check=_replay_buffer_config, doc=(
+        {"type": "PrioritizedEpisodeReplayBuffer", "capacity": 50_000, "alpha": 0.6, "beta": 0.4},
+        section="training",
+        check=_replay_buffer_config,
+        doc=(
             "type ('EpisodeReplayBuffer': uniform, 'PrioritizedEpisodeReplayBuffer'), capacity "
             "(transitions per module), alpha and beta of prioritized replay; beta may be a "
-            "schedule [[env_step, beta], ...] to anneal it towards 1."))
-    n_step = Setting(1, section="training", check=s.integer(min=1), doc=(
-        "Rewards summed per transition before bootstrapping (n-step Q-learning); computed "
-        "once when transitions enter the buffer."))
-    tau = Setting(1.0, section="training", check=s.number(low=0.0, high=1.0, low_open=True),
-                  doc="Target update: target <- tau * online + (1 - tau) * target; 1.0 copies.")
-    target_network_update_freq = Setting(500, section="training", check=s.integer(min=0), doc=(
-        "Update the target networks when this many env steps were sampled since the last "
-        "update (0: after every gradient step)."))
-    num_steps_sampled_before_learning_starts = Setting(1000, section="training",
-                                                       check=s.integer(min=0), doc=(
-        "Env steps to sample (and store) before the first gradient step."))
-    store_buffer_in_checkpoints = Setting(False, section="training", check=s.boolean, doc=(
-        "Save the replay buffer (contents, priorities, insertion pointer, RNG) as the "
-        "`replay_buffer/` component of checkpoints, and restore it from them (RLlib's name "
-        "and default: off, since buffers are large). Off: a checkpoint loads with an empty "
-        "buffer, and learning resumes on transitions sampled after the restore."))
-    training_intensity = Setting(None, section="training",
-                                 check=s.optional(s.number(low=0.0, low_open=True)), doc=(
-        "Replay ratio: transitions trained on per transition sampled (per module). None: "
-        "one gradient step per iteration, RLlib's 'natural' ratio."))
+            "schedule [[env_step, beta], ...] to anneal it towards 1."
+        ),
+    )
+    n_step = Setting(
+        1,
+        section="training",
+        check=s.integer(min=1),
+        doc=(
+            "Rewards summed per transition before bootstrapping (n-step Q-learning); computed "
+            "once when transitions enter the buffer."
+        ),
+    )
+    tau = Setting(
+        1.0,
+        section="training",
+        check=s.number(low=0.0, high=1.0, low_open=True),
+        doc="Target update: target <- tau * online + (1 - tau) * target; 1.0 copies.",
+    )
+    target_network_update_freq = Setting(
+        500,
+        section="training",
+        check=s.integer(min=0),
+        doc=(
+            "Update the target networks when this many env steps were sampled since the last "
+            "update (0: after every gradient step)."
+        ),
+    )
+    num_steps_sampled_before_learning_starts = Setting(
+        1000,
+        section="training",
+        check=s.integer(min=0),
+        doc=("Env steps to sample (and store) before the first gradient step."),
+    )
+    store_buffer_in_checkpoints = Setting(
+        False,
+        section="training",
+        check=s.boolean,
+        doc=(
+            "Save the replay buffer (contents, priorities, insertion pointer, RNG) as the "
+            "`replay_buffer/` component of checkpoints, and restore it from them (RLlib's name "
+            "and default: off, since buffers are large). Off: a checkpoint loads with an empty "
+            "buffer, and learning resumes on transitions sampled after the restore."
+        ),
+    )
+    training_intensity = Setting(
+        None,
+        section="training",
+        check=s.optional(s.number(low=0.0, low_open=True)),
+        doc=(
+            "Replay ratio: transitions trained on per transition sampled (per module). None: "
+            "one gradient step per iteration, RLlib's 'natural' ratio."
+        ),
+    )
 
     # minibatch_size None: one gradient step on each replayed batch
     setting_defaults: ClassVar[dict[str, Any]] = {
-        "train_batch_size": 32, "minibatch_size": None, "num_epochs": 1}
+        "train_batch_size": 32,
+        "minibatch_size": None,
+        "num_epochs": 1,
+    }
 
     # ------------------------------------------------------------------ module flags
     def module_flags(self) -> dict[str, Any]:
@@ -99,19 +136,31 @@ class OffPolicyConfig(AlgorithmConfig):
         model_config = {**config.module_flags(), **plain_model_config(spec.model_config)}
         return dataclasses.replace(spec, model_config=model_config)
 
-    def get_rl_module_spec(self, env: Any = None, spaces: Mapping[str, tuple] | None = None,
-                           inference_only: bool | None = None) -> RLModuleSpec:
+    def get_rl_module_spec(
+        self,
+        env: Any = None,
+        spaces: Mapping[str, tuple] | None = None,
+        inference_only: bool | None = None,
+    ) -> RLModuleSpec:
         spec = super().get_rl_module_spec(env, spaces, inference_only)
         return self._with_module_flags(spec, self)
 
-    def get_multi_rl_module_spec(self, *, env: Any = None,
-                                 spaces: Mapping[str, tuple] | None = None,
-                                 inference_only: bool = False) -> MultiRLModuleSpec:
-        multi = super().get_multi_rl_module_spec(env=env, spaces=spaces,
-                                                 inference_only=inference_only)
-        return MultiRLModuleSpec(rl_module_specs={
-            mid: self._with_module_flags(spec, self.get_config_for_module(mid))  # type: ignore[arg-type]
-            for mid, spec in multi.rl_module_specs.items()})
+    def get_multi_rl_module_spec(
+        self,
+        *,
+        env: Any = None,
+        spaces: Mapping[str, tuple] | None = None,
+        inference_only: bool = False,
+    ) -> MultiRLModuleSpec:
+        multi = super().get_multi_rl_module_spec(
+            env=env, spaces=spaces, inference_only=inference_only
+        )
+        return MultiRLModuleSpec(
+            rl_module_specs={
+                mid: self._with_module_flags(spec, self.get_config_for_module(mid))  # type: ignore[arg-type]
+                for mid, spec in multi.rl_module_specs.items()
+            }
+        )
 
     def get_rollout_fragment_length(self) -> int:
         """'auto' is `n_step` steps per sub-env per iteration (RLlib's DQN and SAC)."""
@@ -126,7 +175,8 @@ class OffPolicyConfig(AlgorithmConfig):
                 f"num_epochs={self.num_epochs}, minibatch_size={self.minibatch_size}: "
                 f"{type(self).__name__} takes one gradient step per replayed batch of "
                 "train_batch_size transitions; set num_epochs=1, minibatch_size=None, and use "
-                "training_intensity for more gradient steps per sampled step.")
+                "training_intensity for more gradient steps per sampled step."
+            )
 
 
 def update_target_network(target: nn.Module, online: nn.Module, *, tau: float) -> None:
@@ -170,9 +220,13 @@ class OffPolicyLearner(Learner):
         """Stores one gradient step's per-row TD errors of `module_id` (`[B]`, detached)."""
         self._td_errors.setdefault(module_id, []).append(td_errors.detach())
 
-    def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
-               timesteps: Mapping[str, int] | None = None,
-               num_gradient_steps: int = 1) -> dict[str, dict[str, Any]]:
+    def update(
+        self,
+        batches: NumpyBatch | Sequence[NumpyBatch],
+        *,
+        timesteps: Mapping[str, int] | None = None,
+        num_gradient_steps: int = 1,
+    ) -> dict[str, dict[str, Any]]:
         """`Learner.update` (one gradient step per replayed batch), or with
         `num_gradient_steps=K` K steps on K consecutive blocks of each module's rows (see
         the class docstring). Per-row TD errors are returned under `td_error`, in row order."""
@@ -189,9 +243,9 @@ class OffPolicyLearner(Learner):
             results[mid][TD_ERROR] = (tds[0] if len(tds) == 1 else torch.cat(tds)).cpu().numpy()
         return results
 
-    def _minibatches(self, batch: TensorBatch, num_rows: Mapping[str, int],
-                     num_steps: int, size: int | None
-                     ) -> Iterator[tuple[TensorBatch, list[tuple[Any, list[Any]]]]]:
+    def _minibatches(
+        self, batch: TensorBatch, num_rows: Mapping[str, int], num_steps: int, size: int | None
+    ) -> Iterator[tuple[TensorBatch, list[tuple[Any, list[Any]]]]]:
         """One minibatch per gradient step: all rows, or with `num_gradient_steps=K` the K
         row blocks in order, the target networks' check run between them (the Learner
         runs it after the last, as after any update)."""
@@ -203,19 +257,27 @@ class OffPolicyLearner(Learner):
             if n % steps:
                 raise ValueError(
                     f"Module {mid!r} has {n} rows, not a multiple of num_gradient_steps="
-                    f"{steps}: each gradient step trains on an equal block of rows.")
+                    f"{steps}: each gradient step trains on an equal block of rows."
+                )
         for i in range(steps):
             if i:
                 self.after_gradient_based_update(timesteps=self._update_timesteps)
-            yield {mid: self.step_minibatch(mid, cols, i, steps)
-                   for mid, cols in batch.items() if num_rows[mid]}, []
+            yield (
+                {
+                    mid: self.step_minibatch(mid, cols, i, steps)
+                    for mid, cols in batch.items()
+                    if num_rows[mid]
+                },
+                [],
+            )
 
-    def step_minibatch(self, module_id: str, cols: Mapping[str, torch.Tensor], step: int,
-                       num_steps: int) -> dict[str, torch.Tensor]:
+    def step_minibatch(
+        self, module_id: str, cols: Mapping[str, torch.Tensor], step: int, num_steps: int
+    ) -> dict[str, torch.Tensor]:
         """The rows of gradient step `step` of `num_steps` (block `step` of each column);
         subclasses add values precomputed for all steps (DQN: target Q-values)."""
         size = next(iter(cols.values())).shape[0] // num_steps
-        return {c: v[step * size:(step + 1) * size] for c, v in cols.items()}
+        return {c: v[step * size : (step + 1) * size] for c, v in cols.items()}
 
     def target_fixed_for_rest_of_update(self, module_id: str) -> bool:
         """Whether `module_id`'s target networks keep their weights until this update's
@@ -244,8 +306,9 @@ class OffPolicyLearner(Learner):
                 self._last_target_update[mid] = now
                 self._target_version[mid] += 1
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    def get_state(
+        self, components: Any = None, *, not_components: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """The Learner's state plus when each module's target network last moved."""
         state = super().get_state(components, not_components=not_components, **kwargs)
         if components is None:
@@ -255,7 +318,8 @@ class OffPolicyLearner(Learner):
     def set_state(self, state: Mapping[str, Any]) -> None:
         super().set_state(state)
         self._last_target_update.update(
-            {m: int(t) for m, t in state.get("last_target_update", {}).items()})
+            {m: int(t) for m, t in state.get("last_target_update", {}).items()}
+        )
 
 
 class OffPolicyAlgorithm(Algorithm):
@@ -280,7 +344,8 @@ class OffPolicyAlgorithm(Algorithm):
             return module_config.n_step, module_config.gamma
 
         self.replay_buffer = MultiAgentReplayBuffer(
-            replay_buffer_config=config.replay_buffer_config, n_step=n_step, seed=config.seed)
+            replay_buffer_config=config.replay_buffer_config, n_step=n_step, seed=config.seed
+        )
         self._train_credit = 0.0  # gradient steps owed by training_intensity
 
     # ------------------------------------------------------------------ checkpoints
@@ -292,8 +357,9 @@ class OffPolicyAlgorithm(Algorithm):
             parts.append((REPLAY_BUFFER, self.replay_buffer))
         return parts
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    def get_state(
+        self, components: Any = None, *, not_components: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """`Algorithm.get_state`, the replay buffer's state (if stored in checkpoints) and
         the fraction of a gradient step `training_intensity` still owes."""
         state = super().get_state(components, not_components=not_components, **kwargs)
@@ -303,15 +369,23 @@ class OffPolicyAlgorithm(Algorithm):
 
     def _state_setters(self) -> dict[str, Any]:
         """`Algorithm`'s, plus the replay buffer and the owed gradient steps."""
+
         def set_credit(value: float) -> None:
-            if (isinstance(value, bool) or not isinstance(value, int | float)
-                    or not 0 <= value < math.inf):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 <= value < math.inf
+            ):
                 raise CheckpointError(
-                    f"State field 'train_credit' must be a finite number >= 0, got {value!r}.")
+                    f"State field 'train_credit' must be a finite number >= 0, got {value!r}."
+                )
             self._train_credit = float(value)
 
-        return {REPLAY_BUFFER: self.replay_buffer.set_state, "train_credit": set_credit,
-                **super()._state_setters()}
+        return {
+            REPLAY_BUFFER: self.replay_buffer.set_state,
+            "train_credit": set_credit,
+            **super()._state_setters(),
+        }
 
     def _state_backup(self, state: dict[str, Any]) -> dict[str, Any]:
         """`Algorithm`'s, plus the replay buffer when `state` restores one that
@@ -329,12 +403,16 @@ class OffPolicyAlgorithm(Algorithm):
         if self.config.store_buffer_in_checkpoints and not has_buffer:
             logger.warning(
                 "%s holds no replay buffer (it was saved with store_buffer_in_checkpoints="
-                "False): training resumes with an empty buffer.", path)
+                "False): training resumes with an empty buffer.",
+                path,
+            )
         elif has_buffer and not self.config.store_buffer_in_checkpoints:
             logger.warning(
                 "%s holds a replay buffer, but store_buffer_in_checkpoints=False: it is not "
                 "loaded and training resumes with an empty buffer; set "
-                "store_buffer_in_checkpoints=True to restore it.", path)
+                "store_buffer_in_checkpoints=True to restore it.",
+                path,
+            )
         return state
 
     def _restore_part(self, path: Path, name: str, rest: str) -> None:
@@ -344,7 +422,8 @@ class OffPolicyAlgorithm(Algorithm):
             super()._restore_part(path, name, rest)
             return
         self.replay_buffer.restore_from_path(
-            path / REPLAY_BUFFER if (path / REPLAY_BUFFER).is_dir() else path)
+            path / REPLAY_BUFFER if (path / REPLAY_BUFFER).is_dir() else path
+        )
 
     def _num_gradient_steps(self, rows_per_module: float) -> int:
         intensity = self.config.training_intensity
@@ -388,10 +467,12 @@ class OffPolicyAlgorithm(Algorithm):
         for _ in range(num_steps):
             with self._timer("replay_sample_time_s"):
                 batch, indices = self.replay_buffer.sample(
-                    self.config.train_batch_size, num_env_steps_sampled_lifetime=now)
+                    self.config.train_batch_size, num_env_steps_sampled_lifetime=now
+                )
             with self._timer("learn_time_s"):
                 out: dict[str, dict[str, Any]] = self.learner_group.update(
-                    batch, timesteps={"num_env_steps_sampled_lifetime": now})
+                    batch, timesteps={"num_env_steps_sampled_lifetime": now}
+                )
             td = {mid: r.pop(TD_ERROR) for mid, r in out.items() if TD_ERROR in r}
             self.replay_buffer.update_priorities(indices, td)
             results.append(out)
@@ -399,7 +480,6 @@ class OffPolicyAlgorithm(Algorithm):
             with self._timer("sync_weights_time_s"):
                 group.sync_weights(from_learner_group=self.learner_group)
         return _mean_results(results)
-
 
     def _replays_at_once(self) -> bool:
         """Whether an iteration's gradient steps can draw their batches in one sample: with
@@ -415,11 +495,14 @@ class OffPolicyAlgorithm(Algorithm):
         timesteps = {"num_env_steps_sampled_lifetime": now}
         with self._timer("replay_sample_time_s"):
             batch, _ = self.replay_buffer.sample(
-                self.config.train_batch_size * num_steps, num_env_steps_sampled_lifetime=now)
+                self.config.train_batch_size * num_steps, num_env_steps_sampled_lifetime=now
+            )
         with self._timer("learn_time_s"):
             out: dict[str, dict[str, Any]] = self.learner_group.foreach_learner(
-                lambda learner: learner.update(batch, timesteps=timesteps,
-                                               num_gradient_steps=num_steps))[0]
+                lambda learner: learner.update(
+                    batch, timesteps=timesteps, num_gradient_steps=num_steps
+                )
+            )[0]
         for r in out.values():
             r.pop(TD_ERROR, None)  # uniform replay: no priorities to update
         assert self.env_runner_group is not None
@@ -444,4 +527,3 @@ def _mean_results(results: list[dict[str, dict[str, Any]]]) -> dict[str, dict[st
             out[mid][k] = float(np.sum(values) if summed else np.mean(values))
     out.setdefault(ALL_MODULES, {})["num_gradient_steps"] = len(results)
     return out
-

@@ -58,8 +58,15 @@ class Setting:
     checks the value, refuses on a frozen config, and drops the cached per-module copies.
     """
 
-    def __init__(self, default: Any, *, section: str, check: Check | None = None,
-                 doc: str = "", derive: Callable[[Any], Any] | None = None) -> None:
+    def __init__(
+        self,
+        default: Any,
+        *,
+        section: str,
+        check: Check | None = None,
+        doc: str = "",
+        derive: Callable[[Any], Any] | None = None,
+    ) -> None:
         self.default = default
         self.section = section
         self.check = check
@@ -110,10 +117,16 @@ class SectionSetter:
     the values (by setting name) before they are set, for setters that merge or convert.
     """
 
-    def __init__(self, section: str, *, doc: str, positional: Sequence[str] = (),
-                 accepts: Sequence[str] = (), aliases: Mapping[str, str] | None = None,
-                 prepare: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        section: str,
+        *,
+        doc: str,
+        positional: Sequence[str] = (),
+        accepts: Sequence[str] = (),
+        aliases: Mapping[str, str] | None = None,
+        prepare: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
         self.section = section
         self.doc = doc
         self.positional = tuple(positional)
@@ -158,7 +171,8 @@ class SectionSetter:
             if len(args) > len(setter.positional):
                 raise TypeError(
                     f".{setter.name}() takes {len(setter.positional)} positional argument(s) "
-                    f"{list(setter.positional)}; pass settings by keyword.")
+                    f"{list(setter.positional)}; pass settings by keyword."
+                )
             for name, value in zip(setter.positional, args, strict=False):
                 if name in kwargs:
                     raise TypeError(f".{setter.name}() got multiple values for {name!r}.")
@@ -167,7 +181,8 @@ class SectionSetter:
                 if key not in keywords:
                     raise TypeError(
                         f".{setter.name}() got an unexpected keyword argument {key!r}."
-                        f"{did_you_mean(key, keywords)} Valid: {sorted(keywords)}.")
+                        f"{did_you_mean(key, keywords)} Valid: {sorted(keywords)}."
+                    )
             values = {keywords[k]: v for k, v in kwargs.items()}
             if setter.prepare is not None:
                 values = setter.prepare(config, values)
@@ -177,14 +192,27 @@ class SectionSetter:
 
         table: dict[str, Setting] = cls.settings() if hasattr(cls, "settings") else {}
         kind = inspect.Parameter
-        function.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
-            kind("self", kind.POSITIONAL_OR_KEYWORD),
-            *(kind(k, kind.POSITIONAL_OR_KEYWORD if k in self.positional else kind.KEYWORD_ONLY,
-                   default=NOT_PROVIDED) for k in keywords)])
-        lines = [f"    {k}: {table[n].doc}" for k, n in keywords.items()
-                 if n in table and table[n].doc]
-        function.__doc__ = self.doc + ("\n\n    Keywords (each a setting; see its check):\n"
-                                       + "\n".join(lines) if lines else "")
+        function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [
+                kind("self", kind.POSITIONAL_OR_KEYWORD),
+                *(
+                    kind(
+                        k,
+                        kind.POSITIONAL_OR_KEYWORD if k in self.positional else kind.KEYWORD_ONLY,
+                        default=NOT_PROVIDED,
+                    )
+                    for k in keywords
+                ),
+            ]
+        )
+        lines = [
+            f"    {k}: {table[n].doc}" for k, n in keywords.items() if n in table and table[n].doc
+        ]
+        function.__doc__ = self.doc + (
+            "\n\n    Keywords (each a setting; see its check):\n" + "\n".join(lines)
+            if lines
+            else ""
+        )
         function.__name__ = self.name
         function.__qualname__ = f"{cls.__name__}.{self.name}"
         function.__module__ = cls.__module__
@@ -199,6 +227,7 @@ def integer(*, min: int = 0, max: int | None = None) -> Check:  # noqa: A002 - r
         if v < min or (max is not None and v > max):
             raise Invalid(f"must be an int >= {min}" + ("." if max is None else f" and <= {max}."))
         return v
+
     return check
 
 
@@ -215,11 +244,17 @@ def auto_or_integer(*, min: int = 1) -> Check:  # noqa: A002 - reads like the ma
             raise InvalidKind(f"expected 'auto' or an int >= {min}.") from None
         except Invalid:
             raise Invalid(f"must be 'auto' or an int >= {min}.") from None
+
     return check
 
 
-def number(*, low: float = -math.inf, high: float = math.inf, low_open: bool = False,
-           high_open: bool = False) -> Check:
+def number(
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> Check:
     """A finite float in the given interval. NaN and +-inf are always refused: an infinite
     bound means "no bound", never "inf is a valid value" (`lr=inf` or `gamma=nan` would turn
     every weight into NaN after one update)."""
@@ -236,12 +271,14 @@ def number(*, low: float = -math.inf, high: float = math.inf, low_open: bool = F
         if not ok:
             raise Invalid(f"must be {expect}.")
         return v
+
     return check
 
 
 def optional(inner: Check) -> Check:
     def check(v: Any) -> Any:
         return None if v is None else inner(v)
+
     return check
 
 
@@ -256,6 +293,7 @@ def one_of(*choices: Any) -> Check:
         if v not in choices:
             raise Invalid(f"must be one of {list(choices)}.")
         return v
+
     return check
 
 
@@ -283,8 +321,10 @@ def settings_dict_or_none(v: Any) -> Any:
     if v is None:
         return None
     if not isinstance(v, Mapping):
-        raise InvalidKind("expected a dict of settings (e.g. PPOConfig.overrides(...)), an "
-                          "AlgorithmConfig, or None.")
+        raise InvalidKind(
+            "expected a dict of settings (e.g. PPOConfig.overrides(...)), an "
+            "AlgorithmConfig, or None."
+        )
     return dict(v)
 
 
@@ -322,11 +362,13 @@ def env_or_none(v: Any) -> Any:
     own envs, one per sub-env."""
     if v is None or isinstance(v, str) or callable(v):
         return v
-    instance = " (an env instance; pass its class or a creator instead)" if isinstance(
-        v, gym.Env) else ""
+    instance = (
+        " (an env instance; pass its class or a creator instead)" if isinstance(v, gym.Env) else ""
+    )
     raise InvalidKind(
         "expected a gymnasium ID, a name registered with rlmod.register_env, or a "
-        f"callable(env_config) -> env such as an env class{instance}.")
+        f"callable(env_config) -> env such as an env class{instance}."
+    )
 
 
 def space_or_none(v: Any) -> Any:
@@ -357,13 +399,19 @@ def schedule_or_number(*, low: float = 0.0) -> Check:
             if not points or any(len(p) != 2 for p in points):
                 raise Invalid("a schedule must be a non-empty list of [timestep, value] pairs.")
             steps = [p[0] for p in points]
-            if not all(isinstance(t, int | float) and not isinstance(t, bool)
-                       and math.isfinite(t) and t == int(t) for t in steps):
+            if not all(
+                isinstance(t, int | float)
+                and not isinstance(t, bool)
+                and math.isfinite(t)
+                and t == int(t)
+                for t in steps
+            ):
                 raise Invalid("a schedule's timesteps must be finite whole numbers.")
             if steps[0] != 0 or steps != sorted(steps):
                 raise Invalid("a schedule's timesteps must start at 0 and increase.")
             return [[int(t), as_point(x)] for t, x in points]
         return as_number(v)
+
     return check
 
 
@@ -380,8 +428,9 @@ def learner_class_or_none(v: Any) -> Any:
     from rlmod.core.learner import Learner
 
     if v is not None and not (isinstance(v, type) and issubclass(v, Learner)):
-        raise InvalidKind("expected a subclass of rlmod.core.Learner (or None for the "
-                          "algorithm's default).")
+        raise InvalidKind(
+            "expected a subclass of rlmod.core.Learner (or None for the algorithm's default)."
+        )
     return v
 
 
@@ -440,4 +489,5 @@ def model_config(v: Any) -> Any:
         return v
     raise InvalidKind(
         f"expected a dict of model settings or a dataclass instance, got a "
-        f"{type(v).__name__}; e.g. model_config={{'fcnet_hiddens': [64, 64]}}.")
+        f"{type(v).__name__}; e.g. model_config={{'fcnet_hiddens': [64, 64]}}."
+    )

@@ -23,6 +23,7 @@ def __getattr__(name: str) -> object:
         return rlmod.curiosity.IntrinsicCuriosityModelConnector
     raise AttributeError(f"module 'rlmod.connectors' has no attribute {name!r}")
 
+
 __all__ = [
     "ActionsToEnvSpace",
     "Connector",

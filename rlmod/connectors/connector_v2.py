@@ -40,8 +40,9 @@ class LatestObservationEpisode:
 
     __slots__ = ("_rows", "_index", "is_reset", "observation_space", "changed")
 
-    def __init__(self, rows: list[Any], index: int, *, is_reset: bool,
-                 observation_space: gym.Space | None) -> None:
+    def __init__(
+        self, rows: list[Any], index: int, *, is_reset: bool, observation_space: gym.Space | None
+    ) -> None:
         self._rows = rows
         self._index = index
         self.is_reset = is_reset  # True where this observation starts an episode
@@ -58,13 +59,16 @@ class LatestObservationEpisode:
         if indices not in (-1, 0):
             raise IndexError(
                 f"get_observations({indices}): an env-to-module connector in rlmod sees only "
-                "the latest observation (index -1); keep history in the connector's state.")
+                "the latest observation (index -1); keep history in the connector's state."
+            )
         return self._rows[self._index]
 
     def set_observations(self, *, new_data: Any, at_indices: int = -1) -> None:
         if at_indices not in (-1, 0):
-            raise IndexError("set_observations: only the latest observation (at_indices=-1) "
-                             "can be replaced here.")
+            raise IndexError(
+                "set_observations: only the latest observation (at_indices=-1) "
+                "can be replaced here."
+            )
         self._rows[self._index] = new_data
         self.changed = True
 
@@ -112,35 +116,66 @@ class ConnectorV2(Connector):
 
     rllib_style = True
 
-    def __init__(self, input_observation_space: gym.Space | None = None,
-                 input_action_space: gym.Space | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        input_observation_space: gym.Space | None = None,
+        input_action_space: gym.Space | None = None,
+        **kwargs: Any,
+    ) -> None:
         if input_observation_space is not None and input_action_space is not None:
             self.set_input_spaces(input_observation_space, input_action_space)
 
     @abc.abstractmethod
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any],
-                 explore: bool | None = None, shared_data: dict | None = None,
-                 **kwargs: Any) -> Any:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """Transforms `batch` and/or the episodes' latest observations; returns the batch."""
 
-    def call_on_arrays(self, obs: Any, *, episode_starts: np.ndarray, rl_module: Any = None,
-                       explore: bool | None = None, **kwargs: Any) -> Any:
+    def call_on_arrays(
+        self,
+        obs: Any,
+        *,
+        episode_starts: np.ndarray,
+        rl_module: Any = None,
+        explore: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """What ConnectorPipeline calls: the batched observations in, the batched
         observations out, with RLlib's arguments in between."""
         n = len(episode_starts)
         rows = [row_of(obs, i) for i in range(n)]
-        episodes = [LatestObservationEpisode(rows, i, is_reset=bool(episode_starts[i]),
-                                             observation_space=self.input_observation_space)
-                    for i in range(n)]
+        episodes = [
+            LatestObservationEpisode(
+                rows,
+                i,
+                is_reset=bool(episode_starts[i]),
+                observation_space=self.input_observation_space,
+            )
+            for i in range(n)
+        ]
         batch = {Columns.OBS: obs}
-        out = self(rl_module=rl_module, batch=batch, episodes=episodes, explore=explore,
-                   shared_data={}, metrics=None)
+        out = self(
+            rl_module=rl_module,
+            batch=batch,
+            episodes=episodes,
+            explore=explore,
+            shared_data={},
+            metrics=None,
+        )
         if any(ep.changed for ep in episodes):
             return stack_rows(rows)
         if not isinstance(out, Mapping) or Columns.OBS not in out:
             raise TypeError(
                 f"{type(self).__name__}.__call__ must return the batch (a dict holding "
-                f"{Columns.OBS!r}), as RLlib's ConnectorV2 returns it; got {type(out).__name__}.")
+                f"{Columns.OBS!r}), as RLlib's ConnectorV2 returns it; got {type(out).__name__}."
+            )
         return out[Columns.OBS]
 
 
@@ -164,20 +199,28 @@ class SingleAgentObservationPreprocessor(ConnectorV2):
     """
 
     @abc.abstractmethod
-    def recompute_output_observation_space(self, input_observation_space: gym.Space,
-                                           input_action_space: gym.Space) -> gym.Space:
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
         """The observation space `preprocess` outputs."""
 
     @abc.abstractmethod
     def preprocess(self, observation: Any, episode: Any) -> Any:
         """One observation (the latest of `episode`) in, its preprocessed form out."""
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any],
-                 explore: bool | None = None, shared_data: dict | None = None,
-                 **kwargs: Any) -> Any:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict | None = None,
+        **kwargs: Any,
+    ) -> Any:
         for episode in episodes:  # as RLlib's: replace each episode's latest observation
             episode.set_observations(
-                new_data=self.preprocess(episode.get_observations(-1), episode),
-                at_indices=-1)
+                new_data=self.preprocess(episode.get_observations(-1), episode), at_indices=-1
+            )
             episode.observation_space = self.observation_space
         return batch

@@ -27,19 +27,22 @@ class EnvToModule(Connector):
         raise NotImplementedError
 
 
-def _refuse_rllib_options(name: str, *, agent_ids: Any = None,
-                          as_learner_connector: bool = False) -> None:
+def _refuse_rllib_options(
+    name: str, *, agent_ids: Any = None, as_learner_connector: bool = False
+) -> None:
     """RLlib connector options rlmod has no use for, refused with the reason."""
     if agent_ids is not None:
         raise ValueError(
             f"{name}(agent_ids=...): rlmod runs env-to-module pieces per module on that "
             "module's agents, so a piece cannot pick agents; map the agents to their own "
-            "module instead.")
+            "module instead."
+        )
     if as_learner_connector:
         raise ValueError(
             f"{name}(as_learner_connector=True): rlmod's EnvRunners write the observations "
             "the module saw into the batch, so Learners already train on them; use it as an "
-            "env-to-module piece only.")
+            "env-to-module piece only."
+        )
 
 
 class FlattenObservations(EnvToModule):
@@ -48,12 +51,19 @@ class FlattenObservations(EnvToModule):
     `ray/rllib/connectors/env_to_module/flatten_observations.py`; `multi_agent` is
     accepted and needs nothing: rlmod runs pieces per module)."""
 
-    def __init__(self, input_observation_space: gym.Space | None = None,
-                 input_action_space: gym.Space | None = None, *, multi_agent: bool = False,
-                 agent_ids: Any = None, as_learner_connector: bool = False,
-                 **kwargs: Any) -> None:
-        _refuse_rllib_options(type(self).__name__, agent_ids=agent_ids,
-                              as_learner_connector=as_learner_connector)
+    def __init__(
+        self,
+        input_observation_space: gym.Space | None = None,
+        input_action_space: gym.Space | None = None,
+        *,
+        multi_agent: bool = False,
+        agent_ids: Any = None,
+        as_learner_connector: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        _refuse_rllib_options(
+            type(self).__name__, agent_ids=agent_ids, as_learner_connector=as_learner_connector
+        )
         if input_observation_space is not None and input_action_space is not None:
             self.set_input_spaces(input_observation_space, input_action_space)
 
@@ -141,9 +151,16 @@ class MeanStdFilter(EnvToModule):
     state is part of checkpoints.
     """
 
-    def __init__(self, *, multi_agent: bool = False, de_mean_to_zero: bool = True,
-                 de_std_to_one: bool = True, clip_by_value: float | None = 10.0,
-                 update_stats: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        multi_agent: bool = False,
+        de_mean_to_zero: bool = True,
+        de_std_to_one: bool = True,
+        clip_by_value: float | None = 10.0,
+        update_stats: bool = True,
+        **kwargs: Any,
+    ) -> None:
         _refuse_rllib_options("MeanStdFilter", **kwargs)
         self.de_mean_to_zero = de_mean_to_zero
         self.de_std_to_one = de_std_to_one
@@ -193,13 +210,20 @@ class MeanStdFilter(EnvToModule):
             if name in state:
                 s = state[name]
                 n, mean, m2 = s.get("n"), np.asarray(s.get("mean")), np.asarray(s.get("m2"))
-                if (isinstance(n, bool) or not isinstance(n, int | float) or not 0 <= n < np.inf
-                        or mean.shape != shape or m2.shape != shape
-                        or not np.isfinite(mean).all() or not (np.isfinite(m2) & (m2 >= 0)).all()):
+                if (
+                    isinstance(n, bool)
+                    or not isinstance(n, int | float)
+                    or not 0 <= n < np.inf
+                    or mean.shape != shape
+                    or m2.shape != shape
+                    or not np.isfinite(mean).all()
+                    or not (np.isfinite(m2) & (m2 >= 0)).all()
+                ):
                     raise ValueError(
                         f"MeanStdFilter state {name!r} must hold a count >= 0 and finite mean "
                         f"and m2 (m2 >= 0) of shape {shape}, got n={n!r}, shapes "
-                        f"{mean.shape} and {m2.shape}.")
+                        f"{mean.shape} and {m2.shape}."
+                    )
                 stats[name] = _RunningStat(shape)
                 stats[name].merge(float(n), mean, m2)
         for name, stat in stats.items():
@@ -230,8 +254,10 @@ class FrameStacking(EnvToModule):
     def recompute_output_observation_space(
         self, input_observation_space: gym.Space, input_action_space: gym.Space
     ) -> gym.Space:
-        if not (isinstance(input_observation_space, gym.spaces.Box)
-                and len(input_observation_space.shape) == 1):
+        if not (
+            isinstance(input_observation_space, gym.spaces.Box)
+            and len(input_observation_space.shape) == 1
+        ):
             raise TypeError(
                 f"FrameStacking needs flat Box observations, got {input_observation_space}."
             )
@@ -287,12 +313,17 @@ class FrameStackingEnvToModule(FrameStacking):
     filled with the first observation.
     """
 
-    def __init__(self, input_observation_space: gym.Space | None = None,
-                 input_action_space: gym.Space | None = None, *, num_frames: int = 1,
-                 multi_agent: bool = False, as_learner_connector: bool = False,
-                 **kwargs: Any) -> None:
-        _refuse_rllib_options("FrameStackingEnvToModule",
-                              as_learner_connector=as_learner_connector)
+    def __init__(
+        self,
+        input_observation_space: gym.Space | None = None,
+        input_action_space: gym.Space | None = None,
+        *,
+        num_frames: int = 1,
+        multi_agent: bool = False,
+        as_learner_connector: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        _refuse_rllib_options("FrameStackingEnvToModule", as_learner_connector=as_learner_connector)
         super().__init__(num_frames=num_frames)
         if input_observation_space is not None and input_action_space is not None:
             self.set_input_spaces(input_observation_space, input_action_space)
@@ -301,8 +332,10 @@ class FrameStackingEnvToModule(FrameStacking):
         self, input_observation_space: gym.Space, input_action_space: gym.Space
     ) -> gym.Space:
         if not isinstance(input_observation_space, gym.spaces.Box):
-            raise TypeError(f"FrameStackingEnvToModule needs Box observations, got "
-                            f"{input_observation_space}; put it after FlattenObservations.")
+            raise TypeError(
+                f"FrameStackingEnvToModule needs Box observations, got "
+                f"{input_observation_space}; put it after FlattenObservations."
+            )
         low = np.concatenate([input_observation_space.low] * self.num_frames, axis=-1)
         high = np.concatenate([input_observation_space.high] * self.num_frames, axis=-1)
         return gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)

@@ -54,8 +54,9 @@ def compute_gae(
     deltas = rewards + gamma * next_values * (1.0 - terminateds) - values
     # A_t = delta_t + gamma * lambda * A_{t+1}, restarting at each sequence end.
     carry = (gamma * lambda_) * (1.0 - seq_ends)
-    adv = _gae_recursion(np.asarray(deltas, np.float64), np.asarray(carry, np.float64),
-                         np.asarray(seq_ends) != 0)
+    adv = _gae_recursion(
+        np.asarray(deltas, np.float64), np.asarray(carry, np.float64), np.asarray(seq_ends) != 0
+    )
     return adv.astype(np.float32), (adv + values).astype(np.float32)
 
 
@@ -84,12 +85,13 @@ def _gae_recursion(deltas: np.ndarray, carry: np.ndarray, seq_ends: np.ndarray) 
     # Sequences longest first: those with a row k steps before their end are a prefix.
     by_length = np.argsort(-lengths, kind="stable")
     ends = ends[by_length]
-    longer_than = np.searchsorted(-lengths[by_length], -np.arange(1, lengths.max() + 1),
-                                  side="right")  # [k]: sequences of more than k rows
+    longer_than = np.searchsorted(
+        -lengths[by_length], -np.arange(1, lengths.max() + 1), side="right"
+    )  # [k]: sequences of more than k rows
     adv = np.empty(n + 1, dtype=np.float64)
     adv[ends] = deltas[ends] + carry[ends] * 0.0  # sequence ends: what follows counts as 0
     for k in range(1, len(longer_than)):
-        at = ends[:longer_than[k]] - k
+        at = ends[: longer_than[k]] - k
         adv[at] = deltas[at] + carry[at] * adv[at + 1]
     return adv[:n]
 
@@ -110,7 +112,11 @@ class GeneralAdvantageEstimation(LearnerConnector):
     """
 
     def __init__(
-        self, *, gamma: float = 0.99, lambda_: float = 0.95, normalize_advantages: bool = True,
+        self,
+        *,
+        gamma: float = 0.99,
+        lambda_: float = 0.95,
+        normalize_advantages: bool = True,
         config: Any = None,
     ) -> None:
         self.gamma = gamma
@@ -127,8 +133,11 @@ class GeneralAdvantageEstimation(LearnerConnector):
     def __call__(
         self, batch: TensorBatch, *, rl_module: MultiRLModule, **kwargs: Any
     ) -> TensorBatch:
-        todo = [mid for mid, cols in batch.items() if Columns.REWARDS in cols
-                and find_compute_values(rl_module[mid]) is not None]
+        todo = [
+            mid
+            for mid, cols in batch.items()
+            if Columns.REWARDS in cols and find_compute_values(rl_module[mid]) is not None
+        ]
         if not todo:
             return batch
         values = _values_of(todo, batch, rl_module)  # mid -> (V(obs), V(new_obs)), numpy
@@ -136,15 +145,19 @@ class GeneralAdvantageEstimation(LearnerConnector):
         coefficients = [self._coefficients(mid) for mid in todo]
 
         def column(key: str) -> np.ndarray:
-            return np.concatenate([batch[mid][key].cpu().numpy() for mid in todo]).astype(np.float64)
+            return np.concatenate([batch[mid][key].cpu().numpy() for mid in todo]).astype(
+                np.float64
+            )
 
         seq_ends = column(Columns.SEQ_ENDS)
         seq_ends[np.cumsum(sizes) - 1] = 1.0  # a module's last row ends its sequence
         v = np.concatenate([values[mid][0] for mid in todo])
         adv_all, targets_all = compute_gae(
-            column(Columns.REWARDS), v.astype(np.float64),
+            column(Columns.REWARDS),
+            v.astype(np.float64),
             np.concatenate([values[mid][1] for mid in todo]).astype(np.float64),
-            column(Columns.TERMINATEDS), seq_ends,
+            column(Columns.TERMINATEDS),
+            seq_ends,
             gamma=np.repeat([c[0] for c in coefficients], sizes),
             lambda_=np.repeat([c[1] for c in coefficients], sizes),
         )
@@ -164,8 +177,9 @@ class GeneralAdvantageEstimation(LearnerConnector):
         return batch
 
 
-def _values_of(module_ids: list[ModuleID], batch: TensorBatch, rl_module: MultiRLModule
-               ) -> dict[ModuleID, tuple[np.ndarray, np.ndarray]]:
+def _values_of(
+    module_ids: list[ModuleID], batch: TensorBatch, rl_module: MultiRLModule
+) -> dict[ModuleID, tuple[np.ndarray, np.ndarray]]:
     """V(obs) and V(new_obs) per module: one stacked pass for the modules of each
     StackedGroup, one pass per module for the others."""
     out: dict[ModuleID, tuple[np.ndarray, np.ndarray]] = {}
@@ -178,20 +192,25 @@ def _values_of(module_ids: list[ModuleID], batch: TensorBatch, rl_module: MultiR
             compute_values = find_compute_values(rl_module[mid])
             assert compute_values is not None
             with torch.no_grad():
-                v = compute_values({Columns.OBS: torch.cat([cols[Columns.OBS],
-                                                            cols[Columns.NEXT_OBS]])})
+                v = compute_values(
+                    {Columns.OBS: torch.cat([cols[Columns.OBS], cols[Columns.NEXT_OBS]])}
+                )
             out[mid] = (v[:n].cpu().numpy(), v[n:].cpu().numpy())
         else:
             by_group.setdefault(id(group), (group, []))[1].append(mid)
     for group, mids in by_group.values():
         sizes = [batch[mid][Columns.OBS].shape[0] for mid in mids]
-        obs = torch.cat([batch[mid][Columns.OBS] for mid in mids]
-                        + [batch[mid][Columns.NEXT_OBS] for mid in mids])
+        obs = torch.cat(
+            [batch[mid][Columns.OBS] for mid in mids]
+            + [batch[mid][Columns.NEXT_OBS] for mid in mids]
+        )
         index = torch.from_numpy(np.repeat([group.position[mid] for mid in mids], sizes))
         with torch.no_grad():
-            values = group.compute_values(obs, torch.cat([index, index]).to(obs.device)).cpu().numpy()
+            values = (
+                group.compute_values(obs, torch.cat([index, index]).to(obs.device)).cpu().numpy()
+            )
         total, start = sum(sizes), 0
         for mid, n in zip(mids, sizes, strict=True):
-            out[mid] = (values[start:start + n], values[total + start:total + start + n])
+            out[mid] = (values[start : start + n], values[total + start : total + start + n])
             start += n
     return out

@@ -68,8 +68,9 @@ class ActionsToEnvSpace(ModuleToEnv):
 
     _plan: Any = None
 
-    def recompute_output_observation_space(self, input_observation_space: gym.Space,
-                                           input_action_space: gym.Space) -> gym.Space:
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
         self._plan = _plan(input_action_space)
         return input_observation_space
 
@@ -96,15 +97,28 @@ def _plan(space: gym.Space) -> Any:
         both = np.isfinite(low) & np.isfinite(high)  # unsquash these dimensions
         scale = np.where(both, 0.5 * (high - low), 1.0)
         offset = np.where(both, low + scale, 0.0)  # low + (a + 1) * scale
-        return ("box", both if both.any() else None, scale.astype(ftype),
-                offset.astype(ftype), low, high, ftype, space.shape, space.dtype)
+        return (
+            "box",
+            both if both.any() else None,
+            scale.astype(ftype),
+            offset.astype(ftype),
+            low,
+            high,
+            ftype,
+            space.shape,
+            space.dtype,
+        )
     if isinstance(space, gym.spaces.Tuple | gym.spaces.Dict):
-        parts = (list(space.spaces.items()) if isinstance(space, gym.spaces.Dict)
-                 else list(enumerate(space.spaces)))
+        parts = (
+            list(space.spaces.items())
+            if isinstance(space, gym.spaces.Dict)
+            else list(enumerate(space.spaces))
+        )
         widths = np.cumsum([0, *(action_dim(p) for _, p in parts)])
-        return ("dict" if isinstance(space, gym.spaces.Dict) else "tuple",
-                [(k, int(widths[i]), int(widths[i + 1]), _plan(p))
-                 for i, (k, p) in enumerate(parts)])
+        return (
+            "dict" if isinstance(space, gym.spaces.Dict) else "tuple",
+            [(k, int(widths[i]), int(widths[i + 1]), _plan(p)) for i, (k, p) in enumerate(parts)],
+        )
     raise TypeError(f"Action space {space} is not supported by ActionsToEnvSpace.")
 
 
@@ -133,9 +147,11 @@ def _to_env(plan: Any, flat: np.ndarray) -> Any:
 
 def _non_finite(rl_module: RLModule | None, what: str) -> str:
     module = f"{type(rl_module).__name__}'s " if rl_module is not None else "The module's "
-    return (f"{module}{what} hold NaN or inf; no action was sent to the env. The weights "
-            "diverged or were corrupted (restore a good checkpoint; lower lr or set "
-            "grad_clip), or an observation is extreme (normalize it).")
+    return (
+        f"{module}{what} hold NaN or inf; no action was sent to the env. The weights "
+        "diverged or were corrupted (restore a good checkpoint; lower lr or set "
+        "grad_clip), or an observation is extreme (normalize it)."
+    )
 
 
 def default_module_to_env(action_space: gym.Space) -> list[ModuleToEnv]:
@@ -159,8 +175,9 @@ def add_action_logp(batch: dict[str, np.ndarray], rl_module: RLModule) -> None:
     batch[Columns.ACTION_LOGP] = logp.numpy()
 
 
-def actions_from_env(action_space: gym.Space, env_actions: np.ndarray, *,
-                     plan: Any = None) -> np.ndarray:
+def actions_from_env(
+    action_space: gym.Space, env_actions: np.ndarray, *, plan: Any = None
+) -> np.ndarray:
     """The inverse of `ActionsToEnvSpace` for recorded env actions `[N, ...]`: what the
     module's action distribution takes (Discrete shifted to 0, Box bounds mapped back to
     [-1, 1] where both are finite, flat rows). Offline data stores env actions; BC and
@@ -180,5 +197,7 @@ def actions_from_env(action_space: gym.Space, env_actions: np.ndarray, *,
         if both is not None:
             a = np.where(both, (a - offset) / scale, a).astype(np.float32)
         return a
-    raise TypeError(f"Recorded actions of space {action_space} cannot be mapped back; "
-                    "offline data supports Box, Discrete, MultiDiscrete and MultiBinary.")
+    raise TypeError(
+        f"Recorded actions of space {action_space} cannot be mapped back; "
+        "offline data supports Box, Discrete, MultiDiscrete and MultiBinary."
+    )

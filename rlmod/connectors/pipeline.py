@@ -87,9 +87,10 @@ class ConnectorPipeline(Connector):
 
     def __call__(self, data: Any, **kwargs: Any) -> Any:
         for c in self.connectors:
-            # RLlib-style pieces (ConnectorV2) run through their array adapter.
-            data = (c.call_on_arrays(data, **kwargs) if c.rllib_style  # type: ignore[attr-defined]
-                    else c(data, **kwargs))  # type: ignore[operator]
+            piece: Any = c  # RLlib-style pieces (ConnectorV2) run through their array adapter
+            data = (
+                piece.call_on_arrays(data, **kwargs) if piece.rllib_style else piece(data, **kwargs)
+            )
         return data
 
     def get_state(self) -> dict[str, Any]:
@@ -108,7 +109,8 @@ class ConnectorPipeline(Connector):
             raise ValueError(
                 f"Connector state for {unknown} does not fit this pipeline, whose stateful "
                 f"pieces would be named {keys}; build it with the env_to_module connectors "
-                "the state was saved with.")
+                "the state was saved with."
+            )
         for i, c in enumerate(self.connectors):
             key = f"{i}:{type(c).__name__}"
             if key in state:

@@ -20,6 +20,7 @@ def __getattr__(name: str) -> object:
         return getattr(rlmod.curiosity, name)
     raise AttributeError(f"module 'rlmod.core' has no attribute {name!r}")
 
+
 __all__ = [
     "ALL_MODULES",
     "DEFAULT_MODULE_ID",

@@ -29,8 +29,9 @@ class ValueFunctionAPI(abc.ABC):
     """
 
     @abc.abstractmethod
-    def compute_values(self, batch: TensorDict,
-                       embeddings: torch.Tensor | None = None) -> torch.Tensor:
+    def compute_values(
+        self, batch: TensorDict, embeddings: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """V(obs) for every row of `batch`, shape `[B]` (the value dim squeezed out).
 
         Args:
@@ -46,17 +47,24 @@ class ValueFunctionAPI(abc.ABC):
 class ComputeValues(Protocol):
     """A module's `compute_values(batch, embeddings=None) -> [B]` (see ValueFunctionAPI)."""
 
-    def __call__(self, batch: TensorDict, embeddings: torch.Tensor | None = None
-                 ) -> torch.Tensor: ...
+    def __call__(
+        self, batch: TensorDict, embeddings: torch.Tensor | None = None
+    ) -> torch.Tensor: ...
 
 
 class ComputeSelfSupervisedLoss(Protocol):
     """A module's own loss, used by Learners instead of the algorithm's loss (the ICM's
     and RND's); it may log diagnostics through `learner.log(module_id, ...)`."""
 
-    def __call__(self, *, learner: Learner, module_id: str, config: AlgorithmConfig,
-                 batch: dict[str, torch.Tensor], fwd_out: dict[str, torch.Tensor]
-                 ) -> torch.Tensor: ...
+    def __call__(
+        self,
+        *,
+        learner: Learner,
+        module_id: str,
+        config: AlgorithmConfig,
+        batch: dict[str, torch.Tensor],
+        fwd_out: dict[str, torch.Tensor],
+    ) -> torch.Tensor: ...
 
 
 class ComputeIntrinsicRewards(Protocol):

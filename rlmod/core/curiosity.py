@@ -9,5 +9,9 @@ from rlmod.curiosity import (
     RandomNetworkDistillation,
 )
 
-__all__ = ["ICM_MODULE_ID", "CuriosityModelConfig", "IntrinsicCuriosityModel",
-           "RandomNetworkDistillation"]
+__all__ = [
+    "ICM_MODULE_ID",
+    "CuriosityModelConfig",
+    "IntrinsicCuriosityModel",
+    "RandomNetworkDistillation",
+]

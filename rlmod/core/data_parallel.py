@@ -17,8 +17,12 @@ def join(*, device: torch.device, rank: int, world_size: int, init_method: str) 
     """Joins this process to the group of `world_size` Learners (NCCL on CUDA, else gloo)."""
     import torch.distributed as dist
 
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
-                            init_method=init_method, rank=rank, world_size=world_size)
+    dist.init_process_group(
+        "nccl" if device.type == "cuda" else "gloo",
+        init_method=init_method,
+        rank=rank,
+        world_size=world_size,
+    )
 
 
 def broadcast_weights(module: torch.nn.Module) -> None:
@@ -29,8 +33,11 @@ def broadcast_weights(module: torch.nn.Module) -> None:
         dist.broadcast(param.data, src=0)
 
 
-def all_reduce_gradients(optimizers: Mapping[ModuleID, Adam | AdamSlot],
-                         rows: Mapping[ModuleID, int], device: torch.device) -> None:
+def all_reduce_gradients(
+    optimizers: Mapping[ModuleID, Adam | AdamSlot],
+    rows: Mapping[ModuleID, int],
+    device: torch.device,
+) -> None:
     """Every module's gradient becomes the row-weighted mean over all Learners (sum of rows
     x gradient, over the sum of rows), one all-reduce per module in a fixed order. `rows`:
     this Learner's minibatch rows per module; a module without rows contributes zeros."""
@@ -38,15 +45,22 @@ def all_reduce_gradients(optimizers: Mapping[ModuleID, Adam | AdamSlot],
 
     for mid in sorted(optimizers):
         params = optimizers[mid].params
-        flat = torch.cat([
-            *(p.grad.reshape(-1) if p.grad is not None
-              else torch.zeros(p.numel(), device=device) for p in params),
-            torch.ones(1, device=device)]) * float(rows.get(mid, 0))  # last entry: rows
+        flat = torch.cat(
+            [
+                *(
+                    p.grad.reshape(-1)
+                    if p.grad is not None
+                    else torch.zeros(p.numel(), device=device)
+                    for p in params
+                ),
+                torch.ones(1, device=device),
+            ]
+        ) * float(rows.get(mid, 0))  # last entry: rows
         dist.all_reduce(flat)
         flat = flat[:-1] / max(float(flat[-1]), 1.0)
         offset = 0
         for p in params:
-            p.grad = flat[offset:offset + p.numel()].view_as(p).clone()
+            p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
             offset += p.numel()
 
 

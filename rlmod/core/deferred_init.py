@@ -32,7 +32,8 @@ def supports_deferred_init(module_class: type[RLModule] | None) -> bool:
     """Whether `module_class` declares `supports_deferred_init = True` itself (not
     inherited: a subclass may keep state that `set_state` does not restore)."""
     return module_class is not None and bool(
-        module_class.__dict__.get("supports_deferred_init", False))
+        module_class.__dict__.get("supports_deferred_init", False)
+    )
 
 
 def build_uninitialised(spec: RLModuleSpec) -> RLModule:
@@ -47,8 +48,9 @@ def build_uninitialised(spec: RLModuleSpec) -> RLModule:
         for name, p in sub._parameters.items():
             if p is not None:
                 if id(p) not in new:
-                    new[id(p)] = nn.Parameter(torch.empty(p.shape, dtype=p.dtype),
-                                              requires_grad=p.requires_grad)
+                    new[id(p)] = nn.Parameter(
+                        torch.empty(p.shape, dtype=p.dtype), requires_grad=p.requires_grad
+                    )
                 sub._parameters[name] = new[id(p)]  # type: ignore[assignment]
         for name, b in sub._buffers.items():
             if b is not None:
@@ -61,8 +63,11 @@ def build_uninitialised(spec: RLModuleSpec) -> RLModule:
 def is_plain(spec: MultiRLModuleSpec) -> bool:
     """Whether `spec` builds a `MultiRLModule` itself from its sub-specs alone (no shared
     spaces or model config): then its module IDs are the spec's, in the spec's order."""
-    return (spec.multi_rl_module_class is MultiRLModule and spec.observation_space is None
-            and spec.model_config is None)
+    return (
+        spec.multi_rl_module_class is MultiRLModule
+        and spec.observation_space is None
+        and spec.model_config is None
+    )
 
 
 def build_deferred(spec: MultiRLModuleSpec) -> tuple[MultiRLModule, list[ModuleID]]:
@@ -73,8 +78,9 @@ def build_deferred(spec: MultiRLModuleSpec) -> tuple[MultiRLModule, list[ModuleI
     built per module; a custom MultiRLModule class builds its modules in its own
     `setup()`, so it is built normally (and no module is deferred).
     """
-    if not is_plain(spec) or not any(supports_deferred_init(sp.module_class)
-                            for sp in spec.rl_module_specs.values()):
+    if not is_plain(spec) or not any(
+        supports_deferred_init(sp.module_class) for sp in spec.rl_module_specs.values()
+    ):
         return spec.build(), []
     modules: dict[ModuleID, RLModule] = {}
     deferred: list[ModuleID] = []
@@ -113,8 +119,9 @@ class PendingInit:
         set()
     """
 
-    def __init__(self, spec: MultiRLModuleSpec, module_ids: Iterable[ModuleID],
-                 rng_state: torch.Tensor) -> None:
+    def __init__(
+        self, spec: MultiRLModuleSpec, module_ids: Iterable[ModuleID], rng_state: torch.Tensor
+    ) -> None:
         self._spec = spec
         self.module_ids: set[ModuleID] = set(module_ids)
         self._rng_state = rng_state.clone()

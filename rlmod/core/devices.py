@@ -50,21 +50,22 @@ def learner_device(config: DeviceSettings, *, remote: bool = False) -> torch.dev
         return CPU
     where = "this remote Learner's Ray actor" if remote else "this process"
     if not torch.cuda.is_available():
-        build = (f"CUDA {torch.version.cuda}" if torch.version.cuda
-                 else "a CPU-only build of torch")
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build of torch"
         raise ValueError(
             f"num_gpus_per_learner={config.num_gpus_per_learner} puts the Learner on a "
             f"GPU, but torch.cuda.is_available() is False in {where} (torch "
             f"{torch.__version__}, {build}). Set .learners(num_gpus_per_learner=0) to "
             "train on the CPU, or run on a machine with an NVIDIA GPU and a CUDA build "
-            "of torch.")
+            "of torch."
+        )
     index = 0 if remote else int(config.local_gpu_idx)
     count = torch.cuda.device_count()
     if index >= count:
         raise ValueError(
             f"local_gpu_idx={index} names a GPU, but only {count} are visible in {where} "
             "(an index into CUDA_VISIBLE_DEVICES); set .learners(local_gpu_idx=...) to one "
-            f"of 0..{count - 1}.")
+            f"of 0..{count - 1}."
+        )
     return torch.device("cuda", index)
 
 

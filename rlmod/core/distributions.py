@@ -154,10 +154,14 @@ class Bernoulli(Distribution):
     def kl(self, other: Distribution) -> torch.Tensor:
         assert isinstance(other, Bernoulli)
         p = torch.sigmoid(self.inputs)
-        logp1, logq1 = -torch.nn.functional.softplus(-self.inputs), -torch.nn.functional.softplus(
-            -other.inputs)
-        logp0, logq0 = -torch.nn.functional.softplus(self.inputs), -torch.nn.functional.softplus(
-            other.inputs)
+        logp1, logq1 = (
+            -torch.nn.functional.softplus(-self.inputs),
+            -torch.nn.functional.softplus(-other.inputs),
+        )
+        logp0, logq0 = (
+            -torch.nn.functional.softplus(self.inputs),
+            -torch.nn.functional.softplus(other.inputs),
+        )
         return (p * (logp1 - logq1) + (1 - p) * (logp0 - logq0)).sum(-1)
 
 
@@ -172,8 +176,10 @@ class Composite(Distribution):
     def __init__(self, inputs: torch.Tensor, parts: list[gym.Space]) -> None:
         self.parts = parts
         widths = [dist_inputs_dim(p) for p in parts]
-        self.dists = [make_action_dist(p, x)
-                      for p, x in zip(parts, torch.split(inputs, widths, dim=-1), strict=True)]
+        self.dists = [
+            make_action_dist(p, x)
+            for p, x in zip(parts, torch.split(inputs, widths, dim=-1), strict=True)
+        ]
         self.action_widths = [action_dim(p) for p in parts]
 
     def _join(self, actions: list[torch.Tensor]) -> torch.Tensor:
@@ -181,8 +187,10 @@ class Composite(Distribution):
 
     def _split(self, actions: torch.Tensor) -> list[torch.Tensor]:
         pieces = torch.split(actions, self.action_widths, dim=-1)
-        return [a.squeeze(-1) if isinstance(p, gym.spaces.Discrete) else a
-                for p, a in zip(self.parts, pieces, strict=True)]
+        return [
+            a.squeeze(-1) if isinstance(p, gym.spaces.Discrete) else a
+            for p, a in zip(self.parts, pieces, strict=True)
+        ]
 
     def sample(self) -> torch.Tensor:
         return self._join([d.sample() for d in self.dists])

@@ -113,26 +113,34 @@ class Learner(Checkpointable):
         if self._world_size > 1:
             data_parallel.broadcast_weights(self.module)
         # names: only for the errors of a checkpoint's optimizer state that does not fit
-        named = {mid: pairs for mid, sub in self.module.items()
-                 if (pairs := [(n, p) for n, p in sub.named_parameters() if p.requires_grad])
-                 and self.config.is_module_trainable(mid)}
+        named = {
+            mid: pairs
+            for mid, sub in self.module.items()
+            if (pairs := [(n, p) for n, p in sub.named_parameters() if p.requires_grad])
+            and self.config.is_module_trainable(mid)
+        }
         trainable = {mid: [p for _, p in pairs] for mid, pairs in named.items()}
         names = {mid: [n for n, _ in pairs] for mid, pairs in named.items()}
         slots = self._build_stacks(trainable, names)
         for mid, params in trainable.items():  # module order, stacked or not
             cfg = self.config.get_config_for_module(mid)
             self._optimizers[mid] = slots.get(mid) or Adam(
-                params, lr=scheduled_value(cfg.lr, 0), names=names[mid])
+                params, lr=scheduled_value(cfg.lr, 0), names=names[mid]
+            )
         # Counted once: a sum over all parameters on every update was 4% of a DQN step.
-        self._num_parameters = {mid: sum(p.numel() for p in sub.parameters())
-                                for mid, sub in self.module.items()}
+        self._num_parameters = {
+            mid: sum(p.numel() for p in sub.parameters()) for mid, sub in self.module.items()
+        }
         default = next(iter(self.module_spec.rl_module_specs.values()), None)
         self._learner_connector = self.config.build_learner_connector(
             getattr(default, "observation_space", None), getattr(default, "action_space", None)
         )
 
-    def _build_stacks(self, trainable: Mapping[ModuleID, list[torch.nn.Parameter]],
-                      names: Mapping[ModuleID, list[str]]) -> dict[ModuleID, AdamSlot]:
+    def _build_stacks(
+        self,
+        trainable: Mapping[ModuleID, list[torch.nn.Parameter]],
+        names: Mapping[ModuleID, list[str]],
+    ) -> dict[ModuleID, AdamSlot]:
         """Stacks the trainable modules of one architecture (`stack_modules`), one
         GroupAdam per group; returns each stacked module's share of it."""
         assert self.module is not None
@@ -144,8 +152,10 @@ class Learner(Checkpointable):
         slots: dict[ModuleID, AdamSlot] = {}
         for group in find_stack_groups(self.module, eligible):
             params = [p for p in group.params.values() if p.requires_grad]
-            lrs = [scheduled_value(self.config.get_config_for_module(m).lr, 0)
-                   for m in group.module_ids]
+            lrs = [
+                scheduled_value(self.config.get_config_for_module(m).lr, 0)
+                for m in group.module_ids
+            ]
             stack = TrainStack(group, GroupAdam(params, lrs=lrs))
             self._stacks.append(stack)
             for i, mid in enumerate(group.module_ids):
@@ -158,15 +168,20 @@ class Learner(Checkpointable):
         given new parameter tensors since build(): the group would train stale storage."""
         assert self.module is not None
         group = stack.group
-        if not (all(self.module.get(m) is mod for m, mod in zip(group.module_ids,
-                                                                group.modules, strict=True))
-                and group.is_intact()):
+        if not (
+            all(
+                self.module.get(m) is mod
+                for m, mod in zip(group.module_ids, group.modules, strict=True)
+            )
+            and group.is_intact()
+        ):
             raise RuntimeError(
                 f"The Learner stacked modules {group.module_ids[:5]}... at build(), and one of "
                 "them was since replaced in its MultiRLModule or given new parameter tensors "
                 "(e.g. load_state_dict(assign=True), .to(device)); change weights with "
                 "set_state()/set_weights(), which write into the stacked storage, or turn "
-                "stacking off with config.multi_agent(stack_modules=False).")
+                "stacking off with config.multi_agent(stack_modules=False)."
+            )
 
     def _can_stack(self) -> bool:
         """Whether this Learner trains stacked groups: `stack_modules` is on, it trains on
@@ -174,13 +189,18 @@ class Learner(Checkpointable):
         through shared parts), and its class's group loss is the same math as its
         per-module loss (a subclass that overrides `compute_loss_for_module` only is
         trained module by module)."""
+
         def owner(name: str) -> type:
             return next(k for k in type(self).__mro__ if name in k.__dict__)
 
         group_owner = owner("compute_losses_for_group")
-        return (bool(getattr(self.config, "stack_modules", False)) and self._world_size == 1
-                and type(self.module) is MultiRLModule and group_owner is not Learner
-                and issubclass(group_owner, owner("compute_loss_for_module")))
+        return (
+            bool(getattr(self.config, "stack_modules", False))
+            and self._world_size == 1
+            and type(self.module) is MultiRLModule
+            and group_owner is not Learner
+            and issubclass(group_owner, owner("compute_loss_for_module"))
+        )
 
     def setup_data_parallel(self, *, rank: int, world_size: int, init_method: str) -> None:
         """Joins a torch.distributed group (gloo) of `world_size` Learners; call before
@@ -195,26 +215,38 @@ class Learner(Checkpointable):
 
         seed_everything(self.config.seed)  # this process's RNG: as the driver's at build
         self.device = learner_device(self.config, remote=True)  # Ray's GPU, if any
-        data_parallel.join(device=self.device, rank=rank, world_size=world_size,
-                           init_method=init_method)
+        data_parallel.join(
+            device=self.device, rank=rank, world_size=world_size, init_method=init_method
+        )
         self._world_size = world_size
 
-    def apply(self, func: Callable[Concatenate[Learner, _P], _R], *args: _P.args,
-              **kwargs: _P.kwargs) -> _R:
+    def apply(
+        self, func: Callable[Concatenate[Learner, _P], _R], *args: _P.args, **kwargs: _P.kwargs
+    ) -> _R:
         """`func(self, *args, **kwargs)`, in-process or inside the Learner's Ray actor."""
         return func(self, *args, **kwargs)
 
     # ------------------------------------------------------------------ the algorithm's math
-    def compute_loss_for_module(self, *, module_id: ModuleID, config: AlgorithmConfig,
-                                batch: dict[str, torch.Tensor],
-                                fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
+    def compute_loss_for_module(
+        self,
+        *,
+        module_id: ModuleID,
+        config: AlgorithmConfig,
+        batch: dict[str, torch.Tensor],
+        fwd_out: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
         """The scalar loss of one module on one minibatch; log diagnostics with `log`."""
         raise NotImplementedError(f"{type(self).__name__} must implement compute_loss_for_module.")
 
-    def compute_losses_for_group(self, *, group: StackBucket,
-                                 configs: Sequence[AlgorithmConfig],
-                                 batch: dict[str, torch.Tensor], mask: torch.Tensor,
-                                 fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
+    def compute_losses_for_group(
+        self,
+        *,
+        group: StackBucket,
+        configs: Sequence[AlgorithmConfig],
+        batch: dict[str, torch.Tensor],
+        mask: torch.Tensor,
+        fwd_out: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
         """The losses of a stacked group's modules on one minibatch, `[M]`: entry i must
         equal `compute_loss_for_module` of module i on its rows (so that the sum's
         gradient is each module's own). Implement it next to `compute_loss_for_module` to
@@ -231,10 +263,12 @@ class Learner(Checkpointable):
         """
         raise NotImplementedError(
             f"{type(self).__name__} has no compute_losses_for_group; it trains modules one "
-            "by one (stack_modules has no effect on its Learner).")
+            "by one (stack_modules has no effect on its Learner)."
+        )
 
-    def log_group(self, group: StackBucket, valid: torch.Tensor | None = None,
-                  **values: torch.Tensor) -> None:
+    def log_group(
+        self, group: StackBucket, valid: torch.Tensor | None = None, **values: torch.Tensor
+    ) -> None:
         """Records per-module diagnostics `[M]` of the modules of a row bucket (`log` for
         one module); `valid` ([M] bool) marks the modules the values apply to (None:
         all)."""
@@ -248,8 +282,9 @@ class Learner(Checkpointable):
         update's results say per checked module whether it stopped (`early_stopped`)."""
         self._stop_requests[module_id] = (value.detach(), limit)
 
-    def stop_early_group(self, group: StackBucket, values: torch.Tensor,
-                         limits: torch.Tensor) -> None:
+    def stop_early_group(
+        self, group: StackBucket, values: torch.Tensor, limits: torch.Tensor
+    ) -> None:
         """`stop_early` for the modules of a row bucket: `values`, `limits` `[M]` (an inf
         limit: no check for that module)."""
         self._stack_of[group.module_ids[0]].request_stop(values, limits, group.positions)
@@ -269,11 +304,15 @@ class Learner(Checkpointable):
         """Records diagnostics; `update()` returns their mean over minibatches."""
         bucket = self._logged.setdefault(module_id, defaultdict(list))
         for key, value in values.items():
-            bucket[key].append(value.detach() if isinstance(value, torch.Tensor)
-                               else torch.tensor(float(value), device=self.device))
+            bucket[key].append(
+                value.detach()
+                if isinstance(value, torch.Tensor)
+                else torch.tensor(float(value), device=self.device)
+            )
 
-    def log_rows(self, module_id: ModuleID, key: str, reduce: RowReduce,
-                 *rows: torch.Tensor) -> None:
+    def log_rows(
+        self, module_id: ModuleID, key: str, reduce: RowReduce, *rows: torch.Tensor
+    ) -> None:
         """Records a diagnostic as `log` does, computed later: `update()` calls
         `reduce` once on every minibatch's `rows` stacked (`[N, B, ...]` each, for N
         minibatches) for the N values `[N]`, reducing over dim 1, and returns their mean.
@@ -284,8 +323,12 @@ class Learner(Checkpointable):
         bucket[key].append(RowStat(reduce, tuple(r.detach() for r in rows)))
 
     # ------------------------------------------------------------------ update
-    def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
-               timesteps: Mapping[str, int] | None = None) -> dict[str, dict[str, float]]:
+    def update(
+        self,
+        batches: NumpyBatch | Sequence[NumpyBatch],
+        *,
+        timesteps: Mapping[str, int] | None = None,
+    ) -> dict[str, dict[str, float]]:
         """Runs `num_epochs` passes of minibatch SGD over the given episodes.
 
         Args:
@@ -299,8 +342,9 @@ class Learner(Checkpointable):
         timesteps = dict(timesteps or {})
         now = int(timesteps.get("num_env_steps_sampled_lifetime", 0))
         batch = self._learner_connector(self._to_tensors(batches), rl_module=self.module)
-        trainable = [m for m in batch if m in self._optimizers
-                     and self.config.is_module_trainable(m, batch)]
+        trainable = [
+            m for m in batch if m in self._optimizers and self.config.is_module_trainable(m, batch)
+        ]
         configs = {m: self.config.get_config_for_module(m) for m in trainable}
         for mid in trainable:
             for group in self._optimizers[mid].param_groups:
@@ -319,8 +363,9 @@ class Learner(Checkpointable):
             threads = update_threads(self._stacks, self.config.num_threads_per_learner)
             with torch_threads(threads):  # 2 threads for a large stacked group (auto)
                 for _ in range(self.config.num_epochs):
-                    for mb, stack_mbs in self._minibatches({m: batch[m] for m in trainable},
-                                                           num_rows, num_steps, size):
+                    for mb, stack_mbs in self._minibatches(
+                        {m: batch[m] for m in trainable}, num_rows, num_steps, size
+                    ):
                         self._sgd_step(mb, stack_mbs, configs)
             for stack in self._stacks:
                 self._group_means.update(stack.means())
@@ -329,8 +374,10 @@ class Learner(Checkpointable):
             for stack in self._stacks:
                 stack.finish_update()
         self.after_gradient_based_update(timesteps=timesteps)
-        results = {mid: {k: mean_over_minibatches(v) for k, v in logged.items() if v}
-                   for mid, logged in self._logged.items()}
+        results = {
+            mid: {k: mean_over_minibatches(v) for k, v in logged.items() if v}
+            for mid, logged in self._logged.items()
+        }
         for mid, means in self._group_means.items():
             results.setdefault(mid, {}).update(means)
         stops.update((mid, mid in self._stopped) for mid in self._stop_checked)
@@ -347,8 +394,12 @@ class Learner(Checkpointable):
         }
         return results
 
-    def _sgd_step(self, mb: TensorBatch, stack_mbs: Sequence[tuple[TrainStack, StackMinibatch]],
-                  configs: Mapping[ModuleID, AlgorithmConfig]) -> None:
+    def _sgd_step(
+        self,
+        mb: TensorBatch,
+        stack_mbs: Sequence[tuple[TrainStack, StackMinibatch]],
+        configs: Mapping[ModuleID, AlgorithmConfig],
+    ) -> None:
         """One minibatch: every module's loss (stacked groups' as one `[M]` vector), one
         backward pass for all, then a guarded, clipped optimizer step per module/group."""
         assert self.module is not None
@@ -364,11 +415,13 @@ class Learner(Checkpointable):
             fwd_out = fwd_outs[mid]
             own_loss = find_self_supervised_loss(module)
             if own_loss is not None:
-                loss = own_loss(learner=self, module_id=mid, config=configs[mid], batch=cols,
-                                fwd_out=fwd_out)
+                loss = own_loss(
+                    learner=self, module_id=mid, config=configs[mid], batch=cols, fwd_out=fwd_out
+                )
             else:
-                loss = self.compute_loss_for_module(module_id=mid, config=configs[mid],
-                                                    batch=cols, fwd_out=fwd_out)
+                loss = self.compute_loss_for_module(
+                    module_id=mid, config=configs[mid], batch=cols, fwd_out=fwd_out
+                )
             losses[mid] = loss
             total = total + loss
         group_losses = []
@@ -377,8 +430,9 @@ class Learner(Checkpointable):
             for bucket, cols, mask in buckets:
                 fwd = bucket.call_padded("forward_train", cols)
                 loss_vec = self.compute_losses_for_group(
-                    group=bucket, configs=bucket.configs, batch=cols, mask=mask, fwd_out=fwd)
-                losses_all[bucket.start:bucket.stop] = loss_vec.detach()
+                    group=bucket, configs=bucket.configs, batch=cols, mask=mask, fwd_out=fwd
+                )
+                losses_all[bucket.start : bucket.stop] = loss_vec.detach()
                 total = total + loss_vec.sum()
             group_losses.append((stack, losses_all))
         for mid in mb:
@@ -408,8 +462,7 @@ class Learner(Checkpointable):
             else:
                 params = optimizer.params
                 norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None else None
-                stepped = (not self._guard_non_finite
-                           or update_is_finite(losses[mid], norm, params))
+                stepped = not self._guard_non_finite or update_is_finite(losses[mid], norm, params)
                 if stepped:
                     optimizer.step()
             if not stepped:
@@ -425,8 +478,7 @@ class Learner(Checkpointable):
         vectors over the modules of this update (stack.ids); a module with a NaN/inf loss
         or gradient, or stopped early (stop_early_group), is not stepped."""
         active = ~stack.resolve_stops()  # [W] numpy: the modules that step
-        clip_list = [math.inf if c.grad_clip is None else float(c.grad_clip)
-                     for c in stack.configs]
+        clip_list = [math.inf if c.grad_clip is None else float(c.grad_clip) for c in stack.configs]
         any_clip = any(math.isfinite(c) for c in clip_list)
         clips = torch.tensor(clip_list, device=self.device)
         norms = stack.grad_norms() if any_clip or self._guard_non_finite else None
@@ -437,8 +489,11 @@ class Learner(Checkpointable):
                 mid = stack.ids[i]
                 self._count_non_finite(mid, losses[i], norms[i], stack.pending_terms(i))
             active &= finite
-            streaks = [m for m, v in self._non_finite_streak.items() if v and m in
-                       stack.position and active[stack.position[m]]]
+            streaks = [
+                m
+                for m, v in self._non_finite_streak.items()
+                if v and m in stack.position and active[stack.position[m]]
+            ]
             for mid in streaks:
                 self._non_finite_streak[mid] = 0
         if any_clip and norms is not None:
@@ -447,12 +502,16 @@ class Learner(Checkpointable):
         stack.commit(torch.from_numpy(active).to(self.device))
         stack.step(active)
 
-    def _skip_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor | None,
-                         marks: Mapping[str, int]) -> None:
+    def _skip_non_finite(
+        self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor | None, marks: Mapping[str, int]
+    ) -> None:
         """Leaves module `mid` unstepped for this minibatch, drops what it logged for it
         from the means, and raises after `max_consecutive_non_finite_updates` in a row."""
-        terms = {k: float(e.value() if isinstance(e := v[-1], RowStat) else e)
-                 for k, v in self._logged.get(mid, {}).items() if len(v) > marks.get(k, 0)}
+        terms = {
+            k: float(e.value() if isinstance(e := v[-1], RowStat) else e)
+            for k, v in self._logged.get(mid, {}).items()
+            if len(v) > marks.get(k, 0)
+        }
         self._drop_logged(mid, marks)
         self._count_non_finite(mid, loss, norm, terms)
 
@@ -460,10 +519,15 @@ class Learner(Checkpointable):
         """Drops what `mid` logged since `marks` (entries per key before this minibatch)
         from its means."""
         for k, v in self._logged.get(mid, {}).items():
-            del v[marks.get(k, 0):]
+            del v[marks.get(k, 0) :]
 
-    def _count_non_finite(self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor | None,
-                          terms: Mapping[str, float]) -> None:
+    def _count_non_finite(
+        self,
+        mid: ModuleID,
+        loss: torch.Tensor,
+        norm: torch.Tensor | None,
+        terms: Mapping[str, float],
+    ) -> None:
         """Counts a skipped minibatch of `mid`; raises after
         `max_consecutive_non_finite_updates` in a row."""
         self._num_non_finite[mid] = self._num_non_finite.get(mid, 0) + 1
@@ -493,9 +557,9 @@ class Learner(Checkpointable):
             num_steps = data_parallel.agree_max(num_steps, self.device)
         return num_steps, None if num_steps <= 1 or size is None else size
 
-    def _minibatches(self, batch: TensorBatch, num_rows: Mapping[ModuleID, int],
-                     num_steps: int, size: int | None
-                     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, StackMinibatch]]]]:
+    def _minibatches(
+        self, batch: TensorBatch, num_rows: Mapping[ModuleID, int], num_steps: int, size: int | None
+    ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, StackMinibatch]]]]:
         """One epoch's shuffled minibatches of `size` rows per module (`_minibatch_plan`),
         `num_steps` of them (the few rows past a multiple of the size wait for the next
         epoch's shuffle); modules with fewer rows cycle through theirs again, as RLlib's
@@ -517,8 +581,9 @@ class Learner(Checkpointable):
         # One gather per column and epoch, in shuffled order; minibatches are then slices
         # (views), not a gather per column and minibatch (small gathers cost ~4 us each).
         shuffled: TensorBatch = {}
-        perms: dict[int, list[IntArray]] = {id(st): [np.zeros(0, np.int64)] * len(st)
-                                              for st in stacks}
+        perms: dict[int, list[IntArray]] = {
+            id(st): [np.zeros(0, np.int64)] * len(st) for st in stacks
+        }
         for mid, n in num_rows.items():
             if n > 0:
                 perm = self._rng.permutation(n)
@@ -534,7 +599,7 @@ class Learner(Checkpointable):
             mb: TensorBatch = {}
             for mid, cols in shuffled.items():
                 k = min(size, num_rows[mid])
-                mb[mid] = {c: v[i * k:(i + 1) * k] for c, v in cols.items()}
+                mb[mid] = {c: v[i * k : (i + 1) * k] for c, v in cols.items()}
             yield mb, [(st, st.minibatch(i)) for st in stacks]
 
     def _to_tensors(self, batches: NumpyBatch | Sequence[NumpyBatch]) -> TensorBatch:
@@ -550,18 +615,26 @@ class Learner(Checkpointable):
             # Writable and contiguous: arrays from Ray's object store are read-only (copied
             # here once; torch warns on a read-only view), local ones are taken as they are.
             out[mid] = {
-                col: torch.from_numpy(np.require(
-                    parts[0][col] if len(parts) == 1
-                    else np.concatenate([p[col] for p in parts]), requirements=("C", "W"))
+                col: torch.from_numpy(
+                    np.require(
+                        parts[0][col]
+                        if len(parts) == 1
+                        else np.concatenate([p[col] for p in parts]),
+                        requirements=("C", "W"),
+                    )
                 ).to(self.device)
                 for col in parts[0]
             }
         return out
 
     # ------------------------------------------------------------------ weights and state
-    def get_weights(self, module_ids: Sequence[ModuleID] | None = None, *,
-                    inference_only: bool = False, copy: bool = True
-                    ) -> dict[ModuleID, dict[str, Array]]:
+    def get_weights(
+        self,
+        module_ids: Sequence[ModuleID] | None = None,
+        *,
+        inference_only: bool = False,
+        copy: bool = True,
+    ) -> dict[ModuleID, dict[str, Array]]:
         """Numpy copies of the weights by module ID: all modules (learner-only ones
         included) unless `module_ids` names some, as RLlib's `get_weights`.
 
@@ -584,8 +657,9 @@ class Learner(Checkpointable):
         assert self.module is not None
         return [("rl_module", self.module), ("optimizer", self._optimizer_states)]
 
-    def get_state(self, components: Components = None, *, not_components: Components = None,
-                  **kwargs: object) -> StateDict:
+    def get_state(
+        self, components: Components = None, *, not_components: Components = None, **kwargs: object
+    ) -> StateDict:
         """Module weights, optimizer states and the minibatch-shuffling RNG: everything a
         restored Learner needs to make the same update as the uninterrupted one."""
         assert self.module is not None
@@ -601,8 +675,9 @@ class Learner(Checkpointable):
     def set_state(self, state: Mapping[str, StateValue]) -> None:
         assert self.module is not None
         if "rl_module" in state:
-            self.module.set_state(cast("Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]",
-                                       state["rl_module"]))
+            self.module.set_state(
+                cast("Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]", state["rl_module"])
+            )
         if "optimizer" in state:
             self._optimizer_states.set_state(cast(StateDict, state["optimizer"]))
         if "rng" in state:

@@ -53,8 +53,7 @@ class LearnerGroup(Checkpointable):
         if config.num_learners > 0:
             from rlmod.utils import ray_utils
 
-            self._actors = ray_utils.make_data_parallel_learners(learner_cls, config,
-                                                                 module_spec)
+            self._actors = ray_utils.make_data_parallel_learners(learner_cls, config, module_spec)
         self._learner = learner_cls(config=config, module_spec=module_spec)
         self._learner.build()
 
@@ -69,8 +68,14 @@ class LearnerGroup(Checkpointable):
     def is_remote(self) -> bool:
         return bool(self._actors) or self._failure is not None
 
-    def _call(self, method: str, per_actor_args: Sequence[tuple[object, ...]] | None = None, *,
-              first_only: bool = False, **kwargs: object) -> list[object]:
+    def _call(
+        self,
+        method: str,
+        per_actor_args: Sequence[tuple[object, ...]] | None = None,
+        *,
+        first_only: bool = False,
+        **kwargs: object,
+    ) -> list[object]:
         """`method(*args, **kwargs)` on every remote Learner at once (`per_actor_args[i]`
         for Learner i, else no positional ones), or on the first only (reads: all hold the
         same weights); the results in rank order. A Learner that dies or raises ends them
@@ -81,8 +86,9 @@ class LearnerGroup(Checkpointable):
             raise LearnerError(self._failure)
         actors = self._actors[:1] if first_only else self._actors
         args = per_actor_args or [()] * len(actors)
-        refs = [getattr(a, method).remote(*arg, **kwargs)
-                for a, arg in zip(actors, args, strict=True)]
+        refs = [
+            getattr(a, method).remote(*arg, **kwargs) for a, arg in zip(actors, args, strict=True)
+        ]
         results, index, error = ray_utils.get_all(refs)
         if results is not None:
             return results
@@ -94,11 +100,16 @@ class LearnerGroup(Checkpointable):
             "cannot go on without one of its members, so all were ended. Resume from the "
             "last checkpoint (Algorithm.from_checkpoint(path) or algo.restore_from_path), "
             "or let Ray Tune do it: tune.RunConfig(failure_config=tune.FailureConfig("
-            "max_failures=...)) with checkpoints.")
+            "max_failures=...)) with checkpoints."
+        )
         raise LearnerError(self._failure) from error
 
-    def update(self, batches: Sequence[NumpyBatch] | NumpyBatch, *,
-               timesteps: Mapping[str, int] | None = None) -> LearnerResults:
+    def update(
+        self,
+        batches: Sequence[NumpyBatch] | NumpyBatch,
+        *,
+        timesteps: Mapping[str, int] | None = None,
+    ) -> LearnerResults:
         """Trains on `batches` (EnvRunners' sample results); returns the Learner results
         (with remote Learners: their means, counters summed)."""
         if not self.is_remote:
@@ -109,17 +120,24 @@ class LearnerGroup(Checkpointable):
         return _reduce_results(cast("list[LearnerResults]", results))
 
     # Any: `kwargs` go to `func` (RLlib's signature has no *args for a ParamSpec to bind).
-    def foreach_learner(self, func: Callable[..., _R],  # type: ignore[explicit-any]
-                        **kwargs: Any) -> list[_R]:
+    def foreach_learner(  # type: ignore[explicit-any]
+        self,
+        func: Callable[..., _R],
+        **kwargs: Any,
+    ) -> list[_R]:
         """`func(learner, **kwargs)` on every Learner (RLlib's name): the remote ones if
         any, else the local one."""
         if not self.is_remote:
             return [self._learner.apply(func, **kwargs)]
         return cast("list[_R]", self._call("apply", [(func,)] * len(self._actors), **kwargs))
 
-    def get_weights(self, module_ids: Sequence[ModuleID] | None = None, *,
-                    inference_only: bool = False, copy: bool = True
-                    ) -> dict[ModuleID, dict[str, Array]]:
+    def get_weights(
+        self,
+        module_ids: Sequence[ModuleID] | None = None,
+        *,
+        inference_only: bool = False,
+        copy: bool = True,
+    ) -> dict[ModuleID, dict[str, Array]]:
         """Numpy copies (not views) of the weights of all modules, learner-only ones
         included, or of those in `module_ids` (RLlib's `LearnerGroup.get_weights`).
 
@@ -129,10 +147,13 @@ class LearnerGroup(Checkpointable):
         sync's `ray.put`); remote Learners' weights arrive as copies anyway.
         """
         if self.is_remote:  # all hold the same weights: the first one's, numpy already
-            return cast("dict[ModuleID, dict[str, Array]]", self._call(
-                "get_weights", [(module_ids,)], first_only=True, inference_only=inference_only)[0])
-        return self._learner.get_weights(module_ids, inference_only=inference_only,
-                                         copy=copy)
+            return cast(
+                "dict[ModuleID, dict[str, Array]]",
+                self._call(
+                    "get_weights", [(module_ids,)], first_only=True, inference_only=inference_only
+                )[0],
+            )
+        return self._learner.get_weights(module_ids, inference_only=inference_only, copy=copy)
 
     def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]) -> None:
         """Loads weights by module ID into the Learner(s) (RLlib's name)."""
@@ -145,15 +166,22 @@ class LearnerGroup(Checkpointable):
     def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
         return [("learner", self._learner)]
 
-    def get_state(self, components: Components = None, *, not_components: Components = None,
-                  **kwargs: object) -> StateDict:
+    def get_state(
+        self, components: Components = None, *, not_components: Components = None, **kwargs: object
+    ) -> StateDict:
         """`{"learner": ...}`: the (first) Learner's state, as RLlib nests it."""
         wanted, inc, exc = select_components(components, not_components, "learner")
         if not wanted:
             return {}
         if self.is_remote:  # CPU tensors: a GPU Learner's would not unpickle without one
-            return {"learner": cast(StateDict, self._call(
-                "apply", [(_cpu_state, inc)], first_only=True, not_components=exc)[0])}
+            return {
+                "learner": cast(
+                    StateDict,
+                    self._call("apply", [(_cpu_state, inc)], first_only=True, not_components=exc)[
+                        0
+                    ],
+                )
+            }
         return {"learner": self._learner.get_state(inc, not_components=exc)}
 
     def set_state(self, state: StateDict) -> None:
@@ -175,10 +203,12 @@ class LearnerGroup(Checkpointable):
             self._actors = []
 
 
-def _cpu_state(learner: Learner, components: Components, *, not_components: Components
-               ) -> StateDict:
-    return cast(StateDict, cpu_tensors(
-        learner.get_state(components, not_components=not_components)))
+def _cpu_state(
+    learner: Learner, components: Components, *, not_components: Components
+) -> StateDict:
+    return cast(
+        StateDict, cpu_tensors(learner.get_state(components, not_components=not_components))
+    )
 
 
 def split_batches(batches: list[NumpyBatch], n: int) -> list[list[NumpyBatch]]:
@@ -199,7 +229,7 @@ def split_batches(batches: list[NumpyBatch], n: int) -> list[list[NumpyBatch]]:
         rows = len(next(iter(cols.values())))
         bounds = np.linspace(0, rows, n + 1).astype(int)
         for i in range(n):
-            piece = {c: v[bounds[i]:bounds[i + 1]] for c, v in cols.items()}
+            piece = {c: v[bounds[i] : bounds[i + 1]] for c, v in cols.items()}
             if Columns.SEQ_ENDS in piece and len(piece[Columns.SEQ_ENDS]):
                 piece[Columns.SEQ_ENDS] = piece[Columns.SEQ_ENDS].copy()
                 piece[Columns.SEQ_ENDS][-1] = True

@@ -82,8 +82,9 @@ class DefaultModelConfig:
         check_mlp_fields(self)
 
     @classmethod
-    def from_any(cls, config: DefaultModelConfig | Mapping[str, object] | None
-                 ) -> DefaultModelConfig:
+    def from_any(
+        cls, config: DefaultModelConfig | Mapping[str, object] | None
+    ) -> DefaultModelConfig:
         """Builds the config from a dict (unknown keys are an error) or passes one through."""
         if isinstance(config, cls):
             return config
@@ -92,8 +93,9 @@ class DefaultModelConfig:
         return dataclass_from_mapping(cls, config, what="model_config")
 
 
-def dataclass_from_mapping(cls: type[_T], config: Mapping[str, object] | None, *, what: str,
-                           ignored: Collection[str] = ()) -> _T:
+def dataclass_from_mapping(
+    cls: type[_T], config: Mapping[str, object] | None, *, what: str, ignored: Collection[str] = ()
+) -> _T:
     """`cls(**config)` for a settings dataclass; an unknown key (not in `ignored`, which
     belong to another model sharing the dict) is a ValueError naming the closest field."""
     if config is None:
@@ -150,8 +152,10 @@ def mlp(
     layers: list[nn.Module] = []
     last = in_dim
     for width in hiddens:
-        layers += [_orthogonal_init(Linear(last, width), float(np.sqrt(2))),
-                   activation(activation_name)]
+        layers += [
+            _orthogonal_init(Linear(last, width), float(np.sqrt(2))),
+            activation(activation_name),
+        ]
         last = width
     if out_dim is not None:
         layers.append(_orthogonal_init(Linear(last, out_dim), out_gain))

@@ -27,9 +27,13 @@ from rlmod.core.stacked import StackedGroup, stacked_group_of
 from rlmod.core.types import Array
 
 
-def numpy_weights(module: MultiRLModule, module_ids: Sequence[ModuleID], *,
-                  inference_only: bool = False, copy: bool = True
-                  ) -> dict[ModuleID, dict[str, Array]]:
+def numpy_weights(
+    module: MultiRLModule,
+    module_ids: Sequence[ModuleID],
+    *,
+    inference_only: bool = False,
+    copy: bool = True,
+) -> dict[ModuleID, dict[str, Array]]:
     """What `{m: {k: v.numpy().copy() for k, v in module[m].get_state(inference_only=...)
     .items()} for m in module_ids}` gives (same names, order and values), with the modules
     of a stacked group copied as one, where at least half of the group is asked for.
@@ -45,8 +49,7 @@ def numpy_weights(module: MultiRLModule, module_ids: Sequence[ModuleID], *,
         group = group_of[mid]
         if group is not None and 2 * asked[id(group)] >= len(group):
             if id(group) not in copies:
-                made = copies[id(group)] = _group_copy(group, module[mid], inference_only,
-                                                       copy)
+                made = copies[id(group)] = _group_copy(group, module[mid], inference_only, copy)
                 if made is not None and asked[id(group)] == len(group):  # pickled whole
                     out.stacked[id(group)] = (list(group.module_ids), *made)
             group_copy = copies[id(group)]
@@ -74,24 +77,35 @@ class ModuleWeights(dict[ModuleID, dict[str, Array]]):
 
     def __reduce__(self) -> tuple[object, ...]:
         # A group whose entries were replaced or changed since travels row by row.
-        parts = [(mids, names, arrays) for mids, names, arrays in self.stacked.values()
-                 if all(self._is_row(mid, row, names, arrays) for row, mid in enumerate(mids))]
+        parts = [
+            (mids, names, arrays)
+            for mids, names, arrays in self.stacked.values()
+            if all(self._is_row(mid, row, names, arrays) for row, mid in enumerate(mids))
+        ]
         packed = {mid for mids, _, _ in parts for mid in mids}
         rest = {mid: state for mid, state in self.items() if mid not in packed}
         return _unpack, (list(self), parts, rest)
 
-    def _is_row(self, mid: ModuleID, row: int, names: list[str],
-                arrays: dict[str, Array]) -> bool:
+    def _is_row(self, mid: ModuleID, row: int, names: list[str], arrays: dict[str, Array]) -> bool:
         state = self.get(mid)
-        return (isinstance(state, dict) and list(state) == names and all(
-            isinstance(v := state[n], np.ndarray) and v.shape == arrays[n].shape[1:]
-            and v.__array_interface__["data"][0] == arrays[n][row].__array_interface__[
-                "data"][0] for n in names))
+        return (
+            isinstance(state, dict)
+            and list(state) == names
+            and all(
+                isinstance(v := state[n], np.ndarray)
+                and v.shape == arrays[n].shape[1:]
+                and v.__array_interface__["data"][0]
+                == arrays[n][row].__array_interface__["data"][0]
+                for n in names
+            )
+        )
 
 
-def _unpack(order: list[ModuleID],
-            parts: list[tuple[list[ModuleID], list[str], dict[str, Array]]],
-            rest: dict[ModuleID, dict[str, Array]]) -> dict[ModuleID, dict[str, Array]]:
+def _unpack(
+    order: list[ModuleID],
+    parts: list[tuple[list[ModuleID], list[str], dict[str, Array]]],
+    rest: dict[ModuleID, dict[str, Array]],
+) -> dict[ModuleID, dict[str, Array]]:
     """`ModuleWeights` unpickled: the plain dict, stacked groups' arrays as rows."""
     found = dict(rest)
     for mids, names, arrays in parts:
@@ -100,8 +114,9 @@ def _unpack(order: list[ModuleID],
     return {mid: found[mid] for mid in order}
 
 
-def _group_copy(group: StackedGroup, lead: torch.nn.Module, inference_only: bool,
-                copy: bool) -> tuple[list[str], dict[str, Array]] | None:
+def _group_copy(
+    group: StackedGroup, lead: torch.nn.Module, inference_only: bool, copy: bool
+) -> tuple[list[str], dict[str, Array]] | None:
     """The state-dict names of the group's modules and a copy of each stacked tensor;
     None if the group's modules no longer view its storage."""
     if not group.is_intact():

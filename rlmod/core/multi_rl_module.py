@@ -50,11 +50,17 @@ class MultiRLModule(nn.Module, Checkpointable):
         ['p0']
     """
 
-    def __init__(self, modules: Mapping[ModuleID, RLModule] | None = None, *,
-                 observation_space: gym.Space | None = None,
-                 action_space: gym.Space | None = None, inference_only: bool | None = None,
-                 learner_only: bool | None = None, model_config: Mapping[str, object] | None = None,
-                 rl_module_specs: Mapping[ModuleID, RLModuleSpec] | None = None) -> None:
+    def __init__(
+        self,
+        modules: Mapping[ModuleID, RLModule] | None = None,
+        *,
+        observation_space: gym.Space | None = None,
+        action_space: gym.Space | None = None,
+        inference_only: bool | None = None,
+        learner_only: bool | None = None,
+        model_config: Mapping[str, object] | None = None,
+        rl_module_specs: Mapping[ModuleID, RLModuleSpec] | None = None,
+    ) -> None:
         """Args as RLlib's (`modules` is rlmod's: ready-built modules by ID).
 
         `inference_only=None` means "True iff all specs say so"; True makes every spec
@@ -68,8 +74,10 @@ class MultiRLModule(nn.Module, Checkpointable):
             flags += [m.inference_only for m in built.values()]
             inference_only = bool(flags) and all(flags)
         if inference_only:
-            specs = {m: dataclasses.replace(sp, inference_only=True, learner_only=False)
-                     for m, sp in specs.items()}
+            specs = {
+                m: dataclasses.replace(sp, inference_only=True, learner_only=False)
+                for m, sp in specs.items()
+            }
         self.observation_space = observation_space
         self.action_space = action_space
         self.inference_only = inference_only
@@ -117,14 +125,20 @@ class MultiRLModule(nn.Module, Checkpointable):
     def items(self) -> list[tuple[ModuleID, RLModule]]:
         return list(self._rl_modules.items())  # type: ignore[arg-type]
 
-    def add_module(self, module_id: ModuleID, module: RLModule, *,  # type: ignore[override]
-                   override: bool = False) -> None:
+    def add_module(  # type: ignore[override]
+        self,
+        module_id: ModuleID,
+        module: RLModule,
+        *,
+        override: bool = False,
+    ) -> None:
         """Adds `module` under `module_id` (RLlib's signature): an existing ID is a
         ValueError unless `override`."""
         if module_id in self._rl_modules and not override:
             raise ValueError(
                 f"Module ID {module_id!r} already exists in this MultiRLModule; pass "
-                "override=True to replace it.")
+                "override=True to replace it."
+            )
         if not module.inference_only:
             self.inference_only = False
         self._rl_modules[module_id] = module
@@ -149,37 +163,49 @@ class MultiRLModule(nn.Module, Checkpointable):
         return self
 
     # RLlib's forwards: batch and outputs by module ID; IDs with no module are skipped.
-    def _forward(self, batch: Mapping[ModuleID, TensorDict], **kwargs: object) -> dict[ModuleID, TensorDict]:
+    def _forward(
+        self, batch: Mapping[ModuleID, TensorDict], **kwargs: object
+    ) -> dict[ModuleID, TensorDict]:
         return {m: self[m]._forward(b, **kwargs) for m, b in batch.items() if m in self}
 
-    def _forward_inference(self, batch: Mapping[ModuleID, TensorDict],
-                           **kwargs: object) -> dict[ModuleID, TensorDict]:
+    def _forward_inference(
+        self, batch: Mapping[ModuleID, TensorDict], **kwargs: object
+    ) -> dict[ModuleID, TensorDict]:
         return {m: self[m].forward_inference(b, **kwargs) for m, b in batch.items() if m in self}
 
-    def _forward_exploration(self, batch: Mapping[ModuleID, TensorDict],
-                             **kwargs: object) -> dict[ModuleID, TensorDict]:
-        return {m: self[m].forward_exploration(b, **kwargs) for m, b in batch.items()
-                if m in self}
+    def _forward_exploration(
+        self, batch: Mapping[ModuleID, TensorDict], **kwargs: object
+    ) -> dict[ModuleID, TensorDict]:
+        return {m: self[m].forward_exploration(b, **kwargs) for m, b in batch.items() if m in self}
 
-    def _forward_train(self, batch: Mapping[ModuleID, TensorDict],
-                       **kwargs: object) -> dict[ModuleID, TensorDict]:
+    def _forward_train(
+        self, batch: Mapping[ModuleID, TensorDict], **kwargs: object
+    ) -> dict[ModuleID, TensorDict]:
         return {m: self[m].forward_train(b, **kwargs) for m, b in batch.items() if m in self}
 
-    def forward_inference(self, batch: Mapping[ModuleID, TensorDict],
-                          **kwargs: object) -> dict[ModuleID, TensorDict]:
+    def forward_inference(
+        self, batch: Mapping[ModuleID, TensorDict], **kwargs: object
+    ) -> dict[ModuleID, TensorDict]:
         return self._forward_inference(batch, **kwargs)
 
-    def forward_exploration(self, batch: Mapping[ModuleID, TensorDict],
-                            **kwargs: object) -> dict[ModuleID, TensorDict]:
+    def forward_exploration(
+        self, batch: Mapping[ModuleID, TensorDict], **kwargs: object
+    ) -> dict[ModuleID, TensorDict]:
         return self._forward_exploration(batch, **kwargs)
 
-    def forward_train(self, batch: Mapping[ModuleID, TensorDict],
-                      **kwargs: object) -> dict[ModuleID, TensorDict]:
+    def forward_train(
+        self, batch: Mapping[ModuleID, TensorDict], **kwargs: object
+    ) -> dict[ModuleID, TensorDict]:
         return self._forward_train(batch, **kwargs)
 
-    def get_state(self, components: Components = None, *,
-                  not_components: Components = None,
-                  inference_only: bool = False, **kwargs: object) -> dict[ModuleID, TensorDict]:
+    def get_state(
+        self,
+        components: Components = None,
+        *,
+        not_components: Components = None,
+        inference_only: bool = False,
+        **kwargs: object,
+    ) -> dict[ModuleID, TensorDict]:
         """Each module's tensors (`components`: module IDs to include, `not_components`:
         to leave out); `inference_only` keeps what EnvRunners hold."""
         if components is None and not_components is None:
@@ -192,12 +218,21 @@ class MultiRLModule(nn.Module, Checkpointable):
 
     def get_metadata(self) -> dict[str, object]:
         """Every module's spec, so each one can be rebuilt (and loaded) alone."""
-        return {"module_specs": {mid: RLModuleSpec.from_module(m).to_dict(allow_unnamed=True)
-                                 for mid, m in self.items()}}
+        return {
+            "module_specs": {
+                mid: RLModuleSpec.from_module(m).to_dict(allow_unnamed=True)
+                for mid, m in self.items()
+            }
+        }
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, *, inference_only: bool | None = None,
-                        trusted_modules: Iterable[str] = ()) -> MultiRLModule:
+    def from_checkpoint(
+        cls,
+        path: str | Path,
+        *,
+        inference_only: bool | None = None,
+        trusted_modules: Iterable[str] = (),
+    ) -> MultiRLModule:
         """Builds all modules of a multi-module checkpoint (its `rl_module` directory or an
         Algorithm checkpoint's root) and loads their weights. With `inference_only=True`,
         learner-only modules are left out and the others built small, as on EnvRunners."""
@@ -208,14 +243,21 @@ class MultiRLModule(nn.Module, Checkpointable):
         specs = meta.get("module_specs")
         if not isinstance(specs, dict):
             raise CheckpointError(f"{directory / METADATA_FILE}: no 'module_specs' dict.")
-        ids = [m for m, sp in specs.items()
-               if not (inference_only and isinstance(sp, dict) and sp.get("learner_only"))]
+        ids = [
+            m
+            for m, sp in specs.items()
+            if not (inference_only and isinstance(sp, dict) and sp.get("learner_only"))
+        ]
         state = read_state(directory, select=ids)  # one read for all modules
         modules = {}
         for mid in ids:
-            spec = spec_from_metadata(specs[mid], file=directory / METADATA_FILE,
-                                      module_id=mid, inference_only=inference_only,
-                                      trusted_modules=trusted_modules)
+            spec = spec_from_metadata(
+                specs[mid],
+                file=directory / METADATA_FILE,
+                module_id=mid,
+                inference_only=inference_only,
+                trusted_modules=trusted_modules,
+            )
             modules[mid] = spec.build()
             modules[mid].load_checkpoint_state(state[mid], directory)
         return cls(modules)
@@ -266,7 +308,8 @@ class MultiRLModuleSpec:
         if not isinstance(self.rl_module_specs, dict):
             raise TypeError(
                 "MultiRLModuleSpec(rl_module_specs=...) must be a dict of module ID -> "
-                f"RLModuleSpec, got {type(self.rl_module_specs).__name__}.")
+                f"RLModuleSpec, got {type(self.rl_module_specs).__name__}."
+            )
         for mid, spec in self.rl_module_specs.items():
             if not isinstance(mid, str):
                 raise TypeError(
@@ -277,11 +320,14 @@ class MultiRLModuleSpec:
                 raise TypeError(
                     f"rl_module_specs[{mid!r}] must be an RLModuleSpec, got {type(spec).__name__}."
                 )
-        if not (isinstance(self.multi_rl_module_class, type)
-                and issubclass(self.multi_rl_module_class, MultiRLModule)):
+        if not (
+            isinstance(self.multi_rl_module_class, type)
+            and issubclass(self.multi_rl_module_class, MultiRLModule)
+        ):
             raise TypeError(
                 f"multi_rl_module_class={self.multi_rl_module_class!r} must be a subclass of "
-                "rlmod.core.MultiRLModule.")
+                "rlmod.core.MultiRLModule."
+            )
         if self.inference_only is None:  # as RLlib: all sub-specs inference-only
             self.inference_only = all(sp.inference_only for sp in self.rl_module_specs.values())
 
@@ -311,27 +357,39 @@ class MultiRLModuleSpec:
         """The MultiRLModule, or only the module `module_id` if given (RLlib's)."""
         if module_id is not None:
             return self[module_id].build()
-        if self.multi_rl_module_class is MultiRLModule and self.observation_space is None \
-                and self.model_config is None:  # the plain case: no spec copies
-            return MultiRLModule({m: sp.build() for m, sp in self.rl_module_specs.items()},
-                                 inference_only=self.inference_only)
+        if (
+            self.multi_rl_module_class is MultiRLModule
+            and self.observation_space is None
+            and self.model_config is None
+        ):  # the plain case: no spec copies
+            return MultiRLModule(
+                {m: sp.build() for m, sp in self.rl_module_specs.items()},
+                inference_only=self.inference_only,
+            )
         return self.multi_rl_module_class(
-            observation_space=self.observation_space, action_space=self.action_space,
-            inference_only=self.inference_only, model_config=self.model_config,
-            rl_module_specs=self.rl_module_specs)
+            observation_space=self.observation_space,
+            action_space=self.action_space,
+            inference_only=self.inference_only,
+            model_config=self.model_config,
+            rl_module_specs=self.rl_module_specs,
+        )
 
     @classmethod
     def from_module(cls, module: MultiRLModule) -> MultiRLModuleSpec:
         """The spec that builds a MultiRLModule like `module`: its class, shared spaces and
         model config, and one spec per sub-module (RLlib's)."""
-        return cls(multi_rl_module_class=type(module),
-                   observation_space=module.observation_space,
-                   action_space=module.action_space, inference_only=module.inference_only,
-                   model_config=None if module.model_config is None else dict(module.model_config),
-                   rl_module_specs={m: RLModuleSpec.from_module(sub) for m, sub in module.items()})
+        return cls(
+            multi_rl_module_class=type(module),
+            observation_space=module.observation_space,
+            action_space=module.action_space,
+            inference_only=module.inference_only,
+            model_config=None if module.model_config is None else dict(module.model_config),
+            rl_module_specs={m: RLModuleSpec.from_module(sub) for m, sub in module.items()},
+        )
 
-    def add_modules(self, module_specs: Mapping[ModuleID, RLModuleSpec],
-                    override: bool = True) -> None:
+    def add_modules(
+        self, module_specs: Mapping[ModuleID, RLModuleSpec], override: bool = True
+    ) -> None:
         """Adds specs by module ID; an existing one is replaced if `override`, else
         updated in place from the new one (RLlib's)."""
         for mid, spec in module_specs.items():
@@ -371,8 +429,9 @@ class MultiRLModuleSpec:
     def to_dict(self) -> dict[str, object]:
         """A JSON-able form with RLlib's keys; classes are stored as import paths."""
         return {
-            "multi_rl_module_class": import_path(self.multi_rl_module_class,
-                                                 setting="multi_rl_module_class"),
+            "multi_rl_module_class": import_path(
+                self.multi_rl_module_class, setting="multi_rl_module_class"
+            ),
             "observation_space": space_to_dict(self.observation_space),
             "action_space": space_to_dict(self.action_space),
             "inference_only": self.inference_only,
@@ -381,8 +440,9 @@ class MultiRLModuleSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object], *,
-                  trusted_modules: Iterable[str] = ()) -> MultiRLModuleSpec:
+    def from_dict(
+        cls, data: Mapping[str, object], *, trusted_modules: Iterable[str] = ()
+    ) -> MultiRLModuleSpec:
         """Inverse of `to_dict` (classes resolve under rlmod.utils.trust); a dict with
         only `rl_module_specs` (older rlmod configs) is read too."""
         from rlmod.utils.trust import resolve_import_path
@@ -390,19 +450,32 @@ class MultiRLModuleSpec:
         trusted = tuple(trusted_modules)
         cls_path = data.get("multi_rl_module_class")
         return cls(
-            multi_rl_module_class=MultiRLModule if cls_path is None else resolve_import_path(
-                cls_path, setting="multi_rl_module_class", kind="multi_rl_module",
-                trusted_modules=trusted),
-            observation_space=space_from_dict(cast("dict[str, object] | None",
-                                                   data.get("observation_space"))),
-            action_space=space_from_dict(cast("dict[str, object] | None", data.get("action_space"))),
+            multi_rl_module_class=MultiRLModule
+            if cls_path is None
+            else resolve_import_path(
+                cls_path,
+                setting="multi_rl_module_class",
+                kind="multi_rl_module",
+                trusted_modules=trusted,
+            ),
+            observation_space=space_from_dict(
+                cast("dict[str, object] | None", data.get("observation_space"))
+            ),
+            action_space=space_from_dict(
+                cast("dict[str, object] | None", data.get("action_space"))
+            ),
             inference_only=cast("bool | None", data.get("inference_only")),
             model_config=cast("dict[str, object] | None", data.get("model_config")),
-            rl_module_specs={m: RLModuleSpec.from_dict(s, trusted_modules=trusted) for m, s in
-                             cast("dict[str, dict[str, object]]", data["rl_module_specs"]).items()})
+            rl_module_specs={
+                m: RLModuleSpec.from_dict(s, trusted_modules=trusted)
+                for m, s in cast("dict[str, dict[str, object]]", data["rl_module_specs"]).items()
+            },
+        )
 
 
-def locate_module_checkpoint(path: str | Path, module_id: ModuleID | None) -> tuple[Path, ModuleID | None]:
+def locate_module_checkpoint(
+    path: str | Path, module_id: ModuleID | None
+) -> tuple[Path, ModuleID | None]:
     """(directory, module ID) of one module's weights in a checkpoint.
 
     `path` may be a single module's checkpoint (module ID None), a MultiRLModule's
@@ -422,13 +495,15 @@ def locate_module_checkpoint(path: str | Path, module_id: ModuleID | None) -> tu
     if specs is None:
         if module_id is not None:
             raise CheckpointError(
-                f"{path} holds a single module; module_id={module_id!r} does not apply.")
+                f"{path} holds a single module; module_id={module_id!r} does not apply."
+            )
         return path, None
     if not isinstance(specs, dict):
         raise CheckpointError(f"{path / METADATA_FILE}: field 'module_specs' must be a dict.")
     if module_id is None:
-        acting = [m for m, sp in specs.items()
-                  if isinstance(sp, dict) and not sp.get("learner_only")]
+        acting = [
+            m for m, sp in specs.items() if isinstance(sp, dict) and not sp.get("learner_only")
+        ]
         if DEFAULT_MODULE_ID in specs:
             module_id = DEFAULT_MODULE_ID
         elif len(acting) == 1:

@@ -55,9 +55,15 @@ class Adam:
     them) only name a parameter in the errors of `load_state_dict`.
     """
 
-    def __init__(self, params: Iterable[torch.nn.Parameter], *, lr: float,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 names: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        *,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        names: Iterable[str] | None = None,
+    ) -> None:
         self.params = list(params)
         self.param_names = _names(names, len(self.params))
         self.param_groups: list[ParamGroup] = [{"lr": lr, "params": self.params}]
@@ -109,9 +115,21 @@ class Adam:
         # It reads one step count per parameter; one shared tensor serves them all (on
         # the parameters' device: CUDA's kernel wants it there).
         step = torch.tensor(float(self.step_count), device=params[0].device)
-        torch._fused_adam_(params, grads, m, v, [], [step] * len(params),
-                           lr=self.param_groups[0]["lr"], beta1=b1, beta2=b2,
-                           weight_decay=0.0, eps=self.eps, amsgrad=False, maximize=False)
+        torch._fused_adam_(
+            params,
+            grads,
+            m,
+            v,
+            [],
+            [step] * len(params),
+            lr=self.param_groups[0]["lr"],
+            beta1=b1,
+            beta2=b2,
+            weight_decay=0.0,
+            eps=self.eps,
+            amsgrad=False,
+            maximize=False,
+        )
         if self.step_count % FLUSH_EVERY == 0:
             self._flush_tiny_moments()
         return True
@@ -186,14 +204,22 @@ class GroupAdam:
     more for a handful of modules with an `lr` override.
     """
 
-    def __init__(self, params: Iterable[torch.nn.Parameter], *, lrs: Iterable[float],
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        *,
+        lrs: Iterable[float],
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
         self.params: list[torch.Tensor] = list(params)
         self.lrs = np.asarray(list(lrs), dtype=np.float64)
         num = len(self.lrs)
         if any(p.shape[0] != num for p in self.params):
-            raise ValueError(f"GroupAdam got {num} learning rates for parameters of "
-                             f"{sorted({p.shape[0] for p in self.params})} rows.")
+            raise ValueError(
+                f"GroupAdam got {num} learning rates for parameters of "
+                f"{sorted({p.shape[0] for p in self.params})} rows."
+            )
         self.steps = np.zeros(num, dtype=np.int64)
         self.betas = betas
         self.eps = eps
@@ -208,8 +234,9 @@ class GroupAdam:
             p.grad = None
 
     @torch.no_grad()
-    def step(self, stepped: BoolArray,
-             grads: list[list[tuple[int, torch.Tensor]]] | None = None) -> None:
+    def step(
+        self, stepped: BoolArray, grads: list[list[tuple[int, torch.Tensor]]] | None = None
+    ) -> None:
         """One Adam step of the modules where `stepped` ([M] bool) is True.
 
         `grads` (default: each parameter's `.grad`): per parameter, its gradient as
@@ -223,8 +250,11 @@ class GroupAdam:
         if not with_grad or not stepped.any():
             return
         # runs of neighbours with equal (stepped, lr, step): one kernel call per stepped run
-        change = ((stepped[1:] != stepped[:-1]) | (self.lrs[1:] != self.lrs[:-1])
-                  | (self.steps[1:] != self.steps[:-1]))
+        change = (
+            (stepped[1:] != stepped[:-1])
+            | (self.lrs[1:] != self.lrs[:-1])
+            | (self.steps[1:] != self.steps[:-1])
+        )
         bounds = [0, *(np.flatnonzero(change) + 1).tolist(), len(stepped)]
         b1, b2 = self.betas
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
@@ -236,13 +266,25 @@ class GroupAdam:
                     lo, hi = max(a, first), min(b, first + g.shape[0])
                     if lo < hi:
                         params.append(self.params[i][lo:hi])
-                        grad_parts.append(g[lo - first:hi - first])
+                        grad_parts.append(g[lo - first : hi - first])
                         m.append(self.exp_avg[i][lo:hi])
                         v.append(self.exp_avg_sq[i][lo:hi])
             step = torch.tensor(float(self.steps[a] + 1))
-            torch._fused_adam_(params, grad_parts, m, v, [], [step] * len(params),
-                               lr=float(self.lrs[a]), beta1=b1, beta2=b2, weight_decay=0.0,
-                               eps=self.eps, amsgrad=False, maximize=False)
+            torch._fused_adam_(
+                params,
+                grad_parts,
+                m,
+                v,
+                [],
+                [step] * len(params),
+                lr=float(self.lrs[a]),
+                beta1=b1,
+                beta2=b2,
+                weight_decay=0.0,
+                eps=self.eps,
+                amsgrad=False,
+                maximize=False,
+            )
         self.steps[stepped] += 1
         due = np.flatnonzero(stepped & (self.steps % FLUSH_EVERY == 0))
         if len(due):  # as Adam._flush_tiny_moments, for the modules at their flush step
@@ -263,8 +305,9 @@ class GroupAdam:
         sorted by rows, so that row buckets are contiguous slices: rlmod.core.learner_stacks).
         """
         if len(params) != len(self.params):
-            raise ValueError(f"GroupAdam.rows got {len(params)} parameters for a group of "
-                             f"{len(self.params)}.")
+            raise ValueError(
+                f"GroupAdam.rows got {len(params)} parameters for a group of {len(self.params)}."
+            )
         work = GroupAdam.__new__(GroupAdam)
         work.params = list(params)
         work.lrs = self.lrs[order].copy()
@@ -287,12 +330,18 @@ class GroupAdam:
             return
         rows = torch.from_numpy(np.asarray(order, dtype=np.int64)).to(self.params[0].device)
         with torch.no_grad():
-            for dst, src in zip(self.exp_avg + self.exp_avg_sq, work.exp_avg + work.exp_avg_sq,
-                                strict=True):
+            for dst, src in zip(
+                self.exp_avg + self.exp_avg_sq, work.exp_avg + work.exp_avg_sq, strict=True
+            ):
                 dst.index_copy_(0, rows, src)
 
-    def slot(self, index: int, params: Iterable[torch.nn.Parameter], *,
-             names: Iterable[str] | None = None) -> AdamSlot:
+    def slot(
+        self,
+        index: int,
+        params: Iterable[torch.nn.Parameter],
+        *,
+        names: Iterable[str] | None = None,
+    ) -> AdamSlot:
         """Module `index`'s share, with `Adam`'s interface; `params` are the module's own
         (view) parameters, in the order of this optimizer's (`names`: theirs, for errors)."""
         return AdamSlot(self, index, list(params), names=names)
@@ -301,8 +350,7 @@ class GroupAdam:
 class _SlotParamGroup(dict[str, object]):
     """`param_groups[0]` of an AdamSlot: reading or setting ["lr"] goes to the group."""
 
-    def __init__(self, optimizer: GroupAdam, index: int, params: list[torch.nn.Parameter]
-                 ) -> None:
+    def __init__(self, optimizer: GroupAdam, index: int, params: list[torch.nn.Parameter]) -> None:
         super().__init__(params=params)
         self._optimizer, self._index = optimizer, index
 
@@ -323,17 +371,25 @@ class AdamSlot:
     `state_dict()` / `load_state_dict()` (so checkpoints stay per module and load into
     either kind), `exp_avg`, `exp_avg_sq` and `step_count` as that module's own `Adam`."""
 
-    def __init__(self, optimizer: GroupAdam, index: int, params: list[torch.nn.Parameter],
-                 *, names: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        optimizer: GroupAdam,
+        index: int,
+        params: list[torch.nn.Parameter],
+        *,
+        names: Iterable[str] | None = None,
+    ) -> None:
         if len(params) != len(optimizer.params):
-            raise ValueError(f"AdamSlot got {len(params)} parameters for a group of "
-                             f"{len(optimizer.params)}.")
+            raise ValueError(
+                f"AdamSlot got {len(params)} parameters for a group of {len(optimizer.params)}."
+            )
         self.group = optimizer
         self.index = index
         self.params = params
         self.param_names = _names(names, len(params))
         self.param_groups: list[ParamGroup] = [
-            cast(ParamGroup, _SlotParamGroup(optimizer, index, params))]
+            cast(ParamGroup, _SlotParamGroup(optimizer, index, params))
+        ]
 
     @property
     def step_count(self) -> int:
@@ -358,9 +414,12 @@ class AdamSlot:
         self.group.step(stepped)
 
     def state_dict(self) -> AdamState:
-        return {"step": self.step_count, "lr": self.param_groups[0]["lr"],
-                "exp_avg": [t.clone() for t in self.exp_avg],
-                "exp_avg_sq": [t.clone() for t in self.exp_avg_sq]}
+        return {
+            "step": self.step_count,
+            "lr": self.param_groups[0]["lr"],
+            "exp_avg": [t.clone() for t in self.exp_avg],
+            "exp_avg_sq": [t.clone() for t in self.exp_avg_sq],
+        }
 
     def load_state_dict(self, state: AdamState) -> None:
         """As `Adam.load_state_dict`: checked first, by the same `check_adam_state`."""
@@ -378,8 +437,9 @@ class AdamSlot:
 _ONE = torch.ones(1)
 
 
-def update_is_finite(loss: torch.Tensor, norm: torch.Tensor | None,
-                     params: list[torch.nn.Parameter]) -> bool:
+def update_is_finite(
+    loss: torch.Tensor, norm: torch.Tensor | None, params: list[torch.nn.Parameter]
+) -> bool:
     """Whether a module's minibatch may step: its loss and gradients are all finite.
 
     The Learner's numerical guard, once per module and minibatch, so it is kept to the
@@ -429,10 +489,14 @@ class OptimizerStates(Checkpointable):
     def __init__(self, optimizers: Mapping[ModuleID, Adam | AdamSlot]) -> None:
         self.optimizers = optimizers
 
-    def get_state(self, components: Components = None, *, not_components: Components = None,
-                  **kwargs: object) -> StateDict:
-        return {m: cast(StateDict, opt.state_dict()) for m, opt in self.optimizers.items()
-                if select_components(components, not_components, m)[0]}
+    def get_state(
+        self, components: Components = None, *, not_components: Components = None, **kwargs: object
+    ) -> StateDict:
+        return {
+            m: cast(StateDict, opt.state_dict())
+            for m, opt in self.optimizers.items()
+            if select_components(components, not_components, m)[0]
+        }
 
     def set_state(self, state: StateDict) -> None:
         """Loads the optimizers of the modules named in `state` (modules this Learner does
@@ -440,11 +504,16 @@ class OptimizerStates(Checkpointable):
         (`check_adam_state`) before any is loaded, and a CheckpointError names the module,
         the field and the parameter."""
         if not isinstance(state, Mapping):
-            raise CheckpointError(f"Optimizer states are a {type(state).__name__}, not a dict "
-                                  "keyed by module ID; the checkpoint is corrupt or was edited.")
+            raise CheckpointError(
+                f"Optimizer states are a {type(state).__name__}, not a dict "
+                "keyed by module ID; the checkpoint is corrupt or was edited."
+            )
         checked = {
-            mid: check_adam_state(opt_state, opt.params, opt.param_names,
-                                  where=f"Optimizer state of module {mid!r}")
-            for mid, opt_state in state.items() if (opt := self.optimizers.get(mid)) is not None}
+            mid: check_adam_state(
+                opt_state, opt.params, opt.param_names, where=f"Optimizer state of module {mid!r}"
+            )
+            for mid, opt_state in state.items()
+            if (opt := self.optimizers.get(mid)) is not None
+        }
         for mid, ready in checked.items():
             self.optimizers[mid].load_checked(ready)

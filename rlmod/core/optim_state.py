@@ -31,9 +31,13 @@ class CheckedAdamState(NamedTuple):
     moments: list[torch.Tensor]
 
 
-def check_adam_state(state: object, params: Sequence[torch.Tensor],
-                     names: Sequence[str] | None = None, *,
-                     where: str = "Optimizer state") -> CheckedAdamState:
+def check_adam_state(
+    state: object,
+    params: Sequence[torch.Tensor],
+    names: Sequence[str] | None = None,
+    *,
+    where: str = "Optimizer state",
+) -> CheckedAdamState:
     """`state` (an `Adam.state_dict()`, e.g. read from a checkpoint) checked against the
     optimizer's `params`, changing nothing.
 
@@ -57,27 +61,36 @@ def check_adam_state(state: object, params: Sequence[torch.Tensor],
             parameter's shape, is NaN or inf, or (second moments) negative.
     """
     if not isinstance(state, Mapping):
-        raise CheckpointError(f"{where} is a {type(state).__name__}, not a dict of {list(KEYS)}; "
-                              "the checkpoint is corrupt or was edited.")
+        raise CheckpointError(
+            f"{where} is a {type(state).__name__}, not a dict of {list(KEYS)}; "
+            "the checkpoint is corrupt or was edited."
+        )
     missing = [k for k in KEYS if k not in state]
     if missing:
         raise CheckpointError(f"{where} lacks {missing}; the checkpoint is corrupt or was edited.")
     step, lr = state["step"], state["lr"]
     if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 0:
         raise CheckpointError(f"{where}: step={step!r} must be an int >= 0 (Adam steps taken).")
-    if (isinstance(lr, bool) or not isinstance(lr, int | float | np.integer | np.floating)
-            or not math.isfinite(lr) or lr < 0):
+    if (
+        isinstance(lr, bool)
+        or not isinstance(lr, int | float | np.integer | np.floating)
+        or not math.isfinite(lr)
+        or lr < 0
+    ):
         raise CheckpointError(f"{where}: lr={lr!r} must be a finite number >= 0.")
     moments = []
     for key in ("exp_avg", "exp_avg_sq"):
         stored = state[key]
         if not isinstance(stored, list | tuple):
-            raise CheckpointError(f"{where}: {key} is a {type(stored).__name__}, not a list of "
-                                  "tensors (one per parameter).")
+            raise CheckpointError(
+                f"{where}: {key} is a {type(stored).__name__}, not a list of "
+                "tensors (one per parameter)."
+            )
         if len(stored) != len(params):
             raise CheckpointError(
                 f"{where} has {len(stored)} tensors for {len(params)} parameters in {key}; it "
-                "was saved for another module.")
+                "was saved for another module."
+            )
         for i, (value, param) in enumerate(zip(stored, params, strict=True)):
             moments.append(_moment(value, param, (where, key, i, names)))
     _check_values(moments, params, (where, names))
@@ -90,8 +103,11 @@ def _label(where: str, key: str, i: int, names: Sequence[str] | None) -> str:
     return f"{where}: {key}[{i}] ({name})"
 
 
-def _check_values(moments: list[torch.Tensor], params: Sequence[torch.Tensor],
-                  context: tuple[str, Sequence[str] | None]) -> None:
+def _check_values(
+    moments: list[torch.Tensor],
+    params: Sequence[torch.Tensor],
+    context: tuple[str, Sequence[str] | None],
+) -> None:
     """CheckpointError naming the first moment that holds NaN or inf, or the first second
     moment (the later half) that holds a negative value. One reduction over all moments
     of a module in the usual case, each tensor on its own only to name the bad one: for
@@ -101,8 +117,7 @@ def _check_values(moments: list[torch.Tensor], params: Sequence[torch.Tensor],
         return
     num = len(params)  # moments: exp_avg of each parameter, then exp_avg_sq of each
     flat = [t.reshape(-1) for t in moments]
-    if bool(torch.isfinite(torch.cat(flat)).all()) and not bool(
-            (torch.cat(flat[num:]) < 0).any()):
+    if bool(torch.isfinite(torch.cat(flat)).all()) and not bool((torch.cat(flat[num:]) < 0).any()):
         return
     where, names = context
     for i, t in enumerate(moments):
@@ -111,29 +126,38 @@ def _check_values(moments: list[torch.Tensor], params: Sequence[torch.Tensor],
             raise CheckpointError(
                 f"{what} holds NaN or inf (in {params[i % num].dtype}); every "
                 "later step of the parameter would be NaN, so it is refused (the state was "
-                "corrupted, or saved after a diverged update).")
+                "corrupted, or saved after a diverged update)."
+            )
     for i, t in enumerate(moments[num:], start=num):
         if bool((t < 0).any()):
             what = _label(where, "exp_avg_sq", i - num, names)
             raise CheckpointError(
                 f"{what} holds negative values; a second moment is a mean of squares (its "
-                "square root would be NaN), so the checkpoint is corrupt or was edited.")
+                "square root would be NaN), so the checkpoint is corrupt or was edited."
+            )
 
 
-def _moment(value: object, param: torch.Tensor,
-            label: tuple[str, str, int, Sequence[str] | None]) -> torch.Tensor:
+def _moment(
+    value: object, param: torch.Tensor, label: tuple[str, str, int, Sequence[str] | None]
+) -> torch.Tensor:
     """`value` as a tensor of `param`'s dtype and device, if it is a float array of its
     shape; CheckpointError starting with `_label(*label)` otherwise."""
     if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating):
         # from_numpy warns on a read-only array (e.g. from Ray's object store): copy those
         value = torch.from_numpy(value if value.flags.writeable else value.copy())
     if not isinstance(value, torch.Tensor) or not value.is_floating_point():
-        kind = (f"a {value.dtype} tensor" if isinstance(value, torch.Tensor | np.ndarray)
-                else f"a {type(value).__name__}")
-        raise CheckpointError(f"{_label(*label)} is {kind}, not a float tensor; the checkpoint is "
-                              "corrupt or was edited.")
+        kind = (
+            f"a {value.dtype} tensor"
+            if isinstance(value, torch.Tensor | np.ndarray)
+            else f"a {type(value).__name__}"
+        )
+        raise CheckpointError(
+            f"{_label(*label)} is {kind}, not a float tensor; the checkpoint is "
+            "corrupt or was edited."
+        )
     if value.shape != param.shape:
         raise CheckpointError(
             f"{_label(*label)} has shape {tuple(value.shape)}, the parameter {tuple(param.shape)}; the "
-            "checkpoint was edited or saved for a module of another architecture.")
+            "checkpoint was edited or saved for a module of another architecture."
+        )
     return value.to(device=param.device, dtype=param.dtype)

@@ -89,7 +89,8 @@ class RLModule(nn.Module, Checkpointable):
         # dataclass passed to the constructor directly is kept as it is.
         # Any: the user's settings, read by each subclass as it chooses (RLlib's dict).
         self.model_config: dict[str, Any] | Any = (  # type: ignore[explicit-any]
-            model_config if dataclasses.is_dataclass(model_config) else dict(model_config or {}))
+            model_config if dataclasses.is_dataclass(model_config) else dict(model_config or {})
+        )
         self.setup()
 
     def setup(self) -> None:
@@ -103,7 +104,8 @@ class RLModule(nn.Module, Checkpointable):
         """The generic forward pass that the three public forwards fall back to."""
         raise NotImplementedError(
             f"{type(self).__name__} must implement _forward() (or _forward_inference, "
-            "_forward_exploration and _forward_train).")
+            "_forward_exploration and _forward_train)."
+        )
 
     def _forward_inference(self, batch: TensorDict, **kwargs: object) -> TensorDict:
         """Override for acting without exploration only where it differs from `_forward`."""
@@ -131,7 +133,8 @@ class RLModule(nn.Module, Checkpointable):
         if self.inference_only:
             raise RuntimeError(
                 f"forward_train() called on an inference-only {type(self).__name__}; build "
-                "it with RLModuleSpec(inference_only=False) (Learners do) to train it.")
+                "it with RLModuleSpec(inference_only=False) (Learners do) to train it."
+            )
         return self._forward_train(batch, **kwargs)
 
     def as_multi_rl_module(self) -> MultiRLModule:
@@ -153,8 +156,14 @@ class RLModule(nn.Module, Checkpointable):
         """The action distribution that `dist_inputs` (from a forward pass) parameterize."""
         return make_action_dist(self.action_space, dist_inputs)
 
-    def get_state(self, components: Components = None, *, not_components: Components = None,
-                  inference_only: bool = False, **kwargs: object) -> TensorDict:
+    def get_state(
+        self,
+        components: Components = None,
+        *,
+        not_components: Components = None,
+        inference_only: bool = False,
+        **kwargs: object,
+    ) -> TensorDict:
         """The module's tensors by name; only what an inference-only twin holds if asked.
 
         (`components` / `not_components` are accepted for RLlib's signature; a module has
@@ -174,9 +183,15 @@ class RLModule(nn.Module, Checkpointable):
         return {"module_spec": RLModuleSpec.from_module(self).to_dict(allow_unnamed=True)}
 
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike[str], *, inference_only: bool | None = None,
-                        module_id: str | None = None, module_class: type[RLModule] | None = None,
-                        trusted_modules: Iterable[str] = ()) -> RLModule:
+    def from_checkpoint(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        inference_only: bool | None = None,
+        module_id: str | None = None,
+        module_class: type[RLModule] | None = None,
+        trusted_modules: Iterable[str] = (),
+    ) -> RLModule:
         """Builds a module from a checkpoint and loads its weights (RLlib's name).
 
         Args:
@@ -205,24 +220,32 @@ class RLModule(nn.Module, Checkpointable):
         directory, mid = locate_module_checkpoint(os.fspath(path), module_id)
         meta = read_metadata(directory)
         stored = meta["module_specs"].get(mid) if mid is not None else meta.get("module_spec")
-        spec = spec_from_metadata(stored, file=directory / "metadata.json", module_id=mid,
-                                  inference_only=inference_only, module_class=module_class,
-                                  trusted_modules=trusted_modules)
+        spec = spec_from_metadata(
+            stored,
+            file=directory / "metadata.json",
+            module_id=mid,
+            inference_only=inference_only,
+            module_class=module_class,
+            trusted_modules=trusted_modules,
+        )
         module = spec.build()
         if not isinstance(module, cls):
             raise CheckpointError(
-                f"{directory} holds a {type(module).__name__}, not a {cls.__name__}.")
+                f"{directory} holds a {type(module).__name__}, not a {cls.__name__}."
+            )
         skip = module.training_only_prefixes() if module.inference_only else ()
         if mid is None:  # a single module's own checkpoint: small, read whole
-            state = {k: v for k, v in read_state(directory).items()
-                     if not (skip and k.startswith(skip))}
+            state = {
+                k: v for k, v in read_state(directory).items() if not (skip and k.startswith(skip))
+            }
         else:
             state = read_state(directory, select=[mid], skip_prefixes=skip)[mid]
         module.load_checkpoint_state(state, directory)
         return module
 
-    def load_checkpoint_state(self, state: Mapping[str, torch.Tensor | Array],
-                              directory: str | os.PathLike[str]) -> None:
+    def load_checkpoint_state(
+        self, state: Mapping[str, torch.Tensor | Array], directory: str | os.PathLike[str]
+    ) -> None:
         """`set_state`, with a mismatch reported as a CheckpointError naming `directory`."""
         try:
             self.set_state(state)
@@ -266,20 +289,21 @@ class RLModule(nn.Module, Checkpointable):
         return sum(p.numel() for p in self.parameters())
 
 
-def _check_weight(module: str, name: str, stored: torch.Tensor | Array, own: torch.Tensor
-                  ) -> None:
+def _check_weight(module: str, name: str, stored: torch.Tensor | Array, own: torch.Tensor) -> None:
     """ValueError if a stored weight is not a float for a float parameter, or not finite:
     a module with such weights acts on garbage."""
     array = stored.numpy(force=True) if isinstance(stored, torch.Tensor) else np.asarray(stored)
     if own.is_floating_point() and not np.issubdtype(array.dtype, np.floating):
         raise ValueError(
             f"State of {module}: weight {name!r} is stored as {array.dtype}, the module's is "
-            f"{own.dtype}; the checkpoint is corrupt or was edited.")
+            f"{own.dtype}; the checkpoint is corrupt or was edited."
+        )
     if not np.isfinite(array).all():
         raise ValueError(
             f"State of {module}: weight {name!r} holds NaN or inf; a module with them acts on "
             "garbage, so it is refused (the weights were corrupted, or saved after a "
-            "diverged update).")
+            "diverged update)."
+        )
 
 
 @dataclasses.dataclass
@@ -349,7 +373,8 @@ class RLModuleSpec:
         """
         if not isinstance(other, RLModuleSpec):
             raise ValueError(  # RLlib's error type
-                f"RLModuleSpec.update() takes another RLModuleSpec, got {type(other).__name__}.")
+                f"RLModuleSpec.update() takes another RLModuleSpec, got {type(other).__name__}."
+            )
         if override:
             self.module_class = other.module_class or self.module_class
             self.observation_space = other.observation_space or self.observation_space
@@ -391,10 +416,14 @@ class RLModuleSpec:
     @classmethod
     def from_module(cls, module: RLModule) -> RLModuleSpec:
         """The spec that builds a module like `module` (RLlib's name)."""
-        return cls(module_class=type(module), observation_space=module.observation_space,
-                   action_space=module.action_space, inference_only=module.inference_only,
-                   learner_only=module.learner_only,
-                   model_config=_as_dict(module.model_config))
+        return cls(
+            module_class=type(module),
+            observation_space=module.observation_space,
+            action_space=module.action_space,
+            inference_only=module.inference_only,
+            learner_only=module.learner_only,
+            model_config=_as_dict(module.model_config),
+        )
 
     def to_dict(self, *, allow_unnamed: bool = False) -> dict[str, object]:
         """A JSON-able form (spaces included); the class is stored as an import path.
@@ -405,8 +434,7 @@ class RLModuleSpec:
         module_class: str | dict[str, str] | None = None
         if self.module_class is not None:
             try:
-                module_class = import_path(self.module_class,
-                                           setting="RLModuleSpec.module_class")
+                module_class = import_path(self.module_class, setting="RLModuleSpec.module_class")
             except ValueError:
                 if not allow_unnamed:
                     raise
@@ -421,8 +449,9 @@ class RLModuleSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object], *,
-                  trusted_modules: Iterable[str] = ()) -> RLModuleSpec:
+    def from_dict(
+        cls, data: Mapping[str, object], *, trusted_modules: Iterable[str] = ()
+    ) -> RLModuleSpec:
         """Inverse of `to_dict`. The module class resolves only inside rlmod or the
         `trusted_modules` packages, and must be an RLModule subclass (rlmod.utils.trust)."""
         from rlmod.utils.trust import resolve_import_path
@@ -437,21 +466,33 @@ class RLModuleSpec:
         return cls(
             module_class=None
             if module_class is None
-            else resolve_import_path(module_class, setting="RLModuleSpec.module_class",
-                                     kind="rl_module", trusted_modules=trusted_modules),
-            observation_space=space_from_dict(cast("dict[str, object] | None",
-                                                   data.get("observation_space"))),
-            action_space=space_from_dict(cast("dict[str, object] | None", data.get("action_space"))),
+            else resolve_import_path(
+                module_class,
+                setting="RLModuleSpec.module_class",
+                kind="rl_module",
+                trusted_modules=trusted_modules,
+            ),
+            observation_space=space_from_dict(
+                cast("dict[str, object] | None", data.get("observation_space"))
+            ),
+            action_space=space_from_dict(
+                cast("dict[str, object] | None", data.get("action_space"))
+            ),
             inference_only=bool(data.get("inference_only", False)),
             learner_only=bool(data.get("learner_only", False)),
             model_config=cast("ModelConfig | None", data.get("model_config")),
         )
 
 
-def spec_from_metadata(stored: object, *, file: str | os.PathLike[str], module_id: str | None,
-                       inference_only: bool | None = None,
-                       module_class: type[RLModule] | None = None,
-                       trusted_modules: Iterable[str] = ()) -> RLModuleSpec:
+def spec_from_metadata(
+    stored: object,
+    *,
+    file: str | os.PathLike[str],
+    module_id: str | None,
+    inference_only: bool | None = None,
+    module_class: type[RLModule] | None = None,
+    trusted_modules: Iterable[str] = (),
+) -> RLModuleSpec:
     """The spec of a module as a checkpoint's metadata stores it (rlmod.utils.trust rules
     for its class), with the inference-only flag and class replaced where given."""
     if not isinstance(stored, dict):
@@ -479,8 +520,10 @@ def _bind_acting_forwards(cls: type[RLModule]) -> None:
     A public forward that a class writes itself is left alone, as is every subclass's.
     """
     auto: set[str] = set()
-    for public, private in (("forward_inference", "_forward_inference"),
-                            ("forward_exploration", "_forward_exploration")):
+    for public, private in (
+        ("forward_inference", "_forward_inference"),
+        ("forward_exploration", "_forward_exploration"),
+    ):
         owner = next(k for k in cls.__mro__ if public in k.__dict__)
         if owner is not RLModule and public not in owner.__dict__.get("_auto_forwards", ()):
             continue  # written by hand in `owner`
@@ -505,6 +548,8 @@ def _as_dict(model_config: ModelConfig | None) -> dict[str, object]:
     if model_config is None:
         return {}
     if dataclasses.is_dataclass(model_config) and not isinstance(model_config, type):
-        return {k: list(v) if isinstance(v, tuple) else v
-                for k, v in dataclasses.asdict(model_config).items()}
+        return {
+            k: list(v) if isinstance(v, tuple) else v
+            for k, v in dataclasses.asdict(model_config).items()
+        }
     return dict(cast("Mapping[str, object]", model_config))

@@ -53,7 +53,8 @@ batch on the project's Xeon host; in 8 MB slices: see benchmarks/RESULTS.md, iss
 # module -> the group it was last stacked into (weak both ways: no attribute on the module,
 # so modules stay picklable and copyable, and a dropped group or module is freed).
 _GROUP_OF: weakref.WeakKeyDictionary[nn.Module, weakref.ref[StackedGroup]] = (
-    weakref.WeakKeyDictionary())
+    weakref.WeakKeyDictionary()
+)
 
 
 def supports_stacking(module: RLModule) -> bool:
@@ -133,7 +134,8 @@ class StackedGroup:
                 raise ValueError(
                     f"Cannot stack {type(m).__name__} modules whose parameters differ by name "
                     f"({names[:3]}... vs {[n for n, *_ in own][:3]}...); its class says "
-                    "supports_stacking = True, so its spaces and model_config must fix them.")
+                    "supports_stacking = True, so its spaces and model_config must fix them."
+                )
         self.params: dict[str, nn.Parameter] = {}
         self.buffers: dict[str, torch.Tensor] = {}
         with torch.no_grad():
@@ -143,7 +145,8 @@ class StackedGroup:
                 except RuntimeError as e:
                     raise ValueError(
                         f"Cannot stack {name!r} of {type(template).__name__} modules "
-                        f"{self.module_ids[:3]}...: {e}") from e
+                        f"{self.module_ids[:3]}...: {e}"
+                    ) from e
                 if is_buffer:
                     self.buffers[name] = data
                 else:
@@ -153,8 +156,9 @@ class StackedGroup:
                     if is_buffer:
                         owner._buffers[attr] = data[i]
                     else:
-                        owner._parameters[attr] = nn.Parameter(data[i],
-                                                               requires_grad=old.requires_grad)
+                        owner._parameters[attr] = nn.Parameter(
+                            data[i], requires_grad=old.requires_grad
+                        )
         for m in self.modules:
             ref = _GROUP_OF.get(m)
             previous = ref() if ref is not None else None
@@ -164,12 +168,20 @@ class StackedGroup:
         # Where the template's tensors live, to swap in the stacked ones while it runs.
         # torch's own dicts of the template, into which `call_padded` writes plain tensors.
         self._slots: list[tuple[dict[str, torch.Tensor], str]] = [
-            (cast("dict[str, torch.Tensor]",
-                  owner._buffers if is_buffer else owner._parameters), attr)
-            for _, owner, attr, is_buffer, _ in _tensor_slots(template)]
+            (
+                cast("dict[str, torch.Tensor]", owner._buffers if is_buffer else owner._parameters),
+                attr,
+            )
+            for _, owner, attr, is_buffer, _ in _tensor_slots(template)
+        ]
         self._stacked = [*self.params.values(), *self.buffers.values()]
-        self._module_slots = [[(owner._buffers if is_buffer else owner._parameters, attr)
-                               for _, owner, attr, is_buffer, _ in own] for own in slots]
+        self._module_slots = [
+            [
+                (owner._buffers if is_buffer else owner._parameters, attr)
+                for _, owner, attr, is_buffer, _ in own
+            ]
+            for own in slots
+        ]
         self._acting: StackedActing | bool | None = None  # built on first acting call
 
     def __len__(self) -> int:
@@ -199,22 +211,38 @@ class StackedGroup:
         if not self._valid:
             raise RuntimeError(
                 f"{self!r} was replaced: its modules were stacked again into another group; "
-                "use the group find_stack_groups returned last.")
+                "use the group find_stack_groups returned last."
+            )
 
     # ------------------------------------------------------------------ forwards
     @overload
-    def call_padded(self, method: Literal["compute_values"], batch: TensorDict,
-                    *args: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None,
-                    rows: torch.Tensor | None = None) -> torch.Tensor: ...
+    def call_padded(
+        self,
+        method: Literal["compute_values"],
+        batch: TensorDict,
+        *args: torch.Tensor,
+        params: Mapping[str, torch.Tensor] | None = None,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor: ...
 
     @overload
-    def call_padded(self, method: ForwardMethod, batch: TensorDict, *args: torch.Tensor,
-                    params: Mapping[str, torch.Tensor] | None = None,
-                    rows: torch.Tensor | None = None) -> TensorDict: ...
+    def call_padded(
+        self,
+        method: ForwardMethod,
+        batch: TensorDict,
+        *args: torch.Tensor,
+        params: Mapping[str, torch.Tensor] | None = None,
+        rows: torch.Tensor | None = None,
+    ) -> TensorDict: ...
 
-    def call_padded(self, method: str, batch: TensorDict, *args: torch.Tensor,
-                    params: Mapping[str, torch.Tensor] | None = None,
-                    rows: torch.Tensor | None = None) -> TensorDict | torch.Tensor:
+    def call_padded(
+        self,
+        method: str,
+        batch: TensorDict,
+        *args: torch.Tensor,
+        params: Mapping[str, torch.Tensor] | None = None,
+        rows: torch.Tensor | None = None,
+    ) -> TensorDict | torch.Tensor:
         """`module.<method>(batch, *args)` of every module at once, on padded inputs.
 
         Args:
@@ -236,15 +264,18 @@ class StackedGroup:
             state = [t[rows] for t in self._stacked]
         elif params is not None:
             if self.buffers and len(params) != len(self._stacked):
-                raise ValueError("call_padded(params=...) of modules with buffers: pass "
-                                 "rows=, or the parameters followed by the buffers.")
+                raise ValueError(
+                    "call_padded(params=...) of modules with buffers: pass "
+                    "rows=, or the parameters followed by the buffers."
+                )
             state = list(params.values())
         else:
             state = self._stacked
         template = self.modules[0]
 
-        def one(st: list[torch.Tensor], b: TensorDict, *a: torch.Tensor
-                ) -> TensorDict | torch.Tensor:
+        def one(
+            st: list[torch.Tensor], b: TensorDict, *a: torch.Tensor
+        ) -> TensorDict | torch.Tensor:
             # What torch.func.functional_call does, without its per-call walk over the
             # module tree (a millisecond per call): the template runs with module i's
             # tensors in place of its own, which are put back after.
@@ -259,8 +290,9 @@ class StackedGroup:
 
         return vmap(one)(state, batch, *args)
 
-    def call_rows(self, method: ForwardMethod, batch: TensorDict, index: torch.Tensor
-                  ) -> TensorDict:
+    def call_rows(
+        self, method: ForwardMethod, batch: TensorDict, index: torch.Tensor
+    ) -> TensorDict:
         """`module.<method>(rows)` for rows of several modules: row r goes through module
         `index[r]` of the group; returns `[N, ...]` outputs in row order.
 
@@ -281,8 +313,9 @@ class StackedGroup:
         out = self.call_padded(method, padded, rows=rows)
         return {k: layout.unpad(v) for k, v in out.items()}
 
-    def forward_exploration(self, obs: torch.Tensor | TensorDict,
-                            index: torch.Tensor) -> TensorDict:
+    def forward_exploration(
+        self, obs: torch.Tensor | TensorDict, index: torch.Tensor
+    ) -> TensorDict:
         """Per row, what `modules[index[r]].forward_exploration` gives for that row.
 
         Args:
@@ -291,16 +324,16 @@ class StackedGroup:
         """
         return self._act("forward_exploration", obs, index)
 
-    def forward_inference(self, obs: torch.Tensor | TensorDict,
-                          index: torch.Tensor) -> TensorDict:
+    def forward_inference(self, obs: torch.Tensor | TensorDict, index: torch.Tensor) -> TensorDict:
         """Per row, what `modules[index[r]].forward_inference` gives for that row."""
         return self._act("forward_inference", obs, index)
 
-    def _act(self, method: ForwardMethod, obs: torch.Tensor | TensorDict, index: torch.Tensor
-             ) -> TensorDict:
+    def _act(
+        self, method: ForwardMethod, obs: torch.Tensor | TensorDict, index: torch.Tensor
+    ) -> TensorDict:
         """Acting without autograd (EnvRunners) goes through the group's StackedActing
         where its class declares acting layers; anything else through `call_rows`."""
-        if (isinstance(obs, torch.Tensor) and index.shape[0] and not torch.is_grad_enabled()):
+        if isinstance(obs, torch.Tensor) and index.shape[0] and not torch.is_grad_enabled():
             if self._acting is None:
                 self._acting = StackedActing.of(self) or False
             if isinstance(self._acting, StackedActing):
@@ -325,8 +358,9 @@ class StackedGroup:
             return layout.unpad(self.call_padded("compute_values", padded))  # type: ignore[no-any-return]
         return self._values_in_chunks(batch, index, counts.tolist())
 
-    def _values_in_chunks(self, batch: TensorDict, index: torch.Tensor, counts: list[int]
-                          ) -> torch.Tensor:
+    def _values_in_chunks(
+        self, batch: TensorDict, index: torch.Tensor, counts: list[int]
+    ) -> torch.Tensor:
         """`compute_values` without autograd, over slices of modules of at most
         VALUES_CHUNK_SLOTS padded rows each (each slice padded to its own widest module,
         its parameters views): the activations stay small (see VALUES_CHUNK_SLOTS);
@@ -340,7 +374,7 @@ class StackedGroup:
             while b < len(self) and max(widest, counts[b]) * (b + 1 - a) <= VALUES_CHUNK_SLOTS:
                 widest = max(widest, counts[b])
                 b += 1
-            rows = order[starts[a]:starts[b]]
+            rows = order[starts[a] : starts[b]]
             if rows.shape[0]:
                 layout = RowLayout(index[rows] - a, b - a)
                 padded = {k: layout.pad(v[rows]) for k, v in batch.items()}
@@ -387,10 +421,13 @@ def stack_key(module: RLModule, memo: dict[int, str] | None = None) -> StackKey 
             memo[key] = json.dumps(convert(obj), sort_keys=True, default=repr)
         return memo[key]
 
-    return (type(module), module.inference_only,
-            text(module.observation_space, space_to_dict),
-            text(module.action_space, space_to_dict),
-            text(module.model_config, _model_config_dict))
+    return (
+        type(module),
+        module.inference_only,
+        text(module.observation_space, space_to_dict),
+        text(module.action_space, space_to_dict),
+        text(module.model_config, _model_config_dict),
+    )
 
 
 def _model_config_dict(config: ModelConfig | None) -> dict[str, object]:
@@ -401,9 +438,12 @@ def _model_config_dict(config: ModelConfig | None) -> dict[str, object]:
     return dict(cast("Mapping[str, object] | None", config) or {})
 
 
-def find_stack_groups(multi_module: MultiRLModule | Mapping[ModuleID, RLModule],
-                      module_ids: Iterable[ModuleID] | None = None, *,
-                      min_size: int = 2) -> list[StackedGroup]:
+def find_stack_groups(
+    multi_module: MultiRLModule | Mapping[ModuleID, RLModule],
+    module_ids: Iterable[ModuleID] | None = None,
+    *,
+    min_size: int = 2,
+) -> list[StackedGroup]:
     """Stacks the modules of `multi_module` (or of `module_ids` among them) that share
     an architecture, and returns the groups.
 

@@ -144,8 +144,11 @@ class StackedActing:
         # modules that have more (their parameters gathered); cap = width: one pass.
         caps = torch.arange(1, width + 1)
         more = present - torch.cumsum(torch.bincount(counts, minlength=width + 1)[1:], 0)
-        capped = (self.num_modules * (PER_MODULE_US + PER_SLOT_US * caps) + (more > 0) * PASS_US
-                  + more * (PER_MODULE_US + GATHER_US + PER_SLOT_US * (width - caps)))
+        capped = (
+            self.num_modules * (PER_MODULE_US + PER_SLOT_US * caps)
+            + (more > 0) * PASS_US
+            + more * (PER_MODULE_US + GATHER_US + PER_SLOT_US * (width - caps))
+        )
         cap = int(torch.argmin(capped)) + 1
         all_modules = float(capped[cap - 1])
         gathered = present * (PER_MODULE_US + GATHER_US + PER_SLOT_US * width)
@@ -155,8 +158,16 @@ class StackedActing:
             return self._padded(x, index, counts, width, gather=True)
         return self._padded(x, index, counts, width, gather=False, cap=cap)
 
-    def _padded(self, x: torch.Tensor, index: torch.Tensor, counts: torch.Tensor,
-                width: int, *, gather: bool, cap: int | None = None) -> torch.Tensor:
+    def _padded(
+        self,
+        x: torch.Tensor,
+        index: torch.Tensor,
+        counts: torch.Tensor,
+        width: int,
+        *,
+        gather: bool,
+        cap: int | None = None,
+    ) -> torch.Tensor:
         """`gather`: only the modules present, their parameters gathered first. `cap`
         (without `gather`): each module's rows past its first `cap` through a second,
         gathered pass."""
@@ -173,8 +184,9 @@ class StackedActing:
         past = keep = rest = None
         if cap is not None and cap < width:
             past = slot >= cap
-            rest = self._padded(x[past], index[past], (counts - cap).clamp_(min=0),
-                                width - cap, gather=True)
+            rest = self._padded(
+                x[past], index[past], (counts - cap).clamp_(min=0), width - cap, gather=True
+            )
             keep = ~past
             x, index, slot, width = x[keep], index[keep], slot[keep], cap
         h = x.new_zeros((counts.shape[0], width, x.shape[1]))  # [modules, width, features]
@@ -190,8 +202,11 @@ class StackedActing:
             # from the left (h @ W^T with 2 columns is 5x slower), the others as h @ W^T
             # against the cached contiguous W^T (the sparse layout's copy): 1.5-3x faster
             # than W @ h^T for [1,000, 64, 64] weights at 4-32 rows per module.
-            small = (h.device.type == "cpu" and h.dtype == weight.dtype
-                     and width * in_dim * out_dim <= BLAS_SMALL_WORK)
+            small = (
+                h.device.type == "cpu"
+                and h.dtype == weight.dtype
+                and width * in_dim * out_dim <= BLAS_SMALL_WORK
+            )
             narrow = out_dim <= NARROW_OUT and not small
             w = weight if narrow else self._weights_by_input(j, weight).view(m, in_dim, out_dim)
             if rows is not None:  # index_select: 5-10x faster than w[rows] here
@@ -203,8 +218,9 @@ class StackedActing:
                     h.add_(bias.unsqueeze(1))
             elif narrow:
                 h_t = h.transpose(1, 2)
-                h = (torch.bmm(w, h_t) if bias is None
-                     else torch.baddbmm(bias.unsqueeze(2), w, h_t)).transpose(1, 2)
+                h = (
+                    torch.bmm(w, h_t) if bias is None else torch.baddbmm(bias.unsqueeze(2), w, h_t)
+                ).transpose(1, 2)
             else:
                 h = torch.bmm(h, w) if bias is None else torch.baddbmm(bias.unsqueeze(1), h, w)
         if rest is None:
@@ -235,9 +251,13 @@ class StackedActing:
             crow = torch.arange(0, (n + 1) * in_dim, in_dim)
             with warnings.catch_warnings():  # torch's once-per-process "beta" notice
                 warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
-                sparse = torch.sparse_csr_tensor(crow, cols, h.reshape(-1),
-                                                 (n, self.num_modules * in_dim),
-                                                 check_invariants=False)
+                sparse = torch.sparse_csr_tensor(
+                    crow,
+                    cols,
+                    h.reshape(-1),
+                    (n, self.num_modules * in_dim),
+                    check_invariants=False,
+                )
             h = sparse @ self._weights_by_input(j, weight)
             if bias is not None:
                 h.add_(bias.index_select(0, index))

@@ -61,13 +61,18 @@ class Workspace:
         self._buffers: dict[tuple[str, str, int], torch.Tensor] = {}
         self.generation: dict[str, int] = {}
 
-    def buffer(self, key: tuple[str, str, int], like: torch.Tensor,
-               shape: tuple[int, ...]) -> torch.Tensor:
+    def buffer(
+        self, key: tuple[str, str, int], like: torch.Tensor, shape: tuple[int, ...]
+    ) -> torch.Tensor:
         """An uninitialized tensor of `shape` (dtype and device of `like`), the same
         memory as the last call with this key and shape."""
         buf = self._buffers.get(key)
-        if buf is None or buf.shape != shape or buf.dtype != like.dtype \
-                or buf.device != like.device:
+        if (
+            buf is None
+            or buf.shape != shape
+            or buf.dtype != like.dtype
+            or buf.device != like.device
+        ):
             buf = like.new_empty(shape)
             self._buffers[key] = buf
         return buf
@@ -78,9 +83,14 @@ class _Chain(torch.autograd.Function):
     backward, hidden activations and their gradients in the workspace."""
 
     @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor,  # type: ignore[override]
-                layers: Sequence[_Layer], workspace: Workspace, tag: str,
-                *params: torch.Tensor) -> torch.Tensor:
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx,
+        x: torch.Tensor,  # type: ignore[override]
+        layers: Sequence[_Layer],
+        workspace: Workspace,
+        tag: str,
+        *params: torch.Tensor,
+    ) -> torch.Tensor:
         hs = [x]
         h = x
         last = len(layers) - 1
@@ -100,13 +110,20 @@ class _Chain(torch.autograd.Function):
         workspace.generation[tag] = generation
         ctx.save_for_backward(*params)
         ctx.hs, ctx.layers, ctx.workspace, ctx.tag, ctx.count = (  # type: ignore[attr-defined]
-            hs, layers, workspace, tag, generation)
+            hs,
+            layers,
+            workspace,
+            tag,
+            generation,
+        )
         return h
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
-                 grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    def backward(
+        ctx: torch.autograd.function.FunctionCtx,  # type: ignore[override]
+        grad_out: torch.Tensor,
+    ) -> tuple[torch.Tensor | None, ...]:
         hs: list[torch.Tensor] = ctx.hs  # type: ignore[attr-defined]
         layers: Sequence[_Layer] = ctx.layers  # type: ignore[attr-defined]
         workspace: Workspace = ctx.workspace  # type: ignore[attr-defined]
@@ -116,7 +133,8 @@ class _Chain(torch.autograd.Function):
                 f"forward_train of stacked modules ({tag}) ran again before the backward "
                 "pass of its previous call, whose activations it overwrote. Call backward "
                 "after each stacked forward_train, or turn the fast path off with "
-                "StackedTraining.enabled = False.")
+                "StackedTraining.enabled = False."
+            )
         params = ctx.saved_tensors  # type: ignore[attr-defined]
         needs = ctx.needs_input_grad  # type: ignore[attr-defined]
         grads: list[torch.Tensor | None] = [None] * len(params)
@@ -129,8 +147,7 @@ class _Chain(torch.autograd.Function):
                 if activation == "tanh":
                     torch.ops.aten.tanh_backward.grad_input(g, out, grad_input=g_act)
                 else:
-                    torch.ops.aten.threshold_backward.grad_input(g, out, 0.0,
-                                                                 grad_input=g_act)
+                    torch.ops.aten.threshold_backward.grad_input(g, out, 0.0, grad_input=g_act)
                 g = g_act
             if needs[4 + 2 * i]:
                 grads[2 * i] = torch.bmm(g.transpose(1, 2), hs[i])  # [M, out, in]
@@ -176,8 +193,7 @@ class StackedTraining:
                         return None
                     chain.append(_Layer(f"{prefix}.weight", f"{prefix}.bias", None))
                 elif type(layer) in _ACTIVATIONS and chain and chain[-1].activation is None:
-                    chain[-1] = _Layer(chain[-1].weight, chain[-1].bias,
-                                       _ACTIVATIONS[type(layer)])
+                    chain[-1] = _Layer(chain[-1].weight, chain[-1].bias, _ACTIVATIONS[type(layer)])
                 else:
                     return None
             if not chain:
@@ -185,12 +201,19 @@ class StackedTraining:
             chains[column] = chain
         return cls(chains)
 
-    def __call__(self, obs: torch.Tensor, params: Mapping[str, torch.Tensor],
-                 workspace: Workspace) -> dict[str, torch.Tensor]:
+    def __call__(
+        self, obs: torch.Tensor, params: Mapping[str, torch.Tensor], workspace: Workspace
+    ) -> dict[str, torch.Tensor]:
         """Each declared column for padded observations `[M, K, ...]`, module i's rows
         through module i's rows of `params` (name -> `[M, ...]`)."""
         x = obs.flatten(2) if obs.dim() > 3 else obs
-        return {column: _Chain.apply(x, chain, workspace, column,
-                                     *[t for layer in chain
-                                       for t in (params[layer.weight], params[layer.bias])])
-                for column, chain in self.chains.items()}
+        return {
+            column: _Chain.apply(
+                x,
+                chain,
+                workspace,
+                column,
+                *[t for layer in chain for t in (params[layer.weight], params[layer.bias])],
+            )
+            for column, chain in self.chains.items()
+        }

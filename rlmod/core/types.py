@@ -35,7 +35,8 @@ TensorDict: TypeAlias = dict[str, torch.Tensor]
 
 StateValue: TypeAlias = (
     "torch.Tensor | Array | np.generic[object] | int | float | str | bool | None "
-    "| Sequence[StateValue] | Mapping[str, StateValue]")
+    "| Sequence[StateValue] | Mapping[str, StateValue]"
+)
 """What a `get_state()` holds at any depth: tensors, arrays, scalars, strings and
 (nested) lists and dicts of them."""
 StateDict: TypeAlias = dict[str, StateValue]

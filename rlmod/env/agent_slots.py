@@ -37,9 +37,16 @@ class AgentSlots:
         observed: The agent has observed in its current episode.
     """
 
-    def __init__(self, config: AlgorithmConfig, *, agents: list[AgentID], num_envs: int,
-                 module_index: dict[ModuleID, int], spaces: ModuleSpaces,
-                 envs: list[MultiAgentEnv]) -> None:
+    def __init__(
+        self,
+        config: AlgorithmConfig,
+        *,
+        agents: list[AgentID],
+        num_envs: int,
+        module_index: dict[ModuleID, int],
+        spaces: ModuleSpaces,
+        envs: list[MultiAgentEnv],
+    ) -> None:
         self.config = config
         self.agents = agents
         self.agent_index = {a: i for i, a in enumerate(agents)}
@@ -87,12 +94,12 @@ class AgentSlots:
         stale = self.episode_of[slots] != episode.id_
         if stale.any():
             new = np.flatnonzero(stale)
-            self._map_agents(e, episode, [keys[i] for i in new.tolist()], local[new],
-                             slots[new])
+            self._map_agents(e, episode, [keys[i] for i in new.tolist()], local[new], slots[new])
         return slots
 
-    def _map_agents(self, e: int, episode: EpisodeInfo, agents: list, local: Array,
-                    slots: Array) -> None:
+    def _map_agents(
+        self, e: int, episode: EpisodeInfo, agents: list, local: Array, slots: Array
+    ) -> None:
         """Calls policy_mapping_fn once for each of these agents (new to the episode) and
         caches the answers for the episode; checks IDs and spaces."""
         fn, index = self.config.policy_mapping_fn, self.module_index
@@ -102,7 +109,8 @@ class AgentSlots:
         except (KeyError, TypeError):
             bad = next(i for i, mid in enumerate(mids) if mid not in index)
             raise UnknownModuleIDError(
-                self.config.mapping_error_message(agents[bad], mids[bad])) from None
+                self.config.mapping_error_message(agents[bad], mids[bad])
+            ) from None
         self.spaces.check_new_agents(e, self.envs[e], agents, mids, mods, local)
         self.module_of[slots] = mods
         self.episode_of[slots] = episode.id_

@@ -119,15 +119,21 @@ class EnvRunner(Checkpointable, abc.ABC):
         asking the first one for its spaces, so that they build while the driver builds
         its Learner. By default the modules were built in `__init__`: nothing to do."""
 
-    def apply(self, func: Callable[Concatenate[EnvRunner, _P], _R], *args: _P.args,
-              **kwargs: _P.kwargs) -> _R:
+    def apply(
+        self, func: Callable[Concatenate[EnvRunner, _P], _R], *args: _P.args, **kwargs: _P.kwargs
+    ) -> _R:
         """`func(self, *args, **kwargs)`: how `EnvRunnerGroup.foreach_env_runner` runs a
         function on an EnvRunner, in-process or inside its Ray actor."""
         return func(self, *args, **kwargs)
 
     @abc.abstractmethod
-    def sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None,
-               explore: bool | None = None) -> SampleResult:
+    def sample(
+        self,
+        *,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool | None = None,
+    ) -> SampleResult:
         """Steps the envs for `num_timesteps` env steps or `num_episodes` whole episodes
         (default: one rollout fragment per sub-env)."""
 
@@ -142,8 +148,9 @@ class EnvRunner(Checkpointable, abc.ABC):
         """Episode returns/lengths and step counts since the last call (then reset)."""
 
     @abc.abstractmethod
-    def get_state(self, components: Components = None, *, not_components: Components = None,
-                  **kwargs: object) -> StateDict:
+    def get_state(
+        self, components: Components = None, *, not_components: Components = None, **kwargs: object
+    ) -> StateDict:
         """`rl_module` (inference-only weights by module ID; left out with
         `not_components="rl_module"`), connector states, counters."""
 
@@ -153,8 +160,12 @@ class EnvRunner(Checkpointable, abc.ABC):
 
     def get_metadata(self) -> dict[str, object]:
         """The spaces (`get_spaces()`) in checkpoints, for loaders that have no env."""
-        return {"spaces": {key: [space_to_dict(obs), space_to_dict(act)]
-                           for key, (obs, act) in self.get_spaces().items()}}
+        return {
+            "spaces": {
+                key: [space_to_dict(obs), space_to_dict(act)]
+                for key, (obs, act) in self.get_spaces().items()
+            }
+        }
 
     @property
     def module_ids(self) -> list[ModuleID]:

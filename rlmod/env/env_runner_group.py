@@ -73,8 +73,10 @@ class EnvRunnerGroup:
         if config.num_env_runners > 0:
             from rlmod.utils import ray_utils
 
-            self._actors = {i: ray_utils.make_actor(self.env_runner_cls, config, i)
-                            for i in range(1, config.num_env_runners + 1)}
+            self._actors = {
+                i: ray_utils.make_actor(self.env_runner_cls, config, i)
+                for i in range(1, config.num_env_runners + 1)
+            }
             # The first one's spaces before any builds its modules (an actor runs its calls
             # in order): the driver builds its Learner from them while they build.
             if self.local_env_runner is None:
@@ -117,10 +119,15 @@ class EnvRunnerGroup:
     # ------------------------------------------------------------------ calls
     # Any: `kwargs` go to `func` (RLlib's signature passes them as a dict, which a
     # ParamSpec cannot bind), and a method named by a string returns what it returns.
-    def foreach_env_runner(self, func: Callable[..., Any] | str, *,  # type: ignore[explicit-any]
-                           kwargs: dict[str, Any] | None = None, local_env_runner: bool = True,
-                           remote_worker_ids: Sequence[int] | None = None,
-                           timeout_seconds: float | None = None) -> list[Any]:
+    def foreach_env_runner(  # type: ignore[explicit-any]
+        self,
+        func: Callable[..., Any] | str,
+        *,
+        kwargs: dict[str, Any] | None = None,
+        local_env_runner: bool = True,
+        remote_worker_ids: Sequence[int] | None = None,
+        timeout_seconds: float | None = None,
+    ) -> list[Any]:
         """`func(env_runner, **kwargs)` (or the method named `func`) on the local EnvRunner
         (if `local_env_runner` and there is one) and on each healthy remote one (or those in
         `remote_worker_ids`), in parallel; the results in that order (RLlib's signature).
@@ -134,17 +141,29 @@ class EnvRunnerGroup:
         out: list[object] = []
         if local_env_runner and self.local_env_runner is not None:
             runner = self.local_env_runner
-            out.append(getattr(runner, func)(**kwargs) if isinstance(func, str)
-                       else runner.apply(func, **kwargs))
+            out.append(
+                getattr(runner, func)(**kwargs)
+                if isinstance(func, str)
+                else runner.apply(func, **kwargs)
+            )
         if self._actors:
-            results = self._call_remote([(func, (), kwargs)], ids=remote_worker_ids,
-                                        timeout_s=timeout_seconds,
-                                        what=func if isinstance(func, str) else "foreach")
+            results = self._call_remote(
+                [(func, (), kwargs)],
+                ids=remote_worker_ids,
+                timeout_s=timeout_seconds,
+                what=func if isinstance(func, str) else "foreach",
+            )
             out += [r[0] for _, r in sorted(results.items())]
         return out
 
-    def _call_remote(self, calls: list[Call], *, ids: Sequence[int] | None = None,
-                     timeout_s: float | None = None, what: str) -> dict[int, list[object]]:
+    def _call_remote(
+        self,
+        calls: list[Call],
+        *,
+        ids: Sequence[int] | None = None,
+        timeout_s: float | None = None,
+        what: str,
+    ) -> dict[int, list[object]]:
         """Runs `calls` on the healthy remote EnvRunners (or those of `ids`); handles the
         failed ones; returns the results by worker index."""
         from rlmod.utils import ray_utils
@@ -161,30 +180,46 @@ class EnvRunnerGroup:
 
         config = self.config
         ray_utils.kill(self._actors.pop(index))  # a hung one may still be running
-        if (config.restart_failed_env_runners
-                and self._num_restarts < config.max_num_env_runner_restarts):
-            logger.warning("Remote EnvRunner %d failed in %s() (%r); restarting it, the "
-                           "episodes it was sampling are dropped.", index, what, error)
+        if (
+            config.restart_failed_env_runners
+            and self._num_restarts < config.max_num_env_runner_restarts
+        ):
+            logger.warning(
+                "Remote EnvRunner %d failed in %s() (%r); restarting it, the "
+                "episodes it was sampling are dropped.",
+                index,
+                what,
+                error,
+            )
             self._restart(index, error)
             return
         if config.ignore_env_runner_failures:
             self._num_failed += 1
-            logger.warning("Remote EnvRunner %d failed in %s() (%r); going on without it "
-                           "(ignore_env_runner_failures=True), %d left.", index, what, error,
-                           len(self._actors))
+            logger.warning(
+                "Remote EnvRunner %d failed in %s() (%r); going on without it "
+                "(ignore_env_runner_failures=True), %d left.",
+                index,
+                what,
+                error,
+                len(self._actors),
+            )
             if not self._actors and self.local_env_runner is None:
                 raise EnvRunnerError(
                     f"All {config.num_env_runners} remote EnvRunners have failed; the last "
-                    f"one, EnvRunner {index}, in {what}(): {error!r}.") from error
+                    f"one, EnvRunner {index}, in {what}(): {error!r}."
+                ) from error
             return
-        hint = ("restart_failed_env_runners=True to restart it"
-                if not config.restart_failed_env_runners else
-                f"max_num_env_runner_restarts (now {config.max_num_env_runner_restarts}, "
-                f"all used) to allow more restarts")
+        hint = (
+            "restart_failed_env_runners=True to restart it"
+            if not config.restart_failed_env_runners
+            else f"max_num_env_runner_restarts (now {config.max_num_env_runner_restarts}, "
+            f"all used) to allow more restarts"
+        )
         raise EnvRunnerError(
             f"Remote EnvRunner {index} (worker_index={index}) failed in {what}(): {error!r}. "
             f"Set config.fault_tolerance({hint}), or ignore_env_runner_failures=True to go "
-            "on with the healthy ones.") from error
+            "on with the healthy ones."
+        ) from error
 
     def _restart(self, index: int, error: BaseException) -> None:
         """A new actor with the same worker index, the current weights and connector
@@ -204,7 +239,8 @@ class EnvRunnerGroup:
             ray_utils.kill(actor)
             raise EnvRunnerError(
                 f"Remote EnvRunner {index} failed ({error!r}) and its restart failed too: "
-                f"{errors[index]!r}.") from errors[index]
+                f"{errors[index]!r}."
+            ) from errors[index]
         self._actors[index] = actor
 
     # ------------------------------------------------------------------ spaces
@@ -238,7 +274,9 @@ class EnvRunnerGroup:
         # metrics exactly when its batch reaches a Learner (both or neither).
         results = self._call_remote(
             [("sample", (), {"explore": explore, **kwargs}), ("get_metrics", (), {})],
-            timeout_s=self.config.sample_timeout_s, what="sample")
+            timeout_s=self.config.sample_timeout_s,
+            what="sample",
+        )
         batches = []
         self.last_sampled_worker_indices = sorted(results)
         for _, (batch, metrics) in sorted(results.items()):
@@ -255,20 +293,25 @@ class EnvRunnerGroup:
         return metrics
 
     # ------------------------------------------------------------------ state
-    def sync_weights(self, *, from_learner_group: LearnerGroup, inference_only: bool = True) -> None:
+    def sync_weights(
+        self, *, from_learner_group: LearnerGroup, inference_only: bool = True
+    ) -> None:
         """Sends the inference-only weights of the modules EnvRunners hold (never any
         learner-only module's) to every EnvRunner, with a new version number: one copy
         into Ray's object store, its reference to each remote EnvRunner."""
         # Named explicitly: get_weights() alone returns learner-only modules too (as RLlib).
-        module_ids = [m for m in self.config.module_ids
-                      if m not in self.config.learner_only_module_ids]
+        module_ids = [
+            m for m in self.config.module_ids if m not in self.config.learner_only_module_ids
+        ]
         if self.local_env_runner is not None:
             module_ids = self.local_env_runner.module_ids
         # Without a local EnvRunner the weights go straight into Ray's object store
         # (`put` copies them there): no copy of them on the driver first.
-        weights = from_learner_group.get_weights(module_ids=module_ids,
-                                                 inference_only=inference_only,
-                                                 copy=self.local_env_runner is not None)
+        weights = from_learner_group.get_weights(
+            module_ids=module_ids,
+            inference_only=inference_only,
+            copy=self.local_env_runner is not None,
+        )
         self._weights_seq_no += 1
         state: StateDict = {"rl_module": weights, WEIGHTS_SEQ_NO: self._weights_seq_no}
         if self.local_env_runner is not None:
@@ -285,8 +328,7 @@ class EnvRunnerGroup:
         nothing when the connectors keep no state."""
         if self._connectors_are_stateless:
             return
-        states = self.foreach_env_runner(_env_to_module_state,
-                                         local_env_runner=not self._actors)
+        states = self.foreach_env_runner(_env_to_module_state, local_env_runner=not self._actors)
         if not states or not any(states):
             # Pipelines are fixed when EnvRunners are built: no state now, none ever.
             self._connectors_are_stateless = bool(states)
@@ -309,8 +351,9 @@ class EnvRunnerGroup:
     def _first_remote(self, func: str, **kwargs: object) -> object:
         while self._actors:
             index = min(self._actors)
-            results = self._call_remote([(func, (), kwargs)], ids=[index],
-                                        what=func if isinstance(func, str) else "foreach")
+            results = self._call_remote(
+                [(func, (), kwargs)], ids=[index], what=func if isinstance(func, str) else "foreach"
+            )
             if index in results:
                 return results[index][0]
         raise EnvRunnerError("No healthy remote EnvRunner is left to answer.")
@@ -321,8 +364,9 @@ class EnvRunnerGroup:
         for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
             value = state.get(key, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"EnvRunner state field {key!r} must be an int >= 0, got "
-                                 f"{value!r}.")
+                raise ValueError(
+                    f"EnvRunner state field {key!r} must be an int >= 0, got {value!r}."
+                )
         if "env_to_module" in state:
             self._connector_state = state["env_to_module"]
         if self.local_env_runner is not None:
@@ -356,15 +400,22 @@ class _RemoteEnvRunnerState(Checkpointable):
     def __init__(self, group: EnvRunnerGroup) -> None:
         self._group = group
 
-    def get_state(self, components: Components = None, *, not_components: Components = None,
-                  **kwargs: object) -> StateDict:
-        return cast(StateDict, self._group._first_remote("get_state", components=components,
-                                                         not_components=not_components))
+    def get_state(
+        self, components: Components = None, *, not_components: Components = None, **kwargs: object
+    ) -> StateDict:
+        return cast(
+            StateDict,
+            self._group._first_remote(
+                "get_state", components=components, not_components=not_components
+            ),
+        )
 
     def set_state(self, state: StateDict) -> None:
         self._group.set_env_runner_state(dict(state))
 
     def get_metadata(self) -> dict[str, object]:
         # The EnvRunner's class and spaces, as the local EnvRunner's checkpoint has them.
-        return {"class": _class_path(self._group.env_runner_cls),
-                **cast("dict[str, object]", self._group._first_remote("get_metadata"))}
+        return {
+            "class": _class_path(self._group.env_runner_cls),
+            **cast("dict[str, object]", self._group._first_remote("get_metadata")),
+        }

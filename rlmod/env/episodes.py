@@ -88,8 +88,9 @@ class SingleAgentEpisode(_Episode):
         (2.0, 1, {'x': 1})
     """
 
-    def __init__(self, *, id_: int, observation: object, info: dict[str, object],
-                 env_index: int = 0) -> None:
+    def __init__(
+        self, *, id_: int, observation: object, info: dict[str, object], env_index: int = 0
+    ) -> None:
         super().__init__(id_=id_, env_index=env_index)
         self.observations: list[object] = [observation]
         self.infos: list[dict[str, object]] = [info]
@@ -97,9 +98,16 @@ class SingleAgentEpisode(_Episode):
         self.rewards: list[float] = []
         self._end_time: float | None = None
 
-    def add_env_step(self, observation: object, *, action: object, reward: float,
-                     info: dict[str, object], terminated: bool = False,
-                     truncated: bool = False) -> None:
+    def add_env_step(
+        self,
+        observation: object,
+        *,
+        action: object,
+        reward: float,
+        info: dict[str, object],
+        terminated: bool = False,
+        truncated: bool = False,
+    ) -> None:
         """Appends one env step (what the EnvRunner calls, as RLlib's `add_env_step`);
         `reward`, `terminated` and `truncated` as Python scalars."""
         self.observations.append(observation)
@@ -118,8 +126,7 @@ class SingleAgentEpisode(_Episode):
     def get_observations(self, indices: Indices = None) -> object:
         return _pick(self.observations, indices)
 
-    def get_infos(self, indices: Indices = None
-                  ) -> dict[str, object] | list[dict[str, object]]:
+    def get_infos(self, indices: Indices = None) -> dict[str, object] | list[dict[str, object]]:
         return _pick(self.infos, indices)
 
     def get_actions(self, indices: Indices = None) -> object:
@@ -147,8 +154,10 @@ class SingleAgentEpisode(_Episode):
         return len(self.actions)
 
     def __repr__(self) -> str:
-        return (f"SingleAgentEpisode(id_={self.id_}, len={len(self)}, "
-                f"return={self.get_return():.3g}, done={self.is_done})")
+        return (
+            f"SingleAgentEpisode(id_={self.id_}, len={len(self)}, "
+            f"return={self.get_return():.3g}, done={self.is_done})"
+        )
 
 
 class MultiAgentEpisode(_Episode):
@@ -162,8 +171,15 @@ class MultiAgentEpisode(_Episode):
     module the agent was mapped to; `custom_data` is the user's dict.
     """
 
-    def __init__(self, *, id_: int, observations: dict, infos: dict, env_index: int = 0,
-                 agent_to_module: dict | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        id_: int,
+        observations: dict,
+        infos: dict,
+        env_index: int = 0,
+        agent_to_module: dict | None = None,
+    ) -> None:
         super().__init__(id_=id_, env_index=env_index)
         self.observations: list[dict] = [dict(observations)]
         self.infos: list[dict] = [dict(infos)]
@@ -173,8 +189,16 @@ class MultiAgentEpisode(_Episode):
         self.truncateds: dict = {}
         self.agent_to_module: dict = agent_to_module if agent_to_module is not None else {}
 
-    def add_env_step(self, observations: dict, *, actions: dict, rewards: dict, infos: dict,
-                     terminateds: dict, truncateds: dict) -> None:
+    def add_env_step(
+        self,
+        observations: dict,
+        *,
+        actions: dict,
+        rewards: dict,
+        infos: dict,
+        terminateds: dict,
+        truncateds: dict,
+    ) -> None:
         self.observations.append(dict(observations))
         self.actions.append(dict(actions))
         self.rewards.append({a: float(r) for a, r in rewards.items()})
@@ -193,30 +217,30 @@ class MultiAgentEpisode(_Episode):
 
     @staticmethod
     def _filter(items: list[dict], indices: Indices, agent_ids: AgentIDs) -> dict | list[dict]:
-        if agent_ids is not None and (isinstance(agent_ids, str)
-                                      or not isinstance(agent_ids, Collection)):
+        if agent_ids is not None and (
+            isinstance(agent_ids, str) or not isinstance(agent_ids, Collection)
+        ):
             agent_ids = [agent_ids]
         keep = None if agent_ids is None else set(agent_ids)
         picked = _pick(items, indices)
 
         def sel(d: dict) -> dict:
             return dict(d) if keep is None else {a: v for a, v in d.items() if a in keep}
+
         return sel(picked) if isinstance(picked, dict) else [sel(d) for d in picked]
 
-    def get_observations(self, indices: Indices = None, agent_ids: AgentIDs = None
-                    ) -> dict | list[dict]:
+    def get_observations(
+        self, indices: Indices = None, agent_ids: AgentIDs = None
+    ) -> dict | list[dict]:
         return self._filter(self.observations, indices, agent_ids)
 
-    def get_infos(self, indices: Indices = None, agent_ids: AgentIDs = None
-                    ) -> dict | list[dict]:
+    def get_infos(self, indices: Indices = None, agent_ids: AgentIDs = None) -> dict | list[dict]:
         return self._filter(self.infos, indices, agent_ids)
 
-    def get_actions(self, indices: Indices = None, agent_ids: AgentIDs = None
-                    ) -> dict | list[dict]:
+    def get_actions(self, indices: Indices = None, agent_ids: AgentIDs = None) -> dict | list[dict]:
         return self._filter(self.actions, indices, agent_ids)
 
-    def get_rewards(self, indices: Indices = None, agent_ids: AgentIDs = None
-                    ) -> dict | list[dict]:
+    def get_rewards(self, indices: Indices = None, agent_ids: AgentIDs = None) -> dict | list[dict]:
         return self._filter(self.rewards, indices, agent_ids)
 
     def get_return(self) -> float:
@@ -233,4 +257,3 @@ class MultiAgentEpisode(_Episode):
 
     def __len__(self) -> int:
         return len(self.actions)
-

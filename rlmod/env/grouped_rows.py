@@ -40,9 +40,16 @@ class GroupedRows:
         agent_episode_of_slot: `[num_slots]` each slot's eps_id (the runner's array).
     """
 
-    def __init__(self, groups: ModuleGroups, *, module_ids: list[ModuleID],
-                 spaces: ModuleSpaces, intake: ObservationIntake, open_row: Array,
-                 agent_episode_of_slot: Array) -> None:
+    def __init__(
+        self,
+        groups: ModuleGroups,
+        *,
+        module_ids: list[ModuleID],
+        spaces: ModuleSpaces,
+        intake: ObservationIntake,
+        open_row: Array,
+        agent_episode_of_slot: Array,
+    ) -> None:
         self.groups = groups
         self.module_ids = module_ids
         self.spaces = spaces
@@ -52,7 +59,8 @@ class GroupedRows:
         # Per group: modules with a non-empty env-to-module pipeline (run module by module).
         self.with_pipeline = [
             [m for m in g.modules.tolist() if len(spaces.env_to_module.get(module_ids[m], ()))]
-            for g in groups.groups]
+            for g in groups.groups
+        ]
         self.acting: list[ActingRows] | None = None  # per group with agents acting next
         self.reset()
 
@@ -79,16 +87,22 @@ class GroupedRows:
         cuts = np.flatnonzero(sorted_groups[1:] != sorted_groups[:-1]) + 1
         acting = []
         stacked = self.intake.stack_shared(slots, queued.obs)
-        values = None if stacked is not None else list(chain.from_iterable(
-            c for c in queued.obs if len(c)))
+        values = (
+            None
+            if stacked is not None
+            else list(chain.from_iterable(c for c in queued.obs if len(c)))
+        )
         for pos in np.split(order, cuts) if len(order) else []:  # one group's positions
             g = int(self.groups.group_of_module[mods[pos[0]]])
             if stacked is not None:
                 raw: ArrayTree = np.take(stacked, pos, axis=0)
             else:
                 assert values is not None
-                picked = ((values[int(pos[0])],) if len(pos) == 1
-                          else operator.itemgetter(*pos.tolist())(values))
+                picked = (
+                    (values[int(pos[0])],)
+                    if len(pos) == 1
+                    else operator.itemgetter(*pos.tolist())(values)
+                )
                 space = self.spaces.raw[self.module_ids[int(mods[pos[0]])]][0]
                 raw = self.intake.stack_checked(space, picked, slots[pos])
             obs = self._to_module_space(g, raw, mods[pos], starts[pos])
@@ -96,13 +110,22 @@ class GroupedRows:
             store_idx[pos] = np.arange(base, base + len(pos))
             a = acts_next[pos]
             if a.all():
-                acting.append(ActingRows(g, obs, store_idx[pos], slots[pos], mods[pos],
-                                         act_rank[pos]))
+                acting.append(
+                    ActingRows(g, obs, store_idx[pos], slots[pos], mods[pos], act_rank[pos])
+                )
             elif a.any():
                 pa = pos[a]
                 # np.compress: 5x faster than a boolean mask on the rows of a 2-D array.
-                acting.append(ActingRows(g, np.compress(a, obs, axis=0), store_idx[pa],
-                                         slots[pa], mods[pa], act_rank[pa]))
+                acting.append(
+                    ActingRows(
+                        g,
+                        np.compress(a, obs, axis=0),
+                        store_idx[pa],
+                        slots[pa],
+                        mods[pa],
+                        act_rank[pa],
+                    )
+                )
         for closing in queued.closings:  # step positions of new observations -> store indices
             pos = cast(IntArray, closing.new_obs)  # int positions
             new_obs = np.full(len(pos), -1)
@@ -126,8 +149,7 @@ class GroupedRows:
         for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
             pipeline = pipelines[self.module_ids[int(mods[lo])]]
             part = cast(Array, raw)[lo:hi]  # several modules: a Box space they share
-            pieces.append(pipeline(part, episode_starts=starts[lo:hi]) if len(pipeline)
-                          else part)
+            pieces.append(pipeline(part, episode_starts=starts[lo:hi]) if len(pipeline) else part)
         return np.concatenate(pieces)
 
     def _sort_key(self, keys: Array) -> Array:
@@ -142,10 +164,14 @@ class GroupedRows:
         pieces = []
         for g, obs, obs_idx, slots, mods, rank in self.acting:
             out, data = self.groups.forward(g, obs, mods, explore=explore)
-            row = {"obs_idx": obs_idx, "slot": slots, MODULE: mods,
-                   Columns.EPS_ID: self.agent_episode_of_slot[slots],
-                   Columns.ACTIONS: cast(torch.Tensor, data[Columns.ACTIONS]).numpy(),
-                   Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS].numpy()}
+            row = {
+                "obs_idx": obs_idx,
+                "slot": slots,
+                MODULE: mods,
+                Columns.EPS_ID: self.agent_episode_of_slot[slots],
+                Columns.ACTIONS: cast(torch.Tensor, data[Columns.ACTIONS]).numpy(),
+                Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS].numpy(),
+            }
             if Columns.ACTION_LOGP in data:  # else computed per group batch in collect()
                 row[Columns.ACTION_LOGP] = cast(torch.Tensor, data[Columns.ACTION_LOGP]).numpy()
             self.open_row[slots] = self.buffers[g].add_rows(**row)
@@ -165,8 +191,9 @@ class GroupedRows:
         return out_list
 
     # ------------------------------------------------------------------ end of a call
-    def collect(self, keep_eps: Array | None, drop: Array | None, *,
-                with_slots: bool) -> tuple[list[tuple[int, dict[str, Array]]], int]:
+    def collect(
+        self, keep_eps: Array | None, drop: Array | None, *, with_slots: bool
+    ) -> tuple[list[tuple[int, dict[str, Array]]], int]:
         """Turns the group buffers into flat per-module batches, (module index, batch),
         rows of each (env, agent) sequence contiguous and in time order; carries rows still
         open into the next call. `keep_eps`: only rows of these agent-episodes (the rest
@@ -177,12 +204,17 @@ class GroupedRows:
         # Outcomes of the closed rows, scattered into group-major arrays of all rows.
         offsets = np.cumsum([0, *(buf.num_rows for buf in self.buffers)])
         total = int(offsets[-1])
-        outcome = {"closed": np.zeros(total, bool), "rewards": np.zeros(total, np.float32),
-                   "term": np.zeros(total, bool), "trunc": np.zeros(total, bool),
-                   "new_obs": np.full(total, -1)}
+        outcome = {
+            "closed": np.zeros(total, bool),
+            "rewards": np.zeros(total, np.float32),
+            "term": np.zeros(total, bool),
+            "trunc": np.zeros(total, bool),
+            "new_obs": np.full(total, -1),
+        }
         if self.closings:
             groups, rows, new_obs, rew, term, trunc = (
-                np.concatenate(c) for c in zip(*self.closings, strict=True))
+                np.concatenate(c) for c in zip(*self.closings, strict=True)
+            )
             where = offsets[groups] + rows
             outcome["closed"][where] = True
             outcome["rewards"][where] = rew
@@ -200,14 +232,19 @@ class GroupedRows:
                 cols = buf.concat_rows()
                 if drop is not None:
                     in_drop = np.isin(cols[Columns.EPS_ID], drop)
-                    dropped_rows += int(in_drop[self.num_carried[g]:].sum())
+                    dropped_rows += int(in_drop[self.num_carried[g] :].sum())
                     cols = {k: v[~in_drop] for k, v in cols.items()}
                     part = np.flatnonzero(~in_drop) + offsets[g]
                 batch, carried = group_batch(
-                    cols, cast(Array, store), {k: v[part] for k, v in outcome.items()}, keep_eps,
+                    cols,
+                    cast(Array, store),
+                    {k: v[part] for k, v in outcome.items()},
+                    keep_eps,
                     module_key=self.groups.sort_rank,
                     slot_radix=len(self.open_row) <= 2**16,
-                    module_radix=len(self.module_ids) <= 2**16, with_slots=with_slots)
+                    module_radix=len(self.module_ids) <= 2**16,
+                    with_slots=with_slots,
+                )
                 if keep_eps is not None:  # rows of unfinished episodes are dropped: the
                     self.open_row[cols["slot"]] = -1  # next call starts them afresh
                 if batch is not None:
@@ -217,8 +254,13 @@ class GroupedRows:
         self.closings = []
         return result, dropped_rows
 
-    def _rebase(self, g: int, store: Array | None, acting_index: int | None,
-                carried: dict[str, Array] | None) -> None:
+    def _rebase(
+        self,
+        g: int,
+        store: Array | None,
+        acting_index: int | None,
+        carried: dict[str, Array] | None,
+    ) -> None:
         """Starts group g's next buffer with the observations still needed: those its
         agents act on next, and those of rows carried over."""
         buf = GroupBuffer()
@@ -228,7 +270,8 @@ class GroupedRows:
             acting = self.acting[acting_index]
             base = buf.add_obs(acting.obs)
             self.acting[acting_index] = acting._replace(
-                obs_idx=np.arange(base, base + len(acting.obs)))
+                obs_idx=np.arange(base, base + len(acting.obs))
+            )
         if carried is not None:
             obs = carried.pop("obs")
             base = buf.add_obs(obs)

@@ -69,11 +69,15 @@ def bad_observation(space: gym.Space, value: object) -> str | None:
         return None
     if isinstance(space, gym.spaces.Box | gym.spaces.MultiBinary | gym.spaces.MultiDiscrete):
         if not isinstance(value, np.ndarray):
-            return (f"is a {type(value).__name__}, not a numpy array of shape {space.shape} "
-                    f"and dtype {space.dtype}")
+            return (
+                f"is a {type(value).__name__}, not a numpy array of shape {space.shape} "
+                f"and dtype {space.dtype}"
+            )
         if value.shape != space.shape or value.dtype != space.dtype:
-            return (f"has shape {value.shape} and dtype {value.dtype}, but the space "
-                    f"declares shape {space.shape} and dtype {space.dtype}")
+            return (
+                f"has shape {value.shape} and dtype {value.dtype}, but the space "
+                f"declares shape {space.shape} and dtype {space.dtype}"
+            )
         return None
     if isinstance(space, gym.spaces.Discrete) and not isinstance(value, int | np.integer):
         return f"is a {type(value).__name__}, not an int for {space}"
@@ -108,17 +112,21 @@ class SubEnvGuard(gym.Wrapper[object, object, object, object]):
     step is its cost.
     """
 
-    def __init__(self, env: gym.Env[object, object], *, index: int,
-                 make_env: Callable[[], gym.Env[object, object]],
-                 failures: list[tuple[int, BaseException]]) -> None:
+    def __init__(
+        self,
+        env: gym.Env[object, object],
+        *,
+        index: int,
+        make_env: Callable[[], gym.Env[object, object]],
+        failures: list[tuple[int, BaseException]],
+    ) -> None:
         super().__init__(env)
         self.index = index
         self._make_env = make_env
         self._failures = failures
         self._last_obs: object = None
 
-    def step(self, action: object
-             ) -> tuple[object, SupportsFloat, bool, bool, dict[str, object]]:
+    def step(self, action: object) -> tuple[object, SupportsFloat, bool, bool, dict[str, object]]:
         try:
             out = self.env.step(action)
         except Exception as err:  # noqa: BLE001 - any env error: restart and report
@@ -127,8 +135,9 @@ class SubEnvGuard(gym.Wrapper[object, object, object, object]):
         self._last_obs = out[0]
         return out
 
-    def reset(self, *, seed: int | None = None, options: dict[str, object] | None = None
-              ) -> tuple[object, dict[str, object]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[object, dict[str, object]]:
         try:
             obs, info = self.env.reset(seed=seed, options=options)
         except Exception as err:  # noqa: BLE001 - a fresh env gets one more try

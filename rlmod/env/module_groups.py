@@ -56,9 +56,15 @@ class ModuleGroups:
     the same actions stacked or not).
     """
 
-    def __init__(self, module: MultiRLModule, module_ids: list[ModuleID],
-                 module_to_env: dict[ModuleID, ConnectorPipeline], *, stack: bool,
-                 auto_threads: bool = False) -> None:
+    def __init__(
+        self,
+        module: MultiRLModule,
+        module_ids: list[ModuleID],
+        module_to_env: dict[ModuleID, ConnectorPipeline],
+        *,
+        stack: bool,
+        auto_threads: bool = False,
+    ) -> None:
         self.module = module
         self.auto_threads = auto_threads  # a local EnvRunner, threads auto: acting_threads
         self.module_to_env = module_to_env
@@ -69,8 +75,7 @@ class ModuleGroups:
         found: list[tuple[IntArray, StackedGroup | None]] = []
         stack_groups = find_stack_groups(module, module_ids) if stack else []
         for sg in stack_groups:
-            mods = np.fromiter((index[mid] for mid in sg.module_ids), np.int64,
-                               len(sg.module_ids))
+            mods = np.fromiter((index[mid] for mid in sg.module_ids), np.int64, len(sg.module_ids))
             self.index_in_group[mods] = np.arange(len(mods))
             self.group_of_module[mods] = len(found)
             found.append((np.sort(mods), sg))
@@ -92,16 +97,20 @@ class ModuleGroups:
         self.group_of_module = renumber[self.group_of_module]
         # Parameters of one module of each group: a forward pass's work is its rows x these.
         self.params_per_module = [
-            sum(p[0].numel() for p in g.stacked.params.values()) if g.stacked is not None
-            else sum(p.numel() for p in module[g.lead].parameters()) for g in self.groups]
+            sum(p[0].numel() for p in g.stacked.params.values())
+            if g.stacked is not None
+            else sum(p.numel() for p in module[g.lead].parameters())
+            for g in self.groups
+        ]
 
     @property
     def num_stacked(self) -> int:
         """How many modules run inside stacked groups."""
         return sum(len(g.modules) for g in self.groups if g.stacked is not None)
 
-    def forward(self, g: int, obs: Array, modules: Array, *, explore: bool
-                ) -> tuple[TensorDict, dict[str, object]]:
+    def forward(
+        self, g: int, obs: Array, modules: Array, *, explore: bool
+    ) -> tuple[TensorDict, dict[str, object]]:
         """Group g's forward pass on its acting rows (`modules`: each row's module index),
         then its module-to-env pipeline: (forward outputs, pipeline outputs)."""
         group = self.groups[g]
@@ -111,18 +120,21 @@ class ModuleGroups:
         with torch_threads(threads):  # 2 threads for a large pass of a local EnvRunner
             if group.stacked is None:
                 batch = {Columns.OBS: obs_t}
-                out = (lead.forward_exploration(batch) if explore
-                       else lead.forward_inference(batch))
+                out = lead.forward_exploration(batch) if explore else lead.forward_inference(batch)
             else:
                 index = torch.from_numpy(self.index_in_group[modules])
-                run = (group.stacked.forward_exploration if explore
-                       else group.stacked.forward_inference)
+                run = (
+                    group.stacked.forward_exploration
+                    if explore
+                    else group.stacked.forward_inference
+                )
                 out = run(obs_t, index)
         data = self.module_to_env[group.lead](out, rl_module=lead, explore=explore)
         return out, data
 
-    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]
-                    ) -> dict[ModuleID, Mapping[str, Array | torch.Tensor]]:
+    def set_weights(
+        self, weights: Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]
+    ) -> dict[ModuleID, Mapping[str, Array | torch.Tensor]]:
         """Loads the weights of whole stack groups straight into their stacked storage
         (one copy per parameter and group instead of one `set_state` per module: 0.17 s
         of Python at 1,000 modules); returns the weights left for `MultiRLModule.set_state`

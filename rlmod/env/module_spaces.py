@@ -30,7 +30,9 @@ class ModuleSpaces:
     module no agent mapped to then adopts the spaces of the first agent mapped to it later.
     """
 
-    def __init__(self, config: AlgorithmConfig, envs: list[MultiAgentEnv], agents: list[AgentID]) -> None:
+    def __init__(
+        self, config: AlgorithmConfig, envs: list[MultiAgentEnv], agents: list[AgentID]
+    ) -> None:
         self.config = config
         self.env0 = envs[0]
         self.agents = agents
@@ -40,14 +42,18 @@ class ModuleSpaces:
         # Built with both input spaces, so their output spaces are set.
         self.env_to_module: dict[ModuleID, ConnectorPipeline] = {
             mid: config.build_env_to_module_connector(self.env0, obs, act)
-            for mid, (obs, act) in self.raw.items()}
+            for mid, (obs, act) in self.raw.items()
+        }
         self._groups: list[Array] = []
         self._num_groups: list[int] = []
         for env in envs:
             ids: dict[tuple[int, int], int] = {}
-            groups = [ids.setdefault((id(env.get_observation_space(a)),
-                                      id(env.get_action_space(a))), len(ids))
-                      for a in agents]
+            groups = [
+                ids.setdefault(
+                    (id(env.get_observation_space(a)), id(env.get_action_space(a))), len(ids)
+                )
+                for a in agents
+            ]
             self._groups.append(np.asarray(groups, np.int64))
             self._num_groups.append(len(ids))
         self._checked = [np.zeros(0, np.int64) for _ in envs]
@@ -61,8 +67,14 @@ class ModuleSpaces:
         """Env `e` was recreated (restart after a failure): its space groups anew."""
         ids: dict[tuple[int, int], int] = {}
         self._groups[e] = np.asarray(
-            [ids.setdefault((id(env.get_observation_space(a)), id(env.get_action_space(a))),
-                            len(ids)) for a in self.agents], np.int64)
+            [
+                ids.setdefault(
+                    (id(env.get_observation_space(a)), id(env.get_action_space(a))), len(ids)
+                )
+                for a in self.agents
+            ],
+            np.int64,
+        )
         self._num_groups[e] = len(ids)
         self._checked[e] = np.zeros(0, np.int64)
 
@@ -71,21 +83,33 @@ class ModuleSpaces:
         self._module = module
         self._shared = False
 
-    def check_new_agents(self, e: int, env: MultiAgentEnv, agents: list[AgentID],
-                         mids: list[ModuleID], mods: Array, local: Array) -> None:
+    def check_new_agents(
+        self,
+        e: int,
+        env: MultiAgentEnv,
+        agents: list[AgentID],
+        mids: list[ModuleID],
+        mods: Array,
+        local: Array,
+    ) -> None:
         """Checks that `agents` (of env `e`, agent indices `local`) see the spaces of the
         modules they were mapped to (`mids`, module indices `mods`)."""
         pairs = mods * self._num_groups[e] + self._groups[e][local]
         unchecked = np.setdiff1d(np.unique(pairs), self._checked[e], assume_unique=True)
         for pair in unchecked.tolist():
             i = int(np.argmax(pairs == pair))
-            self._check(agents[i], mids[i], env.get_observation_space(agents[i]),
-                        env.get_action_space(agents[i]))
+            self._check(
+                agents[i],
+                mids[i],
+                env.get_observation_space(agents[i]),
+                env.get_action_space(agents[i]),
+            )
         if unchecked.size:
             self._checked[e] = np.union1d(self._checked[e], unchecked)
 
-    def _check(self, agent: AgentID, mid: ModuleID, obs_space: gym.Space,
-               act_space: gym.Space) -> None:
+    def _check(
+        self, agent: AgentID, mid: ModuleID, obs_space: gym.Space, act_space: gym.Space
+    ) -> None:
         if mid not in self.raw:  # no agent mapped here at set-up: adopt these spaces
             assert self._module is not None
             pipeline = self.config.build_env_to_module_connector(self.env0, obs_space, act_space)
@@ -117,8 +141,12 @@ class ModuleSpaces:
             module_ids = self._module.keys()
             spaces = [self.raw.get(mid, (None,))[0] for mid in module_ids]
             first = spaces[0]
-            self._shared = first if isinstance(first, gym.spaces.Box) and all(
-                sp is first or sp == first for sp in spaces) else None
+            self._shared = (
+                first
+                if isinstance(first, gym.spaces.Box)
+                and all(sp is first or sp == first for sp in spaces)
+                else None
+            )
         return self._shared  # type: ignore[return-value]
 
     def _same(self, a: gym.Space, b: gym.Space) -> bool:

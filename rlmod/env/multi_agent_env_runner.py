@@ -112,16 +112,21 @@ class MultiAgentEnvRunner(EnvRunner):
         self.envs: list[MultiAgentEnv] = [self._make_env() for _ in range(self.num_envs)]
         self.env0 = self.envs[0]
         for env in self.envs:
-            self.callbacks.call("on_environment_created", env_runner=self,
-                                metrics_logger=self.metrics, env=env,
-                                env_context=dict(config.env_config))
+            self.callbacks.call(
+                "on_environment_created",
+                env_runner=self,
+                metrics_logger=self.metrics,
+                env=env,
+                env_context=dict(config.env_config),
+            )
         self._agents: list[AgentID] = list(self.env0.possible_agents)
         if not self._agents:
             raise EnvError(f"env={config.env!r} has no possible_agents; set them in __init__.")
         # Raw spaces per module, from the env's agents (SETUP_EPISODE); checks the mapping.
         self._spaces = ModuleSpaces(config, self.envs, self._agents)
-        self._spec = config.get_multi_rl_module_spec(env=self.env0, spaces=self.get_spaces(),
-                                                     inference_only=True)
+        self._spec = config.get_multi_rl_module_spec(
+            env=self.env0, spaces=self.get_spaces(), inference_only=True
+        )
         # The modules are built by make_module(), on first need (a remote EnvRunner answers
         # get_spaces() first); a custom MultiRLModule class now, its module IDs are its own.
         self._module: MultiRLModule | None = None
@@ -130,31 +135,51 @@ class MultiAgentEnvRunner(EnvRunner):
         self._rng_before_module = self._torch_rng_state
         if not is_plain(self._spec):
             self._build_module()
-        subs = self._module.items() if self._module is not None else (
-            self._spec.rl_module_specs.items())
+        subs = (
+            self._module.items()
+            if self._module is not None
+            else (self._spec.rl_module_specs.items())
+        )
         self._module_ids: list[ModuleID] = [mid for mid, _ in subs]
         self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
         self._restart = config.restart_failed_sub_environments
         self._failure_streaks = SubEnvFailureStreaks(  # restart mode's bound
-            env=config.env, num_envs=self.num_envs, unit="env",
-            limit=config.max_consecutive_sub_environment_failures)
-        self._intake = ObservationIntake(env_name=config.env, spaces=self._spaces,
-                                         check_obs=config.check_agent_observations,
-                                         locate=self._locate)
+            env=config.env,
+            num_envs=self.num_envs,
+            unit="env",
+            limit=config.max_consecutive_sub_environment_failures,
+        )
+        self._intake = ObservationIntake(
+            env_name=config.env,
+            spaces=self._spaces,
+            check_obs=config.check_agent_observations,
+            locate=self._locate,
+        )
         self._module_to_env = {}
         for mid, sub in subs:
             raw_act = self._spaces.raw.get(mid, (None, sub.action_space))[1]
             self._module_to_env[mid] = config.build_module_to_env_connector(  # complete spec
-                self.env0, cast(gym.Space, sub.observation_space), cast(gym.Space, raw_act))
+                self.env0, cast(gym.Space, sub.observation_space), cast(gym.Space, raw_act)
+            )
         self._writer = RowRecorder.create(  # config.offline_data(output=DIR)
-            config, module_ids=self._module_ids, spaces=self._spaces,
-            module_to_env=self._module_to_env, env_spaces=self.get_spaces(),
-            agents=self._agents, worker_index=self.worker_index)
+            config,
+            module_ids=self._module_ids,
+            spaces=self._spaces,
+            module_to_env=self._module_to_env,
+            env_spaces=self.get_spaces(),
+            agents=self._agents,
+            worker_index=self.worker_index,
+        )
 
     def _init_bookkeeping(self) -> None:
-        self._slots = AgentSlots(self.config, agents=self._agents, num_envs=self.num_envs,
-                                 module_index=self._module_index, spaces=self._spaces,
-                                 envs=self.envs)
+        self._slots = AgentSlots(
+            self.config,
+            agents=self._agents,
+            num_envs=self.num_envs,
+            module_index=self._module_index,
+            spaces=self._spaces,
+            envs=self.envs,
+        )
         self._next_episode_id = 0  # one per env episode: EpisodeInfo.id_
         self._dropped_eps: list[IntArray] = []  # agent-episodes of restarted envs
         self._num_restarts = 0
@@ -167,12 +192,18 @@ class MultiAgentEnvRunner(EnvRunner):
         self._acting_agents: list[tuple] = [()] * self.num_envs  # next to act, env's order
         self._acting_slots: list[IntArray] = [np.zeros(0, np.int64)] * self.num_envs
         self._acting_offset = [0] * self.num_envs  # their offset in the step's acting order
-        self._seeds = [derive_seed(self.config.seed, self.seed_index, e)
-                       for e in range(self.num_envs)]
+        self._seeds = [
+            derive_seed(self.config.seed, self.seed_index, e) for e in range(self.num_envs)
+        ]
         # Per sample() call: rows and who acts next, per execution group.
-        self._rows = GroupedRows(self._groups, module_ids=self._module_ids, spaces=self._spaces,
-                                 intake=self._intake, open_row=self._slots.open_row,
-                                 agent_episode_of_slot=self._slots.agent_episode_of)
+        self._rows = GroupedRows(
+            self._groups,
+            module_ids=self._module_ids,
+            spaces=self._spaces,
+            intake=self._intake,
+            open_row=self._slots.open_row,
+            agent_episode_of_slot=self._slots.agent_episode_of,
+        )
         self._begin_step()
         # Metrics since the last get_metrics().
         self._stats = EpisodeStats(self._module_ids, self._agents)
@@ -199,17 +230,28 @@ class MultiAgentEnvRunner(EnvRunner):
     # ------------------------------------------------------------------ spaces
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
         first = self._agents[0]
-        spaces = {ENV_SPACES_KEY: (self.env0.get_observation_space(first),
-                                   self.env0.get_action_space(first))}
+        spaces = {
+            ENV_SPACES_KEY: (
+                self.env0.get_observation_space(first),
+                self.env0.get_action_space(first),
+            )
+        }
         for mid, pipeline in self._spaces.env_to_module.items():
-            spaces[mid] = cast("tuple[gym.Space, gym.Space]",  # set: built with input spaces
-                               (pipeline.observation_space, pipeline.action_space))
+            spaces[mid] = cast(
+                "tuple[gym.Space, gym.Space]",  # set: built with input spaces
+                (pipeline.observation_space, pipeline.action_space),
+            )
         if hasattr(self, "_spec"):  # modules no env agent maps to: spaces from their spec
-            subs = self._spec.rl_module_specs.items() if self._module is None else (
-                self._module.items())
+            subs = (
+                self._spec.rl_module_specs.items()
+                if self._module is None
+                else (self._module.items())
+            )
             for mid, sub in subs:
-                spaces.setdefault(mid, cast("tuple[gym.Space, gym.Space]",
-                                            (sub.observation_space, sub.action_space)))
+                spaces.setdefault(
+                    mid,
+                    cast("tuple[gym.Space, gym.Space]", (sub.observation_space, sub.action_space)),
+                )
         return spaces
 
     @property
@@ -239,10 +281,15 @@ class MultiAgentEnvRunner(EnvRunner):
         assert self._module is not None
         self._spaces.attach(self._module)
         self._groups = ModuleGroups(
-            self._module, self._module_ids, self._module_to_env,
+            self._module,
+            self._module_ids,
+            self._module_to_env,
             stack=self.config.stack_modules,  # the local EnvRunner owns the driver's cores:
-            auto_threads=(self.worker_index == 0  # rlmod.env.acting_threads
-                          and self.config.num_threads_per_learner is None))
+            auto_threads=(
+                self.worker_index == 0  # rlmod.env.acting_threads
+                and self.config.num_threads_per_learner is None
+            ),
+        )
         self._init_bookkeeping()
         self._made = True
 
@@ -255,8 +302,11 @@ class MultiAgentEnvRunner(EnvRunner):
     def _init_pending_modules(self) -> None:
         """Runs the initialisers of the modules built without them that got no weights
         (rlmod.core.deferred_init): nothing reads a module before this or a weight sync."""
-        after = (self._pending_init.initialise(self._module)
-                 if self._pending_init and self._module is not None else None)
+        after = (
+            self._pending_init.initialise(self._module)
+            if self._pending_init and self._module is not None
+            else None
+        )
         if after is not None:  # the stream continues as after a normal build
             self._torch_rng_state = after
 
@@ -294,14 +344,19 @@ class MultiAgentEnvRunner(EnvRunner):
         slots = self._slots_for(e, keys)
         if self._track_episodes:
             self._ma_episodes[e] = MultiAgentEpisode(
-                id_=self._next_episode_id - 1, observations=obs, infos=infos, env_index=e,
-                agent_to_module=self._modules_of(keys, slots))
+                id_=self._next_episode_id - 1,
+                observations=obs,
+                infos=infos,
+                env_index=e,
+                agent_to_module=self._modules_of(keys, slots),
+            )
             self.callbacks.call("on_episode_created", **self._episode_kwargs(e))
             self.callbacks.call("on_episode_start", **self._episode_kwargs(e))
         self._slots.observed[slots] = True
         n = len(keys)
-        self._add_observations(slots, [self._intake.chunk(obs.values())], np.ones(n, bool),
-                               np.ones(n, bool))
+        self._add_observations(
+            slots, [self._intake.chunk(obs.values())], np.ones(n, bool), np.ones(n, bool)
+        )
         self._set_acting(e, keys, slots)
 
     def _end_episode(self, e: int, terminated: bool) -> None:
@@ -310,33 +365,47 @@ class MultiAgentEnvRunner(EnvRunner):
         open_local = np.flatnonzero(self._slots.open_row[block] >= 0)
         if open_local.size:
             k = open_local.size
-            self._close(open_local + first, np.full(k, terminated),
-                        np.full(k, not terminated), np.full(k, -1))
+            self._close(
+                open_local + first,
+                np.full(k, terminated),
+                np.full(k, not terminated),
+                np.full(k, -1),
+            )
         episode = self._episode[e]
         assert episode is not None
         part = np.flatnonzero(self._slots.episode_of[block] == episode.id_)  # took part
         slots = part + first
-        self._stats.add(int(self._ep_len[e]), part, self._slots.episode_return[slots],
-                        self._slots.module_of[slots])
+        self._stats.add(
+            int(self._ep_len[e]),
+            part,
+            self._slots.episode_return[slots],
+            self._slots.module_of[slots],
+        )
         self._done_eps.append(self._slots.agent_episode_of[slots])
         self._slots.clear_episode(block)
         if self._failure_streaks.active:  # restart mode: this episode's rows are kept
             self._failure_streaks.kept(np.arange(self.num_envs) == e)
         ma_episode = self._ma_episodes[e]
         if ma_episode is not None:
-            self.callbacks.call("on_episode_end", prev_episode_chunks=[],
-                                **self._episode_kwargs(e))
+            self.callbacks.call("on_episode_end", prev_episode_chunks=[], **self._episode_kwargs(e))
             self._ma_episodes_done.append(ma_episode)
             self._ma_episodes[e] = None
 
     def _episode_kwargs(self, e: int) -> dict[str, object]:
-        return {"episode": self._ma_episodes[e], "env_runner": self,
-                "metrics_logger": self.metrics, "env": self.envs[e], "env_index": e,
-                "rl_module": self.module}
+        return {
+            "episode": self._ma_episodes[e],
+            "env_runner": self,
+            "metrics_logger": self.metrics,
+            "env": self.envs[e],
+            "env_index": e,
+            "rl_module": self.module,
+        }
 
     def _modules_of(self, keys: tuple, slots: IntArray) -> dict[AgentID, ModuleID]:
-        return {a: self._module_ids[m] for a, m in zip(keys, self._slots.module_of[slots].tolist(),
-                                                       strict=True)}
+        return {
+            a: self._module_ids[m]
+            for a, m in zip(keys, self._slots.module_of[slots].tolist(), strict=True)
+        }
 
     # ------------------------------------------------------------------ one step
     def _begin_step(self) -> None:
@@ -346,8 +415,9 @@ class MultiAgentEnvRunner(EnvRunner):
         self._acting_slots = list(self._acting_slots)
         self._acting_offset = [0] * self.num_envs
 
-    def _add_observations(self, slots: IntArray, obs: list, acts_next: BoolArray,
-                          episode_starts: BoolArray) -> None:
+    def _add_observations(
+        self, slots: IntArray, obs: list, acts_next: BoolArray, episode_starts: BoolArray
+    ) -> None:
         """Queues observations for `GroupedRows.process` (`obs`: per-env chunks from
         `ObservationIntake.chunk`); see `StepObservations`."""
         queued = self._step_obs
@@ -370,12 +440,14 @@ class MultiAgentEnvRunner(EnvRunner):
         has = rows >= 0
         if not has.all():
             slots, rows, term, trunc, new_obs_pos = (
-                x[has] for x in (slots, rows, term, trunc, new_obs_pos))
+                x[has] for x in (slots, rows, term, trunc, new_obs_pos)
+            )
         if not len(slots):
             return
         groups = self._groups.group_of_module[self._slots.module_of[slots]]
-        self._step_obs.closings.append(ClosedRows(groups, rows, new_obs_pos,
-                                                  self._slots.pending_reward[slots], term, trunc))
+        self._step_obs.closings.append(
+            ClosedRows(groups, rows, new_obs_pos, self._slots.pending_reward[slots], term, trunc)
+        )
         self._slots.open_row[slots] = -1
         self._slots.pending_reward[slots] = 0.0
 
@@ -391,16 +463,19 @@ class MultiAgentEnvRunner(EnvRunner):
         self._num_steps += 1
         slots = np.concatenate(returns.slots)
         self._book_rewards(returns, slots)
-        term, trunc, over, extras = step_flags(returns.flagged, returns.obs_agents,
-                                               returns.num_obs)
+        term, trunc, over, extras = step_flags(returns.flagged, returns.obs_agents, returns.num_obs)
         acts_next = ~(term | trunc)
         starts = ~self._slots.observed[slots]  # first observation of the agent in its episode
         self._slots.observed[slots] = True
         self._add_observations(slots, returns.obs_chunks, acts_next, starts)
         self._close(slots, term, trunc, np.arange(len(slots)))
         for e, agent, terminated in extras:  # done agents that got no final obs
-            self._close(self._slots_for(e, (agent,)), np.array([terminated]),
-                        np.array([not terminated]), np.full(1, -1))
+            self._close(
+                self._slots_for(e, (agent,)),
+                np.array([terminated]),
+                np.array([not terminated]),
+                np.full(1, -1),
+            )
         ended = {e for e, _ in over} | {e for e, _ in returns.failed}
         self._set_next_acting(returns, acts_next, ended)
         for e, terminated in over:
@@ -410,15 +485,20 @@ class MultiAgentEnvRunner(EnvRunner):
             self._restart_env(e, error)
         return returns.agent_steps
 
-    def _call_step(self, actions: list, acted_agents: list[tuple],
-                   acted_slots: list[IntArray], acted_offset: list[int]) -> EnvReturns:
+    def _call_step(
+        self,
+        actions: list,
+        acted_agents: list[tuple],
+        acted_slots: list[IntArray],
+        acted_offset: list[int],
+    ) -> EnvReturns:
         """Calls each env's `step()` with the actions of its acting agents (`actions` in
         acting order, env e's from `acted_offset[e]`) and gathers what came back."""
         out = EnvReturns()
         for e, env in enumerate(self.envs):
             agents, off = acted_agents[e], acted_offset[e]
             out.agent_steps += len(agents)
-            action_dict = dict(zip(agents, actions[off:off + len(agents)], strict=True))
+            action_dict = dict(zip(agents, actions[off : off + len(agents)], strict=True))
             try:
                 obs, rewards, terminateds, truncateds, infos = env.step(action_dict)
             except Exception as err:
@@ -436,8 +516,14 @@ class MultiAgentEnvRunner(EnvRunner):
             ma_episode = self._ma_episodes[e] if self._track_episodes else None
             if ma_episode is not None:  # only with an episode callback hook
                 ma_episode.agent_to_module.update(self._modules_of(obs_agents, slots))
-                ma_episode.add_env_step(obs, actions=action_dict, rewards=rewards, infos=infos,
-                                        terminateds=terminateds, truncateds=truncateds)
+                ma_episode.add_env_step(
+                    obs,
+                    actions=action_dict,
+                    rewards=rewards,
+                    infos=infos,
+                    terminateds=terminateds,
+                    truncateds=truncateds,
+                )
                 self.callbacks.call("on_episode_step", **self._episode_kwargs(e))
             if rewards:
                 reward_agents = tuple(rewards)
@@ -445,9 +531,10 @@ class MultiAgentEnvRunner(EnvRunner):
                     out.reward_dicts.append(rewards)
                     out.reward_slots.append(slots)
                 else:
-                    self._add_rewards(self._slots_for(e, reward_agents),
-                                      np.fromiter(rewards.values(), np.float64,
-                                                  len(reward_agents)))
+                    self._add_rewards(
+                        self._slots_for(e, reward_agents),
+                        np.fromiter(rewards.values(), np.float64, len(reward_agents)),
+                    )
             if any(terminateds.values()) or any(truncateds.values()):  # else nothing to read
                 out.flagged.append(FlaggedEnv(e, out.num_obs, terminateds, truncateds))
             out.num_obs += len(obs_agents)
@@ -472,35 +559,47 @@ class MultiAgentEnvRunner(EnvRunner):
         `slots` are the slots of all observing agents, in env order."""
         if not returns.reward_dicts:
             return
-        rewards = np.fromiter(chain.from_iterable(r.values() for r in returns.reward_dicts),
-                              np.float64, sum(map(len, returns.reward_dicts)))
+        rewards = np.fromiter(
+            chain.from_iterable(r.values() for r in returns.reward_dicts),
+            np.float64,
+            sum(map(len, returns.reward_dicts)),
+        )
         # Usually every env rewarded all agents that observed: their slots are `slots`.
-        self._add_rewards(slots if len(returns.reward_dicts) == len(self.envs)
-                          else np.concatenate(returns.reward_slots), rewards)
+        self._add_rewards(
+            slots
+            if len(returns.reward_dicts) == len(self.envs)
+            else np.concatenate(returns.reward_slots),
+            rewards,
+        )
 
-    def _set_next_acting(self, returns: EnvReturns, acts_next: BoolArray,
-                         ended: set[int]) -> None:
+    def _set_next_acting(self, returns: EnvReturns, acts_next: BoolArray, ended: set[int]) -> None:
         """Who acts next in each env whose episode goes on: all that observed where no flag
         is set, else those not done (`acts_next`, per observation)."""
         first_flagged_obs = {f.env: f.first_obs for f in returns.flagged}
-        for e, (obs_agents, slots) in enumerate(zip(returns.obs_agents, returns.slots,
-                                                    strict=True)):
+        for e, (obs_agents, slots) in enumerate(
+            zip(returns.obs_agents, returns.slots, strict=True)
+        ):
             if e in ended:
                 continue  # reset (or restarted) below: its new agents act
             start = first_flagged_obs.get(e)
             if start is None:
                 self._set_acting(e, obs_agents, slots)
                 continue
-            mask = acts_next[start:start + len(obs_agents)]
+            mask = acts_next[start : start + len(obs_agents)]
             if mask.any():
                 self._set_acting(e, tuple(compress(obs_agents, mask.tolist())), slots[mask])
 
     def _restart_env(self, e: int, err: BaseException) -> None:
         """Restart mode: recreates env `e`, drops its unfinished episode (no rows, no
         metrics) and starts a new one."""
-        logger.warning("env=%r: env %d raised at step %d and was recreated (%r); its "
-                       "unfinished episode is dropped.", self.config.env, e,
-                       self._num_steps, err)
+        logger.warning(
+            "env=%r: env %d raised at step %d and was recreated (%r); its "
+            "unfinished episode is dropped.",
+            self.config.env,
+            e,
+            self._num_steps,
+            err,
+        )
         self._failure_streaks.record(e, err, step=self._num_steps)
         block = self._slots.block(e)
         episode = self._episode[e]
@@ -508,8 +607,7 @@ class MultiAgentEnvRunner(EnvRunner):
         took_part = self._slots.episode_of[block] == episode.id_
         self._dropped_eps.append(self._slots.agent_episode_of[block][took_part])
         # Its steps in this call, the failed one included (earlier ones were counted then).
-        self._num_dropped_env_steps += min(int(self._ep_len[e]),
-                                           self._num_steps - self._call_start)
+        self._num_dropped_env_steps += min(int(self._ep_len[e]), self._num_steps - self._call_start)
         self._slots.open_row[block] = -1
         self._slots.clear_episode(block)
         self._slots.episode_of[block] = -1
@@ -533,12 +631,16 @@ class MultiAgentEnvRunner(EnvRunner):
     def _locate(self, slot: int) -> AgentPlace:
         e, agent = self._slots.locate(slot)
         mid = self._module_ids[self._slots.module_of[slot]]
-        return AgentPlace(e, agent, int(self._ep_len[e]), self._num_steps,
-                          self._spaces.raw[mid][0])
+        return AgentPlace(e, agent, int(self._ep_len[e]), self._num_steps, self._spaces.raw[mid][0])
 
     # ------------------------------------------------------------------ sampling
-    def sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None,
-               explore: bool | None = None) -> SampleResult:
+    def sample(
+        self,
+        *,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool | None = None,
+    ) -> SampleResult:
         """Steps all envs for `num_timesteps` env steps (each env's step() counts one) or
         until `num_episodes` episodes are complete (then only their rows are returned)."""
         if num_timesteps is not None and num_episodes is not None:
@@ -558,8 +660,9 @@ class MultiAgentEnvRunner(EnvRunner):
             self._num_dropped_env_steps = 0
             raise
 
-    def _sample(self, num_timesteps: int | None, num_episodes: int | None,
-                explore: bool | None) -> SampleResult:
+    def _sample(
+        self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None
+    ) -> SampleResult:
         explore = self.config.explore if explore is None else explore
         self._call_start = self._num_steps
         if num_episodes is not None or self._rows.acting is None:
@@ -571,8 +674,11 @@ class MultiAgentEnvRunner(EnvRunner):
         self._ma_episodes_done = []
         env_steps = agent_steps = 0
         with torch.inference_mode():
-            while (len(self._stats) - first_done < num_episodes
-                   if num_episodes is not None else env_steps < (num_timesteps or 0)):
+            while (
+                len(self._stats) - first_done < num_episodes
+                if num_episodes is not None
+                else env_steps < (num_timesteps or 0)
+            ):
                 agent_steps += self._step_envs(self._rows.act(explore, self._num_acting))
                 env_steps += self.num_envs
                 self._rows.process(self._step_obs)
@@ -590,8 +696,12 @@ class MultiAgentEnvRunner(EnvRunner):
         self.num_agent_steps_sampled_lifetime += agent_steps
         if self._track_episodes:
             ongoing = [ep for ep in self._ma_episodes if ep is not None and len(ep)]
-            self.callbacks.call("on_sample_end", env_runner=self, metrics_logger=self.metrics,
-                                samples=self._ma_episodes_done + ongoing)
+            self.callbacks.call(
+                "on_sample_end",
+                env_runner=self,
+                metrics_logger=self.metrics,
+                samples=self._ma_episodes_done + ongoing,
+            )
         return result
 
     def _collect(self, keep_eps: IntArray | None) -> tuple[SampleResult, int]:
@@ -599,8 +709,9 @@ class MultiAgentEnvRunner(EnvRunner):
         how many rows acted in this call belonged to dropped episodes."""
         drop = np.concatenate(self._dropped_eps) if self._dropped_eps else None
         self._dropped_eps = []
-        batches, dropped_rows = self._rows.collect(keep_eps, drop,
-                                                   with_slots=self._writer is not None)
+        batches, dropped_rows = self._rows.collect(
+            keep_eps, drop, with_slots=self._writer is not None
+        )
         result: SampleResult = {}
         for m, batch in batches:
             mid = self._module_ids[m]
@@ -612,28 +723,34 @@ class MultiAgentEnvRunner(EnvRunner):
     # ------------------------------------------------------------------ metrics and state
     def get_metrics(self) -> MetricsDict:
         self.make_module()
-        metrics = {**self._stats.export(), "num_env_steps": self._num_env_steps,
-                   "num_agent_steps": self._num_agent_steps,
-                   "num_sub_env_restarts": self._num_restarts}
+        metrics = {
+            **self._stats.export(),
+            "num_env_steps": self._num_env_steps,
+            "num_agent_steps": self._num_agent_steps,
+            "num_sub_env_restarts": self._num_restarts,
+        }
         if self.metrics:
             metrics["metrics_logger"] = self.metrics.export_period()
         self._num_restarts = 0
         self._num_env_steps = self._num_agent_steps = 0
         return metrics
 
-    def get_state(self, components: Components = None, *, not_components: Components = None,
-                  **kwargs: object) -> StateDict:
+    def get_state(
+        self, components: Components = None, *, not_components: Components = None, **kwargs: object
+    ) -> StateDict:
         self.make_module()
         state: StateDict = {
-            "env_to_module": {mid: s for mid, p in self._spaces.env_to_module.items()
-                              if (s := p.get_state())},
+            "env_to_module": {
+                mid: s for mid, p in self._spaces.env_to_module.items() if (s := p.get_state())
+            },
             "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
             "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
         }
         if select_components(components, not_components, "rl_module")[0]:
             weights = self.module.get_state(inference_only=True)  # initialised first
-            state["rl_module"] = {mid: {k: v.numpy() for k, v in s.items()}
-                                  for mid, s in weights.items()}
+            state["rl_module"] = {
+                mid: {k: v.numpy() for k, v in s.items()} for mid, s in weights.items()
+            }
         return state
 
     def set_state(self, state: StateDict) -> None:
@@ -646,8 +763,9 @@ class MultiAgentEnvRunner(EnvRunner):
             weights = cast("Mapping[ModuleID, Mapping[str, Array]]", state["rl_module"])
             self._module.set_state(self._groups.set_weights(weights))
             self._pending_init.weights_set(weights)
-        connector_states = cast("Mapping[ModuleID, dict[str, object]]",
-                                state.get("env_to_module", {}))
+        connector_states = cast(
+            "Mapping[ModuleID, dict[str, object]]", state.get("env_to_module", {})
+        )
         for mid, s in connector_states.items():
             self._spaces.env_to_module[mid].set_state(s)
         for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
@@ -660,4 +778,3 @@ class MultiAgentEnvRunner(EnvRunner):
             self._writer.writer.close()
         for env in self.envs:
             env.close()
-

@@ -40,8 +40,7 @@ class EpisodeStats:
         """Episodes finished since the last `export()`."""
         return len(self.returns)
 
-    def add(self, length: int, agents: Array, returns: Array,
-            modules: Array) -> None:
+    def add(self, length: int, agents: Array, returns: Array, modules: Array) -> None:
         """One finished env episode of `length` steps: its agents (indices), their
         returns and their modules (indices)."""
         self.returns.append(float(returns.sum()))
@@ -60,9 +59,12 @@ class EpisodeStats:
 
     def export(self) -> MetricsDict:
         """The metrics of `get_metrics()`, then a fresh record."""
-        out = {"episode_returns": self.returns, "episode_lens": self.lens,
-               "module_episode_returns": self._returns_by_module(),
-               "agent_episode_returns": returns_by_agent(self.agent_returns, self.agents)}
+        out = {
+            "episode_returns": self.returns,
+            "episode_lens": self.lens,
+            "module_episode_returns": self._returns_by_module(),
+            "agent_episode_returns": returns_by_agent(self.agent_returns, self.agents),
+        }
         self.clear()
         return out
 
@@ -73,13 +75,16 @@ class EpisodeStats:
             return {}
         num_modules = len(self.module_ids)
         episode = np.repeat(np.arange(len(self.modules)), [len(m) for m in self.modules])
-        keys, inverse = np.unique(episode * num_modules + np.concatenate(self.modules),
-                                  return_inverse=True)  # sorted: episode-major
+        keys, inverse = np.unique(
+            episode * num_modules + np.concatenate(self.modules), return_inverse=True
+        )  # sorted: episode-major
         sums = np.bincount(inverse, weights=np.concatenate([r for _, r in self.agent_returns]))
         module = keys % num_modules
         order = np.argsort(module, kind="stable")  # stable: episode order per module
         module, sums = module[order], sums[order]
         cuts = np.flatnonzero(module[1:] != module[:-1]) + 1
         firsts = np.concatenate([[0], cuts]).tolist()
-        return {self.module_ids[module[i]]: part.tolist()
-                for i, part in zip(firsts, np.split(sums, cuts), strict=True)}
+        return {
+            self.module_ids[module[i]]: part.tolist()
+            for i, part in zip(firsts, np.split(sums, cuts), strict=True)
+        }

@@ -45,8 +45,14 @@ class ObservationIntake:
         locate: Slot -> AgentPlace.
     """
 
-    def __init__(self, *, env_name: object, spaces: ModuleSpaces, check_obs: bool,
-                 locate: Callable[[int], AgentPlace]) -> None:
+    def __init__(
+        self,
+        *,
+        env_name: object,
+        spaces: ModuleSpaces,
+        check_obs: bool,
+        locate: Callable[[int], AgentPlace],
+    ) -> None:
         self.env_name = env_name
         self.spaces = spaces
         self.check_obs = check_obs
@@ -73,14 +79,18 @@ class ObservationIntake:
         if shared is None or not filled:
             return None
         try:
-            stacked = np.concatenate([c if isinstance(c, np.ndarray)
-                                      else stack_observations(shared, c) for c in filled])
+            stacked = np.concatenate(
+                [c if isinstance(c, np.ndarray) else stack_observations(shared, c) for c in filled]
+            )
         except ValueError:  # ragged shapes: name the agent below
             stacked = None
-        if stacked is None or (self.check_obs and (
-                stacked.shape[1:] != shared.shape or stacked.dtype != shared.dtype)):
-            self.raise_bad_observation(slots, list(chain.from_iterable(
-                c if isinstance(c, list) else list(c) for c in chunks)))
+        if stacked is None or (
+            self.check_obs and (stacked.shape[1:] != shared.shape or stacked.dtype != shared.dtype)
+        ):
+            self.raise_bad_observation(
+                slots,
+                list(chain.from_iterable(c if isinstance(c, list) else list(c) for c in chunks)),
+            )
         found = non_finite_rows(stacked, len(stacked), "obs") if self.check_finite else None
         if found is not None:
             self.raise_non_finite(slots[found[0]], found[1])
@@ -93,8 +103,11 @@ class ObservationIntake:
             raw = stack_observations(space, picked)
         except ValueError:
             self.raise_bad_observation(slots, list(picked), space)
-        if self.check_obs and isinstance(space, gym.spaces.Box) and (
-                cast(Array, raw).shape[1:] != space.shape or cast(Array, raw).dtype != space.dtype):
+        if (
+            self.check_obs
+            and isinstance(space, gym.spaces.Box)
+            and (cast(Array, raw).shape[1:] != space.shape or cast(Array, raw).dtype != space.dtype)
+        ):
             self.raise_bad_observation(slots, list(picked), space)
         found = non_finite_rows(raw, len(slots), "obs") if self.check_finite else None
         if found is not None:
@@ -105,8 +118,9 @@ class ObservationIntake:
             self.raise_outside_space(space, raw, slots, outside[0])
         return raw
 
-    def raise_outside_space(self, space: gym.Space, raw: ArrayTree, slots: Array,
-                            rows: Array) -> NoReturn:
+    def raise_outside_space(
+        self, space: gym.Space, raw: ArrayTree, slots: Array, rows: Array
+    ) -> NoReturn:
         """Names the first of `slots` whose observation (row of `raw`) has a Discrete /
         MultiDiscrete part outside `space`."""
         row = int(np.flatnonzero(rows)[0])
@@ -131,8 +145,9 @@ class ObservationIntake:
             "finds such values)."
         )
 
-    def raise_bad_observation(self, slots: Array, values: list,
-                              space: gym.Space | None = None) -> NoReturn:
+    def raise_bad_observation(
+        self, slots: Array, values: list, space: gym.Space | None = None
+    ) -> NoReturn:
         """Names the first agent whose observation does not fit its module's space."""
         for slot, value in zip(slots.tolist(), values, strict=False):
             place = self.locate(slot)
@@ -144,5 +159,7 @@ class ObservationIntake:
                     "Return numpy arrays of the declared shape and dtype (config.env_runners("
                     "check_agent_observations=False) skips this check)."
                 )
-        raise EnvError(f"env={self.env_name!r}: observations of this step do not stack "
-                       "into their spaces' shapes.")
+        raise EnvError(
+            f"env={self.env_name!r}: observations of this step do not stack "
+            "into their spaces' shapes."
+        )

@@ -34,10 +34,17 @@ class RowRecorder:
         self._names = np.array([str(a) for a in agents], dtype=object)
 
     @classmethod
-    def create(cls, config: AlgorithmConfig, *, module_ids: list[ModuleID], spaces: ModuleSpaces,
-               module_to_env: dict[ModuleID, ConnectorPipeline],
-               env_spaces: dict[str, tuple[gym.Space, gym.Space]], agents: list[AgentID],
-               worker_index: int) -> RowRecorder | None:
+    def create(
+        cls,
+        config: AlgorithmConfig,
+        *,
+        module_ids: list[ModuleID],
+        spaces: ModuleSpaces,
+        module_to_env: dict[ModuleID, ConnectorPipeline],
+        env_spaces: dict[str, tuple[gym.Space, gym.Space]],
+        agents: list[AgentID],
+        worker_index: int,
+    ) -> RowRecorder | None:
         """A recorder when `config.output` is set (else None); an OfflineDataError where a
         module's connectors would make the recorded rows differ from the env's (the
         single-agent EnvRunner records raw data in every case)."""
@@ -51,15 +58,20 @@ class RowRecorder:
                     f"modules see; module {mid!r} sees transformed observations ({pipeline}) "
                     "or maps its actions into the env's space, which would make the "
                     "recorded rows differ from the env's. Record envs with flat float32 Box "
-                    "observations and Discrete actions starting at 0, or leave output unset.")
-        writer = EpisodeWriter(config.output, spaces=env_spaces,
-                               max_rows_per_file=config.output_max_rows_per_file,
-                               file_prefix=f"env_runner_{worker_index}")
+                    "observations and Discrete actions starting at 0, or leave output unset."
+                )
+        writer = EpisodeWriter(
+            config.output,
+            spaces=env_spaces,
+            max_rows_per_file=config.output_max_rows_per_file,
+            file_prefix=f"env_runner_{worker_index}",
+        )
         return cls(writer, agents)
 
     def write(self, module_id: ModuleID, batch: dict[str, Array]) -> None:
         """Hands a module's rows to the writer with each row's agent ID (the slot column
         is popped off the batch)."""
         slots = batch.pop(SLOT)
-        self.writer.add_batch({module_id: {
-            **batch, AGENT_ID: self._names[slots % len(self.agents)]}})
+        self.writer.add_batch(
+            {module_id: {**batch, AGENT_ID: self._names[slots % len(self.agents)]}}
+        )

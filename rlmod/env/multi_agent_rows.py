@@ -94,11 +94,15 @@ def read_flags(flags: dict, keys: tuple) -> tuple[BoolArray, bool, tuple]:
 def stack_observations(space: gym.Space, values: Sequence[object]) -> ArrayTree:
     """Stacks per-agent observations of `space` into a batch (Dict/Tuple: per part)."""
     if isinstance(space, gym.spaces.Dict):  # then each value is a dict ...
-        return {k: stack_observations(s, [cast("Mapping[str, object]", v)[k] for v in values])
-                for k, s in space.spaces.items()}
+        return {
+            k: stack_observations(s, [cast("Mapping[str, object]", v)[k] for v in values])
+            for k, s in space.spaces.items()
+        }
     if isinstance(space, gym.spaces.Tuple):  # ... or a tuple
-        return tuple(stack_observations(s, [cast("tuple[object, ...]", v)[i] for v in values])
-                     for i, s in enumerate(space.spaces))
+        return tuple(
+            stack_observations(s, [cast("tuple[object, ...]", v)[i] for v in values])
+            for i, s in enumerate(space.spaces)
+        )
     if isinstance(space, gym.spaces.Box):
         stacked = join_box_values(space, values)
         if stacked is not None:
@@ -116,8 +120,9 @@ def join_box_values(space: gym.spaces.Box, values: Collection) -> Array | None:
     if not values:
         return None
     first = next(iter(values))
-    if not (isinstance(first, np.ndarray) and first.dtype == space.dtype
-            and first.shape == space.shape):
+    if not (
+        isinstance(first, np.ndarray) and first.dtype == space.dtype and first.shape == space.shape
+    ):
         return None
     try:
         buf = bytearray().join(values)
@@ -128,8 +133,9 @@ def join_box_values(space: gym.spaces.Box, values: Collection) -> Array | None:
     return np.frombuffer(buf, space.dtype).reshape(len(values), *space.shape)
 
 
-def step_flags(flagged: list, keys_l: list[tuple], num_obs: int
-               ) -> tuple[BoolArray, BoolArray, list, list]:
+def step_flags(
+    flagged: list, keys_l: list[tuple], num_obs: int
+) -> tuple[BoolArray, BoolArray, list, list]:
     """One step's terminated and truncated flags, per observation in env order
     (`"__all__"` applies to agents without a flag of their own); `flagged` holds
     (env, its first observation's position, terminateds, truncateds) of the envs where some
@@ -148,10 +154,12 @@ def step_flags(flagged: list, keys_l: list[tuple], num_obs: int
             te_e = te_e | (~own & te_all)
             tr_e = tr_e | (~own & ~te_e & tr_all)
             over.append((e, te_all))
-        term[start:start + len(obs_agents)] = te_e
-        trunc[start:start + len(obs_agents)] = tr_e
-        extras += [(e, agent, agent in te_extra)  # dict, not set: no hash order
-                   for agent in dict.fromkeys((*te_extra, *tr_extra))]
+        term[start : start + len(obs_agents)] = te_e
+        trunc[start : start + len(obs_agents)] = tr_e
+        extras += [
+            (e, agent, agent in te_extra)  # dict, not set: no hash order
+            for agent in dict.fromkeys((*te_extra, *tr_extra))
+        ]
     return term, trunc, over, extras
 
 
@@ -162,10 +170,17 @@ MODULE = "module"
 """Row column of GroupBuffer and `group_batch`: the row's module index (the runner's order)."""
 
 
-def group_batch(rows: dict[str, Array], store: Array, outcome: dict[str, Array],
-                keep_eps: Array | None, *, module_key: Array, slot_radix: bool,
-                module_radix: bool, with_slots: bool = False
-                ) -> tuple[dict[str, Array] | None, dict[str, Array] | None]:
+def group_batch(
+    rows: dict[str, Array],
+    store: Array,
+    outcome: dict[str, Array],
+    keep_eps: Array | None,
+    *,
+    module_key: Array,
+    slot_radix: bool,
+    module_radix: bool,
+    with_slots: bool = False,
+) -> tuple[dict[str, Array] | None, dict[str, Array] | None]:
     """One execution group's batch from its rows of a `sample()` call and their outcomes:
     the closed rows (of the episodes in `keep_eps`, if given), module-major (by
     `module_key[module]`), each (env, agent) sequence contiguous and in time order, with the
@@ -198,8 +213,11 @@ def group_batch(rows: dict[str, Array], store: Array, outcome: dict[str, Array],
         # np.take: half the time of fancy indexing on 2-D arrays.
         Columns.OBS: np.take(store, cast(IntArray, rows["obs_idx"])[idx], axis=0),
         Columns.NEXT_OBS: np.take(store, new_obs_idx[idx], axis=0),
-        **{k: np.take(rows[k], idx, axis=0) for k in (
-            Columns.ACTIONS, Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS) if k in rows},
+        **{
+            k: np.take(rows[k], idx, axis=0)
+            for k in (Columns.ACTIONS, Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS)
+            if k in rows
+        },
         Columns.REWARDS: rewards[idx],
         Columns.TERMINATEDS: term[idx],
         Columns.TRUNCATEDS: trunc[idx],
@@ -207,8 +225,9 @@ def group_batch(rows: dict[str, Array], store: Array, outcome: dict[str, Array],
     }
     # A sequence ends where the agent's episode ends or where this fragment stops (a new
     # module's rows start with a new slot or a new agent-episode).
-    seq_ends = (cast(BoolArray, batch[Columns.TERMINATEDS])
-                | cast(BoolArray, batch[Columns.TRUNCATEDS]))
+    seq_ends = cast(BoolArray, batch[Columns.TERMINATEDS]) | cast(
+        BoolArray, batch[Columns.TRUNCATEDS]
+    )
     seq_ends[:-1] |= (slots[1:] != slots[:-1]) | (eps[1:] != eps[:-1])
     seq_ends[-1] = True
     batch[Columns.SEQ_ENDS] = seq_ends
@@ -232,12 +251,15 @@ def split_by_module(batch: dict[str, Array]) -> list[tuple[int, dict[str, Array]
     if len(cuts) == 2:
         return [(int(mods[0]), batch)]
     items = list(batch.items())
-    return [(int(mods[a]), {k: v[a:b] for k, v in items})
-            for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    return [
+        (int(mods[a]), {k: v[a:b] for k, v in items})
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+    ]
 
 
-def returns_by_agent(agent_returns: list[tuple[Array, Array]], agents: list[AgentID]
-                     ) -> dict[AgentID, list[float]]:
+def returns_by_agent(
+    agent_returns: list[tuple[Array, Array]], agents: list[AgentID]
+) -> dict[AgentID, list[float]]:
     """Each agent's episode returns, in episode order, from (agent indices, returns) per
     finished episode; grouped once per get_metrics() rather than per agent and episode."""
     if not agent_returns:

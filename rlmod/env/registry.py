@@ -75,9 +75,12 @@ def _check_takes_env_config(env: EnvCreator) -> None:
         signature.bind({})
     except TypeError:
         name = getattr(env, "__name__", type(env).__name__)
-        fix = (f"Give it one (def __init__(self, env_config=None)), or pass a creator: "
-               f"env=lambda env_config: {name}()." if inspect.isclass(env) else
-               "Give it that parameter: def make(env_config): ... or lambda env_config: ...")
+        fix = (
+            f"Give it one (def __init__(self, env_config=None)), or pass a creator: "
+            f"env=lambda env_config: {name}()."
+            if inspect.isclass(env)
+            else "Give it that parameter: def make(env_config): ... or lambda env_config: ..."
+        )
         raise TypeError(
             f"env={env!r} is called as {name}(env_config) to make each env (RLlib's "
             f"convention), but it takes no such argument. {fix}"
@@ -86,7 +89,11 @@ def _check_takes_env_config(env: EnvCreator) -> None:
 
 # Any: gymnasium's VectorEnv types its observations and arrays Any by default.
 def make_vector_env(  # type: ignore[explicit-any]
-    env: object, env_config: dict | None, num_envs: int, *, per_sub_env: bool = False,
+    env: object,
+    env_config: dict | None,
+    num_envs: int,
+    *,
+    per_sub_env: bool = False,
     wrap: Callable[[gym.Env[object, object], int], gym.Env[object, object]] | None = None,
 ) -> gym.vector.VectorEnv:
     """A gymnasium vector env of `num_envs` sub-envs in next-step autoreset mode.
@@ -100,8 +107,12 @@ def make_vector_env(  # type: ignore[explicit-any]
     wrapped in a SyncVectorEnv, each sub-env `i` passed through `wrap(env, i)` if given.
     """
     env_config = dict(env_config or {})
-    if (num_envs > 1 and not per_sub_env and is_gym_id(env)
-            and gym.registry[env].vector_entry_point is not None):
+    if (
+        num_envs > 1
+        and not per_sub_env
+        and is_gym_id(env)
+        and gym.registry[env].vector_entry_point is not None
+    ):
         return gym.make_vec(env, num_envs, vectorization_mode="vector_entry_point", **env_config)
     probe = make_env(env, env_config)
     if not isinstance(probe, gym.Env):
@@ -122,9 +133,11 @@ def make_vector_env(  # type: ignore[explicit-any]
         def make() -> gym.Env[object, object]:
             made = probe if i == 0 else make_env(env, env_config)
             return made if wrap is None else wrap(made, i)
+
         return make
 
     # NEXT_STEP autoreset: after a done step, the next step() resets that sub-env and
     # ignores its action; EnvRunners drop that reset step's row.
-    return gym.vector.SyncVectorEnv([sub_env(i) for i in range(num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+    return gym.vector.SyncVectorEnv(
+        [sub_env(i) for i in range(num_envs)], autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP
+    )

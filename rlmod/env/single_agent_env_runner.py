@@ -75,13 +75,20 @@ class SingleAgentEnvRunner(EnvRunner):
         self._restart = config.restart_failed_sub_environments
         self._failures: list[tuple[int, BaseException]] = []  # from SubEnvGuard, per step
         self.env = make_vector_env(
-            config.env, config.env_config, self.num_envs,
+            config.env,
+            config.env_config,
+            self.num_envs,
             per_sub_env=self._restart or self._truncate_non_finite,
-            wrap=self._guard if self._restart else None)
+            wrap=self._guard if self._restart else None,
+        )
         self._env_spaces = (self.env.single_observation_space, self.env.single_action_space)
-        self.callbacks.call("on_environment_created", env_runner=self,
-                            metrics_logger=self.metrics, env=self.env,
-                            env_context=dict(config.env_config))
+        self.callbacks.call(
+            "on_environment_created",
+            env_runner=self,
+            metrics_logger=self.metrics,
+            env=self.env,
+            env_context=dict(config.env_config),
+        )
         self._env_to_module = config.build_env_to_module_connector(self.env, *self._env_spaces)
         assert self._env_to_module.observation_space is not None  # set from the input space
         self._module_to_env = config.build_module_to_env_connector(
@@ -110,8 +117,10 @@ class SingleAgentEnvRunner(EnvRunner):
         self._num_truncated_non_finite = 0
         self._num_restarts = 0
         self._failure_streaks = SubEnvFailureStreaks(  # restart mode's bound
-            env=config.env, num_envs=self.num_envs,
-            limit=config.max_consecutive_sub_environment_failures)
+            env=config.env,
+            num_envs=self.num_envs,
+            limit=config.max_consecutive_sub_environment_failures,
+        )
         self._check_finite_data = True  # benchmarks/guard_overhead.py turns it off to compare
         # Discrete / MultiDiscrete / MultiBinary observations inside their space (decided
         # once: Box-only envs pay nothing per step); benchmarks/guard_overhead.py turns it
@@ -136,13 +145,20 @@ class SingleAgentEnvRunner(EnvRunner):
         # Rows are single steps of one sub-env: store one sub-env's spaces as "__env__",
         # not the vector env's batched ones (`Box(.., (N, 4))`, which no reader can use).
         spaces[ENV_SPACES_KEY] = spaces.pop(ENV_SINGLE_SPACES_KEY)
-        return EpisodeWriter(self.config.output, spaces=spaces,
-                             max_rows_per_file=self.config.output_max_rows_per_file,
-                             file_prefix=f"env_runner_{self.worker_index}")
+        return EpisodeWriter(
+            self.config.output,
+            spaces=spaces,
+            max_rows_per_file=self.config.output_max_rows_per_file,
+            file_prefix=f"env_runner_{self.worker_index}",
+        )
 
     def _guard(self, env: gym.Env[object, object], index: int) -> gym.Env[object, object]:
-        return SubEnvGuard(env, index=index, failures=self._failures,
-                           make_env=lambda: make_env(self.config.env, self.config.env_config))
+        return SubEnvGuard(
+            env,
+            index=index,
+            failures=self._failures,
+            make_env=lambda: make_env(self.config.env, self.config.env_config),
+        )
 
     # ------------------------------------------------------------------ spaces
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
@@ -173,14 +189,23 @@ class SingleAgentEnvRunner(EnvRunner):
         if self._writer is not None:
             self._writer.drop_pending()  # episodes cut off by this reset are never written
             self._raw = raw
-        self._obs = self._env_to_module(raw, episode_starts=np.ones(self.num_envs, bool),
-                                        rl_module=self.module, explore=self.config.explore)
+        self._obs = self._env_to_module(
+            raw,
+            episode_starts=np.ones(self.num_envs, bool),
+            rl_module=self.module,
+            explore=self.config.explore,
+        )
         if self._track_episodes:
             for i in range(self.num_envs):
                 self._start_episode(i, raw, infos)
 
-    def sample(self, *, num_timesteps: int | None = None, num_episodes: int | None = None,
-               explore: bool | None = None) -> SampleResult:
+    def sample(
+        self,
+        *,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool | None = None,
+    ) -> SampleResult:
         if num_timesteps is not None and num_episodes is not None:
             raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
         try:
@@ -190,8 +215,9 @@ class SingleAgentEnvRunner(EnvRunner):
                 # Restart mode: if every row was dropped (each episode sampled failed), sample
                 # on rather than hand a Learner an empty batch; rounds that only fail are
                 # bounded by max_consecutive_sub_environment_failures (SubEnvFailureStreaks).
-                while (self._num_restarts > restarts
-                       and not len(result[DEFAULT_MODULE_ID][Columns.EPS_ID])):
+                while self._num_restarts > restarts and not len(
+                    result[DEFAULT_MODULE_ID][Columns.EPS_ID]
+                ):
                     restarts = self._num_restarts
                     result = self._sample(num_timesteps, num_episodes, explore)
                 return result
@@ -202,8 +228,9 @@ class SingleAgentEnvRunner(EnvRunner):
             self._dropped = []
             raise
 
-    def _sample(self, num_timesteps: int | None, num_episodes: int | None,
-                explore: bool | None) -> SampleResult:
+    def _sample(
+        self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None
+    ) -> SampleResult:
         explore = self.config.explore if explore is None else explore
         if num_episodes is not None:
             self._reset()  # whole episodes only: start every sub-env afresh
@@ -225,10 +252,13 @@ class SingleAgentEnvRunner(EnvRunner):
                 while steps < num_timesteps:  # reset rows do not count: top up if short
                     for _ in range(-(-(num_timesteps - steps) // self.num_envs)):
                         self._step(cols, forward, explore)
-                    done = (cast(BoolArray, cols[Columns.TERMINATEDS])[:-1]
-                            | cast(BoolArray, cols[Columns.TRUNCATEDS])[:-1])
+                    done = (
+                        cast(BoolArray, cols[Columns.TERMINATEDS])[:-1]
+                        | cast(BoolArray, cols[Columns.TRUNCATEDS])[:-1]
+                    )
                     steps = cols.t * self.num_envs - int(
-                        prev_done_at_start.sum() + np.count_nonzero(done))
+                        prev_done_at_start.sum() + np.count_nonzero(done)
+                    )
             else:
                 num_done = 0
                 while num_done < num_episodes:
@@ -238,12 +268,17 @@ class SingleAgentEnvRunner(EnvRunner):
             batch = {k: v[np.isin(batch[Columns.EPS_ID], done_eps_ids)] for k, v in batch.items()}
         if self._track_episodes:
             ongoing = [ep for ep in self._episodes if ep is not None and len(ep)]
-            self.callbacks.call("on_sample_end", env_runner=self, metrics_logger=self.metrics,
-                                samples=self._episodes_done + ongoing)
+            self.callbacks.call(
+                "on_sample_end",
+                env_runner=self,
+                metrics_logger=self.metrics,
+                samples=self._episodes_done + ongoing,
+            )
         return {DEFAULT_MODULE_ID: batch}
 
-    def _step(self, cols: StepBuffer, forward: Callable[[TensorDict], TensorDict],
-              explore: bool) -> Array:
+    def _step(
+        self, cols: StepBuffer, forward: Callable[[TensorDict], TensorDict], explore: bool
+    ) -> Array:
         """One step of all sub-envs (the hot loop: no per-env Python); returns which are done."""
         obs = self._obs
         assert obs is not None
@@ -274,7 +309,8 @@ class SingleAgentEnvRunner(EnvRunner):
         if self._truncate_non_finite:
             raw, rew, trunc = self._truncate_non_finite_rows(raw, rew, trunc)
         elif self._check_obs_space and not self._fits_space(  # type: ignore[misc]
-                raw, self.num_envs):
+            raw, self.num_envs
+        ):
             self._raise_outside_space(raw)  # before the connectors one-hot them
         step = {
             Columns.OBS: obs,
@@ -301,16 +337,19 @@ class SingleAgentEnvRunner(EnvRunner):
         if self._failure_streaks.active:  # restart mode: an episode that ended is kept
             self._failure_streaks.kept(done, failed=failed)
         if self._track_episodes:  # one bool per vector step; False unless a hook reads them
-            self._episode_step(raw, data[Columns.ACTIONS].numpy(), rew, term, trunc, infos,
-                               started, failed)
+            self._episode_step(
+                raw, data[Columns.ACTIONS].numpy(), rew, term, trunc, infos, started, failed
+            )
         if self._env_to_module:  # an empty pipeline (CartPole's) is skipped
-            raw = self._env_to_module(raw, episode_starts=started, rl_module=self.module,
-                                      explore=explore)
+            raw = self._env_to_module(
+                raw, episode_starts=started, rl_module=self.module, explore=explore
+            )
         self._obs = raw
         return done
 
-    def _to_batch(self, cols: StepBuffer, prev_done_at_start: Array
-                  ) -> tuple[dict[str, Array], Array]:
+    def _to_batch(
+        self, cols: StepBuffer, prev_done_at_start: Array
+    ) -> tuple[dict[str, Array], Array]:
         """Stacks `[T, N]` step arrays into flat, env-major rows without the reset rows,
         and does the episode bookkeeping for all steps at once."""
         assert self._obs is not None
@@ -360,8 +399,9 @@ class SingleAgentEnvRunner(EnvRunner):
         if self._writer is not None and self._record_env_actions:
             stacked[_ENV_ACTIONS] = cols[_ENV_ACTIONS]
         # np.take: half the time of fancy indexing for the 2-D columns.
-        batch = {k: np.take(v.reshape(t * n, *v.shape[2:]), rows, axis=0)
-                 for k, v in stacked.items()}
+        batch = {
+            k: np.take(v.reshape(t * n, *v.shape[2:]), rows, axis=0) for k, v in stacked.items()
+        }
         add_action_logp(batch, self.module)
         # A sequence ends where its episode ends or where this fragment stops.
         seq_end = np.ones(len(rows), dtype=bool)
@@ -378,8 +418,11 @@ class SingleAgentEnvRunner(EnvRunner):
         """Hands the batch's rows to the EpisodeWriter with raw observations and env
         actions in place of the module's (popped off the batch, which keeps the module's)."""
         rows = dict(batch)
-        for ours, recorded in ((_RAW_OBS, Columns.OBS), (_RAW_NEXT_OBS, Columns.NEXT_OBS),
-                               (_ENV_ACTIONS, Columns.ACTIONS)):
+        for ours, recorded in (
+            (_RAW_OBS, Columns.OBS),
+            (_RAW_NEXT_OBS, Columns.NEXT_OBS),
+            (_ENV_ACTIONS, Columns.ACTIONS),
+        ):
             if ours in batch:
                 rows[recorded] = batch.pop(ours)
                 del rows[ours]
@@ -396,8 +439,9 @@ class SingleAgentEnvRunner(EnvRunner):
         self._next_eps_id += int(num_new.sum())
         return eps_id
 
-    def _record_episodes(self, rewards: Array, valid: Array, done: Array,
-                         keep_ended: Array | None = None) -> None:
+    def _record_episodes(
+        self, rewards: Array, valid: Array, done: Array, keep_ended: Array | None = None
+    ) -> None:
         """Appends the return and length of every episode that ended (where `keep_ended`,
         if given), in time order, and carries the unfinished ones over to the next call
         (all vectorized over `[T, N]`)."""
@@ -428,21 +472,37 @@ class SingleAgentEnvRunner(EnvRunner):
 
     # ------------------------------------------------------------------ callbacks
     def _episode_kwargs(self, i: int) -> dict[str, object]:
-        return {"episode": self._episodes[i], "env_runner": self,
-                "metrics_logger": self.metrics, "env": self.env, "env_index": i,
-                "rl_module": self.module}
+        return {
+            "episode": self._episodes[i],
+            "env_runner": self,
+            "metrics_logger": self.metrics,
+            "env": self.env,
+            "env_index": i,
+            "rl_module": self.module,
+        }
 
     def _start_episode(self, i: int, raw: ArrayTree, infos: VectorInfos) -> None:
         self._episodes[i] = SingleAgentEpisode(
-            id_=self._next_callback_eps_id, observation=row_of(raw, i),
-            info=info_of(infos, i), env_index=i)
+            id_=self._next_callback_eps_id,
+            observation=row_of(raw, i),
+            info=info_of(infos, i),
+            env_index=i,
+        )
         self._next_callback_eps_id += 1
         self.callbacks.call("on_episode_created", **self._episode_kwargs(i))
         self.callbacks.call("on_episode_start", **self._episode_kwargs(i))
 
-    def _episode_step(self, raw: ArrayTree, actions: Array, rew: Array, term: Array,
-                      trunc: Array, infos: VectorInfos, started: Array,
-                      failed: tuple[int, ...]) -> None:
+    def _episode_step(
+        self,
+        raw: ArrayTree,
+        actions: Array,
+        rew: Array,
+        term: Array,
+        trunc: Array,
+        infos: VectorInfos,
+        started: Array,
+        failed: tuple[int, ...],
+    ) -> None:
         """Per sub-env Python for the callbacks' episode objects (only with episode hooks).
 
         NEXT_STEP autoreset: a sub-env done at the previous step returned its reset
@@ -463,15 +523,20 @@ class SingleAgentEnvRunner(EnvRunner):
             if i in failed:  # restart mode: the unfinished episode is dropped, no end hook
                 self._episodes[i] = None
                 continue
-            episode.add_env_step(rows[i] if rows is not None else row_of(raw, i),
-                                 action=acts[i], reward=rews[i],
-                                 info=info_of(infos, i) if infos else {},
-                                 terminated=terms[i], truncated=truncs[i])
+            episode.add_env_step(
+                rows[i] if rows is not None else row_of(raw, i),
+                action=acts[i],
+                reward=rews[i],
+                info=info_of(infos, i) if infos else {},
+                terminated=terms[i],
+                truncated=truncs[i],
+            )
             if step_hook:
                 self.callbacks.call("on_episode_step", **self._episode_kwargs(i))
             if episode.is_done:
-                self.callbacks.call("on_episode_end", prev_episode_chunks=[],
-                                    **self._episode_kwargs(i))
+                self.callbacks.call(
+                    "on_episode_end", prev_episode_chunks=[], **self._episode_kwargs(i)
+                )
                 self._episodes_done.append(episode)
                 self._episodes[i] = None
 
@@ -479,8 +544,7 @@ class SingleAgentEnvRunner(EnvRunner):
     def _check_finite(self, obs_all: Array, rewards: Array, valid: BoolArray) -> None:
         """Raises an EnvError naming the first non-finite observation or reward of this
         call's `[T + 1, N]` observations and `[T, N]` rewards (one check per array)."""
-        for key, arr, mask in ((Columns.REWARDS, rewards, valid),
-                               (Columns.OBS, obs_all, None)):
+        for key, arr, mask in ((Columns.REWARDS, rewards, valid), (Columns.OBS, obs_all, None)):
             found = non_finite_rows(arr, arr.shape[0] * arr.shape[1], key)
             if found is None:
                 continue
@@ -510,11 +574,13 @@ class SingleAgentEnvRunner(EnvRunner):
             return
         i = int(np.flatnonzero(found[0])[0])
         # Truncate mode replaces a step's non-finite observations: this one came from a reset.
-        tail = ("Fix the env; an episode cannot be truncated before its first step, so "
-                "on_non_finite_env_data='truncate_episode' does not cover reset()."
-                if self._truncate_non_finite or self._num_steps == 0 else
-                "Fix the env, or set config.env_runners(on_non_finite_env_data="
-                "'truncate_episode') to end such episodes as truncated and go on.")
+        tail = (
+            "Fix the env; an episode cannot be truncated before its first step, so "
+            "on_non_finite_env_data='truncate_episode' does not cover reset()."
+            if self._truncate_non_finite or self._num_steps == 0
+            else "Fix the env, or set config.env_runners(on_non_finite_env_data="
+            "'truncate_episode') to end such episodes as truncated and go on."
+        )
         raise EnvError(
             f"env={self.config.env!r} returned a non-finite (NaN or inf) {found[1]} in "
             f"sub-env {i} at step {self._num_steps} of this EnvRunner. Nothing of "
@@ -533,19 +599,24 @@ class SingleAgentEnvRunner(EnvRunner):
         assert found is not None
         i = int(np.flatnonzero(found[0])[0])
         when = "at reset (step" if at_reset else "at step"
-        tail = ("Fix the env (or its declared observation_space); an episode cannot be "
-                "truncated before its first step." if at_reset else
-                "Fix the env (or its declared observation_space), or set config.env_runners("
-                "on_non_finite_env_data='truncate_episode') to end such episodes as "
-                "truncated and go on.")
+        tail = (
+            "Fix the env (or its declared observation_space); an episode cannot be "
+            "truncated before its first step."
+            if at_reset
+            else "Fix the env (or its declared observation_space), or set config.env_runners("
+            "on_non_finite_env_data='truncate_episode') to end such episodes as "
+            "truncated and go on."
+        )
         raise EnvError(
             f"env={self.config.env!r} returned an observation outside its observation space "
             f"in sub-env {i} {when} {self._num_steps} of this EnvRunner{')' if at_reset else ''}"
             f": {outside_space_problem(space, raw, i, Columns.OBS)}. Nothing of this "
-            f"sample() call reaches a Learner. {tail}")
+            f"sample() call reaches a Learner. {tail}"
+        )
 
-    def _truncate_non_finite_rows(self, raw: ArrayTree, rew: Array, trunc: Array
-                                  ) -> tuple[ArrayTree, Array, Array]:
+    def _truncate_non_finite_rows(
+        self, raw: ArrayTree, rew: Array, trunc: Array
+    ) -> tuple[ArrayTree, Array, Array]:
         """Truncate mode: sub-envs with a non-finite observation or reward, or an
         observation outside its Discrete / MultiDiscrete / MultiBinary space, end their
         episode here; the last good observation stands in for the final one (what the
@@ -556,8 +627,7 @@ class SingleAgentEnvRunner(EnvRunner):
         if found_obs is not None:
             bad |= found_obs[0]
         if self._check_obs_space:
-            found_outside = out_of_space_rows(self._env_spaces[0], raw, self.num_envs,
-                                              Columns.OBS)
+            found_outside = out_of_space_rows(self._env_spaces[0], raw, self.num_envs, Columns.OBS)
             if found_outside is not None:
                 bad |= found_outside[0]
         if bad.any():
@@ -567,10 +637,14 @@ class SingleAgentEnvRunner(EnvRunner):
             # NEXT_STEP autoreset, as if the sub-env had returned truncated itself.
             self.env._autoreset_envs[bad] = True  # type: ignore[attr-defined]
             self._num_truncated_non_finite += int(bad.sum())
-            logger.warning("env=%r returned non-finite data or observations outside the "
-                           "observation space in sub-envs %s at step %d; their episodes end "
-                           "as truncated.", self.config.env,
-                           np.flatnonzero(bad).tolist(), self._num_steps)
+            logger.warning(
+                "env=%r returned non-finite data or observations outside the "
+                "observation space in sub-envs %s at step %d; their episodes end "
+                "as truncated.",
+                self.config.env,
+                np.flatnonzero(bad).tolist(),
+                self._num_steps,
+            )
         self._last_raw = _copy(raw)
         return raw, rew, trunc
 
@@ -578,9 +652,14 @@ class SingleAgentEnvRunner(EnvRunner):
         """Restart mode: the sub-envs that raised at this step (row `row`) were recreated;
         their unfinished episodes are dropped when the batch is built."""
         for index, err in self._failures:
-            logger.warning("env=%r: sub-env %d raised at step %d and was recreated (%r); "
-                           "its unfinished episode is dropped.", self.config.env, index,
-                           self._num_steps, err)
+            logger.warning(
+                "env=%r: sub-env %d raised at step %d and was recreated (%r); "
+                "its unfinished episode is dropped.",
+                self.config.env,
+                index,
+                self._num_steps,
+                err,
+            )
             self._failure_streaks.record(index, err, step=self._num_steps)
             if not self._prev_done[index]:  # else it failed resetting: no episode to drop
                 self._dropped.append((row, index))
@@ -603,15 +682,19 @@ class SingleAgentEnvRunner(EnvRunner):
         self._num_truncated_non_finite = self._num_restarts = 0
         return metrics
 
-    def get_state(self, components: Components = None, *, not_components: Components = None,
-                  **kwargs: object) -> StateDict:
+    def get_state(
+        self, components: Components = None, *, not_components: Components = None, **kwargs: object
+    ) -> StateDict:
         state: StateDict = {
             "env_to_module": self._env_to_module.get_state(),
             "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
         }
         if select_components(components, not_components, "rl_module")[0]:
-            state["rl_module"] = {DEFAULT_MODULE_ID: {
-                k: v.numpy() for k, v in self.module.get_state(inference_only=True).items()}}
+            state["rl_module"] = {
+                DEFAULT_MODULE_ID: {
+                    k: v.numpy() for k, v in self.module.get_state(inference_only=True).items()
+                }
+            }
         return state
 
     def set_state(self, state: StateDict) -> None:
@@ -623,14 +706,14 @@ class SingleAgentEnvRunner(EnvRunner):
             self._env_to_module.set_state(cast("dict[str, object]", state["env_to_module"]))
         if "num_env_steps_sampled_lifetime" in state:
             self.num_env_steps_sampled_lifetime = int(
-                cast(int, state["num_env_steps_sampled_lifetime"]))
+                cast(int, state["num_env_steps_sampled_lifetime"])
+            )
 
     def stop(self) -> None:
         """Closes the envs and writes the recorded episodes still queued."""
         if self._writer is not None:
             self._writer.close()
         self.env.close()
-
 
 
 def _copy(x: ArrayTree) -> ArrayTree:

@@ -38,8 +38,7 @@ class SubEnvFailureStreaks:
         False
     """
 
-    def __init__(self, *, env: object, num_envs: int, limit: int,
-                 unit: str = "sub-env") -> None:
+    def __init__(self, *, env: object, num_envs: int, limit: int, unit: str = "sub-env") -> None:
         self.env = env
         self.limit = limit
         self.unit = unit  # how errors name one: "sub-env" (vector env) or "env"

@@ -19,14 +19,12 @@ import gymnasium as gym
 class TimeLimitAsTermination(gym.Wrapper[object, object, object, object]):
     """Reports the end of the wrapped env's time limit as termination, not truncation."""
 
-    def step(self, action: object
-             ) -> tuple[object, SupportsFloat, bool, bool, dict[str, object]]:
+    def step(self, action: object) -> tuple[object, SupportsFloat, bool, bool, dict[str, object]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         return obs, reward, bool(terminated or truncated), False, info
 
 
-def make_with_terminal_time_limit(env_config: Mapping[str, object]
-                                  ) -> TimeLimitAsTermination:
+def make_with_terminal_time_limit(env_config: Mapping[str, object]) -> TimeLimitAsTermination:
     """`gymnasium.make(id, max_episode_steps=..., **rest)` whose limit terminates episodes.
 
     An env creator for `config.environment(env=make_with_terminal_time_limit,

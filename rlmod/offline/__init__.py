@@ -6,5 +6,11 @@ from rlmod.offline.offline_data import OfflineData
 from rlmod.offline.reader import OfflineReader, read_spaces, resolve_files
 from rlmod.offline.writer import EpisodeWriter, record_episodes
 
-__all__ = ["EpisodeWriter", "OfflineData", "OfflineReader", "read_spaces", "record_episodes",
-           "resolve_files"]
+__all__ = [
+    "EpisodeWriter",
+    "OfflineData",
+    "OfflineReader",
+    "read_spaces",
+    "record_episodes",
+    "resolve_files",
+]

@@ -61,9 +61,11 @@ class ColumnCheck:
         return self.action_space if column == Columns.ACTIONS else None
 
     def _fix(self) -> str:
-        return (f"(Spaces from {self.origin}.) Re-record the data, convert the column, or "
-                "set the spaces it was recorded with in config.environment(observation_space="
-                "..., action_space=...).")
+        return (
+            f"(Spaces from {self.origin}.) Re-record the data, convert the column, or "
+            "set the spaces it was recorded with in config.environment(observation_space="
+            "..., action_space=...)."
+        )
 
     # ------------------------------------------------------------------ footer
     def schema(self, schema: Any, file: Path, columns: Sequence[str]) -> None:
@@ -78,43 +80,63 @@ class ColumnCheck:
             kind = schema.field(name).type
             space = self._space(name)
             if space is None:
-                numeric = (pa.types.is_boolean(kind) or pa.types.is_integer(kind)
-                           if name in FLAG_COLUMNS else
-                           pa.types.is_integer(kind) or pa.types.is_floating(kind))
+                numeric = (
+                    pa.types.is_boolean(kind) or pa.types.is_integer(kind)
+                    if name in FLAG_COLUMNS
+                    else pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                )
                 if not numeric:
                     what = "booleans" if name in FLAG_COLUMNS else "numbers"
                     raise OfflineDataError(
                         f"{file}: column {name!r} holds {kind} values, not {what}. "
-                        f"Re-record the data or convert the column to {what}.")
+                        f"Re-record the data or convert the column to {what}."
+                    )
                 continue
             size = int(np.prod(row_shape(space)))
-            is_list = (pa.types.is_fixed_size_list(kind) or pa.types.is_list(kind)
-                       or pa.types.is_large_list(kind))
+            is_list = (
+                pa.types.is_fixed_size_list(kind)
+                or pa.types.is_list(kind)
+                or pa.types.is_large_list(kind)
+            )
             values = kind.value_type if is_list else kind
-            if not (pa.types.is_integer(values) or pa.types.is_floating(values)
-                    or pa.types.is_boolean(values)):
+            if not (
+                pa.types.is_integer(values)
+                or pa.types.is_floating(values)
+                or pa.types.is_boolean(values)
+            ):
                 raise OfflineDataError(
                     f"{file}: column {name!r} holds {kind} values, not numbers of {space}. "
-                    + self._fix())
+                    + self._fix()
+                )
             if not row_shape(space) and is_list:
                 raise OfflineDataError(
                     f"{file}: column {name!r} holds lists ({kind}), but {space} has one "
-                    "number per row. " + self._fix())
+                    "number per row. " + self._fix()
+                )
             if pa.types.is_fixed_size_list(kind) and kind.list_size != size:
                 shape = row_shape(space)
-                batched = (len(shape) > 1 and int(np.prod(shape[1:])) == kind.list_size
-                           and name in OBS_COLUMNS)
+                batched = (
+                    len(shape) > 1
+                    and int(np.prod(shape[1:])) == kind.list_size
+                    and name in OBS_COLUMNS
+                )
                 raise OfflineDataError(
                     f"{file}: column {name!r} holds rows of {kind.list_size} values, but "
-                    f"{space} has shape {shape} ({size} values). " + (
+                    f"{space} has shape {shape} ({size} values). "
+                    + (
                         "That looks like a vector env's batched spaces, which rlmod wrote "
                         "into spaces.json before issue 30's fix: set the single env's spaces "
                         "in config.environment(observation_space=..., action_space=...). "
-                        if batched else "") + self._fix())
+                        if batched
+                        else ""
+                    )
+                    + self._fix()
+                )
             if row_shape(space) and not is_list and size != 1:
                 raise OfflineDataError(
                     f"{file}: column {name!r} holds one number per row, but {space} has "
-                    f"shape {row_shape(space)}. " + self._fix())
+                    f"shape {row_shape(space)}. " + self._fix()
+                )
 
     # ------------------------------------------------------------------ values
     def chunk(self, cols: dict[str, np.ndarray], file: object, row_in_file: RowInFile) -> None:
@@ -130,13 +152,15 @@ class ColumnCheck:
                 shown = arr[0] if len(arr) else arr
                 raise OfflineDataError(
                     f"{file}: column {name!r} holds {arr.dtype} values (e.g. {shown!r}), not "
-                    "numbers. Re-record the data or convert the column.")
+                    "numbers. Re-record the data or convert the column."
+                )
             if arr.dtype.kind == "f" and not np.isfinite(arr).all():
                 row = int(np.flatnonzero(~np.isfinite(arr.reshape(len(arr), -1)).all(1))[0])
                 raise OfflineDataError(
                     f"{file}: column {name!r} holds {arr[row].tolist()!r} in "
                     f"{_where(row, row_in_file)}: NaN or inf, which would make every loss it "
-                    "enters NaN. Re-record the data or drop its episode.")
+                    "enters NaN. Re-record the data or drop its episode."
+                )
             if name in FLAG_COLUMNS:
                 self._flags(name, arr, file, row_in_file)
             elif space is not None:
@@ -151,17 +175,23 @@ class ColumnCheck:
             raise OfflineDataError(
                 f"{file}: column {name!r} holds {arr[row].tolist()!r} in "
                 f"{_where(row, row_in_file)}; a flag is True/False (or 1/0). Re-record the "
-                "data or convert the column to booleans.")
+                "data or convert the column to booleans."
+            )
 
-    def _values(self, name: str, space: gym.Space, arr: np.ndarray, file: object,
-                row_in_file: RowInFile) -> None:
+    def _values(
+        self, name: str, space: gym.Space, arr: np.ndarray, file: object, row_in_file: RowInFile
+    ) -> None:
         n = len(arr)
         shape = row_shape(space)
-        if (arr.shape[1:] != shape if name in OBS_COLUMNS
-                else int(np.prod(arr.shape[1:])) != int(np.prod(shape))):
+        if (
+            arr.shape[1:] != shape
+            if name in OBS_COLUMNS
+            else int(np.prod(arr.shape[1:])) != int(np.prod(shape))
+        ):
             raise OfflineDataError(
                 f"{file}: column {name!r} holds rows of shape {arr.shape[1:]}, but {space} "
-                f"has shape {shape}. " + self._fix())
+                f"has shape {shape}. " + self._fix()
+            )
         if not isinstance(space, INTEGER_SPACES):
             return  # Box: any finite number (envs step past their declared bounds)
         values = arr.reshape(n, *shape) if name == Columns.ACTIONS else arr
@@ -170,8 +200,8 @@ class ColumnCheck:
             row = int(np.flatnonzero(found[0])[0])
             problem = outside_space_problem(space, values, row, name)
             raise OfflineDataError(
-                f"{file}: in {_where(row, row_in_file)}, {problem}. "
-                + self._fix())
+                f"{file}: in {_where(row, row_in_file)}, {problem}. " + self._fix()
+            )
 
 
 def _where(row: int, row_in_file: RowInFile) -> str:

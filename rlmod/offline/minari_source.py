@@ -39,8 +39,14 @@ class MinariSource:
     def __str__(self) -> str:
         return f"{self.name} (episodes {self.episode_indices[0]}..{self.episode_indices[-1]})"
 
-    def chunks(self, *, columns: Sequence[str] | None, module_id: str | None,
-               obs_shape: tuple[int, ...] | None, rows: int) -> Iterator[dict[str, np.ndarray]]:
+    def chunks(
+        self,
+        *,
+        columns: Sequence[str] | None,
+        module_id: str | None,
+        obs_shape: tuple[int, ...] | None,
+        rows: int,
+    ) -> Iterator[dict[str, np.ndarray]]:
         """One chunk per episode (Minari stores T + 1 observations per T steps)."""
         for episode in self.dataset.iterate_episodes(self.episode_indices):
             obs = np.asarray(episode.observations)
@@ -68,24 +74,29 @@ def load_minari(input_: str) -> tuple[list[MinariSource], tuple[gym.Space, gym.S
     except ImportError:
         raise ImportError(
             f"offline_data(input_={input_!r}) reads a Minari dataset and needs the minari "
-            "package: pip install minari.") from None
-    dataset_id = input_[len(PREFIX):]
+            "package: pip install minari."
+        ) from None
+    dataset_id = input_[len(PREFIX) :]
     try:
         dataset = minari.load_dataset(dataset_id, download=False)
     except (FileNotFoundError, ValueError) as e:
         raise OfflineDataError(
             f"offline_data(input_={input_!r}): no local Minari dataset {dataset_id!r} "
             f"({e}). rlmod does not download datasets: run `minari download {dataset_id}` "
-            "or point MINARI_DATASETS_PATH at its directory.") from None
+            "or point MINARI_DATASETS_PATH at its directory."
+        ) from None
     obs_space, act_space = dataset.observation_space, dataset.action_space
     for kind, space in (("observation", obs_space), ("action", act_space)):
         if not isinstance(space, STORABLE_SPACES):
             raise OfflineDataError(
                 f"Minari dataset {dataset_id!r} has a {kind} space {space}; rlmod reads Box, "
-                "Discrete, MultiDiscrete and MultiBinary spaces.")
+                "Discrete, MultiDiscrete and MultiBinary spaces."
+            )
     indices = [int(i) for i in dataset.episode_indices]
     if not indices:
         raise OfflineDataError(f"Minari dataset {dataset_id!r} holds no episodes.")
-    sources = [MinariSource(dataset, indices[i:i + EPISODES_PER_SOURCE], input_)
-               for i in range(0, len(indices), EPISODES_PER_SOURCE)]
+    sources = [
+        MinariSource(dataset, indices[i : i + EPISODES_PER_SOURCE], input_)
+        for i in range(0, len(indices), EPISODES_PER_SOURCE)
+    ]
     return sources, (obs_space, act_space)

@@ -91,21 +91,34 @@ class OfflineData:
         else the recorded ones; the data are checked against them as they are read."""
         config = self.config
         env_spaces, origin = choose_spaces(
-            (config.observation_space, config.action_space), recorded, where,
-            type(config).__name__[:-len("Config")])
+            (config.observation_space, config.action_space),
+            recorded,
+            where,
+            type(config).__name__[: -len("Config")],
+        )
         self.env_spaces = env_spaces
         pipeline = config.build_env_to_module_connector(None, *env_spaces)
         assert pipeline.observation_space is not None
-        self.spaces = {ENV_KEY: env_spaces,
-                       DEFAULT_MODULE_ID: (pipeline.observation_space, env_spaces[1])}
+        self.spaces = {
+            ENV_KEY: env_spaces,
+            DEFAULT_MODULE_ID: (pipeline.observation_space, env_spaces[1]),
+        }
         check = ColumnCheck(*env_spaces, origin=origin)
-        self.views = [ModuleView(DEFAULT_MODULE_ID, module_view(pipeline, env_spaces[1]),
-                                 _shape(env_spaces[0]), None, check)]
+        self.views = [
+            ModuleView(
+                DEFAULT_MODULE_ID,
+                module_view(pipeline, env_spaces[1]),
+                _shape(env_spaces[0]),
+                None,
+                check,
+            )
+        ]
         parquet = [f for f in self.sources if isinstance(f, Path)]
         check_schemas(parquet, check, (*REQUIRED_COLUMNS, Columns.NEXT_OBS))  # footers only
 
-    def _multi_agent(self, stored: Mapping[str, tuple[gym.Space, gym.Space]] | None,
-                     where: str) -> None:
+    def _multi_agent(
+        self, stored: Mapping[str, tuple[gym.Space, gym.Space]] | None, where: str
+    ) -> None:
         """Multi-agent recordings hold what each module saw (the MultiAgentEnvRunner records
         only untransformed observations) with each row's module ID: module M trains on the
         rows stored under M, with the spaces stored for M (or set in its sub-spec)."""
@@ -114,7 +127,8 @@ class OfflineData:
             raise OfflineDataError(
                 "Multi-agent offline data hold what each module saw; a config."
                 "env_runners(env_to_module_connector=...) would transform them a second "
-                "time. Leave it unset for multi-agent offline training.")
+                "time. Leave it unset for multi-agent offline training."
+            )
         stored = dict(stored or {})
         self.env_spaces = stored.get(ENV_KEY)  # type: ignore[assignment]
         self.spaces = dict(stored)
@@ -127,13 +141,19 @@ class OfflineData:
                 raise OfflineDataError(
                     f"Module {mid!r} trains, but {where} stores no spaces for it (the data "
                     f"hold modules {known}). Name the policies as the recorded module IDs, "
-                    "or leave this one out of policies_to_train.")
+                    "or leave this one out of policies_to_train."
+                )
             obs, act = stored[mid]
-            pipeline = ConnectorPipeline([], input_observation_space=obs,
-                                         input_action_space=act)
-            self.views.append(ModuleView(mid, module_view(pipeline, act), _shape(obs), mid,
-                                         ColumnCheck(obs, act, origin=f"{where} (module "
-                                                     f"{mid!r})")))
+            pipeline = ConnectorPipeline([], input_observation_space=obs, input_action_space=act)
+            self.views.append(
+                ModuleView(
+                    mid,
+                    module_view(pipeline, act),
+                    _shape(obs),
+                    mid,
+                    ColumnCheck(obs, act, origin=f"{where} (module {mid!r})"),
+                )
+            )
         if not self.views:
             raise OfflineDataError("No module trains: policies_to_train excludes them all.")
 
@@ -159,13 +179,18 @@ class OfflineData:
             return
         self.readers = {
             view.module_id: OfflineReader(
-                self.sources, batch_size=config.train_batch_size_per_learner,
+                self.sources,
+                batch_size=config.train_batch_size_per_learner,
                 gamma=self._gamma(view.module_id),
                 shuffle_buffer_size=config.shuffle_buffer_size,
                 seed=None if config.seed is None else config.seed + i,
-                module_id=view.stored_id, obs_shape=view.obs_shape, transform=view.transform,
-                check=view.check)
-            for i, view in enumerate(self.views)}
+                module_id=view.stored_id,
+                obs_shape=view.obs_shape,
+                transform=view.transform,
+                check=view.check,
+            )
+            for i, view in enumerate(self.views)
+        }
 
     def _build_shards(self) -> None:
         from rlmod.offline.ray_data import FileReader, ShardStream
@@ -176,22 +201,33 @@ class OfflineData:
             raise OfflineDataError(
                 f"offline_data(input_read_method='read_parquet') reads Parquet files; "
                 f"input_={config.input_!r} is not. Leave input_read_method unset to read it "
-                "in-process.")
+                "in-process."
+            )
         num_shards = max(1, config.num_learners)
         self._streams = [{} for _ in range(num_shards)]
         for i, view in enumerate(self.views):
-            read = FileReader(columns=REQUIRED_COLUMNS, module_id=view.stored_id,
-                              obs_shape=view.obs_shape, gamma=self._gamma(view.module_id),
-                              transform=view.transform, check=view.check)
-            shards = ray_utils.data_shards([str(f) for f in self.sources], read,
-                                           num_shards=num_shards,
-                                           map_batches_kwargs=config.map_batches_kwargs)
+            read = FileReader(
+                columns=REQUIRED_COLUMNS,
+                module_id=view.stored_id,
+                obs_shape=view.obs_shape,
+                gamma=self._gamma(view.module_id),
+                transform=view.transform,
+                check=view.check,
+            )
+            shards = ray_utils.data_shards(
+                [str(f) for f in self.sources],
+                read,
+                num_shards=num_shards,
+                map_batches_kwargs=config.map_batches_kwargs,
+            )
             for rank, shard in enumerate(shards):
                 self._streams[rank][view.module_id] = ShardStream(
-                    shard, batch_size=config.train_batch_size_per_learner,
+                    shard,
+                    batch_size=config.train_batch_size_per_learner,
                     shuffle_buffer_size=config.shuffle_buffer_size,
                     seed=None if config.seed is None else config.seed + 1000 * rank + i,
-                    module_id=view.module_id)
+                    module_id=view.module_id,
+                )
 
     def stop(self, learner_group: Any) -> None:
         """Ends the in-process readers' prefetching threads, or closes the Learners' Ray
@@ -203,8 +239,9 @@ class OfflineData:
 
             learner_group.foreach_learner(close_streams)
 
-    def update_on_learners(self, learner_group: Any, *,
-                           timesteps: Mapping[str, int]) -> tuple[dict[str, Any], int]:
+    def update_on_learners(
+        self, learner_group: Any, *, timesteps: Mapping[str, int]
+    ) -> tuple[dict[str, Any], int]:
         """One update of every Learner on a batch it draws from its own shards; returns
         the results (means over Learners, counts summed) and the rows trained on."""
         # LearnerGroup.update's own reduction (means over Learners, counts summed).
@@ -212,8 +249,9 @@ class OfflineData:
         from rlmod.offline.ray_data import update_from_shards
 
         streams, self._streams = self._streams, None  # sent once; the Learners keep them
-        out = learner_group.foreach_learner(update_from_shards, streams=streams,
-                                            timesteps=timesteps)
+        out = learner_group.foreach_learner(
+            update_from_shards, streams=streams, timesteps=timesteps
+        )
         return _reduce_results([r for r, _ in out]), sum(n for _, n in out)
 
     def sample(self) -> dict[str, Columns_]:

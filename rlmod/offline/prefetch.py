@@ -48,8 +48,11 @@ class Prefetch(Generic[T]):
             if self._items is None:
                 raise RuntimeError("Prefetch was closed")
             self._thread = threading.Thread(
-                target=_produce, args=(self._items, self._out, self._wanted, self._stop),
-                name="rlmod-prefetch", daemon=True)
+                target=_produce,
+                args=(self._items, self._out, self._wanted, self._stop),
+                name="rlmod-prefetch",
+                daemon=True,
+            )
             self._items = None
             self._thread.start()
             self._wanted.release()
@@ -75,8 +78,12 @@ class Prefetch(Generic[T]):
         self._signal_stop()  # no wait here: the thread ends by itself
 
 
-def _produce(items: Iterator[T], out: queue.SimpleQueue[tuple[bool, object]],
-             wanted: threading.Semaphore, stop: threading.Event) -> None:
+def _produce(
+    items: Iterator[T],
+    out: queue.SimpleQueue[tuple[bool, object]],
+    wanted: threading.Semaphore,
+    stop: threading.Event,
+) -> None:
     """The thread: one item per request, until `stop` or the end of `items`."""
     while True:
         wanted.acquire()

@@ -26,9 +26,16 @@ class FileReader:
     module, in chunks of whole episodes (picklable: it travels to Ray Data's tasks), with
     the columns an OfflineReader's batches have (`bootstrap_obs` per row for MARWIL)."""
 
-    def __init__(self, *, columns: Sequence[str], module_id: str | None,
-                 obs_shape: tuple[int, ...], gamma: float | None,
-                 transform: Transform, check: ColumnCheck | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        columns: Sequence[str],
+        module_id: str | None,
+        obs_shape: tuple[int, ...],
+        gamma: float | None,
+        transform: Transform,
+        check: ColumnCheck | None = None,
+    ) -> None:
         self.columns = list(columns)
         self.check = check
         self.module_id = module_id
@@ -38,10 +45,16 @@ class FileReader:
 
     def __call__(self, batch: Mapping[str, Any]) -> Iterator[Columns_]:
         for path in batch["path"].tolist():
-            for cols in episode_chunks(Path(path), columns=self.columns,
-                                       module_id=self.module_id, obs_shape=self.obs_shape,
-                                       rows=MAX_READ_ROWS, gamma=self.gamma,
-                                       transform=self.transform, check=self.check):
+            for cols in episode_chunks(
+                Path(path),
+                columns=self.columns,
+                module_id=self.module_id,
+                obs_shape=self.obs_shape,
+                rows=MAX_READ_ROWS,
+                gamma=self.gamma,
+                transform=self.transform,
+                check=self.check,
+            ):
                 if len(cols[Columns.REWARDS]):  # Ray Data shuffles rows: one s_T per row
                     yield bootstrap_obs_per_row(cols)
 
@@ -51,8 +64,15 @@ class ShardStream:
     a new pass over the shard starts when one ends (every Learner's shard holds as many
     rows, so data-parallel Learners run out, and start again, at the same step)."""
 
-    def __init__(self, shard: Any, *, batch_size: int, shuffle_buffer_size: int,
-                 seed: int | None, module_id: str) -> None:
+    def __init__(
+        self,
+        shard: Any,
+        *,
+        batch_size: int,
+        shuffle_buffer_size: int,
+        seed: int | None,
+        module_id: str,
+    ) -> None:
         self.shard = shard
         self.batch_size = batch_size
         self.shuffle_buffer_size = shuffle_buffer_size
@@ -66,10 +86,15 @@ class ShardStream:
         for _ in range(2):
             if self._batches is None:
                 self._passes += 1
-                self._batches = iter(self.shard.iter_batches(
-                    batch_size=self.batch_size, batch_format="numpy", drop_last=True,
-                    local_shuffle_buffer_size=self.shuffle_buffer_size or None,
-                    local_shuffle_seed=None if self.seed is None else self.seed + self._passes))
+                self._batches = iter(
+                    self.shard.iter_batches(
+                        batch_size=self.batch_size,
+                        batch_format="numpy",
+                        drop_last=True,
+                        local_shuffle_buffer_size=self.shuffle_buffer_size or None,
+                        local_shuffle_seed=None if self.seed is None else self.seed + self._passes,
+                    )
+                )
             try:
                 batch = dict(next(self._batches))
             except StopIteration:
@@ -80,8 +105,8 @@ class ShardStream:
         raise OfflineDataError(
             f"A Learner's Ray Data shard of module {self.module_id!r} holds fewer than "
             f"train_batch_size_per_learner={self.batch_size} rows: lower it, use fewer "
-            "Learners, or record more data.")
-
+            "Learners, or record more data."
+        )
 
     def close(self) -> None:
         """Ends the pass under way (while Ray still runs: Ray Data's iterator reports to
@@ -97,8 +122,12 @@ def close_streams(learner: Any) -> None:
         stream.close()
 
 
-def update_from_shards(learner: Any, *, streams: Sequence[Mapping[str, ShardStream]] | None,
-                       timesteps: Mapping[str, int]) -> tuple[dict[str, Any], int]:
+def update_from_shards(
+    learner: Any,
+    *,
+    streams: Sequence[Mapping[str, ShardStream]] | None,
+    timesteps: Mapping[str, int],
+) -> tuple[dict[str, Any], int]:
     """Run on each Learner (`LearnerGroup.foreach_learner`): the first call keeps this
     Learner's streams (`streams[rank]`); every call draws one batch per module from them
     and updates. Returns the Learner's results and the rows it trained on."""

@@ -45,8 +45,14 @@ Transform = Callable[[Columns_], Columns_]
 class ChunkSource(Protocol):
     """Anything besides a Parquet file that yields chunks of whole episodes (Minari)."""
 
-    def chunks(self, *, columns: Sequence[str] | None, module_id: str | None,
-               obs_shape: tuple[int, ...] | None, rows: int) -> Iterator[Columns_]: ...
+    def chunks(
+        self,
+        *,
+        columns: Sequence[str] | None,
+        module_id: str | None,
+        obs_shape: tuple[int, ...] | None,
+        rows: int,
+    ) -> Iterator[Columns_]: ...
 
 
 READ_CHUNK_BYTES = 1 << 20
@@ -67,10 +73,16 @@ FINALS_TABLE_MIN_ROWS = 1024
 """An OfflineReader's table of final observations (MARWIL) is compacted to what its pool
 points to once it holds more than this many rows and more than half as many as the pool."""
 
-REQUIRED_COLUMNS = (Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
-                    Columns.TRUNCATEDS)
+REQUIRED_COLUMNS = (
+    Columns.OBS,
+    Columns.ACTIONS,
+    Columns.REWARDS,
+    Columns.TERMINATEDS,
+    Columns.TRUNCATEDS,
+)
 """What MARWIL and BC read; other recorded columns stay on disk (MARWIL also reads
 `new_obs`, for the observation that bootstraps a truncated episode's returns)."""
+
 
 def resolve_files(input_: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
     """The Parquet files of a directory, a glob, a file, or a list of these (sorted);
@@ -90,7 +102,8 @@ def resolve_files(input_: str | os.PathLike | Sequence[str | os.PathLike]) -> li
             raise OfflineDataError(
                 f"offline_data(input_={str(item)!r}) matches no Parquet file; record some "
                 "with config.offline_data(output=DIR), `rlmod record` or "
-                "rlmod.offline.record_episodes.")
+                "rlmod.offline.record_episodes."
+            )
         files += found
     return files
 
@@ -115,8 +128,8 @@ def read_spaces(files: Sequence[Path]) -> dict[str, tuple[gym.Space, gym.Space]]
         data = load_spaces_json(file)
         if found is not None and data != found:
             raise OfflineDataError(
-                f"{file} and {source} describe different spaces; read data of one env at "
-                "a time.")
+                f"{file} and {source} describe different spaces; read data of one env at a time."
+            )
         found, source = data, file
     if found is None:
         return None
@@ -146,8 +159,9 @@ def check_files(files: Sequence[Path], columns: Sequence[str] = REQUIRED_COLUMNS
         names = set(parquet.schema_arrow.names)
         missing = [c for c in columns if c not in names]
         if missing:
-            raise OfflineDataError(f"{file} has no column {missing[0]!r}; it was not written "
-                                   "by rlmod's EpisodeWriter.")
+            raise OfflineDataError(
+                f"{file} has no column {missing[0]!r}; it was not written by rlmod's EpisodeWriter."
+            )
         total += parquet.metadata.num_rows
     return total
 
@@ -162,24 +176,41 @@ def _named_errors(file: Path) -> Iterator[None]:
     except (pa.ArrowException, OSError) as e:
         raise OfflineDataError(
             f"{file} is not a readable Parquet file ({e}); it is truncated or corrupt. "
-            "Remove or re-record it: rlmod never skips a file silently.") from e
+            "Remove or re-record it: rlmod never skips a file silently."
+        ) from e
 
 
-def read_columns(files: Sequence[Path], *, columns: Sequence[str] | None = None,
-                 module_id: str | None = None,
-                 obs_shape: tuple[int, ...] | None = None) -> Columns_:
+def read_columns(
+    files: Sequence[Path],
+    *,
+    columns: Sequence[str] | None = None,
+    module_id: str | None = None,
+    obs_shape: tuple[int, ...] | None = None,
+) -> Columns_:
     """All rows of `files` in stored order, as numpy columns (observations reshaped to
     `obs_shape`); for inspection and tests, as it holds the whole dataset in memory."""
-    parts = [part for file in files for part in _file_chunks(
-        file, columns=columns, module_id=module_id, obs_shape=obs_shape, rows=1 << 20)]
+    parts = [
+        part
+        for file in files
+        for part in _file_chunks(
+            file, columns=columns, module_id=module_id, obs_shape=obs_shape, rows=1 << 20
+        )
+    ]
     if not parts:
         return {}
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | None,
-                 obs_shape: tuple[int, ...] | None, rows: int,
-                 verify: bool = True, check: ColumnCheck | None = None) -> Iterator[Columns_]:
+def _file_chunks(
+    file: Path,
+    *,
+    columns: Sequence[str] | None,
+    module_id: str | None,
+    obs_shape: tuple[int, ...] | None,
+    rows: int,
+    verify: bool = True,
+    check: ColumnCheck | None = None,
+) -> Iterator[Columns_]:
     """One file's rows in chunks of whole episodes (of `module_id`); `verify` checks each
     page's checksum (a corrupt page raises instead of decoding to wrong numbers), `check`
     the values against the module's spaces (an OfflineDataError naming file, column, row)."""
@@ -195,8 +226,9 @@ def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | 
         wanted = [c for c in (columns or names) if c in names]
         if module_id is not None and MODULE_ID in names and MODULE_ID not in wanted:
             wanted.append(MODULE_ID)
-        for record_batch in parquet.iter_batches(batch_size=rows, columns=wanted,
-                                                  use_threads=DECODE_THREADS):
+        for record_batch in parquet.iter_batches(
+            batch_size=rows, columns=wanted, use_threads=DECODE_THREADS
+        ):
             mask = None
             if module_id is not None and MODULE_ID in names:
                 mask = pc.equal(record_batch.column(MODULE_ID), pa.scalar(module_id))
@@ -207,12 +239,16 @@ def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | 
             offset += num_read
             if check is not None:
                 _check_nulls(record_batch, file, row_in_file)
-            cols = {name: _to_numpy(record_batch.column(name), obs_shape
-                                    if name in (Columns.OBS, Columns.NEXT_OBS) else None,
-                                    name=name, file=file)
-                    for name in record_batch.schema.names
-                    if not (name == MODULE_ID and columns is not None
-                            and MODULE_ID not in columns)}
+            cols = {
+                name: _to_numpy(
+                    record_batch.column(name),
+                    obs_shape if name in (Columns.OBS, Columns.NEXT_OBS) else None,
+                    name=name,
+                    file=file,
+                )
+                for name in record_batch.schema.names
+                if not (name == MODULE_ID and columns is not None and MODULE_ID not in columns)
+            }
             if check is not None:
                 check.chunk(cols, file, row_in_file)
             for flag in FLAG_COLUMNS:  # 0/1 integers (checked) as booleans: `~` needs them
@@ -234,11 +270,13 @@ def _file_chunks(file: Path, *, columns: Sequence[str] | None, module_id: str | 
         raise OfflineDataError(
             f"{file} ends in the middle of an episode (no row with terminated or truncated "
             "set after its last rows); it is truncated or not written by rlmod's "
-            "EpisodeWriter. Remove or re-record it.")
+            "EpisodeWriter. Remove or re-record it."
+        )
 
 
-def _to_numpy(column: Any, shape: tuple[int, ...] | None, *, name: str = "",
-              file: object = "") -> np.ndarray:
+def _to_numpy(
+    column: Any, shape: tuple[int, ...] | None, *, name: str = "", file: object = ""
+) -> np.ndarray:
     """An Arrow column as numpy: lists of a row's flattened values reshaped to `shape`
     (else to their size); rows of another size are an OfflineDataError naming `file` and
     the column `name`, not numpy's "cannot reshape"."""
@@ -248,16 +286,19 @@ def _to_numpy(column: Any, shape: tuple[int, ...] | None, *, name: str = "",
     kind = column.type
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):  # not rlmod's: check sizes
         lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
-        size = int(np.prod(shape)) if shape is not None else int(lengths[0]) if len(
-            lengths) else 0
+        size = int(np.prod(shape)) if shape is not None else int(lengths[0]) if len(lengths) else 0
         if len(lengths) and not (lengths == size).all():
             row = int(np.flatnonzero(lengths != size)[0])
-            expected = (f"the space's shape {shape} has {size}" if shape is not None
-                        else f"its first row has {size}")
+            expected = (
+                f"the space's shape {shape} has {size}"
+                if shape is not None
+                else f"its first row has {size}"
+            )
             raise OfflineDataError(
                 f"{file}: column {name!r} holds rows of {int(lengths[row])} values (row "
                 f"{row} of the chunk read), but {expected}. Re-record the data, or set "
-                "the spaces it was recorded with in config.environment(...).")
+                "the spaces it was recorded with in config.environment(...)."
+            )
         flat = column.flatten().to_numpy(zero_copy_only=False)
         return flat.reshape(len(column), *(shape or (size,)))
     if pa.types.is_fixed_size_list(kind):
@@ -266,7 +307,8 @@ def _to_numpy(column: Any, shape: tuple[int, ...] | None, *, name: str = "",
             raise OfflineDataError(
                 f"{file}: column {name!r} holds rows of {kind.list_size} values, but the "
                 f"observation space has shape {shape} ({int(np.prod(shape))} values). "
-                "Re-record the data, or set the observation space it was recorded with.")
+                "Re-record the data, or set the observation space it was recorded with."
+            )
         return flat.reshape(len(column), *(shape or (kind.list_size,)))
     out = column.to_numpy(zero_copy_only=False)
     if shape and int(np.prod(shape)) == 1:  # one value per row: a shape-(1,) space's
@@ -275,7 +317,8 @@ def _to_numpy(column: Any, shape: tuple[int, ...] | None, *, name: str = "",
         raise OfflineDataError(
             f"{file}: column {name!r} holds one number per row, but the observation space "
             f"has shape {shape}. Re-record the data, or set the observation space it was "
-            "recorded with.")
+            "recorded with."
+        )
     return out
 
 
@@ -297,7 +340,8 @@ def _check_nulls(record_batch: Any, file: Path, row_in_file: RowInFile) -> None:
             row = int(pc.index(pc.is_null(column), True).as_py())
             raise OfflineDataError(
                 f"{file}: column {name!r} has a missing (null) value in row "
-                f"{row_in_file(row)}. Re-record the data or drop its episode.")
+                f"{row_in_file(row)}. Re-record the data or drop its episode."
+            )
 
 
 FINALS_CACHE_BYTES = 64 << 20
@@ -334,11 +378,18 @@ class FinalsCache:
             self.nbytes += finals.nbytes
 
 
-def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
-                   module_id: str | None, obs_shape: tuple[int, ...] | None, rows: int,
-                   gamma: float | None, transform: Transform | None,
-                   finals_cache: FinalsCache | None = None,
-                   check: ColumnCheck | None = None) -> Iterator[Columns_]:
+def episode_chunks(
+    source: Path | ChunkSource,
+    *,
+    columns: Sequence[str] | None,
+    module_id: str | None,
+    obs_shape: tuple[int, ...] | None,
+    rows: int,
+    gamma: float | None,
+    transform: Transform | None,
+    finals_cache: FinalsCache | None = None,
+    check: ColumnCheck | None = None,
+) -> Iterator[Columns_]:
     """One file's (or source's) rows as training rows, in chunks of whole episodes: unless
     `gamma` is None, the discounted returns as `value_targets` and what bootstraps a
     truncated episode's (`add_return_columns`: `bootstrap_discount`, `bootstrap_index`
@@ -360,11 +411,19 @@ def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
             columns = [*columns, Columns.NEXT_OBS]  # type: ignore[misc]
     verified = finals_cache is not None and source in finals_cache.verified
     check = None if verified else check
-    chunks = (_file_chunks(source, columns=columns, module_id=module_id, obs_shape=obs_shape,
-                           rows=rows, verify=not verified, check=check)
-              if isinstance(source, Path)
-              else source.chunks(columns=columns, module_id=module_id, obs_shape=obs_shape,
-                                 rows=rows))
+    chunks = (
+        _file_chunks(
+            source,
+            columns=columns,
+            module_id=module_id,
+            obs_shape=obs_shape,
+            rows=rows,
+            verify=not verified,
+            check=check,
+        )
+        if isinstance(source, Path)
+        else source.chunks(columns=columns, module_id=module_id, obs_shape=obs_shape, rows=rows)
+    )
     found: list[np.ndarray] = []
     used = 0
     for cols in chunks:
@@ -374,8 +433,11 @@ def episode_chunks(source: Path | ChunkSource, *, columns: Sequence[str] | None,
             if cached is None:
                 found.append(add_return_columns(cols, gamma, keep_next_obs=keep_next_obs))
             else:
-                used += len(add_return_columns(cols, gamma, keep_next_obs=keep_next_obs,
-                                               finals=cached[used:]))
+                used += len(
+                    add_return_columns(
+                        cols, gamma, keep_next_obs=keep_next_obs, finals=cached[used:]
+                    )
+                )
         yield cols if transform is None else transform(cols)
     if finals_cache is not None:  # read whole: checked, and its finals known
         finals_cache.verified.add(source)
@@ -396,10 +458,19 @@ class ChunkStream:
     is one refill ahead). It runs in the reader's prefetching thread and holds no
     reference to the reader, so a dropped reader ends that thread."""
 
-    def __init__(self, files: Sequence[Path | ChunkSource], *, rng: np.random.Generator,
-                 read_rows: int, columns: Sequence[str], module_id: str | None,
-                 obs_shape: tuple[int, ...] | None, gamma: float | None,
-                 transform: Transform | None, check: ColumnCheck | None = None) -> None:
+    def __init__(
+        self,
+        files: Sequence[Path | ChunkSource],
+        *,
+        rng: np.random.Generator,
+        read_rows: int,
+        columns: Sequence[str],
+        module_id: str | None,
+        obs_shape: tuple[int, ...] | None,
+        gamma: float | None,
+        transform: Transform | None,
+        check: ColumnCheck | None = None,
+    ) -> None:
         self.files = list(files)
         self.rng = rng
         self.read_rows = read_rows
@@ -421,16 +492,24 @@ class ChunkStream:
             rows_this_pass = 0
             for i in self.rng.permutation(len(self.files)).tolist():
                 for cols in episode_chunks(
-                        self.files[i], columns=self.columns, module_id=self.module_id,
-                        obs_shape=self.obs_shape, rows=self.read_rows, gamma=self.gamma,
-                        transform=self.transform, finals_cache=self.finals_cache,
-                        check=self.check):
+                    self.files[i],
+                    columns=self.columns,
+                    module_id=self.module_id,
+                    obs_shape=self.obs_shape,
+                    rows=self.read_rows,
+                    gamma=self.gamma,
+                    transform=self.transform,
+                    finals_cache=self.finals_cache,
+                    check=self.check,
+                ):
                     n = len(cols[Columns.REWARDS])
                     if n and self.read_rows == first:
-                        row_bytes = sum(v.nbytes for k, v in cols.items()
-                                        if k != BOOTSTRAP_FINALS) / n
-                        self.read_rows = int(min(MAX_READ_ROWS, max(
-                            self.read_rows, READ_CHUNK_BYTES // row_bytes)))
+                        row_bytes = (
+                            sum(v.nbytes for k, v in cols.items() if k != BOOTSTRAP_FINALS) / n
+                        )
+                        self.read_rows = int(
+                            min(MAX_READ_ROWS, max(self.read_rows, READ_CHUNK_BYTES // row_bytes))
+                        )
                     rows_this_pass += n
                     bundle.append(cols)
                     bundle_rows += n
@@ -440,7 +519,8 @@ class ChunkStream:
             if not rows_this_pass:
                 raise OfflineDataError(
                     f"The offline data ({len(self.files)} files, e.g. {self.files[0]}) holds "
-                    "no rows" + (f" of module {self.module_id!r}." if self.module_id else "."))
+                    "no rows" + (f" of module {self.module_id!r}." if self.module_id else ".")
+                )
 
 
 class OfflineReader:
@@ -486,12 +566,21 @@ class OfflineReader:
         ((8, 4), (8,))
     """
 
-    def __init__(self, files: Sequence[Path | ChunkSource], *, batch_size: int,
-                 gamma: float | None = 0.99, shuffle_buffer_size: int = 10_000,
-                 module_id: str | None = None, seed: int | None = None,
-                 obs_shape: tuple[int, ...] | None = None, transform: Transform | None = None,
-                 columns: Sequence[str] = REQUIRED_COLUMNS, prefetch: bool = True,
-                 check: ColumnCheck | None = None) -> None:
+    def __init__(
+        self,
+        files: Sequence[Path | ChunkSource],
+        *,
+        batch_size: int,
+        gamma: float | None = 0.99,
+        shuffle_buffer_size: int = 10_000,
+        module_id: str | None = None,
+        seed: int | None = None,
+        obs_shape: tuple[int, ...] | None = None,
+        transform: Transform | None = None,
+        columns: Sequence[str] = REQUIRED_COLUMNS,
+        prefetch: bool = True,
+        check: ColumnCheck | None = None,
+    ) -> None:
         if not files:
             raise OfflineDataError("OfflineReader got no files to read.")
         self.files = list(files)
@@ -499,14 +588,23 @@ class OfflineReader:
         self.gamma = gamma
         self.keep = shuffle_buffer_size
         self.module_id = module_id
-        file_rng, self._rng = (np.random.default_rng(s)
-                               for s in np.random.SeedSequence(seed).spawn(2))
+        file_rng, self._rng = (
+            np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2)
+        )
         self._stream = ChunkStream(
-            files, rng=file_rng, read_rows=max(batch_size, 1024), columns=columns,
-            module_id=module_id, obs_shape=obs_shape, gamma=gamma, transform=transform,
-            check=check)
-        self._chunks: Iterator[list[Columns_]] = (Prefetch(iter(self._stream)) if prefetch
-                                                  else iter(self._stream))
+            files,
+            rng=file_rng,
+            read_rows=max(batch_size, 1024),
+            columns=columns,
+            module_id=module_id,
+            obs_shape=obs_shape,
+            gamma=gamma,
+            transform=transform,
+            check=check,
+        )
+        self._chunks: Iterator[list[Columns_]] = (
+            Prefetch(iter(self._stream)) if prefetch else iter(self._stream)
+        )
         self._pool: Columns_ = {}
         self._pos = 0
         self._finals: np.ndarray | None = None  # what the pool's `bootstrap_index` points to
@@ -529,7 +627,7 @@ class OfflineReader:
         while self._left() < self.batch_size + self.keep:
             self._refill()
         pos, self._pos = self._pos, self._pos + self.batch_size
-        batch = {k: v[pos:self._pos] for k, v in self._pool.items()}
+        batch = {k: v[pos : self._pos] for k, v in self._pool.items()}
         if BOOTSTRAP_INDEX in batch:
             assert self._finals is not None  # set by the refill that took the index in
             batch[BOOTSTRAP_OBS] = np.take(self._finals, batch.pop(BOOTSTRAP_INDEX), axis=0)
@@ -541,7 +639,7 @@ class OfflineReader:
     def _refill(self) -> None:
         """Takes a bundle of chunks (at least `read_rows` rows) and shuffles it together
         with what is left of the pool into a new pool (a join and a gather per column)."""
-        sources = [{k: v[self._pos:] for k, v in self._pool.items()}] if self._left() else []
+        sources = [{k: v[self._pos :] for k, v in self._pool.items()}] if self._left() else []
         need = self.batch_size + self.keep - self._left()
         new_rows = 0
         tables = [] if self._finals is None else [self._finals]
@@ -555,8 +653,11 @@ class OfflineReader:
                 sources.append(chunk)
                 new_rows += len(chunk[Columns.REWARDS])
         self.num_rows_read += new_rows
-        joined = sources[0] if len(sources) == 1 else {
-            k: np.concatenate([src[k] for src in sources]) for k in sources[-1]}
+        joined = (
+            sources[0]
+            if len(sources) == 1
+            else {k: np.concatenate([src[k] for src in sources]) for k in sources[-1]}
+        )
         # Peak memory: the old pool and the chunks go before the gather, each joined
         # column right after its own (batches handed out keep their rows alive).
         sources.clear()

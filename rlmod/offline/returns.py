@@ -40,8 +40,7 @@ BOOTSTRAP_INDEX = "bootstrap_index"
 """Per row of a chunk (int32): the row of `bootstrap_finals` that holds its s_T."""
 
 
-def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
-                       gamma: float) -> np.ndarray:
+def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray, gamma: float) -> np.ndarray:
     """G_t = r_t + gamma * G_{t+1} within each episode, vectorized; `[N] -> [N]` float32.
 
     Rows of an episode are contiguous and `episode_ends` marks each episode's last row
@@ -56,8 +55,9 @@ def discounted_returns(rewards: np.ndarray, episode_ends: np.ndarray,
     return _returns(rewards, episode_ends, gamma)[0]
 
 
-def _returns(rewards: np.ndarray, episode_ends: np.ndarray, gamma: float
-             ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+def _returns(
+    rewards: np.ndarray, episode_ends: np.ndarray, gamma: float
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
     """`discounted_returns`, plus what `add_return_columns` reuses: gamma^k per row (k:
     the step within its episode; None where episodes were cut into segments or gamma is
     0), and each episode's last row and length."""
@@ -94,13 +94,15 @@ def _returns(rewards: np.ndarray, episode_ends: np.ndarray, gamma: float
         inner = np.flatnonzero((k == max_len - 1) & (rows != np.repeat(lasts, lens)))
         for last in inner[::-1].tolist():
             first = last - max_len + 1
-            g[first:last + 1] += g[last + 1] * np.exp(
-                (last + 1 - np.arange(first, last + 1)) * log_gamma)
+            g[first : last + 1] += g[last + 1] * np.exp(
+                (last + 1 - np.arange(first, last + 1)) * log_gamma
+            )
     return g.astype(np.float32), None if cut else w, lasts, lens
 
 
-def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = True,
-                       finals: np.ndarray | None = None) -> np.ndarray:
+def add_return_columns(
+    cols: Columns_, gamma: float, *, keep_next_obs: bool = True, finals: np.ndarray | None = None
+) -> np.ndarray:
     """Adds `value_targets` (each row's discounted return to its episode's end),
     `bootstrap_discount`, `bootstrap_index` and the chunk's `bootstrap_finals` table (see
     their constants) to a chunk of whole episodes; `new_obs` is dropped unless
@@ -114,8 +116,7 @@ def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = Tr
     """
     rewards = cols[Columns.REWARDS]
     terminated, truncated = cols[Columns.TERMINATEDS], cols[Columns.TRUNCATEDS]
-    cols[Columns.VALUE_TARGETS], w, lasts, lens = _returns(rewards, terminated | truncated,
-                                                           gamma)
+    cols[Columns.VALUE_TARGETS], w, lasts, lens = _returns(rewards, terminated | truncated, gamma)
     n = len(rewards)
     next_obs = cols.get(Columns.NEXT_OBS) if keep_next_obs else cols.pop(Columns.NEXT_OBS, None)
     bootstrapped = truncated[lasts] & ~terminated[lasts]  # [episodes]
@@ -127,9 +128,13 @@ def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = Tr
                 f"MARWIL bootstraps truncated episodes' returns from the observation after "
                 f"their last step, the {Columns.NEXT_OBS!r} column, which these data lack; "
                 "record them with rlmod's writers (they store it), or train BC (beta=0), "
-                "which needs no returns.")
-        finals = (next_obs[lasts[bootstrapped]] if next_obs is not None  # a copy
-                  else np.empty((0, *obs.shape[1:]), obs.dtype))  # (a view would pin obs)
+                "which needs no returns."
+            )
+        finals = (
+            next_obs[lasts[bootstrapped]]
+            if next_obs is not None  # a copy
+            else np.empty((0, *obs.shape[1:]), obs.dtype)
+        )  # (a view would pin obs)
     else:
         finals = finals[:num_truncated]
     table = np.zeros((1 + num_truncated, *obs.shape[1:]), obs.dtype)  # row 0: no bootstrap
@@ -137,15 +142,16 @@ def add_return_columns(cols: Columns_, gamma: float, *, keep_next_obs: bool = Tr
     discount = np.zeros(n, np.float32)
     index = np.zeros(n, np.int32)
     if num_truncated:
-        index = np.repeat(np.where(bootstrapped, np.cumsum(bootstrapped), 0).astype(np.int32),
-                          lens)
+        index = np.repeat(np.where(bootstrapped, np.cumsum(bootstrapped), 0).astype(np.int32), lens)
         if w is not None:  # gamma^(T - t) = gamma^T / gamma^t (both >= 1e-3 * gamma here)
-            discount = (np.repeat(np.where(bootstrapped, np.exp(lens * math.log(gamma)), 0.0),
-                                  lens) / w).astype(np.float32)
+            discount = (
+                np.repeat(np.where(bootstrapped, np.exp(lens * math.log(gamma)), 0.0), lens) / w
+            ).astype(np.float32)
         elif gamma > 0.0:
             steps_left = np.repeat(lasts + 1, lens) - np.arange(n)  # T - t: 1 at the last row
-            discount = (np.exp(steps_left * math.log(gamma))
-                        * np.repeat(bootstrapped, lens)).astype(np.float32)
+            discount = (
+                np.exp(steps_left * math.log(gamma)) * np.repeat(bootstrapped, lens)
+            ).astype(np.float32)
     cols[BOOTSTRAP_DISCOUNT] = discount
     cols[BOOTSTRAP_INDEX] = index
     cols[BOOTSTRAP_FINALS] = table

@@ -32,7 +32,8 @@ def module_view(pipeline: ConnectorPipeline, action_space: gym.Space) -> Transfo
         raise ValueError(
             f"env_to_module_connector pieces with running statistics ({stateful}) are not "
             "supported for offline training: the recorded data would be normalized by "
-            "statistics no EnvRunner shares. Leave them out of the offline config.")
+            "statistics no EnvRunner shares. Leave them out of the offline config."
+        )
     row_wise = all(getattr(c, "row_wise", False) for c in pipeline.connectors)
     plan = _plan(action_space)
 
@@ -52,7 +53,8 @@ def module_view(pipeline: ConnectorPipeline, action_space: gym.Space) -> Transfo
             cols[Columns.OBS] = pipeline(obs, episode_starts=starts)
             if finals is not None:
                 cols[BOOTSTRAP_FINALS] = np.asarray(
-                    pipeline(finals, episode_starts=np.zeros(len(finals), bool)))
+                    pipeline(finals, episode_starts=np.zeros(len(finals), bool))
+                )
         elif finals is None:
             cols[Columns.OBS], _ = _by_episode(pipeline, obs, ends)
         else:  # each episode's final (row 0 where it has none) one step past its end
@@ -67,8 +69,9 @@ def module_view(pipeline: ConnectorPipeline, action_space: gym.Space) -> Transfo
     return transform
 
 
-def _by_episode(pipeline: ConnectorPipeline, obs: np.ndarray, ends: np.ndarray,
-                finals: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+def _by_episode(
+    pipeline: ConnectorPipeline, obs: np.ndarray, ends: np.ndarray, finals: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Runs `pipeline` at step t of all episodes at once, t = 0 .. longest episode - 1
     (ended episodes repeat their last row; those outputs are dropped). With `finals` (one
     observation per episode: the one after its last step) each episode gets one more

@@ -37,9 +37,18 @@ TIMESTEP = "t"
 MODULE_ID = "module_id"
 AGENT_ID = "agent_id"
 
-RECORDED_COLUMNS = (Columns.EPS_ID, AGENT_ID, TIMESTEP, Columns.OBS, Columns.ACTIONS,
-                    Columns.REWARDS, Columns.TERMINATEDS, Columns.TRUNCATEDS,
-                    Columns.NEXT_OBS, Columns.ACTION_LOGP)
+RECORDED_COLUMNS = (
+    Columns.EPS_ID,
+    AGENT_ID,
+    TIMESTEP,
+    Columns.OBS,
+    Columns.ACTIONS,
+    Columns.REWARDS,
+    Columns.TERMINATEDS,
+    Columns.TRUNCATEDS,
+    Columns.NEXT_OBS,
+    Columns.ACTION_LOGP,
+)
 """The columns of a file, in order (`agent_id` and `action_logp` only where known), plus
 `module_id`."""
 
@@ -47,8 +56,12 @@ ROW_GROUP_ROWS = 8192
 """Rows per Parquet row group: a reader holds one row group's column chunks at a time, so
 this bounds its memory however large the files are."""
 
-STORABLE_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
-                   gym.spaces.MultiBinary)
+STORABLE_SPACES = (
+    gym.spaces.Box,
+    gym.spaces.Discrete,
+    gym.spaces.MultiDiscrete,
+    gym.spaces.MultiBinary,
+)
 
 
 class EpisodeWriter:
@@ -83,10 +96,15 @@ class EpisodeWriter:
         (1, 2)
     """
 
-    def __init__(self, output_dir: str | os.PathLike, *,
-                 spaces: Mapping[str, tuple[gym.Space, gym.Space]],
-                 max_rows_per_file: int = 100_000, file_prefix: str = "",
-                 seed: int | None = None) -> None:
+    def __init__(
+        self,
+        output_dir: str | os.PathLike,
+        *,
+        spaces: Mapping[str, tuple[gym.Space, gym.Space]],
+        max_rows_per_file: int = 100_000,
+        file_prefix: str = "",
+        seed: int | None = None,
+    ) -> None:
         import pyarrow  # noqa: F401 - fail here, with the install hint, not mid-sampling
 
         env_obs = spaces[ENV_KEY][0] if ENV_KEY in spaces else None
@@ -94,7 +112,8 @@ class EpisodeWriter:
             raise OfflineDataError(
                 f"offline_data(output=...) stores raw observations of Box, Discrete, "
                 f"MultiDiscrete or MultiBinary spaces; this env's is {env_obs}. Wrap the env "
-                "in gymnasium.wrappers.FlattenObservation to record it.")
+                "in gymnasium.wrappers.FlattenObservation to record it."
+            )
         self.output_dir = Path(output_dir)
         try:
             self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -102,10 +121,14 @@ class EpisodeWriter:
             raise OfflineDataError(
                 f"offline_data(output={str(output_dir)!r}) cannot be a directory: {e.filename} "
                 "is a file. Choose a directory path (an existing one keeps its files: "
-                "rlmod only adds episode files and spaces.json).") from None
+                "rlmod only adds episode files and spaces.json)."
+            ) from None
         self.max_rows_per_file = max_rows_per_file
-        uid = uuid.uuid4() if seed is None else uuid.UUID(
-            int=random.Random(f"rlmod-writer-{seed}").getrandbits(128))
+        uid = (
+            uuid.uuid4()
+            if seed is None
+            else uuid.UUID(int=random.Random(f"rlmod-writer-{seed}").getrandbits(128))
+        )
         self.prefix = f"{file_prefix or 'episodes'}-{uid.hex[:8]}"
         # Episode IDs are unique per EnvRunner only: a random 31-bit high half makes the
         # stored IDs unique across the writers (runs, EnvRunners) that share a directory.
@@ -119,8 +142,10 @@ class EpisodeWriter:
         self.num_rows_written = 0
 
     def _write_spaces(self, spaces: Mapping[str, tuple[gym.Space, gym.Space]]) -> None:
-        data = {key: {"observation_space": space_to_dict(obs),
-                      "action_space": space_to_dict(act)} for key, (obs, act) in spaces.items()}
+        data = {
+            key: {"observation_space": space_to_dict(obs), "action_space": space_to_dict(act)}
+            for key, (obs, act) in spaces.items()
+        }
         file = self.output_dir / SPACES_FILE
         if file.exists():
             from rlmod.offline.reader import load_spaces_json
@@ -128,7 +153,8 @@ class EpisodeWriter:
             if load_spaces_json(file) != data:
                 raise OfflineDataError(
                     f"{file} describes other spaces than this writer's: {self.output_dir} "
-                    "already holds episodes of another env or model; write to a new dir.")
+                    "already holds episodes of another env or model; write to a new dir."
+                )
             return
         tmp = file.with_name(f".{SPACES_FILE}.{uuid.uuid4().hex[:8]}.tmp")
         write_json(tmp, data, indent=1)
@@ -167,12 +193,14 @@ class EpisodeWriter:
             self.flush()
 
     def _finish(self, module_id: str, parts: list[dict[str, np.ndarray]]) -> None:
-        episode = parts[0] if len(parts) == 1 else {
-            k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        episode = (
+            parts[0]
+            if len(parts) == 1
+            else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        )
         n = len(episode[Columns.EPS_ID])
         episode[TIMESTEP] = np.arange(n, dtype=np.int32)
-        episode[Columns.EPS_ID] = (episode[Columns.EPS_ID].astype(np.int64)
-                                   + self.episode_id_offset)
+        episode[Columns.EPS_ID] = episode[Columns.EPS_ID].astype(np.int64) + self.episode_id_offset
         episode[MODULE_ID] = np.full(n, module_id, dtype=object)
         self._ready.append(episode)
         self._num_ready += n
@@ -184,8 +212,9 @@ class EpisodeWriter:
         while self._ready:
             take: list[dict[str, np.ndarray]] = []
             rows = 0
-            while self._ready and (not take or rows + len(
-                    self._ready[0][Columns.EPS_ID]) <= self.max_rows_per_file):
+            while self._ready and (
+                not take or rows + len(self._ready[0][Columns.EPS_ID]) <= self.max_rows_per_file
+            ):
                 ep = self._ready.pop(0)
                 take.append(ep)
                 rows += len(ep[Columns.EPS_ID])
@@ -197,14 +226,16 @@ class EpisodeWriter:
         import pyarrow.parquet as pq
 
         columns = [c for c in (*RECORDED_COLUMNS, MODULE_ID) if c in episodes[0]]
-        table = pa.table({c: _to_arrow(np.concatenate([ep[c] for ep in episodes]))
-                          for c in columns})
+        table = pa.table(
+            {c: _to_arrow(np.concatenate([ep[c] for ep in episodes])) for c in columns}
+        )
         name = f"{self.prefix}-{self._num_files:05d}.parquet"
         tmp = self.output_dir / f".{name}.tmp"
         if (self.output_dir / name).exists():
             raise OfflineDataError(
                 f"{self.output_dir / name} exists already: this directory was recorded into "
-                "with the same seed before. Record into a new directory or use another seed.")
+                "with the same seed before. Record into a new directory or use another seed."
+            )
         # Page CRCs: a reader verifies them, so flipped bytes fail loudly, never silently.
         pq.write_table(table, tmp, write_page_checksum=True, row_group_size=ROW_GROUP_ROWS)
         with open(tmp, "rb") as f:
@@ -237,10 +268,16 @@ def _to_arrow(values: np.ndarray) -> Any:
     return pa.FixedSizeListArray.from_arrays(flat, int(np.prod(values.shape[1:])))
 
 
-def record_episodes(env: gym.Env, policy: Callable[[Any], Any], *, num_episodes: int,
-                    output_dir: str | os.PathLike, seed: int | None = None,
-                    max_rows_per_file: int = 100_000,
-                    on_episode_start: Callable[[], Any] | None = None) -> int:
+def record_episodes(
+    env: gym.Env,
+    policy: Callable[[Any], Any],
+    *,
+    num_episodes: int,
+    output_dir: str | os.PathLike,
+    seed: int | None = None,
+    max_rows_per_file: int = 100_000,
+    on_episode_start: Callable[[], Any] | None = None,
+) -> int:
     """Runs `policy(observation) -> action` (any policy, e.g. a scripted controller) on
     `env` for `num_episodes` episodes and writes them as an EnvRunner would (raw
     observations and env actions, the env's spaces in `spaces.json`); returns the number
@@ -257,22 +294,39 @@ def record_episodes(env: gym.Env, policy: Callable[[Any], Any], *, num_episodes:
         ...                 output_dir=tempfile.mkdtemp(), seed=0) > 0
         True
     """
-    writer = EpisodeWriter(output_dir, max_rows_per_file=max_rows_per_file, seed=seed,
-                           spaces={ENV_KEY: (env.observation_space, env.action_space)})
+    writer = EpisodeWriter(
+        output_dir,
+        max_rows_per_file=max_rows_per_file,
+        seed=seed,
+        spaces={ENV_KEY: (env.observation_space, env.action_space)},
+    )
     for i in range(num_episodes):
         obs, _ = env.reset(seed=None if seed is None else seed + i)
         if on_episode_start is not None:
             on_episode_start()
-        rows: dict[str, list[Any]] = {c: [] for c in (
-            Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
-            Columns.TRUNCATEDS, Columns.NEXT_OBS)}
+        rows: dict[str, list[Any]] = {
+            c: []
+            for c in (
+                Columns.OBS,
+                Columns.ACTIONS,
+                Columns.REWARDS,
+                Columns.TERMINATEDS,
+                Columns.TRUNCATEDS,
+                Columns.NEXT_OBS,
+            )
+        }
         done = False
         while not done:
             action = policy(obs)
             new_obs, reward, terminated, truncated, _ = env.step(action)
-            for c, v in ((Columns.OBS, obs), (Columns.ACTIONS, action),
-                         (Columns.REWARDS, reward), (Columns.TERMINATEDS, terminated),
-                         (Columns.TRUNCATEDS, truncated), (Columns.NEXT_OBS, new_obs)):
+            for c, v in (
+                (Columns.OBS, obs),
+                (Columns.ACTIONS, action),
+                (Columns.REWARDS, reward),
+                (Columns.TERMINATEDS, terminated),
+                (Columns.TRUNCATEDS, truncated),
+                (Columns.NEXT_OBS, new_obs),
+            ):
                 rows[c].append(v)
             obs, done = new_obs, terminated or truncated
         batch = {c: np.asarray(v) for c, v in rows.items()}

@@ -35,8 +35,9 @@ class BufferState:
     max_priority: float | None = None
 
 
-def check_buffer_state(state: object, *, kind: str, capacity: int,
-                       rng: np.random.Generator) -> BufferState:
+def check_buffer_state(
+    state: object, *, kind: str, capacity: int, rng: np.random.Generator
+) -> BufferState:
     """`state` (a `ReplayBuffer.get_state()`) checked against a buffer of type `kind`,
     `capacity` rows and sampling generator `rng` (left unchanged).
 
@@ -49,46 +50,60 @@ def check_buffer_state(state: object, *, kind: str, capacity: int,
             does not fit the buffer's generator.
     """
     if not isinstance(state, Mapping):
-        raise CheckpointError(f"The saved replay buffer is a {type(state).__name__}, not a "
-                              f"dict; {CORRUPT}.")
+        raise CheckpointError(
+            f"The saved replay buffer is a {type(state).__name__}, not a dict; {CORRUPT}."
+        )
     saved_kind = state.get("type", kind)
     if saved_kind != kind:
-        config_type = ("PrioritizedEpisodeReplayBuffer" if saved_kind == "PrioritizedReplayBuffer"
-                       else "EpisodeReplayBuffer")
+        config_type = (
+            "PrioritizedEpisodeReplayBuffer"
+            if saved_kind == "PrioritizedReplayBuffer"
+            else "EpisodeReplayBuffer"
+        )
         raise CheckpointError(
             f"The saved replay buffer is a {saved_kind}, this one a {kind}; set "
-            f"replay_buffer_config['type'] to {config_type!r} to load it.")
+            f"replay_buffer_config['type'] to {config_type!r} to load it."
+        )
     saved_capacity = _int(state, "capacity", low=1)
     if saved_capacity != capacity:
         raise CheckpointError(
             f"The saved replay buffer has capacity {saved_capacity}, this one {capacity}; set "
-            "replay_buffer_config['capacity'] to match.")
+            "replay_buffer_config['capacity'] to match."
+        )
     size = _int(state, "size", low=0, high=capacity)
     next_index = _int(state, "next_index", low=0, high=capacity - 1)
     if size < capacity and next_index != size:
         raise CheckpointError(
             f"The saved replay buffer's next_index={next_index} differs from its size={size}: "
             "until a buffer is full, rows are written in order, so the next one goes at "
-            f"row {size} (a later sample would draw a row never written); {CORRUPT}.")
+            f"row {size} (a later sample would draw a row never written); {CORRUPT}."
+        )
     return BufferState(size, next_index, _columns(state, size), _rng(state, rng))
 
 
-def check_priorities(state: Mapping[str, Any], size: int, *, alpha: float
-                     ) -> tuple[np.ndarray, float]:
+def check_priorities(
+    state: Mapping[str, Any], size: int, *, alpha: float
+) -> tuple[np.ndarray, float]:
     """The leaves and largest priority of a stored prioritized buffer with `size` rows,
     checked: `alpha` must equal the buffer's (the leaves are `p ** alpha` of the saving
     buffer), `priorities` must be `size` finite values > 0 (`p = |td_error| + epsilon` is;
     one leaf of 0 made the smallest leaf 0, which the importance weights divide by: every
     weight came out 0, silently), and `max_priority` a finite number > 0 (new rows get it)."""
     saved_alpha = state.get("alpha", alpha)
-    if (isinstance(saved_alpha, bool) or not isinstance(saved_alpha, int | float)
-            or not math.isfinite(saved_alpha)):
-        raise CheckpointError(f"The saved prioritized replay buffer's alpha={saved_alpha!r} "
-                              f"is not a finite number; {CORRUPT}.")
+    if (
+        isinstance(saved_alpha, bool)
+        or not isinstance(saved_alpha, int | float)
+        or not math.isfinite(saved_alpha)
+    ):
+        raise CheckpointError(
+            f"The saved prioritized replay buffer's alpha={saved_alpha!r} "
+            f"is not a finite number; {CORRUPT}."
+        )
     if float(saved_alpha) != alpha:
         raise CheckpointError(
             f"The saved prioritized replay buffer has alpha={saved_alpha}, this one "
-            f"alpha={alpha}; set replay_buffer_config['alpha'] to {saved_alpha}.")
+            f"alpha={alpha}; set replay_buffer_config['alpha'] to {saved_alpha}."
+        )
     for key in ("priorities", "max_priority"):
         if key not in state:
             raise CheckpointError(f"The saved prioritized replay buffer lacks {key!r}; {CORRUPT}.")
@@ -96,19 +111,26 @@ def check_priorities(state: Mapping[str, Any], size: int, *, alpha: float
     if not _numeric_array(priorities) or np.ndim(priorities) != 1 or len(priorities) != size:
         raise CheckpointError(
             f"The saved prioritized replay buffer's priorities must be a numeric array of its "
-            f"{size} rows, got {_describe(priorities)}; {CORRUPT}.")
+            f"{size} rows, got {_describe(priorities)}; {CORRUPT}."
+        )
     leaves = np.asarray(priorities, np.float64)
     if not (np.isfinite(leaves) & (leaves > 0)).all():
         raise CheckpointError(
             "The saved prioritized replay buffer's priorities must be finite and > 0 "
             "(importance weights divide by the smallest; with a 0 every weight is 0); "
-            f"{CORRUPT}.")
+            f"{CORRUPT}."
+        )
     max_priority = state["max_priority"]
-    if (isinstance(max_priority, bool) or not isinstance(max_priority, int | float)
-            or not math.isfinite(max_priority) or max_priority <= 0):
+    if (
+        isinstance(max_priority, bool)
+        or not isinstance(max_priority, int | float)
+        or not math.isfinite(max_priority)
+        or max_priority <= 0
+    ):
         raise CheckpointError(
             f"The saved prioritized replay buffer's max_priority={max_priority!r} must be a "
-            f"finite number > 0 (new rows get it); {CORRUPT}.")
+            f"finite number > 0 (new rows get it); {CORRUPT}."
+        )
     return leaves, float(max_priority)
 
 
@@ -117,11 +139,16 @@ def _int(state: Mapping[str, Any], key: str, *, low: int, high: int | None = Non
     if key not in state:
         raise CheckpointError(f"The saved replay buffer lacks {key!r}; {CORRUPT}.")
     value = state[key]
-    if (isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low
-            or (high is not None and value > high)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | np.integer)
+        or value < low
+        or (high is not None and value > high)
+    ):
         bound = f"an int >= {low}" + ("" if high is None else f" and <= {high}")
-        raise CheckpointError(f"The saved replay buffer's {key}={value!r} must be {bound}; "
-                              f"{CORRUPT}.")
+        raise CheckpointError(
+            f"The saved replay buffer's {key}={value!r} must be {bound}; {CORRUPT}."
+        )
     return int(value)
 
 
@@ -129,21 +156,25 @@ def _columns(state: Mapping[str, Any], size: int) -> dict[str, np.ndarray]:
     """The stored columns: numeric arrays of `size` rows each, at least one if size > 0."""
     columns = state.get("columns", {})
     if not isinstance(columns, Mapping):
-        raise CheckpointError(f"The saved replay buffer's columns are a "
-                              f"{type(columns).__name__}, not a dict; {CORRUPT}.")
+        raise CheckpointError(
+            f"The saved replay buffer's columns are a "
+            f"{type(columns).__name__}, not a dict; {CORRUPT}."
+        )
     if size and not columns:
-        raise CheckpointError(f"The saved replay buffer has size={size} but no columns; "
-                              f"{CORRUPT}.")
+        raise CheckpointError(f"The saved replay buffer has size={size} but no columns; {CORRUPT}.")
     out = {}
     for name, value in columns.items():
         if not _numeric_array(value) or np.ndim(value) < 1:
-            raise CheckpointError(f"The saved replay buffer's column {name!r} is "
-                                  f"{_describe(value)}, not a numeric array; {CORRUPT}.")
+            raise CheckpointError(
+                f"The saved replay buffer's column {name!r} is "
+                f"{_describe(value)}, not a numeric array; {CORRUPT}."
+            )
         array = np.asarray(value)
         if len(array) != size:
             raise CheckpointError(
                 f"The saved replay buffer says size {size} but its columns have "
-                f"{ {c: len(v) for c, v in columns.items()} } rows; {CORRUPT}.")
+                f"{ {c: len(v) for c, v in columns.items()} } rows; {CORRUPT}."
+            )
         out[name] = array
     return out
 
@@ -159,7 +190,8 @@ def _rng(state: Mapping[str, Any], rng: np.random.Generator) -> dict[str, Any] |
     except (TypeError, ValueError, KeyError, OverflowError) as e:
         raise CheckpointError(
             f"The saved replay buffer's rng does not fit its {type(probe).__name__} generator "
-            f"({type(e).__name__}: {e}); {CORRUPT}.") from None
+            f"({type(e).__name__}: {e}); {CORRUPT}."
+        ) from None
     return dict(saved)
 
 

@@ -21,8 +21,11 @@ from rlmod.utils.naming import did_you_mean
 from rlmod.utils.schedules import scheduled_value
 
 UNIFORM_TYPES = ("EpisodeReplayBuffer", "ReplayBuffer", "MultiAgentEpisodeReplayBuffer")
-PRIORITIZED_TYPES = ("PrioritizedEpisodeReplayBuffer", "PrioritizedReplayBuffer",
-                     "MultiAgentPrioritizedEpisodeReplayBuffer")
+PRIORITIZED_TYPES = (
+    "PrioritizedEpisodeReplayBuffer",
+    "PrioritizedReplayBuffer",
+    "MultiAgentPrioritizedEpisodeReplayBuffer",
+)
 CONFIG_KEYS = ("type", "capacity", "alpha", "beta")
 
 
@@ -32,24 +35,37 @@ def check_replay_buffer_config(config: Mapping[str, Any]) -> dict[str, Any]:
         raise TypeError(f"replay_buffer_config must be a dict, got {type(config).__name__}.")
     for key in config:
         if key not in CONFIG_KEYS:
-            raise ValueError(f"replay_buffer_config has unknown key {key!r}."
-                             f"{did_you_mean(str(key), CONFIG_KEYS)} Valid: {list(CONFIG_KEYS)}.")
-    out = {"type": "PrioritizedEpisodeReplayBuffer", "capacity": 50_000, "alpha": 0.6,
-           "beta": 0.4, **config}
+            raise ValueError(
+                f"replay_buffer_config has unknown key {key!r}."
+                f"{did_you_mean(str(key), CONFIG_KEYS)} Valid: {list(CONFIG_KEYS)}."
+            )
+    out = {
+        "type": "PrioritizedEpisodeReplayBuffer",
+        "capacity": 50_000,
+        "alpha": 0.6,
+        "beta": 0.4,
+        **config,
+    }
     kind = out["type"]
     if kind not in UNIFORM_TYPES + PRIORITIZED_TYPES:
-        raise ValueError(f"replay_buffer_config['type']={kind!r} is unknown; use one of "
-                         f"{list(UNIFORM_TYPES + PRIORITIZED_TYPES)}.")
+        raise ValueError(
+            f"replay_buffer_config['type']={kind!r} is unknown; use one of "
+            f"{list(UNIFORM_TYPES + PRIORITIZED_TYPES)}."
+        )
     cap = out["capacity"]
     if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-        raise ValueError(f"replay_buffer_config['capacity']={cap!r} must be an int >= 1 "
-                         "(transitions, i.e. timesteps).")
+        raise ValueError(
+            f"replay_buffer_config['capacity']={cap!r} must be an int >= 1 "
+            "(transitions, i.e. timesteps)."
+        )
     beta = out["beta"]
     if isinstance(beta, list | tuple):
         out["beta"] = [[int(t), float(b)] for t, b in beta]
     elif not isinstance(beta, int | float) or not 0.0 <= beta <= 1.0:
-        raise ValueError(f"replay_buffer_config['beta']={beta!r} must be a number in [0, 1] "
-                         "or a schedule [[env_step, beta], ...] (annealed towards 1).")
+        raise ValueError(
+            f"replay_buffer_config['beta']={beta!r} must be a number in [0, 1] "
+            "or a schedule [[env_step, beta], ...] (annealed towards 1)."
+        )
     return out
 
 
@@ -66,9 +82,13 @@ class MultiAgentReplayBuffer(Checkpointable):
         seed: Seeds the sampling of every module's buffer.
     """
 
-    def __init__(self, *, replay_buffer_config: Mapping[str, Any],
-                 n_step: Callable[[ModuleID], tuple[int, float]],
-                 seed: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        replay_buffer_config: Mapping[str, Any],
+        n_step: Callable[[ModuleID], tuple[int, float]],
+        seed: int | None = None,
+    ) -> None:
         self.config = check_replay_buffer_config(replay_buffer_config)
         self.prioritized = self.config["type"] in PRIORITIZED_TYPES
         self._n_step = n_step
@@ -86,11 +106,13 @@ class MultiAgentReplayBuffer(Checkpointable):
         """An empty buffer of the configured type, the `position`-th to be made."""
         seed = None if self._seed is None else self._seed + position
         cap = self.config["capacity"]
-        return (PrioritizedReplayBuffer(cap, alpha=self.config["alpha"], seed=seed)
-                if self.prioritized else ReplayBuffer(cap, seed=seed))
+        return (
+            PrioritizedReplayBuffer(cap, alpha=self.config["alpha"], seed=seed)
+            if self.prioritized
+            else ReplayBuffer(cap, seed=seed)
+        )
 
-    def add(self, sample: Mapping[ModuleID, Mapping[str, np.ndarray]], *, source: int = 0
-            ) -> int:
+    def add(self, sample: Mapping[ModuleID, Mapping[str, np.ndarray]], *, source: int = 0) -> int:
         """Adds one EnvRunner's `sample()` result; `source` tells EnvRunners apart (episode
         IDs are unique per EnvRunner). Returns the number of transitions stored."""
         added = 0
@@ -106,8 +128,9 @@ class MultiAgentReplayBuffer(Checkpointable):
     def __len__(self) -> int:
         return sum(len(b) for b in self.buffers.values())
 
-    def sample(self, batch_size: int, *, num_env_steps_sampled_lifetime: int = 0
-               ) -> tuple[dict[ModuleID, dict[str, np.ndarray]], dict[ModuleID, np.ndarray]]:
+    def sample(
+        self, batch_size: int, *, num_env_steps_sampled_lifetime: int = 0
+    ) -> tuple[dict[ModuleID, dict[str, np.ndarray]], dict[ModuleID, np.ndarray]]:
         """A train batch of `batch_size` transitions per non-empty module, and their indices."""
         beta = scheduled_value(self.config["beta"], num_env_steps_sampled_lifetime)
         batch, indices = {}, {}
@@ -116,8 +139,9 @@ class MultiAgentReplayBuffer(Checkpointable):
                 batch[mid], indices[mid] = buf.sample(batch_size, beta=beta)
         return batch, indices
 
-    def update_priorities(self, indices: Mapping[ModuleID, np.ndarray],
-                          td_errors: Mapping[ModuleID, np.ndarray]) -> None:
+    def update_priorities(
+        self, indices: Mapping[ModuleID, np.ndarray], td_errors: Mapping[ModuleID, np.ndarray]
+    ) -> None:
         """Prioritized buffers: new priorities from the TD errors of the sampled items."""
         if not self.prioritized:
             return
@@ -127,8 +151,9 @@ class MultiAgentReplayBuffer(Checkpointable):
                 assert isinstance(buf, PrioritizedReplayBuffer)
                 buf.update_priorities(idx, td_errors[mid])
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    def get_state(
+        self, components: Any = None, *, not_components: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """Each module's buffer (contents, priorities, insertion pointer, RNG) and the rows
         each n-step collector still holds back, keyed `module_id -> source`.
 
@@ -138,8 +163,10 @@ class MultiAgentReplayBuffer(Checkpointable):
         for (mid, source), collector in self._collectors.items():
             if collector.num_held:
                 held.setdefault(mid, {})[str(source)] = collector.get_state()
-        return {"buffers": {mid: buf.get_state() for mid, buf in self.buffers.items()},
-                "held": held}
+        return {
+            "buffers": {mid: buf.get_state() for mid, buf in self.buffers.items()},
+            "held": held,
+        }
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Restores the saved buffers (replacing any the buffer has) and stores the held
@@ -154,8 +181,10 @@ class MultiAgentReplayBuffer(Checkpointable):
         new episode that happens to reuse its episode ID.
         """
         if not isinstance(state, Mapping):
-            raise CheckpointError(f"replay_buffer: the state is a {type(state).__name__}, not "
-                                  "a dict of buffers and held rows.")
+            raise CheckpointError(
+                f"replay_buffer: the state is a {type(state).__name__}, not "
+                "a dict of buffers and held rows."
+            )
         buffers = None if "buffers" not in state else self._restored_buffers(state["buffers"])
         held = self._held_transitions(state.get("held", {}))
         target = self.buffers if buffers is None else buffers
@@ -181,8 +210,10 @@ class MultiAgentReplayBuffer(Checkpointable):
     def _restored_buffers(self, saved: object) -> dict[ModuleID, ReplayBuffer]:
         """New buffers loaded from `saved` (module ID -> buffer state), each checked."""
         if not isinstance(saved, Mapping):
-            raise CheckpointError(f"replay_buffer: 'buffers' is a {type(saved).__name__}, not "
-                                  "a dict keyed by module ID.")
+            raise CheckpointError(
+                f"replay_buffer: 'buffers' is a {type(saved).__name__}, not "
+                "a dict keyed by module ID."
+            )
         buffers: dict[ModuleID, ReplayBuffer] = {}
         for mid, buf_state in saved.items():
             buf = self._new_buffer(len(buffers))
@@ -197,10 +228,10 @@ class MultiAgentReplayBuffer(Checkpointable):
     def _held_transitions(self, held: object) -> list[tuple[ModuleID, dict[str, np.ndarray]]]:
         """The saved held rows (module ID -> source -> columns) as the transitions they
         make with the windows they have, per module."""
-        if not isinstance(held, Mapping) or not all(isinstance(v, Mapping)
-                                                    for v in held.values()):
-            raise CheckpointError("replay_buffer: 'held' must be a dict module ID -> source -> "
-                                  "columns.")
+        if not isinstance(held, Mapping) or not all(isinstance(v, Mapping) for v in held.values()):
+            raise CheckpointError(
+                "replay_buffer: 'held' must be a dict module ID -> source -> columns."
+            )
         out = []
         for mid, by_source in held.items():
             n, gamma = self._n_step(mid)
@@ -223,13 +254,17 @@ def check_transitions(buf: ReplayBuffer) -> None:
         return
     expected = {*TRANSITION_COLUMNS, N_STEP}
     if buf.columns.keys() != expected:
-        raise CheckpointError(f"The saved replay buffer's columns are {sorted(buf.columns)}, "
-                              f"not {sorted(expected)}; {CORRUPT}.")
+        raise CheckpointError(
+            f"The saved replay buffer's columns are {sorted(buf.columns)}, "
+            f"not {sorted(expected)}; {CORRUPT}."
+        )
     rows = slice(0, len(buf))
     if not (buf.columns[N_STEP][rows] >= 1).all():
-        raise CheckpointError(f"The saved replay buffer's column 'n_step' holds values < 1; "
-                              f"{CORRUPT}.")
+        raise CheckpointError(
+            f"The saved replay buffer's column 'n_step' holds values < 1; {CORRUPT}."
+        )
     for name, column in buf.columns.items():
         if column.dtype.kind == "f" and not np.isfinite(column[rows]).all():
-            raise CheckpointError(f"The saved replay buffer's column {name!r} holds NaN or "
-                                  f"inf; {CORRUPT}.")
+            raise CheckpointError(
+                f"The saved replay buffer's column {name!r} holds NaN or inf; {CORRUPT}."
+            )

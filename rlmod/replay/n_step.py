@@ -16,13 +16,19 @@ from rlmod.core.columns import Columns
 N_STEP = "n_step"
 """Column: how many env steps (1..n) a transition's reward sums; bootstrap with gamma**n_step."""
 
-TRANSITION_COLUMNS = (Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.NEXT_OBS,
-                      Columns.TERMINATEDS)
+TRANSITION_COLUMNS = (
+    Columns.OBS,
+    Columns.ACTIONS,
+    Columns.REWARDS,
+    Columns.NEXT_OBS,
+    Columns.TERMINATEDS,
+)
 """The columns of a stored transition, besides `n_step`."""
 
 
-def compute_n_step(rewards: np.ndarray, ends: np.ndarray, *, n: int, gamma: float
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def compute_n_step(
+    rewards: np.ndarray, ends: np.ndarray, *, n: int, gamma: float
+) -> tuple[np.ndarray, np.ndarray]:
     """n-step returns over flat sequences (Sutton & Barto 2018, eq. 7.1, before bootstrapping).
 
     Args:
@@ -79,8 +85,10 @@ class NStepCollector:
             out[Columns.TERMINATEDS] = out[Columns.TERMINATEDS].astype(bool, copy=False)
             out[N_STEP] = np.ones(len(out[Columns.REWARDS]), np.int32)
             return out
-        cols = {c: np.asarray(batch[c]) for c in (*TRANSITION_COLUMNS, Columns.TRUNCATEDS,
-                                                   Columns.EPS_ID)}
+        cols = {
+            c: np.asarray(batch[c])
+            for c in (*TRANSITION_COLUMNS, Columns.TRUNCATEDS, Columns.EPS_ID)
+        }
         for flag in (Columns.TERMINATEDS, Columns.TRUNCATEDS):
             cols[flag] = cols[flag].astype(bool, copy=False)
         num_held = len(next(iter(self._held.values()))) if self._held else 0
@@ -101,8 +109,7 @@ class NStepCollector:
         ends = done.copy()
         ends[:-1] |= eps[1:] != eps[:-1]
         ends[-1:] = True
-        returns, horizons = compute_n_step(cols[Columns.REWARDS], ends, n=self.n,
-                                           gamma=self.gamma)
+        returns, horizons = compute_n_step(cols[Columns.REWARDS], ends, n=self.n, gamma=self.gamma)
         last = np.arange(len(eps)) + horizons - 1
         complete = (horizons == self.n) | done[last] | stale[last]
         if complete.all():  # nothing to hold: no gathers for the rows themselves
@@ -138,10 +145,12 @@ class NStepCollector:
         are missing, or are not numeric arrays of one length (`__call__` would fail on
         them later, far from the checkpoint)."""
         if not isinstance(state, Mapping):
-            raise ValueError(f"held n-step rows are a {type(state).__name__}, not a dict of "
-                             "columns.")
-        missing = [c for c in (*TRANSITION_COLUMNS, Columns.TRUNCATEDS, Columns.EPS_ID)
-                   if c not in state]
+            raise ValueError(
+                f"held n-step rows are a {type(state).__name__}, not a dict of columns."
+            )
+        missing = [
+            c for c in (*TRANSITION_COLUMNS, Columns.TRUNCATEDS, Columns.EPS_ID) if c not in state
+        ]
         if state and missing:
             raise ValueError(f"held n-step rows lack the columns {missing}.")
         for c, v in state.items():

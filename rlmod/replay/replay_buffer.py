@@ -59,20 +59,24 @@ class ReplayBuffer(Checkpointable):
         if num == 0:
             return np.zeros(0, np.int64)
         if not self.columns:
-            self.columns = {c: np.empty((self.capacity, *np.shape(v)[1:]), np.asarray(v).dtype)
-                            for c, v in transitions.items()}
+            self.columns = {
+                c: np.empty((self.capacity, *np.shape(v)[1:]), np.asarray(v).dtype)
+                for c, v in transitions.items()
+            }
         elif transitions.keys() != self.columns.keys():
-            raise ValueError(f"Transitions have columns {sorted(transitions)}; this buffer "
-                             f"stores {sorted(self.columns)}.")
+            raise ValueError(
+                f"Transitions have columns {sorted(transitions)}; this buffer "
+                f"stores {sorted(self.columns)}."
+            )
         skip = max(0, num - self.capacity)
         num -= skip
         start = self.next_index
         first = min(num, self.capacity - start)  # rows before the ring wraps
         for c, v in transitions.items():
             dst = self.columns[c]
-            dst[start:start + first] = v[skip:skip + first]
+            dst[start : start + first] = v[skip : skip + first]
             if first < num:
-                dst[:num - first] = v[skip + first:]
+                dst[: num - first] = v[skip + first :]
         self.next_index = (start + num) % self.capacity
         self.size = min(self.capacity, self.size + num)
         self._rows_written(start, start + first)
@@ -89,13 +93,17 @@ class ReplayBuffer(Checkpointable):
         if not self.columns or not transitions:
             return
         if transitions.keys() != self.columns.keys():
-            raise ValueError(f"Transitions have columns {sorted(transitions)}; this buffer "
-                             f"stores {sorted(self.columns)}.")
+            raise ValueError(
+                f"Transitions have columns {sorted(transitions)}; this buffer "
+                f"stores {sorted(self.columns)}."
+            )
         for c, v in transitions.items():
             v, dst = np.asarray(v), self.columns[c]
             if v.shape[1:] != dst.shape[1:] or v.dtype.kind not in "biuf":
-                raise ValueError(f"Column {c!r} holds {v.dtype} rows of shape {v.shape[1:]}; "
-                                 f"this buffer stores {dst.dtype} rows of {dst.shape[1:]}.")
+                raise ValueError(
+                    f"Column {c!r} holds {v.dtype} rows of shape {v.shape[1:]}; "
+                    f"this buffer stores {dst.dtype} rows of {dst.shape[1:]}."
+                )
 
     def _rows_written(self, start: int, stop: int) -> None:
         """Hook: `add` wrote rows `start .. stop - 1` (once per contiguous slice)."""
@@ -110,8 +118,10 @@ class ReplayBuffer(Checkpointable):
 
     def _check_can_sample(self, batch_size: int) -> None:
         if self.size == 0:
-            raise ValueError("Cannot sample from an empty replay buffer; add transitions first "
-                             "(num_steps_sampled_before_learning_starts guards this in DQN/SAC).")
+            raise ValueError(
+                "Cannot sample from an empty replay buffer; add transitions first "
+                "(num_steps_sampled_before_learning_starts guards this in DQN/SAC)."
+            )
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be >= 1.")
 
@@ -120,8 +130,9 @@ class ReplayBuffer(Checkpointable):
         return {c: np.take(v, indices, axis=0) for c, v in self.columns.items()}
 
     # ------------------------------------------------------------------ state
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    def get_state(
+        self, components: Any = None, *, not_components: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """A snapshot: the filled rows of each column (copies, in storage order), the
         insertion pointer and the sampling RNG's state (numpy arrays and JSON; no pickle).
         A buffer has no sub-components, so `components` / `not_components` are ignored."""
@@ -131,7 +142,7 @@ class ReplayBuffer(Checkpointable):
             "size": self.size,
             "next_index": self.next_index,
             "rng": self.rng.bit_generator.state,
-            "columns": {c: v[:self.size].copy() for c, v in self.columns.items()},
+            "columns": {c: v[: self.size].copy() for c, v in self.columns.items()},
         }
 
     def set_state(self, state: Mapping[str, Any]) -> None:
@@ -142,8 +153,9 @@ class ReplayBuffer(Checkpointable):
 
     def check_state(self, state: Mapping[str, Any]) -> BufferState:
         """`state` checked against this buffer (see `check_buffer_state`), nothing changed."""
-        return check_buffer_state(state, kind=type(self).__name__, capacity=self.capacity,
-                                  rng=self.rng)
+        return check_buffer_state(
+            state, kind=type(self).__name__, capacity=self.capacity, rng=self.rng
+        )
 
     def load_checked(self, checked: BufferState) -> None:
         """Loads a state that `check_state` returned."""
@@ -152,7 +164,7 @@ class ReplayBuffer(Checkpointable):
         self.columns = {}
         for c, v in checked.columns.items():
             self.columns[c] = np.empty((self.capacity, *v.shape[1:]), v.dtype)
-            self.columns[c][:checked.size] = v
+            self.columns[c][: checked.size] = v
         if checked.rng is not None:
             self.rng.bit_generator.state = checked.rng
 
@@ -168,8 +180,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     `beta` is annealed towards 1 by the caller (`sample(beta=...)`).
     """
 
-    def __init__(self, capacity: int, *, alpha: float = 0.6, epsilon: float = 1e-6,
-                 seed: int | None = None) -> None:
+    def __init__(
+        self, capacity: int, *, alpha: float = 0.6, epsilon: float = 1e-6, seed: int | None = None
+    ) -> None:
         super().__init__(capacity, seed=seed)
         if alpha < 0:
             raise ValueError(f"replay_buffer_config['alpha']={alpha} must be >= 0.")
@@ -213,7 +226,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         left off (an add costs one slice write, not two tree calls); the trees are told at
         the next read, or once the waiting rows reach `HAND_OVER_ROWS`, when they also
         refresh."""
-        self._sum_leaves[start:stop] = self.max_priority ** self.alpha
+        self._sum_leaves[start:stop] = self.max_priority**self.alpha
         written = self._written
         if written and written[-1][1] == start:
             written[-1][1] = stop
@@ -233,8 +246,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """`P(i)` of the items `indices`."""
         return self.tree.leaves[indices] / self.tree.total
 
-    def sample(self, batch_size: int, *, beta: float = 0.4, **kwargs: Any
-               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    def sample(
+        self, batch_size: int, *, beta: float = 0.4, **kwargs: Any
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """`batch_size` transitions by priority, with importance weights in `weights`."""
         self._check_can_sample(batch_size)
         total = self.tree.total
@@ -253,23 +267,31 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """Sets `p_i = |td_error_i| + epsilon` for the sampled items `indices`."""
         priorities = np.abs(np.asarray(td_errors, np.float64)) + self.epsilon
         if not np.all(np.isfinite(priorities)):
-            raise ValueError("update_priorities got non-finite TD errors; the Q loss diverged "
-                             "(lower lr, set grad_clip, or check the rewards' scale).")
+            raise ValueError(
+                "update_priorities got non-finite TD errors; the Q loss diverged "
+                "(lower lr, set grad_clip, or check the rewards' scale)."
+            )
         self.max_priority = max(self.max_priority, float(priorities.max(initial=0.0)))
-        self._set_priorities(indices, priorities ** self.alpha)
+        self._set_priorities(indices, priorities**self.alpha)
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    def get_state(
+        self, components: Any = None, *, not_components: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """`ReplayBuffer.get_state` plus the tree's leaves (`p_i ** alpha`), `alpha` and the
         largest priority so far."""
-        return {**super().get_state(), "priorities": self.tree.leaves[:self.size].copy(),
-                "alpha": self.alpha, "max_priority": self.max_priority}
+        return {
+            **super().get_state(),
+            "priorities": self.tree.leaves[: self.size].copy(),
+            "alpha": self.alpha,
+            "max_priority": self.max_priority,
+        }
 
     def check_state(self, state: Mapping[str, Any]) -> BufferState:
         """`ReplayBuffer.check_state` plus the priorities (`check_priorities`)."""
         checked = super().check_state(state)
         checked.priorities, checked.max_priority = check_priorities(
-            state, checked.size, alpha=self.alpha)
+            state, checked.size, alpha=self.alpha
+        )
         return checked
 
     def load_checked(self, checked: BufferState) -> None:

@@ -58,7 +58,7 @@ class _Tree:
     @property
     def leaves(self) -> np.ndarray:
         """The values of all `capacity` items (a view; always current)."""
-        return self._levels[0][:self.capacity]
+        return self._levels[0][: self.capacity]
 
     def update(self, indices: np.ndarray, values: np.ndarray | float) -> None:
         """Sets the values of items `indices` (the last one wins for repeated indices)."""
@@ -103,7 +103,7 @@ class _Tree:
         for lo, hi in merged:
             for child, parent in pairs:
                 lo, hi = lo // BRANCHING, hi // BRANCHING
-                parent[lo:hi + 1] = self._reduce(child.reshape(-1, BRANCHING)[lo:hi + 1])
+                parent[lo : hi + 1] = self._reduce(child.reshape(-1, BRANCHING)[lo : hi + 1])
         if self._stale_items:  # a parent listed twice is recomputed twice, to the same value
             idx = np.concatenate(self._stale_items)
             for child, parent in pairs:

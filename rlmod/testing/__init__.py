@@ -12,8 +12,13 @@ from rlmod.testing.envs import MultiAgentCartPole
 from rlmod.testing.modules import CartPoleExpertModule
 from rlmod.testing.policies import RandomPolicy, cartpole_expert
 
-__all__ = ["CartPoleExpertModule", "MultiAgentCartPole", "RandomPolicy", "TwoTeamGuessingEnv",
-           "cartpole_expert"]
+__all__ = [
+    "CartPoleExpertModule",
+    "MultiAgentCartPole",
+    "RandomPolicy",
+    "TwoTeamGuessingEnv",
+    "cartpole_expert",
+]
 
 
 def __getattr__(name: str) -> Any:

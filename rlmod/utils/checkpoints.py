@@ -58,9 +58,13 @@ class Checkpointable:
     each sub-component is saved in a sub-directory of its name.
     """
 
-    def get_state(self, components: str | Collection[str] | None = None, *,
-                  not_components: str | Collection[str] | None = None,
-                  **kwargs: Any) -> StateDict:
+    def get_state(
+        self,
+        components: str | Collection[str] | None = None,
+        *,
+        not_components: str | Collection[str] | None = None,
+        **kwargs: Any,
+    ) -> StateDict:
         """The component's state; `components` / `not_components` select sub-components by
         name ('learner_group/learner/rl_module' paths allowed)."""
         raise NotImplementedError
@@ -78,11 +82,13 @@ class Checkpointable:
         return {}
 
     # ------------------------------------------------------------------ saving
-    def save_to_path(self, path: str | os.PathLike | None = None, *,
-                     state: StateDict | None = None) -> str:
+    def save_to_path(
+        self, path: str | os.PathLike | None = None, *, state: StateDict | None = None
+    ) -> str:
         """Saves atomically to `path` (default: a new temporary directory); returns it."""
-        target = Path(path) if path is not None else Path(
-            tempfile.mkdtemp(prefix="rlmod_checkpoint_"))
+        target = (
+            Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="rlmod_checkpoint_"))
+        )
         with atomic_directory(target) as tmp:
             self._save_into(tmp, self.get_state() if state is None else state)
         return str(target)
@@ -99,17 +105,25 @@ class Checkpointable:
                 (directory / name).mkdir()
                 component._save_into(directory / name, sub)
         self._write_own_state(directory, own)
-        write_json(directory / METADATA_FILE, {
-            "format": FORMAT, "checkpoint_version": CHECKPOINT_VERSION,
-            "rlmod_version": _rlmod_version(), "class": _class_path(type(self)),
-            "components": names, **self.get_metadata()})
+        write_json(
+            directory / METADATA_FILE,
+            {
+                "format": FORMAT,
+                "checkpoint_version": CHECKPOINT_VERSION,
+                "rlmod_version": _rlmod_version(),
+                "class": _class_path(type(self)),
+                "components": names,
+                **self.get_metadata(),
+            },
+        )
 
     def _write_own_state(self, directory: Path, state: StateDict) -> None:
         write_state(directory, state)
 
     # ------------------------------------------------------------------ loading
-    def restore_from_path(self, path: str | os.PathLike, *, component: str | None = None,
-                          **kwargs: Any) -> None:
+    def restore_from_path(
+        self, path: str | os.PathLike, *, component: str | None = None, **kwargs: Any
+    ) -> None:
         """Restores this component's state from `path`.
 
         With `component` (e.g. "learner_group/learner/rl_module/p0") only that part is
@@ -123,9 +137,11 @@ class Checkpointable:
                 self.set_state(self._read_state(path))
             except CheckpointError as e:
                 if stored != _class_path(type(self)):
-                    e.add_note(f"{path} was saved from {stored}, this is "
-                               f"{_class_path(type(self))}: restore it into a {stored} "
-                               "(Algorithm.from_checkpoint(path) builds one).")
+                    e.add_note(
+                        f"{path} was saved from {stored}, this is "
+                        f"{_class_path(type(self))}: restore it into a {stored} "
+                        "(Algorithm.from_checkpoint(path) builds one)."
+                    )
                 raise
             return
         first, _, rest = component.strip("/").partition("/")
@@ -159,8 +175,9 @@ def read_metadata(path: Path) -> dict[str, Any]:
     """`path`/metadata.json, checked: format, supported version, field types."""
     path = Path(path)
     if path.is_file():
-        raise CheckpointError(f"{path} is a file; a checkpoint is a directory (what "
-                              "save_to_path returned).")
+        raise CheckpointError(
+            f"{path} is a file; a checkpoint is a directory (what save_to_path returned)."
+        )
     if not path.is_dir() and not recover_interrupted_save(path):
         raise CheckpointError(f"Checkpoint directory {path} does not exist.")
     check_links(path)
@@ -210,7 +227,8 @@ def check_replaceable(target: Path) -> None:
     if not target.is_dir():
         raise CheckpointError(
             f"Cannot save a checkpoint to {target}: it is a file. Pass a new or empty "
-            "directory (the checkpoint is a directory of JSON and safetensors files).")
+            "directory (the checkpoint is a directory of JSON and safetensors files)."
+        )
     if any(target.iterdir()) and not is_checkpoint(target):
         raise CheckpointError(
             f"Cannot save a checkpoint to {target}: the directory is not empty and is not an "
@@ -226,8 +244,11 @@ def _leftovers(target: Path, kind: str) -> list[Path]:
     prefix = f".{target.name}.{kind}-"
     if not target.parent.is_dir():
         return []
-    found = [p for p in target.parent.iterdir() if p.name.startswith(prefix) and p.is_dir()
-             and not p.is_symlink()]
+    found = [
+        p
+        for p in target.parent.iterdir()
+        if p.name.startswith(prefix) and p.is_dir() and not p.is_symlink()
+    ]
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
@@ -269,7 +290,8 @@ def check_links(directory: Path) -> None:
                 raise CheckpointError(
                     f"{entry.path} is a symlink to {real}, outside the checkpoint directory "
                     f"{directory}; rlmod loads only files inside a checkpoint (it writes no "
-                    "symlinks). Copy the files in place of the link if you trust them.")
+                    "symlinks). Copy the files in place of the link if you trust them."
+                )
 
 
 @contextlib.contextmanager
@@ -284,7 +306,8 @@ def atomic_directory(target: Path) -> Iterator[Path]:
     target = Path(target).absolute()
     if target.parent.exists() and not target.parent.is_dir():
         raise CheckpointError(
-            f"Cannot save a checkpoint to {target}: {target.parent} is a file, not a directory.")
+            f"Cannot save a checkpoint to {target}: {target.parent} is a file, not a directory."
+        )
     recover_interrupted_save(target)
     check_replaceable(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -383,8 +406,11 @@ def complete_checkpoints(directory: Path) -> list[Path]:
         name, sep, _ = p.name[1:].partition(".old-")
         if p.name.startswith(".") and sep and _CHECKPOINT_NAME.match(name):
             recover_interrupted_save(directory / name)
-    found = [(int(m.group(1)), int(m.group(2) or 1), p) for p in directory.iterdir()
-             if (m := _CHECKPOINT_NAME.match(p.name)) and is_checkpoint(p)]
+    found = [
+        (int(m.group(1)), int(m.group(2) or 1), p)
+        for p in directory.iterdir()
+        if (m := _CHECKPOINT_NAME.match(p.name)) and is_checkpoint(p)
+    ]
     return [p for *_, p in sorted(found)]
 
 
@@ -404,7 +430,7 @@ def prune_checkpoints(saved: list[Path], n: int) -> list[Path]:
     saved them: the newest is never deleted) and returns the deleted ones, removing them
     from `saved`. A path that no longer holds an rlmod checkpoint is left alone."""
     old = saved[:-n] if n > 0 else []
-    del saved[:len(old)]
+    del saved[: len(old)]
     for path in old:
         if is_checkpoint(path) and not path.is_symlink():
             shutil.rmtree(path)
@@ -437,9 +463,11 @@ def _rlmod_version() -> str:
     return __version__
 
 
-def select_components(components: str | Collection[str] | None,
-                      not_components: str | Collection[str] | None,
-                      name: str) -> tuple[bool, list[str] | None, list[str] | None]:
+def select_components(
+    components: str | Collection[str] | None,
+    not_components: str | Collection[str] | None,
+    name: str,
+) -> tuple[bool, list[str] | None, list[str] | None]:
     """Whether component `name` is wanted, and the `components` / `not_components` to pass
     on to it (paths below `name`), as RLlib's `_check_component` and
     `_get_subcomponents` do."""

@@ -46,8 +46,10 @@ class EpisodeMetrics:
             num_episodes += len(m["episode_returns"])
             num_env_steps += m["num_env_steps"]
             num_agent_steps += m.get("num_agent_steps", m["num_env_steps"])
-            for key, target in (("module_episode_returns", self.module_returns),
-                                ("agent_episode_returns", self.agent_returns)):
+            for key, target in (
+                ("module_episode_returns", self.module_returns),
+                ("agent_episode_returns", self.agent_returns),
+            ):
                 for k, values in m.get(key, {}).items():
                     target.setdefault(k, deque(maxlen=self.window)).extend(values)
         self.num_episodes_lifetime += num_episodes
@@ -70,10 +72,13 @@ class EpisodeMetrics:
         }
 
     def get_state(self) -> dict[str, Any]:
-        return {"returns": list(self.returns), "lens": list(self.lens),
-                "num_episodes_lifetime": self.num_episodes_lifetime,
-                "num_env_steps_lifetime": self.num_env_steps_lifetime,
-                "num_agent_steps_lifetime": self.num_agent_steps_lifetime}
+        return {
+            "returns": list(self.returns),
+            "lens": list(self.lens),
+            "num_episodes_lifetime": self.num_episodes_lifetime,
+            "num_env_steps_lifetime": self.num_env_steps_lifetime,
+            "num_agent_steps_lifetime": self.num_agent_steps_lifetime,
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restores `get_state()`; ValueError naming the field if a value is not what it
@@ -81,8 +86,9 @@ class EpisodeMetrics:
         for key in ("returns", "lens"):
             values = state.get(key, [])
             if not isinstance(values, list) or not all(
-                    isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-                    for v in values):
+                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                for v in values
+            ):
                 raise ValueError(f"metrics field {key!r} must be a list of finite numbers.")
         counters = ("num_episodes_lifetime", "num_env_steps_lifetime", "num_agent_steps_lifetime")
         for key in counters:

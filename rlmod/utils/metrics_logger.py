@@ -39,8 +39,9 @@ class _Stat:
 
     __slots__ = ("reduce", "window", "ema_coeff", "clear", "values", "ema", "total")
 
-    def __init__(self, *, reduce: str, window: int | None, ema_coeff: float | None,
-                 clear: bool) -> None:
+    def __init__(
+        self, *, reduce: str, window: int | None, ema_coeff: float | None, clear: bool
+    ) -> None:
         self.reduce = reduce
         self.window = window
         self.ema_coeff = ema_coeff
@@ -50,8 +51,12 @@ class _Stat:
         self.total = 0.0
 
     def spec(self) -> dict[str, Any]:
-        return {"reduce": self.reduce, "window": self.window, "ema_coeff": self.ema_coeff,
-                "clear": self.clear}
+        return {
+            "reduce": self.reduce,
+            "window": self.window,
+            "ema_coeff": self.ema_coeff,
+            "clear": self.clear,
+        }
 
     def push(self, value: Any) -> None:
         if self.reduce == "ema":
@@ -114,27 +119,43 @@ class MetricsLogger:
     def __init__(self) -> None:
         self._stats: dict[tuple[str, ...], _Stat] = {}
 
-    def log_value(self, key: Key, value: Any, *, reduce: str | None = None,
-                  window: int | None = None, ema_coeff: float | None = None,
-                  clear_on_reduce: bool | None = None, percentiles: Any = None,
-                  with_throughput: bool | None = None, **kwargs: Any) -> None:
+    def log_value(
+        self,
+        key: Key,
+        value: Any,
+        *,
+        reduce: str | None = None,
+        window: int | None = None,
+        ema_coeff: float | None = None,
+        clear_on_reduce: bool | None = None,
+        percentiles: Any = None,
+        with_throughput: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         """Adds `value` under `key` (see the class docstring for how it reduces)."""
         path = (key,) if isinstance(key, str) else tuple(key)
         stat = self._stats.get(path)
         if stat is None:
             stat = self._stats[path] = self._new_stat(
-                path, reduce=reduce, window=window, ema_coeff=ema_coeff,
-                clear_on_reduce=clear_on_reduce, percentiles=percentiles,
-                with_throughput=with_throughput)
+                path,
+                reduce=reduce,
+                window=window,
+                ema_coeff=ema_coeff,
+                clear_on_reduce=clear_on_reduce,
+                percentiles=percentiles,
+                with_throughput=with_throughput,
+            )
         value = _scalar(value)
         if stat.reduce != "item" and not isinstance(value, float):
             raise TypeError(
                 f"log_value({key!r}, {value!r}): reduce={stat.reduce!r} needs a number; "
-                "log other objects with reduce='item'.")
+                "log other objects with reduce='item'."
+            )
         stat.push(value)
 
-    def log_dict(self, value_dict: Mapping[str, Any], *, key: Key | None = None,
-                 **kwargs: Any) -> None:
+    def log_dict(
+        self, value_dict: Mapping[str, Any], *, key: Key | None = None, **kwargs: Any
+    ) -> None:
         """Logs every (nested) entry of `value_dict`, under `key` if given (RLlib's)."""
         prefix = () if key is None else ((key,) if isinstance(key, str) else tuple(key))
         for k, v in value_dict.items():
@@ -144,33 +165,50 @@ class MetricsLogger:
                 self.log_value((*prefix, k), v, **kwargs)
 
     @staticmethod
-    def _new_stat(path: tuple[str, ...], *, reduce: str | None, window: int | None,
-                  ema_coeff: float | None, clear_on_reduce: bool | None, percentiles: Any,
-                  with_throughput: bool | None) -> _Stat:
+    def _new_stat(
+        path: tuple[str, ...],
+        *,
+        reduce: str | None,
+        window: int | None,
+        ema_coeff: float | None,
+        clear_on_reduce: bool | None,
+        percentiles: Any,
+        with_throughput: bool | None,
+    ) -> _Stat:
         name = "/".join(path)
         if percentiles or with_throughput:
             raise ValueError(
                 f"log_value({name!r}): rlmod's MetricsLogger computes no percentiles or "
                 "throughputs; drop percentiles=/with_throughput=, or log the values with "
-                "reduce='min'/'max'/'mean'.")
-        if window is not None and (isinstance(window, bool) or not isinstance(window, int)
-                                   or window < 1):
-            raise ValueError(f"log_value({name!r}, window={window!r}): window must be an "
-                             "int >= 1 or None.")
+                "reduce='min'/'max'/'mean'."
+            )
+        if window is not None and (
+            isinstance(window, bool) or not isinstance(window, int) or window < 1
+        ):
+            raise ValueError(
+                f"log_value({name!r}, window={window!r}): window must be an int >= 1 or None."
+            )
         if reduce is None:
             reduce = "mean" if window is not None else "ema"
         if reduce not in REDUCE_METHODS:
-            raise ValueError(f"log_value({name!r}, reduce={reduce!r}): reduce must be one of "
-                             f"{list(REDUCE_METHODS)}.")
-        if ema_coeff is not None and (reduce != "ema" and not (reduce == "mean" and window is None)):
-            raise ValueError(f"log_value({name!r}): ema_coeff goes with reduce='mean' (or "
-                             "'ema') and no window, as in RLlib.")
+            raise ValueError(
+                f"log_value({name!r}, reduce={reduce!r}): reduce must be one of "
+                f"{list(REDUCE_METHODS)}."
+            )
+        if ema_coeff is not None and (
+            reduce != "ema" and not (reduce == "mean" and window is None)
+        ):
+            raise ValueError(
+                f"log_value({name!r}): ema_coeff goes with reduce='mean' (or "
+                "'ema') and no window, as in RLlib."
+            )
         if ema_coeff is not None:
             reduce = "ema"
         if reduce == "sum" and clear_on_reduce is False:
             reduce = "lifetime_sum"  # RLlib 2.60's mapping of the deprecated flag
-        return _Stat(reduce=reduce, window=window, ema_coeff=ema_coeff,
-                     clear=clear_on_reduce is not False)
+        return _Stat(
+            reduce=reduce, window=window, ema_coeff=ema_coeff, clear=clear_on_reduce is not False
+        )
 
     def peek(self, key: Key, *, default: Any = None) -> Any:
         """The value `key` would reduce to now, without reducing (RLlib's `peek`)."""
@@ -179,8 +217,10 @@ class MetricsLogger:
         if stat is None:
             if default is not None:
                 return default
-            raise KeyError(f"MetricsLogger.peek({key!r}): nothing logged under this key; "
-                           f"logged: {sorted('/'.join(p) for p in self._stats)[:10]}.")
+            raise KeyError(
+                f"MetricsLogger.peek({key!r}): nothing logged under this key; "
+                f"logged: {sorted('/'.join(p) for p in self._stats)[:10]}."
+            )
         return stat.peek()
 
     def reduce(self) -> dict[str, Any]:
@@ -208,8 +248,7 @@ class MetricsLogger:
                 stat.values.clear()
         return out
 
-    def merge_period(self, exported: Mapping[tuple[str, ...], tuple[dict[str, Any], list]]
-                     ) -> None:
+    def merge_period(self, exported: Mapping[tuple[str, ...], tuple[dict[str, Any], list]]) -> None:
         """Adds an `export_period()` of another logger (an EnvRunner's)."""
         for path, (spec, values) in exported.items():
             stat = self._stats.get(path)

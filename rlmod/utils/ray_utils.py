@@ -44,7 +44,8 @@ def make_actor(runner_cls: type, config: Any, worker_index: int) -> Any:
     Returns at once; the actor builds in its own process, in parallel with the others."""
     require_ray(f"num_env_runners={config.num_env_runners}")
     actor_cls = _actor_class(runner_cls).options(
-        num_cpus=config.num_cpus_per_env_runner, max_restarts=0, max_task_retries=0)
+        num_cpus=config.num_cpus_per_env_runner, max_restarts=0, max_task_retries=0
+    )
     return actor_cls.remote(config=config, worker_index=worker_index)
 
 
@@ -76,14 +77,20 @@ def make_data_parallel_learners(learner_cls: type, config: Any, module_spec: Any
             f"num_learners={n} x num_gpus_per_learner={config.num_gpus_per_learner} needs "
             f"{n * gpus:g} GPUs, but the Ray cluster has {have:g}. Lower num_learners or "
             "num_gpus_per_learner (0 trains on CPUs), or add GPU nodes (`ray start "
-            "--address=... --num-gpus=...`).")
-    actor_cls = _actor_class(learner_cls).options(num_cpus=config.num_cpus_per_learner,
-                                                num_gpus=gpus, max_restarts=0)
+            "--address=... --num-gpus=...`)."
+        )
+    actor_cls = _actor_class(learner_cls).options(
+        num_cpus=config.num_cpus_per_learner, num_gpus=gpus, max_restarts=0
+    )
     actors = [actor_cls.remote(config=config, module_spec=module_spec) for _ in range(n)]
     host, port = ray.get(actors[0].apply.remote(_free_address))
     init_method = f"tcp://{host}:{port}"
-    ray.get([a.setup_data_parallel.remote(rank=i, world_size=n, init_method=init_method)
-             for i, a in enumerate(actors)])
+    ray.get(
+        [
+            a.setup_data_parallel.remote(rank=i, world_size=n, init_method=init_method)
+            for i, a in enumerate(actors)
+        ]
+    )
     ray.get([a.build.remote() for a in actors])
     return actors
 
@@ -131,8 +138,9 @@ def put(value: Any) -> Any:
     return require_ray().put(value)
 
 
-def call(actors: Mapping[int, Any], calls: Sequence[Call], *, timeout_s: float | None = None
-         ) -> tuple[dict[int, list[Any]], dict[int, BaseException]]:
+def call(
+    actors: Mapping[int, Any], calls: Sequence[Call], *, timeout_s: float | None = None
+) -> tuple[dict[int, list[Any]], dict[int, BaseException]]:
     """Submits `calls`, in order, to every actor at once and waits up to `timeout_s`
     seconds (None: forever) for all of them.
 
@@ -208,7 +216,8 @@ def tune_trainable(algo_cls: type) -> type:
     class AlgorithmTrainable(tune.Trainable):  # type: ignore[misc]
         def setup(self, config: dict[str, Any]) -> None:
             settings = algo_cls.get_default_config().update_from_dict(  # type: ignore[attr-defined]
-                config)
+                config
+            )
             self.algo = settings.build_algo()
 
         def step(self) -> dict[str, Any]:
@@ -227,9 +236,13 @@ def tune_trainable(algo_cls: type) -> type:
     return AlgorithmTrainable
 
 
-def data_shards(paths: Sequence[str], read: Callable[[dict[str, Any]], Any], *,
-                num_shards: int, map_batches_kwargs: Mapping[str, Any] | None = None
-                ) -> list[Any]:
+def data_shards(
+    paths: Sequence[str],
+    read: Callable[[dict[str, Any]], Any],
+    *,
+    num_shards: int,
+    map_batches_kwargs: Mapping[str, Any] | None = None,
+) -> list[Any]:
     """Ray Data reading `paths`, one file per task with `read` (a map_batches function
     of `{"path": [one path]}` yielding column batches), split into `num_shards` equal
     streaming shards (`Dataset.streaming_split(equal=True)`), one per Learner.

@@ -111,8 +111,9 @@ class SigtermAsInterrupt:
     def __exit__(self, *exc: object) -> None:
         if self._installed:
             # None: a handler not set from Python; the default is the closest we can restore.
-            signal.signal(signal.SIGTERM,
-                          signal.SIG_DFL if self._previous is None else self._previous)
+            signal.signal(
+                signal.SIGTERM, signal.SIG_DFL if self._previous is None else self._previous
+            )
             self._installed = False
 
 
@@ -123,9 +124,18 @@ def reward_reached(result: Mapping[str, Any], stop_reward: float | None) -> bool
     return stop_reward is not None and not math.isnan(ret) and ret >= stop_reward
 
 
-def format_summary(what: str, result: Mapping[str, Any], *, reason: str, wall_s: float,
-                   run_dir: Path, window: int, checkpoint: str = "",
-                   stop_reward: float | None = None, tensorboard: bool = True) -> str:
+def format_summary(
+    what: str,
+    result: Mapping[str, Any],
+    *,
+    reason: str,
+    wall_s: float,
+    run_dir: Path,
+    window: int,
+    checkpoint: str = "",
+    stop_reward: float | None = None,
+    tensorboard: bool = True,
+) -> str:
     """What the run did, for the end of `rlmod train`: why it stopped, iterations, env
     steps, the smoothed return over `window` episodes, time, logs and the last checkpoint."""
     ret = result.get("env_runners", {}).get("episode_return_mean", math.nan)

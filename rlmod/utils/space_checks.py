@@ -68,16 +68,21 @@ def _outside(space: IntegerSpace, values: Array) -> BoolArray | None:
         return cast(BoolArray, unsigned >= size)
     if arr.dtype.kind == "b":
         arr = arr.astype(np.int64)
-        return cast(BoolArray, None if ((arr >= start) & (arr < start + size)).all()
-                    else (arr < start) | (arr >= start + size))
+        return cast(
+            BoolArray,
+            None
+            if ((arr >= start) & (arr < start + size)).all()
+            else (arr < start) | (arr >= start + size),
+        )
     if arr.dtype.kind == "f":  # a multi-agent env's floats: integral values only
         inside = (arr >= start) & (arr < start + size) & (np.floor(arr) == arr)
         return None if inside.all() else cast(BoolArray, ~inside)
     return np.ones(arr.shape, dtype=bool)  # strings, objects: no integer at all
 
 
-def out_of_space_rows(space: gym.Space, x: object, num_rows: int, key: str
-                      ) -> tuple[BoolArray, str] | None:
+def out_of_space_rows(
+    space: gym.Space, x: object, num_rows: int, key: str
+) -> tuple[BoolArray, str] | None:
     """None if every Discrete / MultiDiscrete / MultiBinary part of the batch `x` (leading axis:
     `num_rows` rows) lies inside `space`; else which rows do not, `[num_rows]` bool, and the
     key path of the first leaf where one does not. Box parts are not checked (envs often
@@ -91,11 +96,15 @@ def out_of_space_rows(space: gym.Space, x: object, num_rows: int, key: str
             return None
         return cast(BoolArray, outside.reshape(num_rows, -1).any(axis=1)), key
     if isinstance(space, gym.spaces.Dict):
-        parts = [(sub, cast("dict[str, object]", x)[k], f"{key}[{k!r}]")
-                 for k, sub in space.spaces.items()]
+        parts = [
+            (sub, cast("dict[str, object]", x)[k], f"{key}[{k!r}]")
+            for k, sub in space.spaces.items()
+        ]
     elif isinstance(space, gym.spaces.Tuple):
-        parts = [(sub, cast("tuple[object, ...]", x)[i], f"{key}[{i}]")
-                 for i, sub in enumerate(space.spaces)]
+        parts = [
+            (sub, cast("tuple[object, ...]", x)[i], f"{key}[{i}]")
+            for i, sub in enumerate(space.spaces)
+        ]
     else:
         return None
     bad, bad_key = None, None
@@ -132,11 +141,11 @@ def fits_space(space: gym.Space) -> Callable[[object, int], bool] | None:
     low, high = int(space.start), int(space.start) + int(space.n)
 
     def fits(x: object, num_rows: int) -> bool:
-        if (isinstance(x, np.ndarray) and x.dtype.kind in "iu"
-                and x.size <= SMALL_DISCRETE_BATCH):
+        if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and x.size <= SMALL_DISCRETE_BATCH:
             values = x.tolist()
             return not values or (min(values) >= low and max(values) < high)
         return plain(x, num_rows)
+
     return fits
 
 
@@ -145,10 +154,17 @@ def outside_space_problem(space: gym.Space, x: object, row: int, key: str) -> st
     outside 0..3 of Discrete(4)"), or None if its integer parts fit; for error messages,
     on the slow path only."""
     if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple):
-        parts = (((sub, cast("dict[str, object]", x)[k], f"{key}[{k!r}]")
-                  for k, sub in space.spaces.items()) if isinstance(space, gym.spaces.Dict)
-                 else ((sub, cast("tuple[object, ...]", x)[i], f"{key}[{i}]")
-                       for i, sub in enumerate(space.spaces)))
+        parts = (
+            (
+                (sub, cast("dict[str, object]", x)[k], f"{key}[{k!r}]")
+                for k, sub in space.spaces.items()
+            )
+            if isinstance(space, gym.spaces.Dict)
+            else (
+                (sub, cast("tuple[object, ...]", x)[i], f"{key}[{i}]")
+                for i, sub in enumerate(space.spaces)
+            )
+        )
         for sub, value, path in parts:
             problem = outside_space_problem(sub, value, row, path)
             if problem is not None:
@@ -171,8 +187,10 @@ def outside_space_problem(space: gym.Space, x: object, row: int, key: str) -> st
         low_j = int(space.start.reshape(-1)[j])
         high_j = low_j + int(space.nvec.reshape(-1)[j]) - 1
     entry = np.asarray(value).reshape(-1)[j].tolist()
-    return (f"{key} is {shown!r}: its entry {j} is {entry!r}, {_not_in(entry)} "
-            f"{low_j}..{high_j} of {space}")
+    return (
+        f"{key} is {shown!r}: its entry {j} is {entry!r}, {_not_in(entry)} "
+        f"{low_j}..{high_j} of {space}"
+    )
 
 
 def _not_in(value: object) -> str:

@@ -26,8 +26,7 @@ def space_to_dict(space: gym.Space | None) -> dict[str, Any] | None:
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, gym.spaces.MultiDiscrete):
-        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(),
-                "start": space.start.tolist()}
+        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(), "start": space.start.tolist()}
     if isinstance(space, gym.spaces.MultiBinary):
         return {"type": "MultiBinary", "n": list(np.atleast_1d(space.n).tolist())}
     if isinstance(space, gym.spaces.Dict):
@@ -103,19 +102,20 @@ def flatten_batch(space: gym.Space, obs: Any) -> np.ndarray:
         out[np.arange(idx.shape[0]), idx] = 1.0
         return out
     if isinstance(space, gym.spaces.MultiDiscrete):
-        idx2d = (np.asarray(obs, dtype=np.int64).reshape(-1, space.nvec.size)
-                 - space.start.reshape(-1))
+        idx2d = np.asarray(obs, dtype=np.int64).reshape(-1, space.nvec.size) - space.start.reshape(
+            -1
+        )
         offsets = np.concatenate([[0], np.cumsum(space.nvec.reshape(-1))[:-1]])
         out = np.zeros((idx2d.shape[0], int(space.nvec.sum())), dtype=np.float32)
         rows = np.repeat(np.arange(idx2d.shape[0]), idx2d.shape[1])
         out[rows, (idx2d + offsets).reshape(-1)] = 1.0
         return out
     if isinstance(space, gym.spaces.Dict):
-        return np.concatenate(
-            [flatten_batch(s, obs[k]) for k, s in space.spaces.items()], axis=-1
-        )
+        return np.concatenate([flatten_batch(s, obs[k]) for k, s in space.spaces.items()], axis=-1)
     if isinstance(space, gym.spaces.Tuple):
-        return np.concatenate([flatten_batch(s, o) for s, o in zip(space.spaces, obs, strict=True)], axis=-1)
+        return np.concatenate(
+            [flatten_batch(s, o) for s, o in zip(space.spaces, obs, strict=True)], axis=-1
+        )
     raise TypeError(f"Cannot flatten observations of space type {type(space).__name__}.")
 
 

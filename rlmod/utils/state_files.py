@@ -26,9 +26,16 @@ STATE_TENSORS = "state.safetensors"
 _TENSOR, _NDARRAY = "__tensor__", "__ndarray__"
 
 _DTYPES: dict[torch.dtype, str] = {
-    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
-    torch.uint8: "U8", torch.bool: "BOOL",
+    torch.float64: "F64",
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.int64: "I64",
+    torch.int32: "I32",
+    torch.int16: "I16",
+    torch.int8: "I8",
+    torch.uint8: "U8",
+    torch.bool: "BOOL",
 }
 
 
@@ -60,8 +67,9 @@ def flatten_state(state: Any, prefix: str = "") -> tuple[Any, dict[str, torch.Te
             for k in value:
                 if not isinstance(k, str):
                     raise TypeError(f"State key {k!r} at {path or '/'} is not a string.")
-            return {k: walk(v, f"{path}/{_escape(k)}" if path else _escape(k))
-                    for k, v in value.items()}
+            return {
+                k: walk(v, f"{path}/{_escape(k)}" if path else _escape(k)) for k, v in value.items()
+            }
         if isinstance(value, list | tuple):
             return [walk(v, f"{path}/{i}" if path else str(i)) for i, v in enumerate(value)]
         raise TypeError(
@@ -90,8 +98,11 @@ def write_safetensors(path: Path, tensors: Mapping[str, torch.Tensor]) -> None:
         if t.dtype not in _DTYPES:
             raise TypeError(f"Tensor {key!r} has dtype {t.dtype}, which safetensors cannot store.")
         nbytes = t.numel() * t.element_size()
-        header[key] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape),
-                       "data_offsets": [offset, offset + nbytes]}
+        header[key] = {
+            "dtype": _DTYPES[t.dtype],
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + nbytes],
+        }
         offset += nbytes
         parts.append(t)
     raw = json.dumps(header, separators=(",", ":")).encode()
@@ -131,7 +142,8 @@ def read_json(path: Path, *, expect: type = dict) -> Any:
     except RecursionError:
         raise CheckpointError(
             f"{path} nests deeper than Python can read; no checkpoint rlmod writes does, so "
-            "the file is corrupt or crafted.") from None
+            "the file is corrupt or crafted."
+        ) from None
     if not isinstance(data, expect):
         raise CheckpointError(
             f"{path} holds a {type(data).__name__}, expected a {expect.__name__}; the file is "
@@ -151,8 +163,9 @@ def write_state(directory: Path, state: Mapping[str, Any]) -> None:
     write_json(directory / STATE_JSON, tree)
 
 
-def read_state(directory: Path, *, select: Iterable[str] | None = None,
-               skip_prefixes: tuple[str, ...] = ()) -> dict[str, Any]:
+def read_state(
+    directory: Path, *, select: Iterable[str] | None = None, skip_prefixes: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Reads what `write_state` wrote.
 
     Args:
@@ -170,24 +183,32 @@ def read_state(directory: Path, *, select: Iterable[str] | None = None,
     except RecursionError:  # a tree json could read, nested too deep to walk
         raise CheckpointError(
             f"{directory / STATE_JSON} nests deeper than Python can walk; no checkpoint rlmod "
-            "writes does, so the file is corrupt or crafted.") from None
+            "writes does, so the file is corrupt or crafted."
+        ) from None
 
 
-def _load_tree(directory: Path, tree: dict[str, Any], select: Iterable[str] | None,
-               skip_prefixes: tuple[str, ...]) -> dict[str, Any]:
+def _load_tree(
+    directory: Path,
+    tree: dict[str, Any],
+    select: Iterable[str] | None,
+    skip_prefixes: tuple[str, ...],
+) -> dict[str, Any]:
     """`read_state` after the JSON is read: the selected parts, arrays loaded."""
     if select is not None:
         select = list(select)
         missing = [k for k in select if k not in tree]
         if missing:
             raise CheckpointError(
-                f"{directory / STATE_JSON} has no entry {missing[0]!r}; it has "
-                f"{sorted(tree)[:10]}."
+                f"{directory / STATE_JSON} has no entry {missing[0]!r}; it has {sorted(tree)[:10]}."
             )
         tree = {k: tree[k] for k in select}
     if skip_prefixes:
-        tree = {k: {n: v for n, v in sub.items() if not n.startswith(skip_prefixes)}
-                if isinstance(sub, dict) else sub for k, sub in tree.items()}
+        tree = {
+            k: {n: v for n, v in sub.items() if not n.startswith(skip_prefixes)}
+            if isinstance(sub, dict)
+            else sub
+            for k, sub in tree.items()
+        }
     file = directory / STATE_TENSORS
     if not _has_references(tree):
         return _unflatten(tree, None)
@@ -230,7 +251,7 @@ def _has_references(tree: Any) -> bool:
 def _unflatten(tree: Any, load: Any) -> Any:
     if isinstance(tree, dict):
         if len(tree) == 1:
-            (key, value), = tree.items()
+            ((key, value),) = tree.items()
             if key == _TENSOR and isinstance(value, str):
                 return load(value)
             if key == _NDARRAY and isinstance(value, str):

@@ -30,10 +30,13 @@ TRUSTED_BY_DEFAULT = ("rlmod",)
 # class instead; a function has no such mark, so rlmod's own ones are listed here.
 _RLMOD_FUNCTIONS: dict[str, frozenset[str]] = {
     "env": frozenset({"rlmod.env.wrappers:make_with_terminal_time_limit"}),
-    "policy_mapping_fn": frozenset({
-        "rlmod.algorithms.common_settings:default_policy_mapping_fn",
-        # where it lived before; configs and checkpoints saved then name it so
-        "rlmod.algorithms.algorithm_config:default_policy_mapping_fn"}),
+    "policy_mapping_fn": frozenset(
+        {
+            "rlmod.algorithms.common_settings:default_policy_mapping_fn",
+            # where it lived before; configs and checkpoints saved then name it so
+            "rlmod.algorithms.algorithm_config:default_policy_mapping_fn",
+        }
+    ),
 }
 
 
@@ -94,25 +97,33 @@ def _kind_checks() -> dict[str, tuple[str, Callable[[Any], bool]]]:
         return subclass(AlgorithmConfig)(obj)
 
     return {
-        "env": ("a gymnasium.Env, MultiAgentEnv or PettingZoo ParallelEnv class, or an env "
-                "creator", env_class),
+        "env": (
+            "a gymnasium.Env, MultiAgentEnv or PettingZoo ParallelEnv class, or an env creator",
+            env_class,
+        ),
         "rl_module": ("an rlmod RLModule subclass", subclass(RLModule)),
         "connector": ("an rlmod Connector subclass", subclass(Connector)),
-        "policy_mapping_fn": ("a mapping function (agent_id, episode, **kwargs) -> module ID",
-                              lambda obj: False),
+        "policy_mapping_fn": (
+            "a mapping function (agent_id, episode, **kwargs) -> module ID",
+            lambda obj: False,
+        ),
         "env_runner": ("an rlmod EnvRunner subclass", env_runner_class),
         "learner": ("an rlmod Learner subclass", learner_class),
         "multi_rl_module": ("an rlmod MultiRLModule subclass", multi_rl_module_class),
         "algorithm": ("an rlmod Algorithm subclass", algorithm_class),
         "callbacks": ("an rlmod RLlibCallback subclass", callbacks_class),
         "config": ("an rlmod AlgorithmConfig subclass", config_class),
-        "callable": ("a function defined in a package you trust (of rlmod's own functions, "
-                     "only those a field lists)", lambda obj: False),
+        "callable": (
+            "a function defined in a package you trust (of rlmod's own functions, "
+            "only those a field lists)",
+            lambda obj: False,
+        ),
     }
 
 
-def resolve_import_path(path: Any, *, setting: str, kind: str,
-                        trusted_modules: Iterable[str] = ()) -> Any:
+def resolve_import_path(
+    path: Any, *, setting: str, kind: str, trusted_modules: Iterable[str] = ()
+) -> Any:
     """The object named by `path` ('package.module:QualName'), if trusted and of `kind`.
 
     Args:
@@ -131,8 +142,11 @@ def resolve_import_path(path: Any, *, setting: str, kind: str,
     """
     user_packages = _check_trusted_modules(trusted_modules)
     trusted = (*TRUSTED_BY_DEFAULT, *user_packages)
-    if (not isinstance(path, str) or path.count(":") != 1
-            or not all(map(_is_dotted_name, path.split(":")))):
+    if (
+        not isinstance(path, str)
+        or path.count(":") != 1
+        or not all(map(_is_dotted_name, path.split(":")))
+    ):
         raise UntrustedImportError(
             f"{setting}: {path!r} is not an import path of the form 'package.module:Name' "
             "(dotted Python names, none of them a dunder name such as __globals__)."
@@ -154,15 +168,20 @@ def resolve_import_path(path: Any, *, setting: str, kind: str,
     is_function = inspect.isfunction(obj) or inspect.ismethod(obj)
     # Whose function it is goes by where it is defined: a user-trusted package that imports
     # an rlmod function does not widen what that function may stand in for.
-    user_trusted = all(origin is not None and any(_within(origin, t) for t in user_packages)
-                       for origin in _origins(obj))
+    user_trusted = all(
+        origin is not None and any(_within(origin, t) for t in user_packages)
+        for origin in _origins(obj)
+    )
     if is_function and (user_trusted or path in _RLMOD_FUNCTIONS.get(kind, ())):
         return obj
     raise UntrustedImportError(
         f"{setting}: {path!r} is a {type(obj).__name__}, but this field takes {what}; refusing "
         "to use it."
-        + ("" if user_trusted else " (Functions are accepted from packages you trust, "
-           "trusted_modules=[...].)")
+        + (
+            ""
+            if user_trusted
+            else " (Functions are accepted from packages you trust, trusted_modules=[...].)"
+        )
     )
 
 
@@ -181,8 +200,9 @@ def _walk(path: str, *, setting: str, trusted: tuple[str, ...]) -> Any:
                 f"{setting}: cannot import {path!r} ({e}). Was the class renamed or moved "
                 "since the save? Pass the object itself instead."
             ) from e
-        untrusted = [o for o in _origins(obj)
-                     if o is None or not any(_within(o, t) for t in trusted)]
+        untrusted = [
+            o for o in _origins(obj) if o is None or not any(_within(o, t) for t in trusted)
+        ]
         if untrusted:
             name = ":".join([module_name, ".".join(parts[:i])]) if i else module_name
             raise UntrustedImportError(
@@ -198,12 +218,13 @@ def _walk(path: str, *, setting: str, trusted: tuple[str, ...]) -> Any:
 def _where(name: str, obj: object, origin: str | None) -> str:
     """Where the step `name` of an import path leads, for errors (never `repr(obj)`)."""
     if origin is None:
-        return (f"{name!r} is a {type(obj).__name__} whose defining module cannot be told "
-                "(e.g. a method of a built-in object)")
+        return (
+            f"{name!r} is a {type(obj).__name__} whose defining module cannot be told "
+            "(e.g. a method of a built-in object)"
+        )
     if isinstance(obj, types.ModuleType):
         return f"{name!r} is the module {origin!r}"
-    if isinstance(obj, type | types.FunctionType | types.MethodType
-                  | types.BuiltinFunctionType):
+    if isinstance(obj, type | types.FunctionType | types.MethodType | types.BuiltinFunctionType):
         return f"{name!r} is defined in {origin!r}"
     return f"{name!r} is a {type(obj).__name__} object, of a class defined in {origin!r}"
 
@@ -252,9 +273,10 @@ def _check_trusted_modules(trusted_modules: Iterable[str]) -> tuple[str, ...]:
 
 def _is_dotted_name(name: str) -> bool:
     """'a.b.c' of Python identifiers, none of them a dunder name such as '__globals__'."""
-    return bool(name) and all(part.isidentifier()
-                              and not (part.startswith("__") and part.endswith("__"))
-                              for part in name.split("."))
+    return bool(name) and all(
+        part.isidentifier() and not (part.startswith("__") and part.endswith("__"))
+        for part in name.split(".")
+    )
 
 
 def _within(module_name: str, package: str) -> bool:

@@ -38,8 +38,11 @@ def test_spec_from_env_goes_through_the_env_to_module_connectors():
 
 
 def test_spec_from_the_users_spec():
-    config = PPOConfig().rl_module(rl_module_spec=RLModuleSpec(
-        observation_space=BOX3, action_space=FOUR_ACTIONS, model_config={"fcnet_hiddens": [8]}))
+    config = PPOConfig().rl_module(
+        rl_module_spec=RLModuleSpec(
+            observation_space=BOX3, action_space=FOUR_ACTIONS, model_config={"fcnet_hiddens": [8]}
+        )
+    )
     spec = config.get_rl_module_spec()
     assert spec.module_class is DefaultPPORLModule  # the algorithm's default fills it in
     assert (spec.observation_space, spec.action_space) == (BOX3, FOUR_ACTIONS)
@@ -47,30 +50,36 @@ def test_spec_from_the_users_spec():
 
 
 def test_spec_from_environment_spaces_goes_through_the_connectors():
-    config = PPOConfig().environment(observation_space=FROZEN_LAKE_OBS,
-                                     action_space=FOUR_ACTIONS)
+    config = PPOConfig().environment(observation_space=FROZEN_LAKE_OBS, action_space=FOUR_ACTIONS)
     spec = config.get_rl_module_spec()
     assert (spec.observation_space, spec.action_space) == (ONE_HOT_16, FOUR_ACTIONS)
 
 
 def test_spaces_win_over_env_over_user_spec_over_environment_spaces():
     env = gym.make("CartPole-v1")
-    config = (PPOConfig().environment(observation_space=FROZEN_LAKE_OBS, action_space=FOUR_ACTIONS)
-              .rl_module(rl_module_spec=RLModuleSpec(observation_space=BOX3,
-                                                     action_space=FOUR_ACTIONS)))
+    config = (
+        PPOConfig()
+        .environment(observation_space=FROZEN_LAKE_OBS, action_space=FOUR_ACTIONS)
+        .rl_module(rl_module_spec=RLModuleSpec(observation_space=BOX3, action_space=FOUR_ACTIONS))
+    )
     given = (gym.spaces.Box(-2.0, 2.0, (7,), np.float32), gym.spaces.Discrete(3))
-    assert config.get_rl_module_spec(env=env, spaces={"default_policy": given}
-                                     ).observation_space == given[0]
+    assert (
+        config.get_rl_module_spec(env=env, spaces={"default_policy": given}).observation_space
+        == given[0]
+    )
     assert config.get_rl_module_spec(env=env).observation_space.shape == (4,)
     assert config.get_rl_module_spec().observation_space == BOX3
     env.close()
 
 
 def test_spaces_missing_everywhere_says_how_to_provide_them():
-    with pytest.raises(ValueError, match=r"Cannot infer the observation and action spaces of "
-                                         r"module 'default_policy'.*"
-                                         r"config\.environment\(observation_space=\.\.\., "
-                                         r"action_space=\.\.\.\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"Cannot infer the observation and action spaces of "
+        r"module 'default_policy'.*"
+        r"config\.environment\(observation_space=\.\.\., "
+        r"action_space=\.\.\.\)",
+    ):
         PPOConfig().get_rl_module_spec()
     with pytest.raises(ValueError, match="Cannot infer the observation and action spaces"):
         PPOConfig().get_multi_rl_module_spec()
@@ -88,7 +97,8 @@ def test_inference_only_none_keeps_the_specs_value(user_flag):
 def test_model_config_of_the_config_reaches_the_spec_and_the_spec_wins():
     config = PPOConfig().rl_module(
         model_config={"fcnet_hiddens": [8], "fcnet_activation": "relu"},
-        rl_module_spec=RLModuleSpec(model_config={"fcnet_hiddens": [16]}))
+        rl_module_spec=RLModuleSpec(model_config={"fcnet_hiddens": [16]}),
+    )
     spec = config.get_rl_module_spec(spaces={"default_policy": (BOX3, FOUR_ACTIONS)})
     assert spec.model_config == {"fcnet_hiddens": [16], "fcnet_activation": "relu"}
 
@@ -105,8 +115,9 @@ def test_multi_spec_single_module_case_has_exactly_the_default_policy(inference_
 
 
 # ---------------------------------------------------------------------- rule 5
-@pytest.mark.parametrize("num_learners, per_learner, total", [(0, 4000, 4000), (1, 4000, 4000),
-                                                              (3, 1333, 3999)])
+@pytest.mark.parametrize(
+    "num_learners, per_learner, total", [(0, 4000, 4000), (1, 4000, 4000), (3, 1333, 3999)]
+)
 def test_per_learner_batch_derived_from_train_batch_size(num_learners, per_learner, total):
     config = PPOConfig().training(train_batch_size=4000).learners(num_learners=num_learners)
     assert config.train_batch_size_per_learner == per_learner  # derived on read, as RLlib
@@ -116,8 +127,11 @@ def test_per_learner_batch_derived_from_train_batch_size(num_learners, per_learn
 
 @pytest.mark.parametrize("num_learners, total", [(0, 500), (1, 500), (3, 1500)])
 def test_per_learner_batch_set_wins_over_train_batch_size(num_learners, total):
-    config = (PPOConfig().training(train_batch_size=4000, train_batch_size_per_learner=500)
-              .learners(num_learners=num_learners))
+    config = (
+        PPOConfig()
+        .training(train_batch_size=4000, train_batch_size_per_learner=500)
+        .learners(num_learners=num_learners)
+    )
     assert config.train_batch_size_per_learner == 500
     assert config.total_train_batch_size == total
 
@@ -126,8 +140,11 @@ def test_validate_checks_minibatch_against_the_derived_per_learner_batch():
     config = PPOConfig().training(train_batch_size=300, minibatch_size=128)
     config.validate()
     config.learners(num_learners=3)  # 300 // 3 = 100 < 128
-    with pytest.raises(ValueError, match=r"minibatch_size \(128\) is larger than "
-                                         r"train_batch_size_per_learner \(100\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"minibatch_size \(128\) is larger than "
+        r"train_batch_size_per_learner \(100\)",
+    ):
         config.validate()
 
 
@@ -149,8 +166,11 @@ def test_config_for_module_without_overrides_is_the_config_itself():
 
 
 def test_config_for_module_with_overrides_is_a_cached_frozen_copy():
-    config = PPOConfig().training(lr=3e-4, gamma=0.9).rl_module(
-        algorithm_config_overrides_per_module={"default_policy": {"lr": 5e-4}})
+    config = (
+        PPOConfig()
+        .training(lr=3e-4, gamma=0.9)
+        .rl_module(algorithm_config_overrides_per_module={"default_policy": {"lr": 5e-4}})
+    )
     per_module = config.get_config_for_module("default_policy")
     assert per_module is not config
     assert per_module is config.get_config_for_module("default_policy")
@@ -163,7 +183,8 @@ def test_config_for_module_with_overrides_is_a_cached_frozen_copy():
 
 def test_changing_the_config_drops_cached_per_module_copies():
     config = PPOConfig().rl_module(
-        algorithm_config_overrides_per_module={"default_policy": {"lr": 5e-4}})
+        algorithm_config_overrides_per_module={"default_policy": {"lr": 5e-4}}
+    )
     first = config.get_config_for_module("default_policy")
     config.training(gamma=0.5)
     second = config.get_config_for_module("default_policy")
@@ -172,29 +193,39 @@ def test_changing_the_config_drops_cached_per_module_copies():
 
 def test_unknown_override_key_fails_at_validate():
     config = PPOConfig().rl_module(
-        algorithm_config_overrides_per_module={"default_policy": {"lamda_": 0.9}})
-    with pytest.raises(ValueError, match=r"algorithm_config_overrides_per_module"
-                                         r"\['default_policy'\] names 'lamda_'"):
+        algorithm_config_overrides_per_module={"default_policy": {"lamda_": 0.9}}
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"algorithm_config_overrides_per_module"
+        r"\['default_policy'\] names 'lamda_'",
+    ):
         config.validate()
 
 
 def test_bad_override_value_fails_at_validate():
     config = PPOConfig().rl_module(
-        algorithm_config_overrides_per_module={"default_policy": {"gamma": 2.0}})
+        algorithm_config_overrides_per_module={"default_policy": {"gamma": 2.0}}
+    )
     with pytest.raises(ValueError, match=r"gamma=2\.0 is invalid"):
         config.validate()
 
 
 # ---------------------------------------------------------------------- JSON, copy, freeze
 def test_to_dict_json_from_dict_round_trip(cartpole_config):
-    config = (cartpole_config
-              .environment(observation_space=gym.spaces.Box(-np.inf, np.inf, (4,), np.float32),
-                           action_space=gym.spaces.Discrete(2))
-              .training(lr=[[0, 1e-3], [1000, 1e-4]], lambda_=0.9)
-              .rl_module(model_config={"fcnet_hiddens": [32]},
-                         rl_module_spec=RLModuleSpec(module_class=DefaultPPORLModule),
-                         algorithm_config_overrides_per_module={"default_policy": {"lr": 1e-3}})
-              .multi_agent(policies_to_train={"default_policy"}))
+    config = (
+        cartpole_config.environment(
+            observation_space=gym.spaces.Box(-np.inf, np.inf, (4,), np.float32),
+            action_space=gym.spaces.Discrete(2),
+        )
+        .training(lr=[[0, 1e-3], [1000, 1e-4]], lambda_=0.9)
+        .rl_module(
+            model_config={"fcnet_hiddens": [32]},
+            rl_module_spec=RLModuleSpec(module_class=DefaultPPORLModule),
+            algorithm_config_overrides_per_module={"default_policy": {"lr": 1e-3}},
+        )
+        .multi_agent(policies_to_train={"default_policy"})
+    )
     data = config.to_dict()
     back = PPOConfig.from_dict(json.loads(json.dumps(data)))
     assert back.to_dict() == data
@@ -252,16 +283,48 @@ def test_setters_chain_and_ppo_defaults():
 def test_ppo_defaults_are_rllibs():
     """RLlib 2.60's PPOConfig() values (read from ray 2.60 in a separate venv)."""
     config = PPOConfig()
-    assert {name: getattr(config, name) for name in (
-        "lr", "gamma", "lambda_", "clip_param", "vf_clip_param", "use_kl_loss", "kl_coeff",
-        "kl_target", "entropy_coeff", "vf_loss_coeff", "grad_clip", "num_epochs",
-        "minibatch_size", "train_batch_size", "explore")} == {
-        "lr": 5e-5, "gamma": 0.99, "lambda_": 1.0, "clip_param": 0.3, "vf_clip_param": 10.0,
-        "use_kl_loss": True, "kl_coeff": 0.2, "kl_target": 0.01, "entropy_coeff": 0.0,
-        "vf_loss_coeff": 1.0, "grad_clip": None, "num_epochs": 30, "minibatch_size": 128,
-        "train_batch_size": 4000, "explore": True}
-    module = config.environment("CartPole-v1").get_rl_module_spec(
-        spaces={"default_policy": (gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2))}
-    ).build()
+    assert {
+        name: getattr(config, name)
+        for name in (
+            "lr",
+            "gamma",
+            "lambda_",
+            "clip_param",
+            "vf_clip_param",
+            "use_kl_loss",
+            "kl_coeff",
+            "kl_target",
+            "entropy_coeff",
+            "vf_loss_coeff",
+            "grad_clip",
+            "num_epochs",
+            "minibatch_size",
+            "train_batch_size",
+            "explore",
+        )
+    } == {
+        "lr": 5e-5,
+        "gamma": 0.99,
+        "lambda_": 1.0,
+        "clip_param": 0.3,
+        "vf_clip_param": 10.0,
+        "use_kl_loss": True,
+        "kl_coeff": 0.2,
+        "kl_target": 0.01,
+        "entropy_coeff": 0.0,
+        "vf_loss_coeff": 1.0,
+        "grad_clip": None,
+        "num_epochs": 30,
+        "minibatch_size": 128,
+        "train_batch_size": 4000,
+        "explore": True,
+    }
+    module = (
+        config.environment("CartPole-v1")
+        .get_rl_module_spec(
+            spaces={"default_policy": (gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2))}
+        )
+        .build()
+    )
     widths = [layer.out_features for layer in module.encoder if hasattr(layer, "out_features")]
     assert widths == [256, 256] and hasattr(module, "vf_encoder")  # vf_share_layers=False

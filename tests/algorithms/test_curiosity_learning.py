@@ -13,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = (Path(__file__).resolve().parents[2] / "examples" / "curiosity"
-           / "inverse_dynamics_model_based_curiosity.py")
+EXAMPLE = (
+    Path(__file__).resolve().parents[2]
+    / "examples"
+    / "curiosity"
+    / "inverse_dynamics_model_based_curiosity.py"
+)
 BUDGET = 70_000
 
 
@@ -29,8 +33,12 @@ def _example():
 @pytest.mark.parametrize("curiosity", [True, False], ids=["icm", "no_curiosity"])
 def test_frozenlake_12x12_needs_curiosity(curiosity):
     example = _example()
-    out = example.run(example.build_config("FrozenLake", curiosity=curiosity, seed=0),
-                      stop_reward=0.9, stop_timesteps=BUDGET, verbose=False)
+    out = example.run(
+        example.build_config("FrozenLake", curiosity=curiosity, seed=0),
+        stop_reward=0.9,
+        stop_timesteps=BUDGET,
+        verbose=False,
+    )
     if curiosity:
         assert out["reached"], out
         assert out["env_steps"] <= BUDGET

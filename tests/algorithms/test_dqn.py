@@ -18,10 +18,13 @@ TWO = gym.spaces.Discrete(2)
 
 
 def _small(config: DQNConfig) -> DQNConfig:
-    return (config.environment("CartPole-v1").debugging(seed=0)
-            .env_runners(rollout_fragment_length=4)
-            .rl_module(model_config={"fcnet_hiddens": [16], "fcnet_activation": "relu"})
-            .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8))
+    return (
+        config.environment("CartPole-v1")
+        .debugging(seed=0)
+        .env_runners(rollout_fragment_length=4)
+        .rl_module(model_config={"fcnet_hiddens": [16], "fcnet_activation": "relu"})
+        .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8)
+    )
 
 
 def test_inference_only_module_has_no_target_network_and_sync_sends_the_online_head() -> None:
@@ -68,8 +71,9 @@ def test_target_network_updates_as_tau_and_freq_say(tau: float) -> None:
         torch.testing.assert_close(t, tau * o + (1 - tau) * 2.0)
     before = [p.clone() for p in module.target_q.parameters()]
     learner.after_gradient_based_update(timesteps={"num_env_steps_sampled_lifetime": 999})
-    assert all(torch.equal(a, b) for a, b in zip(before, module.target_q.parameters(),
-                                                 strict=True))  # 499 steps since the last
+    assert all(
+        torch.equal(a, b) for a, b in zip(before, module.target_q.parameters(), strict=True)
+    )  # 499 steps since the last
 
 
 def test_q_learning_targets_by_hand() -> None:
@@ -86,8 +90,9 @@ def test_q_learning_targets_by_hand() -> None:
 
 
 def test_epsilon_greedy_exploration() -> None:
-    spec = DQNConfig().get_rl_module_spec(spaces={DEFAULT_MODULE_ID: (BOX, gym.spaces.Discrete(4))},
-                                          inference_only=True)
+    spec = DQNConfig().get_rl_module_spec(
+        spaces={DEFAULT_MODULE_ID: (BOX, gym.spaces.Discrete(4))}, inference_only=True
+    )
     module = spec.build()
     obs = {Columns.OBS: torch.zeros(4000, 4)}
     greedy = module.forward_inference(obs)[Columns.ACTION_DIST_INPUTS].argmax(-1)
@@ -105,9 +110,15 @@ def test_prioritized_replay_gets_td_errors_and_result_keys() -> None:
             result = algo.train()
         buf = algo.replay_buffer.buffers[DEFAULT_MODULE_ID]
         assert isinstance(buf, PrioritizedReplayBuffer)
-        assert len(np.unique(buf.tree.leaves[:len(buf)])) > 2  # priorities moved
+        assert len(np.unique(buf.tree.leaves[: len(buf)])) > 2  # priorities moved
         learner = result["learners"][DEFAULT_MODULE_ID]
-        assert {"qf_loss", "qf_mean", "td_error_mean", "epsilon", "default_optimizer_learning_rate"} <= set(learner)
+        assert {
+            "qf_loss",
+            "qf_mean",
+            "td_error_mean",
+            "epsilon",
+            "default_optimizer_learning_rate",
+        } <= set(learner)
         assert "td_error" not in learner
         assert result["num_env_steps_sampled_lifetime"] == 80
         assert result["learners"]["__all_modules__"]["num_gradient_steps"] == 1
@@ -116,9 +127,13 @@ def test_prioritized_replay_gets_td_errors_and_result_keys() -> None:
 
 
 def test_multi_agent_dqn_keeps_one_buffer_per_module() -> None:
-    config = (_small(DQNConfig()).environment(MultiAgentCartPole, env_config={"num_agents": 2})
-              .multi_agent(policies={"p0", "p1"},
-                           policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"))
+    config = (
+        _small(DQNConfig())
+        .environment(MultiAgentCartPole, env_config={"num_agents": 2})
+        .multi_agent(
+            policies={"p0", "p1"}, policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"
+        )
+    )
     algo = config.build_algo()
     try:
         for _ in range(12):
@@ -144,11 +159,18 @@ def test_a_learner_only_curiosity_module_beside_the_q_module() -> None:
     from rlmod.core import MultiRLModuleSpec, RLModuleSpec
     from rlmod.curiosity import IntrinsicCuriosityModel, IntrinsicCuriosityModelConnector
 
-    config = _small(DQNConfig()).training(
-        learner_connector=IntrinsicCuriosityModelConnector).rl_module(
-        rl_module_spec=MultiRLModuleSpec(rl_module_specs={
-            DEFAULT_MODULE_ID: RLModuleSpec(),
-            "icm": RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True)}))
+    config = (
+        _small(DQNConfig())
+        .training(learner_connector=IntrinsicCuriosityModelConnector)
+        .rl_module(
+            rl_module_spec=MultiRLModuleSpec(
+                rl_module_specs={
+                    DEFAULT_MODULE_ID: RLModuleSpec(),
+                    "icm": RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True),
+                }
+            )
+        )
+    )
     algo = config.build_algo()
     try:
         for _ in range(8):

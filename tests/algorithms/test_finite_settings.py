@@ -22,8 +22,11 @@ def test_no_setting_accepts_a_non_finite_number(value):
 
 
 def test_lr_inf_names_the_setting_and_why():
-    with pytest.raises(ValueError, match=r"lr=inf is invalid: must be finite .*NaN and "
-                       r"infinity are refused"):
+    with pytest.raises(
+        ValueError,
+        match=r"lr=inf is invalid: must be finite .*NaN and "
+        r"infinity are refused",
+    ):
         PPOConfig().training(lr=math.inf)
     with pytest.raises(ValueError, match="gamma=nan"):
         PPOConfig().training(gamma=math.nan)
@@ -37,8 +40,21 @@ def test_schedule_points_refuse_non_finite_values_and_timesteps():
 
 
 def test_cli_config_with_infinity_is_refused(tmp_path, capsys):
-    code = main(["train", "--algo", "PPO", "--env", "CartPole-v1", "--stop-iters", "1",
-                 "--run-dir", str(tmp_path / "run"), "--config", '{"lr": Infinity}'])
+    code = main(
+        [
+            "train",
+            "--algo",
+            "PPO",
+            "--env",
+            "CartPole-v1",
+            "--stop-iters",
+            "1",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--config",
+            '{"lr": Infinity}',
+        ]
+    )
     assert code != 0
     assert "lr=inf" in capsys.readouterr().err
     assert not (tmp_path / "run" / "progress.csv").exists()

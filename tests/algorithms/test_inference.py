@@ -38,16 +38,21 @@ def test_the_five_line_snippet(tmp_path: Path) -> None:
 
 
 def test_mean_std_statistics_are_applied_and_frozen(tmp_path: Path) -> None:
-    config = (PPOConfig().environment("Pendulum-v1")
-              .env_runners(env_to_module_connector=lambda env: MeanStdFilter())
-              .training(train_batch_size=256, minibatch_size=64).debugging(seed=1))
+    config = (
+        PPOConfig()
+        .environment("Pendulum-v1")
+        .env_runners(env_to_module_connector=lambda env: MeanStdFilter())
+        .training(train_batch_size=256, minibatch_size=64)
+        .debugging(seed=1)
+    )
     algo = config.build_algo()
     algo.train()
     checkpoint = algo.save_to_path(tmp_path / "ckpt")
     with pytest.raises(CheckpointError, match=r"env_to_module_connector was <function"):
         InferencePolicy.from_checkpoint(checkpoint)  # never silently without the filter
     policy = InferencePolicy.from_checkpoint(
-        checkpoint, env_to_module_connector=lambda env: MeanStdFilter())
+        checkpoint, env_to_module_connector=lambda env: MeanStdFilter()
+    )
     raw = np.array([[0.5, -0.5, 3.0], [1.0, 0.0, -2.0]], dtype=np.float32)
     # What the EnvRunner's own pipeline makes of the same observations, without updating.
     runner_filter = algo.env_runner._env_to_module.connectors[-1]
@@ -59,8 +64,9 @@ def test_mean_std_statistics_are_applied_and_frozen(tmp_path: Path) -> None:
     before = policy.env_to_module.get_state()
     policy.compute_actions(raw)
     after = policy.env_to_module.get_state()
-    assert all(np.array_equal(a, b) for a, b in zip(
-        _leaves(before), _leaves(after), strict=True))  # serving does not move the statistics
+    assert all(
+        np.array_equal(a, b) for a, b in zip(_leaves(before), _leaves(after), strict=True)
+    )  # serving does not move the statistics
     algo.stop()
 
 
@@ -98,10 +104,22 @@ def test_export_refuses_an_unknown_format(tmp_path: Path) -> None:
     algo.stop()
 
 
-def test_evaluate_cli_prints_the_mean_return(tmp_path: Path,
-                                             capsys: pytest.CaptureFixture) -> None:
-    assert main(["train", "--env", "CartPole-v1", "--stop-iters", "1", "--no-tensorboard",
-                 "--run-dir", str(tmp_path / "run")]) == 0
+def test_evaluate_cli_prints_the_mean_return(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert (
+        main(
+            [
+                "train",
+                "--env",
+                "CartPole-v1",
+                "--stop-iters",
+                "1",
+                "--no-tensorboard",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 0
+    )
     assert "checkpoint           " in capsys.readouterr().out
     assert main(["evaluate", str(tmp_path / "run"), "--episodes", "2"]) == 0
     out = capsys.readouterr().out
@@ -111,8 +129,9 @@ def test_evaluate_cli_prints_the_mean_return(tmp_path: Path,
 
 
 @pytest.mark.slow
-def test_a_solved_cartpole_checkpoint_evaluates_to_475(tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture) -> None:
+def test_a_solved_cartpole_checkpoint_evaluates_to_475(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     config = PPOConfig().environment("CartPole-v1").debugging(seed=0)
     for name, value in TUNED["CartPole-v1"].items():
         setattr(config, name, value)
@@ -128,18 +147,19 @@ def test_a_solved_cartpole_checkpoint_evaluates_to_475(tmp_path: Path,
 
 
 def test_policy_acts_like_the_env_runner_greedily(tmp_path: Path) -> None:
-    algo = (PPOConfig().environment("CartPole-v1").training(train_batch_size=256)
-            .build_algo())
+    algo = PPOConfig().environment("CartPole-v1").training(train_batch_size=256).build_algo()
     algo.train()
     policy = InferencePolicy.from_checkpoint(algo.save_to_path(tmp_path / "ckpt"))
     batch = algo.env_runner.sample(num_timesteps=64, explore=False)["default_policy"]
-    np.testing.assert_array_equal(policy.compute_actions(batch[Columns.OBS]),
-                                  batch[Columns.ACTIONS])
+    np.testing.assert_array_equal(
+        policy.compute_actions(batch[Columns.OBS]), batch[Columns.ACTIONS]
+    )
     algo.stop()
 
 
 def test_evaluate_renders_and_explains_a_missing_video_dependency(
-        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     algo = PPOConfig().environment("CartPole-v1").training(train_batch_size=256).build_algo()
     checkpoint = algo.save_to_path(tmp_path / "ckpt")
     algo.stop()
@@ -149,28 +169,59 @@ def test_evaluate_renders_and_explains_a_missing_video_dependency(
     try:
         import moviepy  # noqa: F401
     except ImportError:
-        code = main(["evaluate", checkpoint, "--episodes", "1", "--render", "rgb_array",
-                     "--video-dir", str(tmp_path / "v")])
+        code = main(
+            [
+                "evaluate",
+                checkpoint,
+                "--episodes",
+                "1",
+                "--render",
+                "rgb_array",
+                "--video-dir",
+                str(tmp_path / "v"),
+            ]
+        )
         assert code == 2 and "moviepy" in capsys.readouterr().err.lower()
     else:
-        assert main(["evaluate", checkpoint, "--episodes", "1", "--render", "rgb_array",
-                     "--video-dir", str(tmp_path / "v")]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    checkpoint,
+                    "--episodes",
+                    "1",
+                    "--render",
+                    "rgb_array",
+                    "--video-dir",
+                    str(tmp_path / "v"),
+                ]
+            )
+            == 0
+        )
         assert list((tmp_path / "v").glob("*.mp4"))
 
 
 def _off_policy(config: DQNConfig | SACConfig) -> DQNConfig | SACConfig:
-    return (config.debugging(seed=0).env_runners(rollout_fragment_length=4)
-            .rl_module(model_config={"fcnet_hiddens": [16]})
-            .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8))
+    return (
+        config.debugging(seed=0)
+        .env_runners(rollout_fragment_length=4)
+        .rl_module(model_config={"fcnet_hiddens": [16]})
+        .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8)
+    )
 
 
-@pytest.mark.parametrize("config", [
-    DQNConfig().environment("CartPole-v1"),
-    SACConfig().environment("Pendulum-v1"),
-    SACConfig().environment("CartPole-v1"),  # discrete SAC
-], ids=["DQN", "SAC", "discrete-SAC"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        DQNConfig().environment("CartPole-v1"),
+        SACConfig().environment("Pendulum-v1"),
+        SACConfig().environment("CartPole-v1"),  # discrete SAC
+    ],
+    ids=["DQN", "SAC", "discrete-SAC"],
+)
 def test_dqn_and_sac_checkpoints_act_greedily_evaluate_and_export(
-        config: DQNConfig | SACConfig, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    config: DQNConfig | SACConfig, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     algo = _off_policy(config).build_algo()
     for _ in range(6):
         algo.train()

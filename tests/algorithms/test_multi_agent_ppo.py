@@ -20,13 +20,22 @@ pytestmark = pytest.mark.slow
 
 def cartpole_config(policies: set[str], mapping) -> PPOConfig:
     """Four CartPoles per env; rlmod.tuned's CartPole-v1 settings, per env step."""
-    return (PPOConfig().update_from_dict(FAST_PPO)
-            .environment(MultiAgentCartPole, env_config={"num_agents": 4})
-            .env_runners(num_envs_per_env_runner=4)
-            .multi_agent(policies=policies, policy_mapping_fn=mapping)
-            .training(train_batch_size=512, minibatch_size=256, num_epochs=10, lr=1e-3,
-                      gamma=0.98, lambda_=0.8)
-            .debugging(seed=0))
+    return (
+        PPOConfig()
+        .update_from_dict(FAST_PPO)
+        .environment(MultiAgentCartPole, env_config={"num_agents": 4})
+        .env_runners(num_envs_per_env_runner=4)
+        .multi_agent(policies=policies, policy_mapping_fn=mapping)
+        .training(
+            train_batch_size=512,
+            minibatch_size=256,
+            num_epochs=10,
+            lr=1e-3,
+            gamma=0.98,
+            lambda_=0.8,
+        )
+        .debugging(seed=0)
+    )
 
 
 def train_until_agents_reach(config: PPOConfig, target: float, max_iters: int) -> dict:
@@ -44,7 +53,8 @@ def train_until_agents_reach(config: PPOConfig, target: float, max_iters: int) -
 def test_independent_policies_solve_multi_agent_cartpole():
     start = time.perf_counter()
     result = train_until_agents_reach(
-        cartpole_config({"p0", "p1"}, lambda aid, episode: f"p{aid % 2}"), 450, 250)
+        cartpole_config({"p0", "p1"}, lambda aid, episode: f"p{aid % 2}"), 450, 250
+    )
     env_runners = result["env_runners"]
     # A module's episode return sums its agents' returns (two agents each here).
     for mid in ("p0", "p1"):
@@ -55,7 +65,8 @@ def test_independent_policies_solve_multi_agent_cartpole():
 
 def test_one_shared_policy_solves_multi_agent_cartpole():
     result = train_until_agents_reach(
-        cartpole_config({"shared"}, lambda aid, episode: "shared"), 450, 250)
+        cartpole_config({"shared"}, lambda aid, episode: "shared"), 450, 250
+    )
     env_runners = result["env_runners"]
     assert env_runners["module_episode_returns_mean"]["shared"] >= 4 * 450
     assert min(env_runners["agent_episode_returns_mean"].values()) >= 450
@@ -67,11 +78,16 @@ def test_pettingzoo_two_teams_train_through_the_adapter():
     from rlmod.testing.pettingzoo_envs import TwoTeamGuessingEnv
 
     register_env("two_teams", lambda cfg: ParallelPettingZooEnv(TwoTeamGuessingEnv(**cfg)))
-    config = (PPOConfig().environment("two_teams").env_runners(num_envs_per_env_runner=4)
-              .multi_agent(policies={"red", "blue"},
-                           policy_mapping_fn=lambda aid, episode: aid.split("_")[0])
-              .training(train_batch_size=500, minibatch_size=250, num_epochs=10, lr=1e-3)
-              .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment("two_teams")
+        .env_runners(num_envs_per_env_runner=4)
+        .multi_agent(
+            policies={"red", "blue"}, policy_mapping_fn=lambda aid, episode: aid.split("_")[0]
+        )
+        .training(train_batch_size=500, minibatch_size=250, num_epochs=10, lr=1e-3)
+        .debugging(seed=0)
+    )
     algo = config.build_algo()
     first = algo.train()["env_runners"]["module_episode_returns_mean"]
     for _ in range(24):

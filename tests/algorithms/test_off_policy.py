@@ -19,20 +19,35 @@ from rlmod.replay import PrioritizedReplayBuffer
 
 
 def _dqn(**training: Any) -> DQNConfig:
-    return (DQNConfig().environment("CartPole-v1").debugging(seed=0)
-            .env_runners(rollout_fragment_length=4)
-            .rl_module(model_config={"fcnet_hiddens": [16], "fcnet_activation": "relu"})
-            .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8,
-                      target_network_update_freq=8, **training))
+    return (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .debugging(seed=0)
+        .env_runners(rollout_fragment_length=4)
+        .rl_module(model_config={"fcnet_hiddens": [16], "fcnet_activation": "relu"})
+        .training(
+            num_steps_sampled_before_learning_starts=16,
+            train_batch_size=8,
+            target_network_update_freq=8,
+            **training,
+        )
+    )
 
 
 def _sac(**training: Any) -> SACConfig:
-    return (SACConfig().environment("Pendulum-v1").debugging(seed=0)
-            .env_runners(rollout_fragment_length=4)
-            .rl_module(model_config={"fcnet_hiddens": [16]})
-            .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8,
-                      replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer",
-                                            "capacity": 1000}, **training))
+    return (
+        SACConfig()
+        .environment("Pendulum-v1")
+        .debugging(seed=0)
+        .env_runners(rollout_fragment_length=4)
+        .rl_module(model_config={"fcnet_hiddens": [16]})
+        .training(
+            num_steps_sampled_before_learning_starts=16,
+            train_batch_size=8,
+            replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", "capacity": 1000},
+            **training,
+        )
+    )
 
 
 class _RngStream:
@@ -49,7 +64,8 @@ class _RngStream:
 
 @pytest.mark.parametrize("make", [_dqn, _sac], ids=["DQN", "SAC"])
 def test_a_resumed_algorithm_makes_the_same_updates_as_the_uninterrupted_one(
-        make: Any, tmp_path: Path) -> None:
+    make: Any, tmp_path: Path
+) -> None:
     # training_intensity 3 with 4 new rows and batches of 8: 1.5 gradient steps per
     # iteration, so the owed half step must survive the checkpoint too.
     algo = make(store_buffer_in_checkpoints=True, training_intensity=3).build_algo()
@@ -91,7 +107,8 @@ def test_a_resumed_algorithm_makes_the_same_updates_as_the_uninterrupted_one(
 
 
 def test_by_default_a_checkpoint_has_no_buffer_and_loads_with_an_empty_one(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     algo = _dqn().build_algo()
     try:
         for _ in range(5):
@@ -115,7 +132,8 @@ def test_by_default_a_checkpoint_has_no_buffer_and_loads_with_an_empty_one(
 
 
 def test_a_stored_buffer_is_skipped_with_a_warning_unless_asked_for(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     algo = _dqn(store_buffer_in_checkpoints=True).build_algo()
     try:
         for _ in range(5):
@@ -144,17 +162,21 @@ def test_store_buffer_in_checkpoints_must_be_a_bool() -> None:
 def test_buffers_of_several_modules_are_saved(tmp_path: Path) -> None:
     from rlmod.testing import MultiAgentCartPole
 
-    config = (_dqn(store_buffer_in_checkpoints=True, n_step=3)
-              .environment(MultiAgentCartPole, env_config={"num_agents": 2})
-              .multi_agent(policies={"p0", "p1"},
-                           policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"))
+    config = (
+        _dqn(store_buffer_in_checkpoints=True, n_step=3)
+        .environment(MultiAgentCartPole, env_config={"num_agents": 2})
+        .multi_agent(
+            policies={"p0", "p1"}, policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"
+        )
+    )
     algo = config.build_algo()
     try:
         for _ in range(3):
             algo.train()
         algo.save_to_path(tmp_path / "ckpt")
         restored = Algorithm.from_checkpoint(
-            tmp_path / "ckpt", policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}")
+            tmp_path / "ckpt", policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"
+        )
     finally:
         algo.stop()
     try:
@@ -162,13 +184,14 @@ def test_buffers_of_several_modules_are_saved(tmp_path: Path) -> None:
             a, b = algo.replay_buffer.buffers[mid], restored.replay_buffer.buffers[mid]
             # n=3: rows whose window was open are stored with the window they have.
             assert len(b) >= len(a) > 0
-            np.testing.assert_array_equal(a.columns["obs"][:len(a)], b.columns["obs"][:len(a)])
+            np.testing.assert_array_equal(a.columns["obs"][: len(a)], b.columns["obs"][: len(a)])
     finally:
         restored.stop()
 
 
-@pytest.mark.parametrize("make, kept", [(_dqn, ("q.", "epsilon")), (_sac, ("pi_encoder.", "pi."))],
-                         ids=["DQN", "SAC"])
+@pytest.mark.parametrize(
+    "make, kept", [(_dqn, ("q.", "epsilon")), (_sac, ("pi_encoder.", "pi."))], ids=["DQN", "SAC"]
+)
 def test_weight_sync_sends_only_what_the_env_runner_module_holds(make: Any, kept: tuple) -> None:
     """Rule 1: EnvRunners get the online Q head (DQN) or the actor (SAC), never target
     networks or critics, while `get_weights()` without `inference_only` has everything."""

@@ -24,8 +24,9 @@ def _tuned(config: OffPolicyConfig, settings: dict[str, Any], seed: int = 0) -> 
 def test_dqn_solves_cartpole_greedily() -> None:
     """rl-baselines3-zoo's criterion: greedy evaluation mean >= 475 over 10 episodes."""
     config = _tuned(DQNConfig().environment("CartPole-v1"), TUNED_DQN["CartPole-v1"])
-    algo = config.evaluation(evaluation_duration=10,
-                             evaluation_config=DQNConfig.overrides(explore=False)).build_algo()
+    algo = config.evaluation(
+        evaluation_duration=10, evaluation_config=DQNConfig.overrides(explore=False)
+    ).build_algo()
     best, steps = 0.0, 0
     try:
         while steps < 60_000 and best < 475:
@@ -45,8 +46,10 @@ def test_sac_reaches_minus_200_on_pendulum() -> None:
         result = algo.train()
         while result["num_env_steps_sampled_lifetime"] < 15_000:
             result = algo.train()
-            if (result["num_episodes_lifetime"] >= 10
-                    and result["env_runners"]["episode_return_mean"] >= -200):
+            if (
+                result["num_episodes_lifetime"] >= 10
+                and result["env_runners"]["episode_return_mean"] >= -200
+            ):
                 break
     finally:
         algo.stop()
@@ -70,9 +73,13 @@ def test_discrete_sac_improves_on_cartpole() -> None:
 
 @pytest.mark.slow
 def test_multi_agent_dqn_learns_with_one_buffer_per_module() -> None:
-    config = _tuned(DQNConfig(), TUNED_DQN["CartPole-v1"]).environment(
-        MultiAgentCartPole, env_config={"num_agents": 2}).multi_agent(
-        policies={"p0", "p1"}, policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}")
+    config = (
+        _tuned(DQNConfig(), TUNED_DQN["CartPole-v1"])
+        .environment(MultiAgentCartPole, env_config={"num_agents": 2})
+        .multi_agent(
+            policies={"p0", "p1"}, policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"
+        )
+    )
     config.model_config = {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"}
     algo = config.reporting(metrics_num_episodes_for_smoothing=20).build_algo()
     try:

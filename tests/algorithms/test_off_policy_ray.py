@@ -21,27 +21,38 @@ ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_local")]
 
 
-
 def _dqn() -> DQNConfig:
-    return (DQNConfig().environment("CartPole-v1").debugging(seed=0)
-            .env_runners(rollout_fragment_length=4)
-            .rl_module(model_config={"fcnet_hiddens": [16], "fcnet_activation": "relu"})
-            .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8))
+    return (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .debugging(seed=0)
+        .env_runners(rollout_fragment_length=4)
+        .rl_module(model_config={"fcnet_hiddens": [16], "fcnet_activation": "relu"})
+        .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8)
+    )
 
 
 def _sac() -> SACConfig:
-    return (SACConfig().environment("Pendulum-v1").debugging(seed=0)
-            .env_runners(rollout_fragment_length=4)
-            .rl_module(model_config={"fcnet_hiddens": [16]})
-            .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8,
-                      replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer",
-                                            "capacity": 1000}))
+    return (
+        SACConfig()
+        .environment("Pendulum-v1")
+        .debugging(seed=0)
+        .env_runners(rollout_fragment_length=4)
+        .rl_module(model_config={"fcnet_hiddens": [16]})
+        .training(
+            num_steps_sampled_before_learning_starts=16,
+            train_batch_size=8,
+            replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", "capacity": 1000},
+        )
+    )
 
 
-@pytest.mark.parametrize("make, kept", [(_dqn, ("q.", "epsilon")), (_sac, ("pi_encoder.", "pi."))],
-                         ids=["DQN", "SAC"])
+@pytest.mark.parametrize(
+    "make, kept", [(_dqn, ("q.", "epsilon")), (_sac, ("pi_encoder.", "pi."))], ids=["DQN", "SAC"]
+)
 def test_two_remote_env_runners_fill_the_buffer_and_hold_the_inference_only_module(
-        make: Any, kept: tuple) -> None:
+    make: Any, kept: tuple
+) -> None:
     algo = make().env_runners(num_env_runners=2).build_algo()
     try:
         for _ in range(6):
@@ -52,7 +63,8 @@ def test_two_remote_env_runners_fill_the_buffer_and_hold_the_inference_only_modu
         learner_weights = algo.learner_group.get_weights()[DEFAULT_MODULE_ID]
         remote = algo.env_runner_group.foreach_env_runner(
             lambda runner: {k: v.numpy().copy() for k, v in runner.module.state_dict().items()},
-            local_env_runner=False)
+            local_env_runner=False,
+        )
         assert len(remote) == 2
         for weights in remote:  # no target network, no critic; the Learner's latest weights
             assert weights and all(k.startswith(kept) for k in weights), sorted(weights)

@@ -25,11 +25,19 @@ MODULE = "default_policy"
 
 
 def _config() -> DQNConfig:
-    return (DQNConfig().environment("CartPole-v1").debugging(seed=0)
-            .env_runners(rollout_fragment_length=4)
-            .rl_module(model_config={"fcnet_hiddens": [16], "fcnet_activation": "relu"})
-            .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8,
-                      target_network_update_freq=8, store_buffer_in_checkpoints=True))
+    return (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .debugging(seed=0)
+        .env_runners(rollout_fragment_length=4)
+        .rl_module(model_config={"fcnet_hiddens": [16], "fcnet_activation": "relu"})
+        .training(
+            num_steps_sampled_before_learning_starts=16,
+            train_batch_size=8,
+            target_network_update_freq=8,
+            store_buffer_in_checkpoints=True,
+        )
+    )
 
 
 def _trained() -> Algorithm:
@@ -76,39 +84,55 @@ def _one_element_moment(ck: Path) -> None:
     def edit(state: dict[str, Any]) -> None:
         assert state[MODULE]["exp_avg"][0].shape == (16, 4)
         state[MODULE]["exp_avg"][0] = torch.tensor([0.5])
+
     _edit_state(ck / "learner_group" / "learner" / "optimizer", edit)
 
 
 def _nan_priority(ck: Path) -> None:
     def edit(state: dict[str, Any]) -> None:
         state["buffers"][MODULE]["priorities"][3] = np.nan
+
     _edit_state(ck / "replay_buffer", edit)
 
 
 def _negative_second_moment(ck: Path) -> None:
     def edit(state: dict[str, Any]) -> None:
         state[MODULE]["exp_avg_sq"][1][0] = -1.0
+
     _edit_state(ck / "learner_group" / "learner" / "optimizer", edit)
 
 
 TAMPERED = [
-    ("replay-pointer-500", _pointer_500,
-     r"replay_buffer: module 'default_policy': The saved replay buffer's next_index=500 "
-     r"differs from its size=32"),
-    ("optimizer-moment-of-one-element", _one_element_moment,
-     r"Optimizer state of module 'default_policy': exp_avg\[0\] \(parameter "
-     r"'q.encoder.0.weight'\) has shape \(1,\), the parameter \(16, 4\)"),
-    ("replay-priority-nan", _nan_priority,
-     r"module 'default_policy': The saved prioritized replay buffer's priorities must be "
-     r"finite and > 0"),
-    ("optimizer-second-moment-negative", _negative_second_moment,
-     r"exp_avg_sq\[1\] \(parameter 'q.encoder.0.bias'\) holds negative values"),
+    (
+        "replay-pointer-500",
+        _pointer_500,
+        r"replay_buffer: module 'default_policy': The saved replay buffer's next_index=500 "
+        r"differs from its size=32",
+    ),
+    (
+        "optimizer-moment-of-one-element",
+        _one_element_moment,
+        r"Optimizer state of module 'default_policy': exp_avg\[0\] \(parameter "
+        r"'q.encoder.0.weight'\) has shape \(1,\), the parameter \(16, 4\)",
+    ),
+    (
+        "replay-priority-nan",
+        _nan_priority,
+        r"module 'default_policy': The saved prioritized replay buffer's priorities must be "
+        r"finite and > 0",
+    ),
+    (
+        "optimizer-second-moment-negative",
+        _negative_second_moment,
+        r"exp_avg_sq\[1\] \(parameter 'q.encoder.0.bias'\) holds negative values",
+    ),
 ]
 
 
 @pytest.mark.parametrize("name, tamper, message", TAMPERED, ids=[c[0] for c in TAMPERED])
-def test_a_tampered_checkpoint_does_not_load(ck: Path, name: str, tamper: Any,
-                                             message: str) -> None:
+def test_a_tampered_checkpoint_does_not_load(
+    ck: Path, name: str, tamper: Any, message: str
+) -> None:
     tamper(ck)
     with pytest.raises(CheckpointError, match=message):
         Algorithm.from_checkpoint(ck)
@@ -120,8 +144,9 @@ def _live_state(algo: Algorithm) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 @pytest.mark.parametrize("name, tamper, message", TAMPERED[:2], ids=[c[0] for c in TAMPERED[:2]])
-def test_restoring_a_tampered_checkpoint_changes_nothing(ck: Path, name: str, tamper: Any,
-                                                         message: str) -> None:
+def test_restoring_a_tampered_checkpoint_changes_nothing(
+    ck: Path, name: str, tamper: Any, message: str
+) -> None:
     tamper(ck)
     algo = _trained()
     algo.train()  # differs from the checkpoint's state
@@ -130,8 +155,11 @@ def test_restoring_a_tampered_checkpoint_changes_nothing(ck: Path, name: str, ta
         algo.restore_from_path(ck)
     after_optimizer, after_buffer = _live_state(algo)
     assert after_optimizer["step"] == optimizer["step"]
-    for a, b in zip(after_optimizer["exp_avg"] + after_optimizer["exp_avg_sq"],
-                    optimizer["exp_avg"] + optimizer["exp_avg_sq"], strict=True):
+    for a, b in zip(
+        after_optimizer["exp_avg"] + after_optimizer["exp_avg_sq"],
+        optimizer["exp_avg"] + optimizer["exp_avg_sq"],
+        strict=True,
+    ):
         assert torch.equal(a, b)
     for a, b in zip(after_buffer["buffers"].values(), buffer["buffers"].values(), strict=True):
         assert a["size"] == b["size"] and a["next_index"] == b["next_index"]

@@ -28,21 +28,29 @@ TOL = {"rtol": 1e-5, "atol": 1e-6}
 
 def _batch(rng: np.random.Generator, obs_dim: int, actions: np.ndarray) -> dict[str, Any]:
     n = len(actions)
-    return {DEFAULT_MODULE_ID: {
-        Columns.OBS: rng.normal(size=(n, obs_dim)).astype(np.float32),
-        Columns.ACTIONS: actions,
-        Columns.REWARDS: rng.normal(size=n).astype(np.float32),
-        Columns.NEXT_OBS: rng.normal(size=(n, obs_dim)).astype(np.float32),
-        Columns.TERMINATEDS: rng.random(n) < 0.2,
-        N_STEP: np.ones(n, np.int64),
-        WEIGHTS: np.ones(n, np.float32)}}
+    return {
+        DEFAULT_MODULE_ID: {
+            Columns.OBS: rng.normal(size=(n, obs_dim)).astype(np.float32),
+            Columns.ACTIONS: actions,
+            Columns.REWARDS: rng.normal(size=n).astype(np.float32),
+            Columns.NEXT_OBS: rng.normal(size=(n, obs_dim)).astype(np.float32),
+            Columns.TERMINATEDS: rng.random(n) < 0.2,
+            N_STEP: np.ones(n, np.int64),
+            WEIGHTS: np.ones(n, np.float32),
+        }
+    }
 
 
 def _dqn(**training: Any) -> OffPolicyLearner:
-    config = DQNConfig().rl_module(model_config={"fcnet_hiddens": [32, 32]}).training(
-        lr=1e-2, **training)
+    config = (
+        DQNConfig()
+        .rl_module(model_config={"fcnet_hiddens": [32, 32]})
+        .training(lr=1e-2, **training)
+    )
     box = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
-    spec = config.get_multi_rl_module_spec(spaces={DEFAULT_MODULE_ID: (box, gym.spaces.Discrete(3))})
+    spec = config.get_multi_rl_module_spec(
+        spaces={DEFAULT_MODULE_ID: (box, gym.spaces.Discrete(3))}
+    )
     learner = DQNLearner(config=config, module_spec=spec)
     learner.build()
     return learner
@@ -65,16 +73,25 @@ def _compare(learner: OffPolicyLearner, batch: dict[str, Any], now: int) -> OffP
     torch.manual_seed(0)  # SAC samples actions: the same draws in both paths
     together = learner.update(batch, timesteps=ts, num_gradient_steps=STEPS)
     torch.manual_seed(0)
-    parts = [stepwise.update({mid: {c: v[i * ROWS:(i + 1) * ROWS] for c, v in cols.items()}
-                              for mid, cols in batch.items()}, timesteps=ts)
-             for i in range(STEPS)]
+    parts = [
+        stepwise.update(
+            {
+                mid: {c: v[i * ROWS : (i + 1) * ROWS] for c, v in cols.items()}
+                for mid, cols in batch.items()
+            },
+            timesteps=ts,
+        )
+        for i in range(STEPS)
+    ]
     assert learner.module is not None and stepwise.module is not None
-    for (name, a), (_, b) in zip(learner.module.state_dict().items(),
-                                 stepwise.module.state_dict().items(), strict=True):
+    for (name, a), (_, b) in zip(
+        learner.module.state_dict().items(), stepwise.module.state_dict().items(), strict=True
+    ):
         torch.testing.assert_close(a, b, **TOL, msg=name)
     mine, theirs = together[DEFAULT_MODULE_ID], [p[DEFAULT_MODULE_ID] for p in parts]
-    np.testing.assert_allclose(mine[TD_ERROR], np.concatenate([p[TD_ERROR] for p in theirs]),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        mine[TD_ERROR], np.concatenate([p[TD_ERROR] for p in theirs]), rtol=1e-5, atol=1e-5
+    )
     for key, value in mine.items():
         if key == TD_ERROR:
             continue
@@ -86,11 +103,14 @@ def _compare(learner: OffPolicyLearner, batch: dict[str, Any], now: int) -> OffP
     return stepwise
 
 
-@pytest.mark.parametrize(("freq", "tau", "now"), [
-    (10, 1.0, 256),    # due at the first step: later steps precompute with the new target
-    (1000, 1.0, 256),  # not due: all steps precompute with the old target
-    (0, 0.3, 256),     # moves after every step: no precomputing
-])
+@pytest.mark.parametrize(
+    ("freq", "tau", "now"),
+    [
+        (10, 1.0, 256),  # due at the first step: later steps precompute with the new target
+        (1000, 1.0, 256),  # not due: all steps precompute with the old target
+        (0, 0.3, 256),  # moves after every step: no precomputing
+    ],
+)
 def test_dqn_steps_in_one_call_match_step_by_step(freq: int, tau: float, now: int) -> None:
     rng = np.random.default_rng(0)
     learner = _dqn(target_network_update_freq=freq, tau=tau)
@@ -99,8 +119,9 @@ def test_dqn_steps_in_one_call_match_step_by_step(freq: int, tau: float, now: in
     assert learner.module is not None
     target = learner.module[DEFAULT_MODULE_ID].target_q
     online = learner.module[DEFAULT_MODULE_ID].q
-    moved = [not torch.equal(t, o) for t, o in zip(target.parameters(), online.parameters(),
-                                                    strict=True)]
+    moved = [
+        not torch.equal(t, o) for t, o in zip(target.parameters(), online.parameters(), strict=True)
+    ]
     # freq 10: copied after the first step, not again; freq 0 and tau 1 would end equal
     assert any(moved) == (freq != 0 or tau != 1.0)
 
@@ -113,13 +134,15 @@ def test_dqn_precomputes_target_values_only_while_the_target_is_fixed() -> None:
     target.register_forward_hook(lambda mod, args, out: calls.append(len(args[0])))
     rng = np.random.default_rng(1)
     batch = _batch(rng, 4, rng.integers(0, 3, STEPS * ROWS))
-    learner.update(batch, timesteps={"num_env_steps_sampled_lifetime": 256},
-                   num_gradient_steps=STEPS)
+    learner.update(
+        batch, timesteps={"num_env_steps_sampled_lifetime": 256}, num_gradient_steps=STEPS
+    )
     # step 0 by the module (the target moves after it), then steps 1..3 in one pass
     assert calls == [ROWS, (STEPS - 1) * ROWS]
     calls.clear()
-    learner.update(batch, timesteps={"num_env_steps_sampled_lifetime": 260},
-                   num_gradient_steps=STEPS)
+    learner.update(
+        batch, timesteps={"num_env_steps_sampled_lifetime": 260}, num_gradient_steps=STEPS
+    )
     assert calls == [STEPS * ROWS]  # 4 env steps since the last move: not due, one pass
 
 
@@ -141,13 +164,20 @@ def test_rows_must_split_into_equal_blocks() -> None:
 
 
 def test_dqn_training_iteration_samples_once_with_uniform_replay() -> None:
-    config = (DQNConfig().environment("CartPole-v1").debugging(seed=0)
-              .env_runners(rollout_fragment_length=32)
-              .rl_module(model_config={"fcnet_hiddens": [16]})
-              .training(num_steps_sampled_before_learning_starts=32, train_batch_size=8,
-                        training_intensity=2, target_network_update_freq=10,
-                        replay_buffer_config={"type": "EpisodeReplayBuffer",
-                                              "capacity": 1000}))
+    config = (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .debugging(seed=0)
+        .env_runners(rollout_fragment_length=32)
+        .rl_module(model_config={"fcnet_hiddens": [16]})
+        .training(
+            num_steps_sampled_before_learning_starts=32,
+            train_batch_size=8,
+            training_intensity=2,
+            target_network_update_freq=10,
+            replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 1000},
+        )
+    )
     algo = config.build_algo()
     try:
         sizes: list[int] = []
@@ -168,7 +198,8 @@ def test_without_double_q_the_module_skips_the_online_pass_over_new_obs() -> Non
     module.q.register_forward_hook(lambda mod, args, out: calls.append(len(args[0])))
     rng = np.random.default_rng(4)
     batch = _batch(rng, 4, rng.integers(0, 3, STEPS * ROWS))
-    learner.update(batch, timesteps={"num_env_steps_sampled_lifetime": 100},
-                   num_gradient_steps=STEPS)
+    learner.update(
+        batch, timesteps={"num_env_steps_sampled_lifetime": 100}, num_gradient_steps=STEPS
+    )
     assert calls == [ROWS] * STEPS  # Q(obs) only; with double Q also Q(new_obs)
     _compare(_dqn(double_q=False, target_network_update_freq=10), batch, 256)

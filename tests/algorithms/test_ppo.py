@@ -46,23 +46,30 @@ def test_ppo_reaches_minus_300_on_pendulum() -> None:
 
 def test_one_seed_gives_the_same_run_twice() -> None:
     def run() -> list[float]:
-        config = (PPOConfig().environment("CartPole-v1").debugging(seed=7)
-                  .env_runners(num_envs_per_env_runner=4)
-                  .training(train_batch_size=256, minibatch_size=64, num_epochs=2))
+        config = (
+            PPOConfig()
+            .environment("CartPole-v1")
+            .debugging(seed=7)
+            .env_runners(num_envs_per_env_runner=4)
+            .training(train_batch_size=256, minibatch_size=64, num_epochs=2)
+        )
         algo = config.build_algo()
         out = []
         for _ in range(3):
             r = algo.train()
-            out += [r["learners"]["default_policy"]["total_loss"],
-                    r["env_runners"]["episode_return_mean"]]
+            out += [
+                r["learners"]["default_policy"]["total_loss"],
+                r["env_runners"]["episode_return_mean"],
+            ]
         weights = algo.learner_group.get_weights()["default_policy"]
         out.append(float(sum(np.abs(w).sum() for w in weights.values())))
         algo.stop()
         return out
 
     first, second = run(), run()
-    assert all(a == b or (math.isnan(a) and math.isnan(b)) for a, b in zip(first, second,
-                                                                           strict=True))
+    assert all(
+        a == b or (math.isnan(a) and math.isnan(b)) for a, b in zip(first, second, strict=True)
+    )
 
 
 def test_result_dict_has_the_rllib_keys(cartpole_config: PPOConfig) -> None:
@@ -72,7 +79,13 @@ def test_result_dict_has_the_rllib_keys(cartpole_config: PPOConfig) -> None:
     assert result["num_env_steps_sampled_lifetime"] >= 256
     for key in ("episode_return_mean", "episode_len_mean", "num_episodes"):
         assert key in result["env_runners"]
-    for key in ("policy_loss", "vf_loss", "entropy", "mean_kl_loss", "default_optimizer_learning_rate"):
+    for key in (
+        "policy_loss",
+        "vf_loss",
+        "entropy",
+        "mean_kl_loss",
+        "default_optimizer_learning_rate",
+    ):
         assert key in result["learners"]["default_policy"]
     assert {"sample_time_s", "learn_time_s", "sync_weights_time_s"} <= set(result["timers"])
 

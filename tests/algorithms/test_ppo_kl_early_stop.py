@@ -18,14 +18,27 @@ ATOL = 1e-5  # float32 sums in another order (stacked means, batched matmuls)
 
 def config(*, stack: bool, overrides: dict[str, dict]) -> PPOConfig:
     """4 CartPole agents, one module each, with per-module overrides."""
-    return (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 4})
-            .env_runners(num_envs_per_env_runner=2)
-            .multi_agent(policies=set(IDS), policy_mapping_fn=lambda aid, ep, **kw: f"p{aid}",
-                         stack_modules=stack, algorithm_config_overrides_per_module=overrides)
-            .rl_module(model_config={"fcnet_hiddens": [16, 16]})
-            .training(train_batch_size=128, minibatch_size=16, num_epochs=2, lr=1e-3,
-                      grad_clip=0.5, use_kl_loss=False)
-            .debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 4})
+        .env_runners(num_envs_per_env_runner=2)
+        .multi_agent(
+            policies=set(IDS),
+            policy_mapping_fn=lambda aid, ep, **kw: f"p{aid}",
+            stack_modules=stack,
+            algorithm_config_overrides_per_module=overrides,
+        )
+        .rl_module(model_config={"fcnet_hiddens": [16, 16]})
+        .training(
+            train_batch_size=128,
+            minibatch_size=16,
+            num_epochs=2,
+            lr=1e-3,
+            grad_clip=0.5,
+            use_kl_loss=False,
+        )
+        .debugging(seed=0)
+    )
 
 
 def train(stack: bool, overrides: dict[str, dict], iterations: int = 3):
@@ -41,8 +54,10 @@ def train(stack: bool, overrides: dict[str, dict], iterations: int = 3):
 
 # p1 stops after its first step of every update (any step moves the KL past 1e-7), p2
 # never (a KL of 10 nats), p0 and p3 have no limit.
-LIMITS = {"p1": PPOConfig.overrides(kl_early_stop=1e-7),
-          "p2": PPOConfig.overrides(kl_early_stop=10.0)}
+LIMITS = {
+    "p1": PPOConfig.overrides(kl_early_stop=1e-7),
+    "p2": PPOConfig.overrides(kl_early_stop=10.0),
+}
 
 
 @pytest.fixture(scope="module")
@@ -95,18 +110,27 @@ def test_a_stopped_minibatch_is_left_out_of_the_means():
 
 @pytest.mark.parametrize("value", [0, -0.01, float("nan")])
 def test_a_limit_that_is_not_positive_is_refused(value):
-    with pytest.raises(ValueError, match=r"kl_early_stop=.* is invalid: .*a number in \(0.0, inf\]"):
+    with pytest.raises(
+        ValueError, match=r"kl_early_stop=.* is invalid: .*a number in \(0.0, inf\]"
+    ):
         PPOConfig().training(kl_early_stop=value)
 
 
 def test_data_parallel_learners_refuse_it_with_the_reason():
     config = PPOConfig().environment("CartPole-v1").learners(num_learners=2)
     config.training(kl_early_stop=0.03, train_batch_size=256)
-    with pytest.raises(ValueError, match=re.escape(
-            "kl_early_stop with num_learners=2: data-parallel Learners would each stop")):
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "kl_early_stop with num_learners=2: data-parallel Learners would each stop"
+        ),
+    ):
         config.validate()
     config.training(kl_early_stop=None)
-    config.multi_agent(algorithm_config_overrides_per_module={
-        "default_policy": PPOConfig.overrides(kl_early_stop=0.03)})
+    config.multi_agent(
+        algorithm_config_overrides_per_module={
+            "default_policy": PPOConfig.overrides(kl_early_stop=0.03)
+        }
+    )
     with pytest.raises(ValueError, match="kl_early_stop with num_learners=2"):
         config.validate()

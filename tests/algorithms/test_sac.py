@@ -35,14 +35,20 @@ def test_tanh_gaussian_logp_matches_a_monte_carlo_density() -> None:
     np.testing.assert_allclose(mc_density, density, rtol=0.03, atol=0.01)
     # Without the correction the density would be the Gaussian's: far off near the bounds.
     a, logp_sample = TanhGaussian(inputs.expand(5, 2)).rsample_with_logp()
-    torch.testing.assert_close(TanhGaussian(inputs.expand(5, 2)).logp(a), logp_sample,
-                               rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(
+        TanhGaussian(inputs.expand(5, 2)).logp(a), logp_sample, rtol=1e-4, atol=1e-4
+    )
 
 
 def test_inference_only_sac_module_holds_the_actor_alone() -> None:
-    config = SACConfig().environment("Pendulum-v1").debugging(seed=0).training(
-        num_steps_sampled_before_learning_starts=8, train_batch_size=8).rl_module(
-        model_config={"fcnet_hiddens": [8]}).env_runners(rollout_fragment_length=4)
+    config = (
+        SACConfig()
+        .environment("Pendulum-v1")
+        .debugging(seed=0)
+        .training(num_steps_sampled_before_learning_starts=8, train_batch_size=8)
+        .rl_module(model_config={"fcnet_hiddens": [8]})
+        .env_runners(rollout_fragment_length=4)
+    )
     algo = config.build_algo()
     try:
         runner_keys = set(algo.env_runner.module.state_dict())
@@ -50,7 +56,10 @@ def test_inference_only_sac_module_holds_the_actor_alone() -> None:
         learner_keys = set(algo.learner_group.learner.module[DEFAULT_MODULE_ID].state_dict())
         assert {"alpha.log_alpha"} <= learner_keys
         assert any(k.startswith("qf_twin_target.") for k in learner_keys)
-        assert set(algo.learner_group.get_weights(inference_only=True)[DEFAULT_MODULE_ID]) == runner_keys
+        assert (
+            set(algo.learner_group.get_weights(inference_only=True)[DEFAULT_MODULE_ID])
+            == runner_keys
+        )
         for _ in range(4):
             result = algo.train()
         learner = result["learners"][DEFAULT_MODULE_ID]
@@ -95,10 +104,18 @@ def test_auto_target_entropy() -> None:
 
 
 def test_discrete_sac_trains_on_cartpole_briefly() -> None:
-    config = SACConfig().environment("CartPole-v1").debugging(seed=0).training(
-        num_steps_sampled_before_learning_starts=8, train_batch_size=8,
-        replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 100}).rl_module(
-        model_config={"fcnet_hiddens": [8]}).env_runners(rollout_fragment_length=4)
+    config = (
+        SACConfig()
+        .environment("CartPole-v1")
+        .debugging(seed=0)
+        .training(
+            num_steps_sampled_before_learning_starts=8,
+            train_batch_size=8,
+            replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 100},
+        )
+        .rl_module(model_config={"fcnet_hiddens": [8]})
+        .env_runners(rollout_fragment_length=4)
+    )
     algo = config.build_algo()
     try:
         for _ in range(4):
@@ -124,11 +141,18 @@ def test_twin_q_and_initial_alpha_reach_the_module() -> None:
 
 
 def _small_pendulum() -> SACConfig:
-    return (SACConfig().environment("Pendulum-v1").debugging(seed=0)
-            .env_runners(rollout_fragment_length=4)
-            .rl_module(model_config={"fcnet_hiddens": [16]})
-            .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8,
-                      replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 1000}))
+    return (
+        SACConfig()
+        .environment("Pendulum-v1")
+        .debugging(seed=0)
+        .env_runners(rollout_fragment_length=4)
+        .rl_module(model_config={"fcnet_hiddens": [16]})
+        .training(
+            num_steps_sampled_before_learning_starts=16,
+            train_batch_size=8,
+            replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 1000},
+        )
+    )
 
 
 def test_a_learner_only_curiosity_module_beside_the_sac_module() -> None:
@@ -137,14 +161,23 @@ def test_a_learner_only_curiosity_module_beside_the_sac_module() -> None:
     from rlmod.core import MultiRLModuleSpec, RLModuleSpec
     from rlmod.curiosity import IntrinsicCuriosityModel, IntrinsicCuriosityModelConnector
 
-    config = _small_pendulum().training(
-        learner_connector=IntrinsicCuriosityModelConnector).rl_module(
-        rl_module_spec=MultiRLModuleSpec(rl_module_specs={
-            DEFAULT_MODULE_ID: RLModuleSpec(),
-            "icm": RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True)}))
+    config = (
+        _small_pendulum()
+        .training(learner_connector=IntrinsicCuriosityModelConnector)
+        .rl_module(
+            rl_module_spec=MultiRLModuleSpec(
+                rl_module_specs={
+                    DEFAULT_MODULE_ID: RLModuleSpec(),
+                    "icm": RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True),
+                }
+            )
+        )
+    )
     algo = config.build_algo()
     try:
-        icm_before = {k: v.copy() for k, v in algo.learner_group.get_weights(["icm"])["icm"].items()}
+        icm_before = {
+            k: v.copy() for k, v in algo.learner_group.get_weights(["icm"])["icm"].items()
+        }
         for _ in range(8):
             result = algo.train()
         assert algo.env_runner.module_ids == [DEFAULT_MODULE_ID]  # no ICM on EnvRunners
@@ -162,13 +195,21 @@ def test_multi_agent_sac_trains_one_module_and_buffer_per_policy() -> None:
     updates, each EnvRunner module the actor alone."""
     from rlmod.testing import MultiAgentCartPole
 
-    config = (SACConfig().environment(MultiAgentCartPole, env_config={"num_agents": 2})
-              .debugging(seed=0).env_runners(rollout_fragment_length=4)
-              .rl_module(model_config={"fcnet_hiddens": [16]})
-              .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8,
-                        replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 1000})
-              .multi_agent(policies={"p0", "p1"},
-                           policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"))
+    config = (
+        SACConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 2})
+        .debugging(seed=0)
+        .env_runners(rollout_fragment_length=4)
+        .rl_module(model_config={"fcnet_hiddens": [16]})
+        .training(
+            num_steps_sampled_before_learning_starts=16,
+            train_batch_size=8,
+            replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 1000},
+        )
+        .multi_agent(
+            policies={"p0", "p1"}, policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"
+        )
+    )
     algo = config.build_algo()
     try:
         before = algo.learner_group.get_weights()

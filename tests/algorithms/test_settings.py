@@ -29,10 +29,23 @@ def test_training_takes_exactly_the_training_settings_of_the_class(cls):
 
 def test_ppo_training_has_rllib_keyword_names_and_sets_them():
     names = set(inspect.signature(PPOConfig.training).parameters)
-    for rllib_name in ("lambda_", "clip_param", "vf_clip_param", "vf_loss_coeff",
-                       "entropy_coeff", "kl_coeff", "kl_target", "use_kl_loss", "gamma", "lr",
-                       "train_batch_size_per_learner", "minibatch_size", "num_epochs",
-                       "grad_clip", "learner_class"):
+    for rllib_name in (
+        "lambda_",
+        "clip_param",
+        "vf_clip_param",
+        "vf_loss_coeff",
+        "entropy_coeff",
+        "kl_coeff",
+        "kl_target",
+        "use_kl_loss",
+        "gamma",
+        "lr",
+        "train_batch_size_per_learner",
+        "minibatch_size",
+        "num_epochs",
+        "grad_clip",
+        "learner_class",
+    ):
         assert rllib_name in names
     config = PPOConfig().training(lambda_=0.9, lr=1e-3, learner_config_dict={"a": 1})
     assert (config.lambda_, config.lr, config.learner_config_dict) == (0.9, 1e-3, {"a": 1})
@@ -41,8 +54,11 @@ def test_ppo_training_has_rllib_keyword_names_and_sets_them():
 
 
 def test_a_setting_of_another_algorithm_is_refused_with_the_valid_names():
-    with pytest.raises(TypeError, match=r"\.training\(\) got an unexpected keyword argument "
-                                        r"'clip_param'\..*Valid: \["):
+    with pytest.raises(
+        TypeError,
+        match=r"\.training\(\) got an unexpected keyword argument "
+        r"'clip_param'\..*Valid: \[",
+    ):
         DQNConfig().training(clip_param=0.1)
     with pytest.raises(TypeError, match=r"\.environment\(\) takes 1 positional"):
         PPOConfig().environment("CartPole-v1", {})
@@ -51,6 +67,7 @@ def test_a_setting_of_another_algorithm_is_refused_with_the_valid_names():
 def test_positional_and_aliased_keywords_are_rllibs():
     def on_result(**kwargs: Any) -> None:
         pass
+
     config = PPOConfig().environment("CartPole-v1").callbacks(None, on_train_result=on_result)
     assert config.env == "CartPole-v1"
     assert config.callbacks_on_train_result is on_result
@@ -74,11 +91,15 @@ def test_algorithm_defaults_come_from_setting_defaults_and_are_not_shared():
 
 
 def test_setting_defaults_are_checked_when_the_class_is_made():
-    with pytest.raises(TypeError, match="names 'num_epoch', which is not a setting. Did you "
-                                        "mean 'num_epochs'?"):
+    with pytest.raises(
+        TypeError, match="names 'num_epoch', which is not a setting. Did you mean 'num_epochs'?"
+    ):
+
         class Typo(AlgorithmConfig):
             setting_defaults: ClassVar[dict[str, Any]] = {"num_epoch": 3}
+
     with pytest.raises(ValueError, match="num_epochs=0 is invalid"):
+
         class Bad(AlgorithmConfig):
             setting_defaults: ClassVar[dict[str, Any]] = {"num_epochs": 0}
 

@@ -20,15 +20,22 @@ def test_a_grid_search_of_two_trials_completes_and_reports_both(tmp_path):
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    config = (PPOConfig().environment("CartPole-v1")
-              .training(train_batch_size=256, minibatch_size=64, num_epochs=1)
-              .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .training(train_batch_size=256, minibatch_size=64, num_epochs=1)
+        .debugging(seed=0)
+    )
     tuner = tune.Tuner(
         PPO.as_trainable(),
         param_space={**config.to_dict(), "lr": tune.grid_search([1e-3, 3e-4])},
         run_config=tune.RunConfig(
-            storage_path=str(tmp_path), stop={"training_iteration": 2}, verbose=0,
-            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True)))
+            storage_path=str(tmp_path),
+            stop={"training_iteration": 2},
+            verbose=0,
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True),
+        ),
+    )
     results = tuner.fit()
     try:
         assert results.num_errors == 0 and len(results) == 2

@@ -39,14 +39,23 @@ class _Recorder(gym.Env):
         return self.observation_space.sample(), 1.0, False, self.t >= 4, {}
 
 
-def _sample_actions(action_space: gym.Space, *, explore: bool = True, steps: int = 12,
-                    observation_space: gym.Space | None = None) -> list:
+def _sample_actions(
+    action_space: gym.Space,
+    *,
+    explore: bool = True,
+    steps: int = 12,
+    observation_space: gym.Space | None = None,
+) -> list:
     seen: list = []
     env_config = {"action_space": action_space, "seen": seen}
     if observation_space is not None:
         env_config["observation_space"] = observation_space
-    config = (PPOConfig().environment(_Recorder, env_config=env_config)
-              .env_runners(num_envs_per_env_runner=3).debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment(_Recorder, env_config=env_config)
+        .env_runners(num_envs_per_env_runner=3)
+        .debugging(seed=0)
+    )
     runner = SingleAgentEnvRunner(config=config)
     runner.sample(num_timesteps=steps, explore=explore)
     runner.stop()
@@ -54,11 +63,11 @@ def _sample_actions(action_space: gym.Space, *, explore: bool = True, steps: int
 
 
 if st is not None:
+
     def _bound(draw) -> tuple[float, float]:
         low = draw(st.sampled_from([-np.inf, -3.0, -1.0, 0.0, 0.5]))
         high = draw(st.sampled_from([np.inf, low + 0.01, low + 1.0, low + 5.0]))
         return low, (np.inf if not np.isfinite(high) else high)
-
 
     @st.composite
     def _boxes(draw) -> gym.spaces.Box:
@@ -68,12 +77,15 @@ if st is not None:
         high = np.array([b[1] for b in bounds], np.float32).reshape(shape)
         return gym.spaces.Box(low, high, dtype=np.float32)
 
-
     _leaf = st.one_of(
-        st.builds(lambda n, s: gym.spaces.Discrete(n, start=s), st.integers(1, 5),
-                  st.integers(-3, 6)),
-        st.builds(lambda nvec, s: gym.spaces.MultiDiscrete(nvec, start=[s] * len(nvec)),
-                  st.lists(st.integers(1, 4), min_size=1, max_size=3), st.integers(-2, 3)),
+        st.builds(
+            lambda n, s: gym.spaces.Discrete(n, start=s), st.integers(1, 5), st.integers(-3, 6)
+        ),
+        st.builds(
+            lambda nvec, s: gym.spaces.MultiDiscrete(nvec, start=[s] * len(nvec)),
+            st.lists(st.integers(1, 4), min_size=1, max_size=3),
+            st.integers(-2, 3),
+        ),
         _boxes(),
         st.sampled_from([gym.spaces.MultiBinary(3), gym.spaces.MultiBinary([2, 2])]),
     )
@@ -81,9 +93,9 @@ if st is not None:
         _leaf,
         st.lists(_leaf, min_size=1, max_size=3).map(gym.spaces.Tuple),
         st.lists(_leaf, min_size=1, max_size=3).map(
-            lambda parts: gym.spaces.Dict({f"k{i}": p for i, p in enumerate(parts)})),
+            lambda parts: gym.spaces.Dict({f"k{i}": p for i, p in enumerate(parts)})
+        ),
     )
-
 
     @settings(max_examples=40, deadline=None)
     @given(space=_spaces, explore=st.booleans())
@@ -93,6 +105,7 @@ if st is not None:
         for action in seen:
             assert space.contains(action), (space, action)
 else:
+
     def test_every_action_that_reaches_the_env_is_in_its_space():
         pytest.skip("needs hypothesis: pip install -e '.[dev]'")
 
@@ -103,20 +116,26 @@ def test_discrete_start_is_honoured():
 
 
 def test_box_clips_finite_dimensions_and_leaves_infinite_ones_alone():
-    space = gym.spaces.Box(np.array([-1.0, -np.inf], np.float32),
-                           np.array([1.0, np.inf], np.float32))
+    space = gym.spaces.Box(
+        np.array([-1.0, -np.inf], np.float32), np.array([1.0, np.inf], np.float32)
+    )
     seen = np.array(_sample_actions(space, steps=300))
     assert seen[:, 0].min() >= -1.0 and seen[:, 0].max() <= 1.0
     assert np.abs(seen[:, 1]).max() > 1.0  # unbounded: no clip, no squash
 
 
 def test_box_of_shape_2x2_and_multibinary_and_tuple_actions_train():
-    for space in (gym.spaces.Box(-1.0, 1.0, (2, 2), np.float32), gym.spaces.MultiBinary(3),
-                  gym.spaces.Tuple([gym.spaces.Discrete(2), gym.spaces.Box(-1, 1, (1,))])):
-        config = (PPOConfig().environment(_Recorder, env_config={"action_space": space,
-                                                                 "seen": []})
-                  .training(train_batch_size=64, minibatch_size=32, num_epochs=1)
-                  .debugging(seed=0))
+    for space in (
+        gym.spaces.Box(-1.0, 1.0, (2, 2), np.float32),
+        gym.spaces.MultiBinary(3),
+        gym.spaces.Tuple([gym.spaces.Discrete(2), gym.spaces.Box(-1, 1, (1,))]),
+    ):
+        config = (
+            PPOConfig()
+            .environment(_Recorder, env_config={"action_space": space, "seen": []})
+            .training(train_batch_size=64, minibatch_size=32, num_epochs=1)
+            .debugging(seed=0)
+        )
         algo = config.build_algo()
         result = algo.train()
         assert result["learners"]["default_policy"]["num_non_finite_updates"] == 0
@@ -125,9 +144,18 @@ def test_box_of_shape_2x2_and_multibinary_and_tuple_actions_train():
 
 @pytest.mark.parametrize("obs_space", [gym.spaces.MultiBinary(4), gym.spaces.MultiBinary([2, 3])])
 def test_a_top_level_multibinary_observation_is_fed_as_is(obs_space):
-    config = (PPOConfig().environment(_Recorder, env_config={
-        "action_space": gym.spaces.Discrete(2), "seen": [], "observation_space": obs_space})
-        .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment(
+            _Recorder,
+            env_config={
+                "action_space": gym.spaces.Discrete(2),
+                "seen": [],
+                "observation_space": obs_space,
+            },
+        )
+        .debugging(seed=0)
+    )
     runner = SingleAgentEnvRunner(config=config)
     module_obs_space = runner.get_spaces()["default_policy"][0]
     assert module_obs_space.shape == (int(np.prod(obs_space.shape)),)

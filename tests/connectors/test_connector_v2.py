@@ -23,10 +23,12 @@ from rlmod.env import SingleAgentEnvRunner
 class GoalEnv(gym.Env):
     """Dict observations: a position and a goal index; reward for moving toward the goal."""
 
-    observation_space = gym.spaces.Dict({
-        "pos": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
-        "goal": gym.spaces.Discrete(3),
-    })
+    observation_space = gym.spaces.Dict(
+        {
+            "pos": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            "goal": gym.spaces.Discrete(3),
+        }
+    )
     action_space = gym.spaces.Discrete(3)
 
     def __init__(self, config=None):
@@ -36,15 +38,19 @@ class GoalEnv(gym.Env):
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self._t = 0
-        self._obs = {"pos": self.np_random.uniform(-1, 1, 2).astype(np.float32),
-                     "goal": int(self.np_random.integers(3))}
+        self._obs = {
+            "pos": self.np_random.uniform(-1, 1, 2).astype(np.float32),
+            "goal": int(self.np_random.integers(3)),
+        }
         return self._obs, {}
 
     def step(self, action):
         self._t += 1
         reward = float(action == self._obs["goal"])
-        self._obs = {"pos": self.np_random.uniform(-1, 1, 2).astype(np.float32),
-                     "goal": int(self.np_random.integers(3))}
+        self._obs = {
+            "pos": self.np_random.uniform(-1, 1, 2).astype(np.float32),
+            "goal": int(self.np_random.integers(3)),
+        }
         return self._obs, reward, False, self._t >= 10, {"t": self._t}
 
 
@@ -69,17 +75,20 @@ class DoublePositions(ConnectorV2):
     """A ConnectorV2 on the batch: scales the raw Dict's positions; rlmod's default
     flattening runs after it (as RLlib's defaults run after user pieces)."""
 
-    def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None,
-                 **kwargs):
+    def __call__(self, *, rl_module, batch, episodes, explore=None, shared_data=None, **kwargs):
         assert rl_module is not None and len(episodes) == len(batch[Columns.OBS]["pos"])
         batch[Columns.OBS] = {**batch[Columns.OBS], "pos": batch[Columns.OBS]["pos"] * 2.0}
         return batch
 
 
 def config_with(factory) -> PPOConfig:
-    return (PPOConfig().environment(GoalEnv).env_runners(
-        num_envs_per_env_runner=3, env_to_module_connector=factory)
-        .training(train_batch_size=120, minibatch_size=60, num_epochs=1).debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment(GoalEnv)
+        .env_runners(num_envs_per_env_runner=3, env_to_module_connector=factory)
+        .training(train_batch_size=120, minibatch_size=60, num_epochs=1)
+        .debugging(seed=0)
+    )
 
 
 def test_observation_preprocessor_sees_raw_dict_observations_and_sets_the_module_space():
@@ -113,7 +122,9 @@ def test_a_connector_v2_on_the_batch_runs_before_the_default_flattening():
 
 def test_rllib_named_pieces_flatten_then_normalize_a_dict_observation():
     factory = lambda env, spaces, device: [  # noqa: E731 - as RLlib's docs write it
-        FlattenObservations(), MeanStdFilter(clip_by_value=5.0)]
+        FlattenObservations(),
+        MeanStdFilter(clip_by_value=5.0),
+    ]
     runner = SingleAgentEnvRunner(config=config_with(factory))
     assert runner.get_spaces()["default_policy"][0] == gym.spaces.Box(-5.0, 5.0, (5,), np.float32)
     obs = runner.sample(num_timesteps=300)["default_policy"][Columns.OBS]
@@ -128,8 +139,9 @@ def test_frame_stacking_env_to_module_stacks_along_the_last_axis():
     out = [piece(f, episode_starts=np.array([i == 0])) for i, f in enumerate(frames)]
     assert out[0][0, 0, 0].tolist() == [0.0, 0.0, 0.0]  # filled with the first frame
     assert out[3][0, 0, 0].tolist() == [1.0, 2.0, 3.0]  # oldest first
-    flat = FrameStackingEnvToModule(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2),
-                                    num_frames=2)
+    flat = FrameStackingEnvToModule(
+        gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), num_frames=2
+    )
     assert flat.observation_space.shape == (8,)
 
 
@@ -146,5 +158,6 @@ def test_a_connector_v2_that_returns_no_batch_is_named():
             return None
 
     with pytest.raises(TypeError, match="Forgetful.__call__ must return the batch"):
-        SingleAgentEnvRunner(config=config_with(lambda env, spaces, device: Forgetful())
-                             ).sample(num_timesteps=3)
+        SingleAgentEnvRunner(config=config_with(lambda env, spaces, device: Forgetful())).sample(
+            num_timesteps=3
+        )

@@ -23,8 +23,7 @@ ACT = gym.spaces.Discrete(2)
 
 
 def pipeline(obs_space: gym.Space, *connectors) -> ConnectorPipeline:
-    return ConnectorPipeline(connectors, input_observation_space=obs_space,
-                             input_action_space=ACT)
+    return ConnectorPipeline(connectors, input_observation_space=obs_space, input_action_space=ACT)
 
 
 def starts(n: int, value: bool = False) -> np.ndarray:
@@ -38,10 +37,13 @@ def assert_contains_rows(space: gym.Space, out: np.ndarray) -> None:
 
 # ---------------------------------------------------------------------- flatten, one-hot
 def test_flatten_dict_observations():
-    space = gym.spaces.Dict({"pos": gym.spaces.Box(-2.0, 2.0, (2, 2), np.float32),
-                             "cell": gym.spaces.Discrete(3)})
-    obs = {"pos": np.arange(12, dtype=np.float32).reshape(3, 2, 2) / 10,
-           "cell": np.array([0, 2, 1])}
+    space = gym.spaces.Dict(
+        {"pos": gym.spaces.Box(-2.0, 2.0, (2, 2), np.float32), "cell": gym.spaces.Discrete(3)}
+    )
+    obs = {
+        "pos": np.arange(12, dtype=np.float32).reshape(3, 2, 2) / 10,
+        "cell": np.array([0, 2, 1]),
+    }
     pipe = pipeline(space, FlattenObservations())
     out = pipe(obs, episode_starts=starts(3))
     parts = {"cell": np.eye(3, dtype=np.float32)[obs["cell"]], "pos": obs["pos"].reshape(3, 4)}
@@ -52,14 +54,23 @@ def test_flatten_dict_observations():
 
 
 def test_flatten_tuple_observations():
-    space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(0.0, 1.0, (3,), np.float32),
-                              gym.spaces.MultiDiscrete([2, 3])))
-    obs = (np.array([1, 0]), np.array([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]], np.float32),
-           np.array([[1, 2], [0, 0]]))
+    space = gym.spaces.Tuple(
+        (
+            gym.spaces.Discrete(2),
+            gym.spaces.Box(0.0, 1.0, (3,), np.float32),
+            gym.spaces.MultiDiscrete([2, 3]),
+        )
+    )
+    obs = (
+        np.array([1, 0]),
+        np.array([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]], np.float32),
+        np.array([[1, 2], [0, 0]]),
+    )
     pipe = pipeline(space, FlattenObservations())
     out = pipe(obs, episode_starts=starts(2))
-    expected = np.array([[0, 1, 0.1, 0.2, 0.3, 0, 1, 0, 0, 1],
-                         [1, 0, 0.4, 0.5, 0.6, 1, 0, 1, 0, 0]], np.float32)
+    expected = np.array(
+        [[0, 1, 0.1, 0.2, 0.3, 0, 1, 0, 0, 1], [1, 0, 0.4, 0.5, 0.6, 1, 0, 1, 0, 0]], np.float32
+    )
     np.testing.assert_array_equal(out, expected)
     assert_contains_rows(pipe.observation_space, out)
 
@@ -67,8 +78,9 @@ def test_flatten_tuple_observations():
 def test_flatten_keeps_box_bounds():
     space = gym.spaces.Box(np.array([[-1.0, 0.0]]), np.array([[1.0, 5.0]]), dtype=np.float64)
     pipe = pipeline(space, FlattenObservations())
-    assert pipe.observation_space == gym.spaces.Box(np.array([-1.0, 0.0], np.float32),
-                                                    np.array([1.0, 5.0], np.float32))
+    assert pipe.observation_space == gym.spaces.Box(
+        np.array([-1.0, 0.0], np.float32), np.array([1.0, 5.0], np.float32)
+    )
     out = pipe(np.array([[[0.5, 4.0]]]), episode_starts=starts(1))
     np.testing.assert_array_equal(out, [[0.5, 4.0]])
     assert_contains_rows(pipe.observation_space, out)
@@ -91,13 +103,16 @@ def test_one_hot_multi_discrete():
     assert_contains_rows(pipe.observation_space, out)
 
 
-@pytest.mark.parametrize("space, kinds", [
-    (gym.spaces.Discrete(3), [OneHotObservations]),
-    (gym.spaces.MultiDiscrete([2, 2]), [OneHotObservations]),
-    (gym.spaces.Dict({"a": gym.spaces.Discrete(2)}), [FlattenObservations]),
-    (gym.spaces.Box(-1, 1, (4,), np.float32), []),
-    (gym.spaces.Box(-1, 1, (4,), np.float64), [FlattenObservations]),
-])
+@pytest.mark.parametrize(
+    "space, kinds",
+    [
+        (gym.spaces.Discrete(3), [OneHotObservations]),
+        (gym.spaces.MultiDiscrete([2, 2]), [OneHotObservations]),
+        (gym.spaces.Dict({"a": gym.spaces.Discrete(2)}), [FlattenObservations]),
+        (gym.spaces.Box(-1, 1, (4,), np.float32), []),
+        (gym.spaces.Box(-1, 1, (4,), np.float64), [FlattenObservations]),
+    ],
+)
 def test_default_connectors_per_space(space, kinds):
     assert [type(c) for c in default_env_to_module(space)] == kinds
 
@@ -155,8 +170,11 @@ def test_mean_std_filter_state_round_trip():
     fresh_pipe.set_state(pipe.get_state())
     trained.update_stats = False  # else the probe itself would move the trained statistics
     probe = np.array([[4.0, 1.0]])
-    np.testing.assert_allclose(fresh_pipe(probe, episode_starts=starts(1)),
-                               pipe(probe, episode_starts=starts(1)), rtol=1e-4)
+    np.testing.assert_allclose(
+        fresh_pipe(probe, episode_starts=starts(1)),
+        pipe(probe, episode_starts=starts(1)),
+        rtol=1e-4,
+    )
 
 
 def test_mean_std_filter_needs_box_observations():

@@ -41,9 +41,15 @@ ADV_SECOND = [1.98, 1.25]
 
 
 def gae(rewards, values, next_values, terminateds, seq_ends):
-    return compute_gae(np.array(rewards), np.array(values), np.array(next_values),
-                       np.array(terminateds, float), np.array(seq_ends, float),
-                       gamma=GAMMA, lambda_=LAMBDA)
+    return compute_gae(
+        np.array(rewards),
+        np.array(values),
+        np.array(next_values),
+        np.array(terminateds, float),
+        np.array(seq_ends, float),
+        gamma=GAMMA,
+        lambda_=LAMBDA,
+    )
 
 
 def test_gae_terminated_does_not_bootstrap():
@@ -62,23 +68,40 @@ def test_gae_truncated_bootstraps_the_next_value():
 
 def test_gae_does_not_leak_across_sequence_ends():
     """Terminated sequence, then a sequence cut by the fragment end."""
-    adv, _ = gae(REWARDS + SECOND["rewards"], VALUES + SECOND["values"],
-                 NEXT_VALUES + SECOND["next_values"], [0, 0, 0, 1, 0, 0], [0, 0, 0, 1, 0, 1])
+    adv, _ = gae(
+        REWARDS + SECOND["rewards"],
+        VALUES + SECOND["values"],
+        NEXT_VALUES + SECOND["next_values"],
+        [0, 0, 0, 1, 0, 0],
+        [0, 0, 0, 1, 0, 1],
+    )
     np.testing.assert_allclose(adv, ADV_TERMINATED + ADV_SECOND, rtol=1e-6)
 
 
 def test_gae_does_not_leak_across_a_seq_end_without_done():
     """A fragment-cut sequence (seq_end, not terminated) directly before another one:
     only seq_ends stops the recursion, and the cut sequence bootstraps."""
-    adv, _ = gae(REWARDS + SECOND["rewards"], VALUES + SECOND["values"],
-                 NEXT_VALUES + SECOND["next_values"], [0] * 6, [0, 0, 0, 1, 0, 1])
+    adv, _ = gae(
+        REWARDS + SECOND["rewards"],
+        VALUES + SECOND["values"],
+        NEXT_VALUES + SECOND["next_values"],
+        [0] * 6,
+        [0, 0, 0, 1, 0, 1],
+    )
     np.testing.assert_allclose(adv, ADV_BOOTSTRAPPED + ADV_SECOND, rtol=1e-6)
 
 
 def test_gae_with_lambda_one_is_the_discounted_return_minus_value():
     rewards = np.array([1.0, 2.0, 3.0])
-    adv, targets = compute_gae(rewards, np.zeros(3), np.zeros(3), np.array([0, 0, 1.0]),
-                               np.array([0, 0, 1.0]), gamma=0.5, lambda_=1.0)
+    adv, targets = compute_gae(
+        rewards,
+        np.zeros(3),
+        np.zeros(3),
+        np.array([0, 0, 1.0]),
+        np.array([0, 0, 1.0]),
+        gamma=0.5,
+        lambda_=1.0,
+    )
     np.testing.assert_allclose(targets, [1 + 0.5 * 2 + 0.25 * 3, 2 + 0.5 * 3, 3.0])
 
 
@@ -89,14 +112,19 @@ class _TableValues(RLModule):
         return batch[Columns.OBS][:, 0]
 
 
-@pytest.mark.parametrize("terminated, truncated, expected", [
-    (True, False, ADV_TERMINATED),
-    (False, True, ADV_BOOTSTRAPPED),
-    (False, False, ADV_BOOTSTRAPPED),
-], ids=["terminated", "truncated", "fragment-cut"])
+@pytest.mark.parametrize(
+    "terminated, truncated, expected",
+    [
+        (True, False, ADV_TERMINATED),
+        (False, True, ADV_BOOTSTRAPPED),
+        (False, False, ADV_BOOTSTRAPPED),
+    ],
+    ids=["terminated", "truncated", "fragment-cut"],
+)
 def test_gae_connector_bootstraps_on_truncation_not_termination(terminated, truncated, expected):
-    module = _TableValues(observation_space=gym.spaces.Box(-10, 10, (1,)),
-                          action_space=gym.spaces.Discrete(2))
+    module = _TableValues(
+        observation_space=gym.spaces.Box(-10, 10, (1,)), action_space=gym.spaces.Discrete(2)
+    )
     cols = {
         Columns.OBS: torch.tensor(VALUES).unsqueeze(-1),
         Columns.NEXT_OBS: torch.tensor(NEXT_VALUES).unsqueeze(-1),
@@ -105,28 +133,34 @@ def test_gae_connector_bootstraps_on_truncation_not_termination(terminated, trun
         Columns.TRUNCATEDS: torch.tensor([False, False, False, truncated]),
         Columns.SEQ_ENDS: torch.tensor([False, False, False, True]),
     }
-    connector = GeneralAdvantageEstimation(gamma=GAMMA, lambda_=LAMBDA,
-                                           normalize_advantages=False)
+    connector = GeneralAdvantageEstimation(gamma=GAMMA, lambda_=LAMBDA, normalize_advantages=False)
     out = connector({"p": cols}, rl_module=MultiRLModule({"p": module}))["p"]
     np.testing.assert_allclose(out[Columns.ADVANTAGES].numpy(), expected, rtol=1e-6)
-    np.testing.assert_allclose(out[Columns.VALUE_TARGETS].numpy(), np.add(expected, VALUES),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        out[Columns.VALUE_TARGETS].numpy(), np.add(expected, VALUES), rtol=1e-6
+    )
     np.testing.assert_allclose(out[Columns.VF_PREDS].numpy(), VALUES, rtol=1e-6)
 
 
 def test_gae_connector_normalizes_advantages_and_skips_modules_without_values():
     space = gym.spaces.Box(-10, 10, (1,))
-    cols = {Columns.OBS: torch.tensor(VALUES).unsqueeze(-1),
-            Columns.NEXT_OBS: torch.tensor(NEXT_VALUES).unsqueeze(-1),
-            Columns.REWARDS: torch.tensor(REWARDS),
-            Columns.TERMINATEDS: torch.tensor([False, False, False, True]),
-            Columns.SEQ_ENDS: torch.tensor([False, False, False, True])}
+    cols = {
+        Columns.OBS: torch.tensor(VALUES).unsqueeze(-1),
+        Columns.NEXT_OBS: torch.tensor(NEXT_VALUES).unsqueeze(-1),
+        Columns.REWARDS: torch.tensor(REWARDS),
+        Columns.TERMINATEDS: torch.tensor([False, False, False, True]),
+        Columns.SEQ_ENDS: torch.tensor([False, False, False, True]),
+    }
     plain = RLModule(observation_space=space, action_space=gym.spaces.Discrete(2))
-    multi = MultiRLModule({"p": _TableValues(observation_space=space,
-                                             action_space=gym.spaces.Discrete(2)),
-                           "no_vf": plain})
+    multi = MultiRLModule(
+        {
+            "p": _TableValues(observation_space=space, action_space=gym.spaces.Discrete(2)),
+            "no_vf": plain,
+        }
+    )
     out = GeneralAdvantageEstimation(gamma=GAMMA, lambda_=LAMBDA)(
-        {"p": dict(cols), "no_vf": dict(cols)}, rl_module=multi)
+        {"p": dict(cols), "no_vf": dict(cols)}, rl_module=multi
+    )
     adv = out["p"][Columns.ADVANTAGES].numpy()
     assert abs(adv.mean()) < 1e-6 and adv.std() == pytest.approx(1.0, rel=1e-4)
     assert Columns.ADVANTAGES not in out["no_vf"]
@@ -176,9 +210,12 @@ def test_gae_connector_over_all_modules_at_once_equals_each_module_alone():
     rng = np.random.default_rng(1)
     space = gym.spaces.Box(-10, 10, (1,))
     mids = [f"p{i}" for i in range(5)]
-    multi = MultiRLModule({m: _TableValues(observation_space=space,
-                                           action_space=gym.spaces.Discrete(2))
-                           for m in mids})
+    multi = MultiRLModule(
+        {
+            m: _TableValues(observation_space=space, action_space=gym.spaces.Discrete(2))
+            for m in mids
+        }
+    )
     batch, expected = {}, {}
     for i, mid in enumerate(mids):
         n = 300 + 70 * i
@@ -187,22 +224,28 @@ def test_gae_connector_over_all_modules_at_once_equals_each_module_alone():
         term = seq_ends & (rng.random(n) < 0.5)
         v, v_next = rng.normal(size=n).astype(np.float32), rng.normal(size=n).astype(np.float32)
         rewards = rng.normal(size=n).astype(np.float32)
-        batch[mid] = {Columns.OBS: torch.from_numpy(v).unsqueeze(-1),
-                      Columns.NEXT_OBS: torch.from_numpy(v_next).unsqueeze(-1),
-                      Columns.REWARDS: torch.from_numpy(rewards),
-                      Columns.TERMINATEDS: torch.from_numpy(term),
-                      Columns.SEQ_ENDS: torch.from_numpy(seq_ends)}
+        batch[mid] = {
+            Columns.OBS: torch.from_numpy(v).unsqueeze(-1),
+            Columns.NEXT_OBS: torch.from_numpy(v_next).unsqueeze(-1),
+            Columns.REWARDS: torch.from_numpy(rewards),
+            Columns.TERMINATEDS: torch.from_numpy(term),
+            Columns.SEQ_ENDS: torch.from_numpy(seq_ends),
+        }
         cfg = _PerModuleConfig().get_config_for_module(mid)
-        adv, targets = compute_gae(rewards.astype(np.float64), v.astype(np.float64),
-                                   v_next.astype(np.float64), term.astype(np.float64),
-                                   seq_ends.astype(np.float64),
-                                   gamma=cfg.gamma, lambda_=cfg.lambda_)
+        adv, targets = compute_gae(
+            rewards.astype(np.float64),
+            v.astype(np.float64),
+            v_next.astype(np.float64),
+            term.astype(np.float64),
+            seq_ends.astype(np.float64),
+            gamma=cfg.gamma,
+            lambda_=cfg.lambda_,
+        )
         expected[mid] = ((adv - adv.mean()) / (adv.std() + 1e-8), targets)
     out = GeneralAdvantageEstimation(config=_PerModuleConfig())(batch, rl_module=multi)
     for mid in mids:
         np.testing.assert_array_equal(out[mid][Columns.ADVANTAGES].numpy(), expected[mid][0])
-        np.testing.assert_array_equal(out[mid][Columns.VALUE_TARGETS].numpy(),
-                                      expected[mid][1])
+        np.testing.assert_array_equal(out[mid][Columns.VALUE_TARGETS].numpy(), expected[mid][1])
 
 
 def test_gae_connector_with_stacked_modules_matches_unstacked():
@@ -214,13 +257,24 @@ def test_gae_connector_with_stacked_modules_matches_unstacked():
     box = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
     rng = np.random.default_rng(2)
     torch.manual_seed(0)
-    modules = {f"p{i}": DefaultPPORLModule(observation_space=box,
-                                           action_space=gym.spaces.Discrete(2),
-                                           model_config={"fcnet_hiddens": [8]})
-               for i in range(4)}
-    plain = MultiRLModule({m: type(mod)(observation_space=box, action_space=mod.action_space,
-                                        model_config={"fcnet_hiddens": [8]})
-                           for m, mod in modules.items()})
+    modules = {
+        f"p{i}": DefaultPPORLModule(
+            observation_space=box,
+            action_space=gym.spaces.Discrete(2),
+            model_config={"fcnet_hiddens": [8]},
+        )
+        for i in range(4)
+    }
+    plain = MultiRLModule(
+        {
+            m: type(mod)(
+                observation_space=box,
+                action_space=mod.action_space,
+                model_config={"fcnet_hiddens": [8]},
+            )
+            for m, mod in modules.items()
+        }
+    )
     for m, mod in modules.items():
         plain[m].load_state_dict(mod.state_dict())
     stacked = MultiRLModule(modules)
@@ -230,12 +284,13 @@ def test_gae_connector_with_stacked_modules_matches_unstacked():
         out = {}
         for i, m in enumerate(modules):
             n = 50 + 10 * i
-            out[m] = {Columns.OBS: torch.from_numpy(rng.uniform(-1, 1, (n, 4)).astype(np.float32)),
-                      Columns.NEXT_OBS: torch.from_numpy(
-                          rng.uniform(-1, 1, (n, 4)).astype(np.float32)),
-                      Columns.REWARDS: torch.ones(n),
-                      Columns.TERMINATEDS: torch.zeros(n, dtype=torch.bool),
-                      Columns.SEQ_ENDS: torch.from_numpy(_random_sequences(rng, n, 9))}
+            out[m] = {
+                Columns.OBS: torch.from_numpy(rng.uniform(-1, 1, (n, 4)).astype(np.float32)),
+                Columns.NEXT_OBS: torch.from_numpy(rng.uniform(-1, 1, (n, 4)).astype(np.float32)),
+                Columns.REWARDS: torch.ones(n),
+                Columns.TERMINATEDS: torch.zeros(n, dtype=torch.bool),
+                Columns.SEQ_ENDS: torch.from_numpy(_random_sequences(rng, n, 9)),
+            }
         return out
 
     a = batch()
@@ -244,8 +299,9 @@ def test_gae_connector_with_stacked_modules_matches_unstacked():
     out_b = GeneralAdvantageEstimation()(b, rl_module=plain)
     for m in modules:
         for col in (Columns.VF_PREDS, Columns.ADVANTAGES, Columns.VALUE_TARGETS):
-            np.testing.assert_allclose(out_a[m][col].numpy(), out_b[m][col].numpy(),
-                                       rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(
+                out_a[m][col].numpy(), out_b[m][col].numpy(), rtol=1e-5, atol=1e-5
+            )
 
 
 @pytest.mark.parametrize("num_sequences", [2, 64])  # the row loop and the all-at-once path
@@ -257,8 +313,9 @@ def test_a_nan_in_one_sequence_does_not_reach_the_others(num_sequences):
     rewards[-2] = np.nan  # inside the last sequence
     seq_ends = np.zeros(n)
     seq_ends[2::3] = 1.0
-    adv, _ = compute_gae(rewards, np.zeros(n), np.zeros(n), np.zeros(n), seq_ends,
-                         gamma=0.9, lambda_=1.0)
+    adv, _ = compute_gae(
+        rewards, np.zeros(n), np.zeros(n), np.zeros(n), seq_ends, gamma=0.9, lambda_=1.0
+    )
     assert np.isnan(adv[-3:-1]).all() and np.isfinite(adv[:-3]).all()
 
 
@@ -266,19 +323,23 @@ def test_a_non_finite_module_does_not_leak_into_the_others():
     """One GAE over all modules: a NaN in one module's rows stays in that module (the
     Learner then skips that module alone), on both recursion paths."""
     space = gym.spaces.Box(-10, 10, (1,))
-    multi = MultiRLModule({m: _TableValues(observation_space=space,
-                                           action_space=gym.spaces.Discrete(2))
-                           for m in ("a", "b", "c")})
+    multi = MultiRLModule(
+        {
+            m: _TableValues(observation_space=space, action_space=gym.spaces.Discrete(2))
+            for m in ("a", "b", "c")
+        }
+    )
     for rows, longest in ((4, 4), (200, 2)):  # plain loop; vectorised (many short sequences)
         batch = {}
         for mid in ("a", "b", "c"):
             v = torch.ones(rows)
-            batch[mid] = {Columns.OBS: v.unsqueeze(-1), Columns.NEXT_OBS: v.unsqueeze(-1),
-                          Columns.REWARDS: torch.full((rows,), float("nan") if mid == "b"
-                                                      else 1.0),
-                          Columns.TERMINATEDS: torch.zeros(rows, dtype=torch.bool),
-                          Columns.SEQ_ENDS: torch.from_numpy(np.arange(rows) % longest
-                                                             == longest - 1)}
+            batch[mid] = {
+                Columns.OBS: v.unsqueeze(-1),
+                Columns.NEXT_OBS: v.unsqueeze(-1),
+                Columns.REWARDS: torch.full((rows,), float("nan") if mid == "b" else 1.0),
+                Columns.TERMINATEDS: torch.zeros(rows, dtype=torch.bool),
+                Columns.SEQ_ENDS: torch.from_numpy(np.arange(rows) % longest == longest - 1),
+            }
         out = GeneralAdvantageEstimation(normalize_advantages=False)(batch, rl_module=multi)
         assert torch.isfinite(out["a"][Columns.ADVANTAGES]).all()
         assert torch.isfinite(out["c"][Columns.ADVANTAGES]).all()

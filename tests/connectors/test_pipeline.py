@@ -35,8 +35,7 @@ class Doubler(Connector):
 
 def test_each_connector_sees_the_previous_ones_output_spaces():
     first, second = Doubler(), Doubler()
-    pipe = ConnectorPipeline([first, second], input_observation_space=BOX,
-                             input_action_space=ACT)
+    pipe = ConnectorPipeline([first, second], input_observation_space=BOX, input_action_space=ACT)
     assert first.input_observation_space == BOX
     assert second.input_observation_space.shape == (6,)
     assert pipe.observation_space.shape == (12,) and pipe.action_space == ACT
@@ -51,8 +50,9 @@ def test_empty_pipeline_passes_data_and_spaces_through():
 
 
 def test_state_round_trips_by_position_and_class():
-    pipe = ConnectorPipeline([Doubler(), Doubler()], input_observation_space=BOX,
-                             input_action_space=ACT)
+    pipe = ConnectorPipeline(
+        [Doubler(), Doubler()], input_observation_space=BOX, input_action_space=ACT
+    )
     pipe(np.ones((1, 3), np.float32))
     state = pipe.get_state()
     assert state == {"0:Doubler": {"calls": 1}, "1:Doubler": {"calls": 1}}

@@ -40,8 +40,11 @@ def test_curiosity_module_offers_its_loss_and_intrinsic_rewards():
     assert find_self_supervised_loss(icm) is not None
     rewards = find_intrinsic_rewards(icm)
     assert rewards is not None
-    batch = {"obs": torch.zeros(5, 4), "new_obs": torch.ones(5, 4),
-             "actions": torch.zeros(5, dtype=torch.int64)}
+    batch = {
+        "obs": torch.zeros(5, 4),
+        "new_obs": torch.ones(5, 4),
+        "actions": torch.zeros(5, dtype=torch.int64),
+    }
     assert rewards(batch).shape == (5,)
 
 

@@ -24,15 +24,13 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
     def setup(self) -> None:
         super().setup()
         hidden = self.model_config["hidden_dim"]
-        self._encoder = nn.Sequential(nn.Linear(self.observation_space.shape[0], hidden),
-                                      nn.Tanh())
+        self._encoder = nn.Sequential(nn.Linear(self.observation_space.shape[0], hidden), nn.Tanh())
         self._pi = nn.Linear(hidden, self.action_space.n)
         self._vf = nn.Linear(hidden, 1)
 
     def _forward(self, batch, **kwargs):
         embeddings = self._encoder(batch[Columns.OBS])
-        return {Columns.ACTION_DIST_INPUTS: self._pi(embeddings),
-                Columns.EMBEDDINGS: embeddings}
+        return {Columns.ACTION_DIST_INPUTS: self._pi(embeddings), Columns.EMBEDDINGS: embeddings}
 
     def compute_values(self, batch, embeddings=None):
         if embeddings is None:
@@ -41,16 +39,25 @@ class ActorCritic(TorchRLModule, ValueFunctionAPI):
 
 
 def custom_ppo_config(**training):
-    return (PPOConfig().environment("CartPole-v1")
-            .rl_module(rl_module_spec=RLModuleSpec(module_class=ActorCritic,
-                                                   model_config={"hidden_dim": 64}))
-            .env_runners(num_envs_per_env_runner=8)
-            .training(**training).debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=ActorCritic, model_config={"hidden_dim": 64})
+        )
+        .env_runners(num_envs_per_env_runner=8)
+        .training(**training)
+        .debugging(seed=0)
+    )
 
 
 def test_model_config_reaches_the_module_as_the_free_dict_the_user_wrote():
-    module = RLModuleSpec(module_class=ActorCritic, observation_space=BOX4, action_space=TWO,
-                          model_config={"hidden_dim": 7, "anything": [1, 2]}).build()
+    module = RLModuleSpec(
+        module_class=ActorCritic,
+        observation_space=BOX4,
+        action_space=TWO,
+        model_config={"hidden_dim": 7, "anything": [1, 2]},
+    ).build()
     assert module.model_config == {"hidden_dim": 7, "anything": [1, 2]}
     assert module._pi.in_features == 7
 
@@ -63,8 +70,9 @@ def test_ppo_trains_a_custom_module_that_never_writes_vf_preds():
         result = algo.train()
     learner = result["learners"]["default_policy"]
     assert np.isfinite(learner["vf_loss"]) and learner["vf_loss"] > 0
-    assert all(not torch.equal(before[k], v) for k, v in module.state_dict().items()
-               if k.startswith("_vf")), "the value head was trained through compute_values"
+    assert all(
+        not torch.equal(before[k], v) for k, v in module.state_dict().items() if k.startswith("_vf")
+    ), "the value head was trained through compute_values"
     # The EnvRunner acts with the Learner's weights.
     runner = algo.get_module()
     assert isinstance(runner, ActorCritic) and runner.inference_only
@@ -73,8 +81,7 @@ def test_ppo_trains_a_custom_module_that_never_writes_vf_preds():
 
 
 def test_loss_passes_forward_train_embeddings_to_compute_values(monkeypatch):
-    algo = custom_ppo_config(train_batch_size=256, minibatch_size=256,
-                             num_epochs=1).build_algo()
+    algo = custom_ppo_config(train_batch_size=256, minibatch_size=256, num_epochs=1).build_algo()
     seen = []
     original = ActorCritic.compute_values
 
@@ -97,8 +104,11 @@ def test_a_module_without_value_function_is_refused_by_ppo_with_the_fix():
         def _forward(self, batch, **kwargs):
             return {Columns.ACTION_DIST_INPUTS: self.pi(batch[Columns.OBS])}
 
-    config = PPOConfig().environment("CartPole-v1").rl_module(
-        rl_module_spec=RLModuleSpec(module_class=PolicyOnly))
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .rl_module(rl_module_spec=RLModuleSpec(module_class=PolicyOnly))
+    )
     with pytest.raises(TypeError, match=r"ValueFunctionAPI.*compute_values"):
         config.build_algo()
 
@@ -164,9 +174,18 @@ def test_forward_train_on_an_inference_only_module_is_refused_as_in_rllib():
 @pytest.mark.slow
 def test_ppo_with_a_custom_module_learns_cartpole():
     # rlmod.tuned.FAST_PPO's loss settings (PPOConfig's defaults are RLlib's, slower here).
-    algo = custom_ppo_config(train_batch_size=2000, minibatch_size=250, num_epochs=6,
-                             lr=1e-3, lambda_=0.95, clip_param=0.2, vf_clip_param=None,
-                             vf_loss_coeff=0.5, use_kl_loss=False, grad_clip=0.5).build_algo()
+    algo = custom_ppo_config(
+        train_batch_size=2000,
+        minibatch_size=250,
+        num_epochs=6,
+        lr=1e-3,
+        lambda_=0.95,
+        clip_param=0.2,
+        vf_clip_param=None,
+        vf_loss_coeff=0.5,
+        use_kl_loss=False,
+        grad_clip=0.5,
+    ).build_algo()
     best = 0.0
     for _ in range(40):
         best = max(best, algo.train()["env_runners"]["episode_return_mean"])

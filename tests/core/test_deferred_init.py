@@ -24,13 +24,17 @@ BOX, TWO = gym.spaces.Box(-1.0, 1.0, (4,), np.float32), gym.spaces.Discrete(2)
 
 
 def _config(num_modules: int = 3) -> PPOConfig:
-    return (PPOConfig()
-            .environment(MultiAgentCartPole, env_config={"num_agents": 6})
-            .env_runners(num_envs_per_env_runner=2)
-            .multi_agent(policies={f"p{i}" for i in range(num_modules)},
-                         policy_mapping_fn=lambda aid, episode: f"p{aid % num_modules}")
-            .rl_module(model_config={"fcnet_hiddens": [16, 16]})
-            .debugging(seed=3))
+    return (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 6})
+        .env_runners(num_envs_per_env_runner=2)
+        .multi_agent(
+            policies={f"p{i}" for i in range(num_modules)},
+            policy_mapping_fn=lambda aid, episode: f"p{aid % num_modules}",
+        )
+        .rl_module(model_config={"fcnet_hiddens": [16, 16]})
+        .debugging(seed=3)
+    )
 
 
 def _reference(monkeypatch: pytest.MonkeyPatch) -> MultiAgentEnvRunner:
@@ -60,10 +64,14 @@ def test_only_classes_that_say_so_themselves_are_built_without_initialisers() ->
 
     assert supports_deferred_init(DefaultPPORLModule)
     assert not supports_deferred_init(Sub)  # a subclass must opt in again
-    spec = MultiRLModuleSpec(rl_module_specs={
-        "a": RLModuleSpec(module_class=DefaultPPORLModule, observation_space=BOX,
-                          action_space=TWO),
-        "b": RLModuleSpec(module_class=Sub, observation_space=BOX, action_space=TWO)})
+    spec = MultiRLModuleSpec(
+        rl_module_specs={
+            "a": RLModuleSpec(
+                module_class=DefaultPPORLModule, observation_space=BOX, action_space=TWO
+            ),
+            "b": RLModuleSpec(module_class=Sub, observation_space=BOX, action_space=TWO),
+        }
+    )
     rng = torch.get_rng_state()
     module, deferred = build_deferred(spec)
     assert deferred == ["a"]
@@ -77,7 +85,8 @@ def test_only_classes_that_say_so_themselves_are_built_without_initialisers() ->
 
 
 def test_a_runner_without_weights_samples_what_a_normally_built_one_samples(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     reference = _reference(monkeypatch)
     runner = MultiAgentEnvRunner(config=_config())
     for _ in range(2):  # the second call continues both runners' RNG streams alike
@@ -94,8 +103,10 @@ def test_module_and_get_state_initialise_first(monkeypatch: pytest.MonkeyPatch) 
     for read in ("module", "get_state"):
         runner = MultiAgentEnvRunner(config=_config())
         if read == "module":
-            got = {mid: {k: v.numpy() for k, v in sub.state_dict().items()}
-                   for mid, sub in runner.module.items()}
+            got = {
+                mid: {k: v.numpy() for k, v in sub.state_dict().items()}
+                for mid, sub in runner.module.items()
+            }
         else:
             got = _weights(runner)
         for mid in reference:
@@ -104,11 +115,14 @@ def test_module_and_get_state_initialise_first(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_weights_set_first_skip_the_initialisers_and_the_rest_are_initialised(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     reference = _reference(monkeypatch)
     ref_weights = _weights(reference)
-    given = {mid: {k: np.full_like(v, 0.25 * (i + 1)) for k, v in ref_weights[mid].items()}
-             for i, mid in enumerate(["p0", "p2"])}
+    given = {
+        mid: {k: np.full_like(v, 0.25 * (i + 1)) for k, v in ref_weights[mid].items()}
+        for i, mid in enumerate(["p0", "p2"])
+    }
     runner = MultiAgentEnvRunner(config=_config())
     runner.set_state({"rl_module": given})
     assert runner._pending_init.module_ids == {"p1"}
@@ -122,11 +136,12 @@ def test_weights_set_first_skip_the_initialisers_and_the_rest_are_initialised(
         np.testing.assert_array_equal(got["p1"][name], value)
 
 
-def test_all_weights_set_first_never_run_the_initialisers(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_all_weights_set_first_never_run_the_initialisers(monkeypatch: pytest.MonkeyPatch) -> None:
     runner = MultiAgentEnvRunner(config=_config())
-    ones = {mid: {k: np.ones_like(v) for k, v in state.items()}
-            for mid, state in _weights(_reference(monkeypatch)).items()}
+    ones = {
+        mid: {k: np.ones_like(v) for k, v in state.items()}
+        for mid, state in _weights(_reference(monkeypatch)).items()
+    }
     runner.set_state({"rl_module": ones})
     assert not runner._pending_init
     calls: list[object] = []
@@ -144,8 +159,7 @@ def test_an_algorithm_runner_holds_the_learner_weights_after_build() -> None:
     try:
         runner = algo.env_runner
         assert not runner._pending_init  # the first sync set every module
-        learner = algo.learner_group.get_weights(module_ids=runner.module_ids,
-                                                 inference_only=True)
+        learner = algo.learner_group.get_weights(module_ids=runner.module_ids, inference_only=True)
         for mid, state in _weights(runner).items():
             for name, value in state.items():
                 np.testing.assert_array_equal(value, learner[mid][name])

@@ -31,8 +31,9 @@ def test_categorical_matches_torch(gen):
     ours, ref = Categorical(logits_p), td.Categorical(logits=logits_p)
     torch.testing.assert_close(ours.logp(actions), ref.log_prob(actions))
     torch.testing.assert_close(ours.entropy(), ref.entropy())
-    torch.testing.assert_close(ours.kl(Categorical(logits_q)),
-                               td.kl_divergence(ref, td.Categorical(logits=logits_q)))
+    torch.testing.assert_close(
+        ours.kl(Categorical(logits_q)), td.kl_divergence(ref, td.Categorical(logits=logits_q))
+    )
     assert torch.equal(ours.deterministic_sample(), logits_p.argmax(-1))
 
 
@@ -51,8 +52,9 @@ def test_multi_categorical_matches_a_product_of_torch_categoricals(gen):
     refs_p = [td.Categorical(logits=x) for x in logits_p.split(NVEC, dim=-1)]
     refs_q = [td.Categorical(logits=x) for x in logits_q.split(NVEC, dim=-1)]
     ours = MultiCategorical(logits_p, NVEC)
-    torch.testing.assert_close(ours.logp(actions),
-                               sum(r.log_prob(actions[:, i]) for i, r in enumerate(refs_p)))
+    torch.testing.assert_close(
+        ours.logp(actions), sum(r.log_prob(actions[:, i]) for i, r in enumerate(refs_p))
+    )
     torch.testing.assert_close(ours.entropy(), sum(r.entropy() for r in refs_p))
     kls = [td.kl_divergence(p, q) for p, q in zip(refs_p, refs_q, strict=True)]
     torch.testing.assert_close(ours.kl(MultiCategorical(logits_q, NVEC)), sum(kls))
@@ -63,9 +65,11 @@ def test_multi_categorical_matches_a_product_of_torch_categoricals(gen):
 
 def test_diag_gaussian_matches_torch(gen):
     d = 3
+
     def gaussian_inputs():  # means, then log standard deviations
-        return torch.cat([torch.randn(B, d, generator=gen),
-                          0.5 * torch.randn(B, d, generator=gen)], dim=-1)
+        return torch.cat(
+            [torch.randn(B, d, generator=gen), 0.5 * torch.randn(B, d, generator=gen)], dim=-1
+        )
 
     inputs_p, inputs_q = gaussian_inputs(), gaussian_inputs()
     actions = torch.randn(B, d, generator=gen) * 2
@@ -77,23 +81,29 @@ def test_diag_gaussian_matches_torch(gen):
     ours = DiagGaussian(inputs_p)
     torch.testing.assert_close(ours.logp(actions), ref(inputs_p).log_prob(actions))
     torch.testing.assert_close(ours.entropy(), ref(inputs_p).entropy())
-    torch.testing.assert_close(ours.kl(DiagGaussian(inputs_q)),
-                               td.kl_divergence(ref(inputs_p), ref(inputs_q)))
+    torch.testing.assert_close(
+        ours.kl(DiagGaussian(inputs_q)), td.kl_divergence(ref(inputs_p), ref(inputs_q))
+    )
     assert torch.equal(ours.deterministic_sample(), inputs_p[:, :d])
 
 
 def test_kl_of_a_distribution_with_itself_is_zero(gen):
-    for dist in (Categorical(torch.randn(B, 4, generator=gen)),
-                 MultiCategorical(torch.randn(B, sum(NVEC), generator=gen), NVEC),
-                 DiagGaussian(torch.randn(B, 4, generator=gen))):
+    for dist in (
+        Categorical(torch.randn(B, 4, generator=gen)),
+        MultiCategorical(torch.randn(B, sum(NVEC), generator=gen), NVEC),
+        DiagGaussian(torch.randn(B, 4, generator=gen)),
+    ):
         torch.testing.assert_close(dist.kl(dist), torch.zeros(B), atol=1e-6, rtol=0.0)
 
 
-@pytest.mark.parametrize("space, dim, cls", [
-    (gym.spaces.Discrete(4), 4, Categorical),
-    (gym.spaces.MultiDiscrete(NVEC), 10, MultiCategorical),
-    (gym.spaces.Box(-1, 1, (2, 3)), 12, DiagGaussian),
-])
+@pytest.mark.parametrize(
+    "space, dim, cls",
+    [
+        (gym.spaces.Discrete(4), 4, Categorical),
+        (gym.spaces.MultiDiscrete(NVEC), 10, MultiCategorical),
+        (gym.spaces.Box(-1, 1, (2, 3)), 12, DiagGaussian),
+    ],
+)
 def test_dist_inputs_dim_and_make_action_dist(space, dim, cls):
     assert dist_inputs_dim(space) == dim
     assert isinstance(make_action_dist(space, torch.zeros(2, dim)), cls)
@@ -117,23 +127,36 @@ def test_bernoulli_matches_torch_for_multibinary(gen):
     torch.testing.assert_close(dist.entropy(), ref.entropy().sum(-1))
     other = make_action_dist(gym.spaces.MultiBinary(3), torch.randn(6, 3, generator=gen))
     ref_other = torch.distributions.Bernoulli(logits=other.inputs)
-    torch.testing.assert_close(dist.kl(other),
-                               torch.distributions.kl_divergence(ref, ref_other).sum(-1))
+    torch.testing.assert_close(
+        dist.kl(other), torch.distributions.kl_divergence(ref, ref_other).sum(-1)
+    )
 
 
 def test_tuple_and_dict_action_spaces_are_products_of_their_parts(gen):
-    space = gym.spaces.Dict({"move": gym.spaces.Discrete(3), "aim": gym.spaces.Box(-1, 1, (2,)),
-                             "flags": gym.spaces.MultiBinary(2)})
+    space = gym.spaces.Dict(
+        {
+            "move": gym.spaces.Discrete(3),
+            "aim": gym.spaces.Box(-1, 1, (2,)),
+            "flags": gym.spaces.MultiBinary(2),
+        }
+    )
     assert list(space.spaces) == ["aim", "flags", "move"]  # gymnasium sorts the keys
     assert dist_inputs_dim(space) == 4 + 2 + 3
     inputs = torch.randn(5, 9, generator=gen)
     dist = make_action_dist(space, inputs)
     actions = dist.sample()
     assert actions.shape == (5, 2 + 2 + 1)
-    parts = [make_action_dist(sub, x) for sub, x in zip(
-        space.spaces.values(), torch.split(inputs, [4, 2, 3], dim=-1), strict=True)]
-    expected = (parts[0].logp(actions[:, :2]) + parts[1].logp(actions[:, 2:4])
-                + parts[2].logp(actions[:, 4].long()))
+    parts = [
+        make_action_dist(sub, x)
+        for sub, x in zip(
+            space.spaces.values(), torch.split(inputs, [4, 2, 3], dim=-1), strict=True
+        )
+    ]
+    expected = (
+        parts[0].logp(actions[:, :2])
+        + parts[1].logp(actions[:, 2:4])
+        + parts[2].logp(actions[:, 4].long())
+    )
     torch.testing.assert_close(dist.logp(actions), expected)
     torch.testing.assert_close(dist.entropy(), sum(p.entropy() for p in parts))
     tup = make_action_dist(gym.spaces.Tuple(list(space.spaces.values())), inputs)

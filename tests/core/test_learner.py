@@ -21,9 +21,12 @@ ACT = gym.spaces.Discrete(2)
 
 def envless_config(**training) -> PPOConfig:
     """A PPO config with spaces but no env (offline-style)."""
-    return (PPOConfig().environment(observation_space=OBS, action_space=ACT)
-            .training(train_batch_size=64, minibatch_size=32, num_epochs=2, **training)
-            .debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment(observation_space=OBS, action_space=ACT)
+        .training(train_batch_size=64, minibatch_size=32, num_epochs=2, **training)
+        .debugging(seed=0)
+    )
 
 
 def synthetic_episodes(n: int = 64, seed: int = 0) -> dict[str, dict[str, np.ndarray]]:
@@ -35,13 +38,20 @@ def synthetic_episodes(n: int = 64, seed: int = 0) -> dict[str, dict[str, np.nda
     logits = rng.normal(size=(n, 2)).astype(np.float32)
     actions = rng.integers(0, 2, n)
     logp = (logits - np.log(np.exp(logits).sum(-1, keepdims=True)))[np.arange(n), actions]
-    return {"default_policy": {
-        Columns.OBS: obs[:-1], Columns.NEXT_OBS: obs[1:], Columns.ACTIONS: actions,
-        Columns.REWARDS: rng.normal(size=n).astype(np.float32),
-        Columns.TERMINATEDS: seq_ends.copy(), Columns.TRUNCATEDS: np.zeros(n, bool),
-        Columns.SEQ_ENDS: seq_ends, Columns.EPS_ID: np.repeat(np.arange(n // 16), 16),
-        Columns.ACTION_LOGP: logp.astype(np.float32), Columns.ACTION_DIST_INPUTS: logits,
-    }}
+    return {
+        "default_policy": {
+            Columns.OBS: obs[:-1],
+            Columns.NEXT_OBS: obs[1:],
+            Columns.ACTIONS: actions,
+            Columns.REWARDS: rng.normal(size=n).astype(np.float32),
+            Columns.TERMINATEDS: seq_ends.copy(),
+            Columns.TRUNCATEDS: np.zeros(n, bool),
+            Columns.SEQ_ENDS: seq_ends,
+            Columns.EPS_ID: np.repeat(np.arange(n // 16), 16),
+            Columns.ACTION_LOGP: logp.astype(np.float32),
+            Columns.ACTION_DIST_INPUTS: logits,
+        }
+    }
 
 
 def build_learner_group(config: PPOConfig) -> LearnerGroup:
@@ -49,8 +59,9 @@ def build_learner_group(config: PPOConfig) -> LearnerGroup:
 
 
 def weights(group: LearnerGroup) -> dict[str, np.ndarray]:
-    return {k: v.copy() for k, v in
-            group.get_weights(inference_only=False)["default_policy"].items()}
+    return {
+        k: v.copy() for k, v in group.get_weights(inference_only=False)["default_policy"].items()
+    }
 
 
 def is_value_param(name: str) -> bool:
@@ -61,8 +72,10 @@ def is_value_param(name: str) -> bool:
 def train_batch(group: LearnerGroup) -> dict[str, torch.Tensor]:
     """A PPO train batch of the default module, after the GAE learner connector."""
     connector = group.config.build_learner_connector(OBS, ACT)
-    tensors = {mid: {c: torch.from_numpy(v) for c, v in cols.items()}
-               for mid, cols in synthetic_episodes().items()}
+    tensors = {
+        mid: {c: torch.from_numpy(v) for c, v in cols.items()}
+        for mid, cols in synthetic_episodes().items()
+    }
     return connector(tensors, rl_module=group.learner.module)["default_policy"]
 
 
@@ -94,8 +107,8 @@ def test_ppo_loss_with_zero_advantages_and_no_entropy_leaves_the_policy_alone():
     batch = train_batch(group)
     batch[Columns.ADVANTAGES] = torch.zeros_like(batch[Columns.ADVANTAGES])
     loss = group.learner.compute_loss_for_module(
-        module_id="default_policy", config=config, batch=batch,
-        fwd_out=module.forward_train(batch))
+        module_id="default_policy", config=config, batch=batch, fwd_out=module.forward_train(batch)
+    )
     moved = touched(grads_of(module, loss))
     assert moved and all(is_value_param(n) for n in moved)
 
@@ -106,8 +119,8 @@ def test_ppo_policy_loss_leaves_the_value_function_alone():
     module = group.learner.module["default_policy"]
     batch = train_batch(group)
     loss = group.learner.compute_loss_for_module(
-        module_id="default_policy", config=config, batch=batch,
-        fwd_out=module.forward_train(batch))
+        module_id="default_policy", config=config, batch=batch, fwd_out=module.forward_train(batch)
+    )
     moved = touched(grads_of(module, loss))
     assert moved and not any(is_value_param(n) for n in moved)
 
@@ -122,8 +135,11 @@ def test_update_changes_the_weights_of_a_trained_module():
     assert results["default_policy"]["num_module_steps_trained"] == 64 * 2
 
 
-@pytest.mark.parametrize("policies_to_train", [set(), lambda module_id, batch=None: False],
-                         ids=["empty-set", "callable-false"])
+@pytest.mark.parametrize(
+    "policies_to_train",
+    [set(), lambda module_id, batch=None: False],
+    ids=["empty-set", "callable-false"],
+)
 def test_modules_not_trained_keep_their_weights_bit_for_bit(policies_to_train):
     config = envless_config().multi_agent(policies_to_train=policies_to_train)
     group = build_learner_group(config)
@@ -147,12 +163,14 @@ def test_algo_with_no_trainable_module_samples_but_never_updates(cartpole_config
 
 
 # ---------------------------------------------------------------------- lr schedule
-@pytest.mark.parametrize("now, expected", [(0, 1e-3), (250, 7.5e-4), (500, 5e-4), (1000, 0.0),
-                                           (5000, 0.0)])
+@pytest.mark.parametrize(
+    "now, expected", [(0, 1e-3), (250, 7.5e-4), (500, 5e-4), (1000, 0.0), (5000, 0.0)]
+)
 def test_lr_schedule_is_applied_at_the_sampled_env_steps(now, expected):
     group = build_learner_group(envless_config(lr=[[0, 1e-3], [1000, 0]]))
-    results = group.update([synthetic_episodes()],
-                           timesteps={"num_env_steps_sampled_lifetime": now})
+    results = group.update(
+        [synthetic_episodes()], timesteps={"num_env_steps_sampled_lifetime": now}
+    )
     assert results["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(expected)
 
 
@@ -166,7 +184,8 @@ def test_lr_schedule_at_zero_freezes_the_weights():
 
 def test_per_module_lr_override_reaches_the_optimizer():
     config = envless_config().rl_module(
-        algorithm_config_overrides_per_module={"default_policy": {"lr": 1e-2}})
+        algorithm_config_overrides_per_module={"default_policy": {"lr": 1e-2}}
+    )
     results = build_learner_group(config).update([synthetic_episodes()])
     assert results["default_policy"]["default_optimizer_learning_rate"] == pytest.approx(1e-2)
 
@@ -178,14 +197,17 @@ def _no_env(*args, **kwargs):
 
 @pytest.mark.parametrize("env", [None, "CartPole-v1"], ids=["no-env", "env-set"])
 def test_learner_never_creates_an_env(monkeypatch, env):
-    for target, name in ((gym, "make"), (gym, "make_vec"), (rlmod.env.registry, "make_env"),
-                         (rlmod.env.registry, "make_vector_env")):
+    for target, name in (
+        (gym, "make"),
+        (gym, "make_vec"),
+        (rlmod.env.registry, "make_env"),
+        (rlmod.env.registry, "make_vector_env"),
+    ):
         monkeypatch.setattr(target, name, _no_env)
     config = envless_config()
     if env is not None:
         config.environment(env)
-    spec = config.get_multi_rl_module_spec(
-        spaces={"default_policy": (OBS, ACT)} if env else None)
+    spec = config.get_multi_rl_module_spec(spaces={"default_policy": (OBS, ACT)} if env else None)
     group = LearnerGroup(config=config, module_spec=spec)
     results = group.update([synthetic_episodes()])
     assert np.isfinite(results["default_policy"]["total_loss"])

@@ -19,10 +19,14 @@ from rlmod.env import SingleAgentEnvRunner
 
 
 def config(**learners) -> PPOConfig:
-    return (PPOConfig().environment("CartPole-v1")
-            .env_runners(num_envs_per_env_runner=2)
-            .training(train_batch_size=64, minibatch_size=32, num_epochs=1, grad_clip=0.5)
-            .learners(**learners).debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=2)
+        .training(train_batch_size=64, minibatch_size=32, num_epochs=1, grad_clip=0.5)
+        .learners(**learners)
+        .debugging(seed=0)
+    )
 
 
 def test_the_device_comes_from_num_gpus_per_learner_and_local_gpu_idx(monkeypatch):
@@ -31,23 +35,30 @@ def test_the_device_comes_from_num_gpus_per_learner_and_local_gpu_idx(monkeypatc
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert learner_device(config(num_gpus_per_learner=1)) == torch.device("cuda", 0)
     assert learner_device(config(num_gpus_per_learner=0.5, local_gpu_idx=1)) == (
-        torch.device("cuda", 1))
+        torch.device("cuda", 1)
+    )
     # A remote Learner uses the GPU Ray assigned to its actor (index 0 of what it sees);
     # the driver's never-trained copy of remote Learners stays on the CPU.
     remote = config(num_learners=2, num_gpus_per_learner=1, local_gpu_idx=1)
     assert learner_device(remote, remote=True) == torch.device("cuda", 0)
     assert learner_device(remote) == CPU
-    with pytest.raises(ValueError, match=r"local_gpu_idx=2 names a GPU, but only 2 are "
-                                         r"visible.*local_gpu_idx=\.\.\.\) to one of 0\.\.1"):
+    with pytest.raises(
+        ValueError,
+        match=r"local_gpu_idx=2 names a GPU, but only 2 are "
+        r"visible.*local_gpu_idx=\.\.\.\) to one of 0\.\.1",
+    ):
         learner_device(config(num_gpus_per_learner=1, local_gpu_idx=2))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error without a GPU")
 def test_a_gpu_without_cuda_is_a_clear_error_naming_the_setting_and_the_fix():
     algo_config = config(num_gpus_per_learner=1)
-    with pytest.raises(ValueError, match=r"num_gpus_per_learner=1\.0 puts the Learner on a "
-                       r"GPU, but torch.cuda.is_available\(\) is False in this process.*"
-                       r"Set \.learners\(num_gpus_per_learner=0\) to train on the CPU"):
+    with pytest.raises(
+        ValueError,
+        match=r"num_gpus_per_learner=1\.0 puts the Learner on a "
+        r"GPU, but torch.cuda.is_available\(\) is False in this process.*"
+        r"Set \.learners\(num_gpus_per_learner=0\) to train on the CPU",
+    ):
         algo_config.build_algo()
     # Remote Learners fail in their actor with the same message (there: "this remote
     # Learner's Ray actor"); the driver's copy of them stays on the CPU without error.
@@ -78,8 +89,7 @@ def meta_learner():
     reference.build()
     learner.device = torch.device("meta")
     learner.build()
-    batch = reference._learner_connector(reference._to_tensors(sample),
-                                         rl_module=reference.module)
+    batch = reference._learner_connector(reference._to_tensors(sample), rl_module=reference.module)
     return learner, sample, batch
 
 
@@ -99,8 +109,7 @@ def test_modules_optimizers_batches_and_sgd_steps_live_on_learner_device():
     learner._guard_non_finite = False
     num_rows = {"default_policy": 64}
     cfgs = {"default_policy": learner.config.get_config_for_module("default_policy")}
-    minibatches = list(learner._minibatches(batch, num_rows,
-                                            *learner._minibatch_plan(num_rows)))
+    minibatches = list(learner._minibatches(batch, num_rows, *learner._minibatch_plan(num_rows)))
     assert len(minibatches) == 2
     mb, stack_mbs = minibatches[0]
     learner._sgd_step(mb, stack_mbs, cfgs)
@@ -139,21 +148,24 @@ def test_a_stacked_group_trains_on_the_learner_device():
     from rlmod.env import MultiAgentEnvRunner
     from rlmod.testing import MultiAgentCartPole
 
-    cfg = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 3})
-           .env_runners(num_envs_per_env_runner=2)
-           .multi_agent(policies={"p0", "p1", "p2"},
-                        policy_mapping_fn=lambda aid, ep, **kw: f"p{aid}")
-           .rl_module(model_config={"fcnet_hiddens": [16, 16]})
-           .training(train_batch_size=64, minibatch_size=32, num_epochs=1, grad_clip=0.5)
-           .debugging(seed=0))
+    cfg = (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 3})
+        .env_runners(num_envs_per_env_runner=2)
+        .multi_agent(policies={"p0", "p1", "p2"}, policy_mapping_fn=lambda aid, ep, **kw: f"p{aid}")
+        .rl_module(model_config={"fcnet_hiddens": [16, 16]})
+        .training(train_batch_size=64, minibatch_size=32, num_epochs=1, grad_clip=0.5)
+        .debugging(seed=0)
+    )
     runner = MultiAgentEnvRunner(config=cfg)
     sample = runner.sample(num_timesteps=64)
     spec = cfg.get_multi_rl_module_spec(spaces=runner.get_spaces())
     runner.stop()
     reference = cfg.learner_class(config=cfg, module_spec=spec)
     reference.build()
-    cpu_batch = reference._learner_connector(reference._to_tensors(sample),
-                                             rl_module=reference.module)
+    cpu_batch = reference._learner_connector(
+        reference._to_tensors(sample), rl_module=reference.module
+    )
     learner = cfg.learner_class(config=cfg, module_spec=spec)
     meta = torch.device("meta")
     learner.device = meta

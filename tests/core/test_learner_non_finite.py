@@ -60,8 +60,11 @@ def test_non_finite_updates_in_a_row_raise_naming_the_module_and_loss_terms(cart
     algo = cartpole_config.learners(max_consecutive_non_finite_updates=2).build_algo()
     learner = algo.learner_group.learner
     before = _weights(learner)
-    with pytest.raises(NonFiniteUpdateError, match=r"Module 'default_policy'.*2 minibatches "
-                       r"in a row \(max_consecutive_non_finite_updates=2\).*policy_loss"):
+    with pytest.raises(
+        NonFiniteUpdateError,
+        match=r"Module 'default_policy'.*2 minibatches "
+        r"in a row \(max_consecutive_non_finite_updates=2\).*policy_loss",
+    ):
         learner.update(_batch_with_nan_rewards(algo))
     for name, value in before.items():
         assert torch.equal(value, _weights(learner)[name])
@@ -69,8 +72,11 @@ def test_non_finite_updates_in_a_row_raise_naming_the_module_and_loss_terms(cart
 
 
 def test_without_gradient_clipping_a_non_finite_gradient_is_caught_too(cartpole_config):
-    algo = cartpole_config.training(grad_clip=None).learners(
-        max_consecutive_non_finite_updates=100).build_algo()
+    algo = (
+        cartpole_config.training(grad_clip=None)
+        .learners(max_consecutive_non_finite_updates=100)
+        .build_algo()
+    )
     learner = algo.learner_group.learner
     learner.update(algo.env_runner_group.sample()[0])
     before = _weights(learner)

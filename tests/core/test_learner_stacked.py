@@ -31,25 +31,45 @@ def config(*, stack: bool, **training) -> PPOConfig:
     learner-only curiosity module trains beside them on p0's transitions."""
     box = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
     policies: dict = dict.fromkeys(IDS)
-    policies["icm"] = RLModuleSpec(module_class=IntrinsicCuriosityModel, learner_only=True,
-                                   model_config={"feature_dim": 8}, observation_space=box,
-                                   action_space=gym.spaces.Discrete(2))
-    settings = {"train_batch_size": 128, "minibatch_size": 32, "num_epochs": 2, "lr": 1e-3,
-                "grad_clip": 0.5, "learner_connector": _icm_on_p0, **training}
-    return (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 5})
-            .env_runners(num_envs_per_env_runner=2)
-            .multi_agent(policies=policies, policy_mapping_fn=lambda aid, ep, **kw: f"p{aid}",
-                         policies_to_train=TRAINED, stack_modules=stack)
-            .rl_module(model_config={"fcnet_hiddens": [16, 16]},
-                       algorithm_config_overrides_per_module={"p1": {"lr": 3e-3},
-                                                              "icm": {"lr": 5e-4}})
-            .training(**settings)
-            .debugging(seed=0))
+    policies["icm"] = RLModuleSpec(
+        module_class=IntrinsicCuriosityModel,
+        learner_only=True,
+        model_config={"feature_dim": 8},
+        observation_space=box,
+        action_space=gym.spaces.Discrete(2),
+    )
+    settings = {
+        "train_batch_size": 128,
+        "minibatch_size": 32,
+        "num_epochs": 2,
+        "lr": 1e-3,
+        "grad_clip": 0.5,
+        "learner_connector": _icm_on_p0,
+        **training,
+    }
+    return (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 5})
+        .env_runners(num_envs_per_env_runner=2)
+        .multi_agent(
+            policies=policies,
+            policy_mapping_fn=lambda aid, ep, **kw: f"p{aid}",
+            policies_to_train=TRAINED,
+            stack_modules=stack,
+        )
+        .rl_module(
+            model_config={"fcnet_hiddens": [16, 16]},
+            algorithm_config_overrides_per_module={"p1": {"lr": 3e-3}, "icm": {"lr": 5e-4}},
+        )
+        .training(**settings)
+        .debugging(seed=0)
+    )
 
 
 def _weights(learner) -> dict[str, dict[str, torch.Tensor]]:
-    return {m: {k: v.clone() for k, v in learner.module[m].get_state().items()}
-            for m in learner.module}
+    return {
+        m: {k: v.clone() for k, v in learner.module[m].get_state().items()} for m in learner.module
+    }
 
 
 def _train(stack: bool, iterations: int = 3, **training):
@@ -81,8 +101,9 @@ def test_stacked_and_unstacked_training_give_the_same_weights_after_3_updates(bo
     _, _, plain, _, _ = both[False]
     for mid in [*IDS, "icm"]:
         for name, value in plain[mid].items():
-            torch.testing.assert_close(stacked[mid][name], value, atol=ATOL, rtol=0,
-                                       msg=f"{mid}.{name}")
+            torch.testing.assert_close(
+                stacked[mid][name], value, atol=ATOL, rtol=0, msg=f"{mid}.{name}"
+            )
     # the module outside policies_to_train is unchanged bit for bit; the others moved
     for name, value in initial["p4"].items():
         assert torch.equal(stacked["p4"][name], value), name
@@ -146,8 +167,12 @@ def test_a_checkpointed_stacked_learner_restores_and_loads_one_module_alone(tmp_
 
 def test_lr_schedules_apply_per_module_inside_a_group():
     schedule = [[0, 1e-3], [100, 1e-4]]
-    cfg = config(stack=True, lr=schedule).rl_module(algorithm_config_overrides_per_module={
-        "p1": {"lr": [[0, 2e-3], [100, 2e-4]]}, "icm": {"lr": 5e-4}})
+    cfg = config(stack=True, lr=schedule).rl_module(
+        algorithm_config_overrides_per_module={
+            "p1": {"lr": [[0, 2e-3], [100, 2e-4]]},
+            "icm": {"lr": 5e-4},
+        }
+    )
     algo = cfg.build_algo()
     first = algo.train()["learners"]
     second = algo.train()["learners"]
@@ -184,8 +209,10 @@ def test_a_non_finite_module_is_skipped_inside_its_group_the_others_step():
     assert result["p3"]["num_non_finite_updates"] == 0
     assert np.isfinite(result["p3"]["policy_loss"])
     assert not torch.equal(after["p3"]["encoder.0.weight"], before["p3"]["encoder.0.weight"])
-    assert result["__all_modules__"]["num_non_finite_updates"] == \
-        result["p2"]["num_non_finite_updates"]
+    assert (
+        result["__all_modules__"]["num_non_finite_updates"]
+        == result["p2"]["num_non_finite_updates"]
+    )
     algo.stop()
     algo = config(stack=True).learners(max_consecutive_non_finite_updates=2).build_algo()
     with pytest.raises(NonFiniteUpdateError, match=r"Module 'p2'.*policy_loss"):
@@ -224,16 +251,18 @@ def test_a_replaced_stacked_module_is_refused_not_trained_stale():
     learner = algo.learner_group.learner
     batch = algo.env_runner_group.sample()[0]
     learner.update(batch)
-    new = config(stack=True).get_multi_rl_module_spec(
-        spaces=algo.env_runner_group.get_spaces()).build("p2")
+    new = (
+        config(stack=True)
+        .get_multi_rl_module_spec(spaces=algo.env_runner_group.get_spaces())
+        .build("p2")
+    )
     learner.module.add_module("p2", new, override=True)
     with pytest.raises(RuntimeError, match="stack_modules=False"):
         learner.update(batch)
     algo.stop()
 
 
-def test_modules_with_very_different_row_counts_run_in_buckets_with_the_same_result(
-        monkeypatch):
+def test_modules_with_very_different_row_counts_run_in_buckets_with_the_same_result(monkeypatch):
     """Agents whose episodes ended early have few rows: their modules train in a working
     order sorted by rows, in buckets of their own (less padding), on copies of their
     parameter and Adam rows written back at the end; the update, the weights and the
@@ -241,12 +270,15 @@ def test_modules_with_very_different_row_counts_run_in_buckets_with_the_same_res
     import rlmod.core.learner_stacks as learner_stacks
 
     monkeypatch.setattr(learner_stacks, "BUCKET_COST_SLOTS", 0)  # a bucket per row count
-    algos = {stack: config(stack=stack, minibatch_size=None).build_algo()
-             for stack in (False, True)}
+    algos = {
+        stack: config(stack=stack, minibatch_size=None).build_algo() for stack in (False, True)
+    }
     batch = algos[False].env_runner_group.sample()[0]
     keep = {"p0": 5, "p1": None, "p2": 40, "p3": 4}  # rows kept (None: all)
-    batch = {m: {c: v[:keep[m]] for c, v in cols.items()} if keep.get(m) else cols
-             for m, cols in batch.items()}
+    batch = {
+        m: {c: v[: keep[m]] for c, v in cols.items()} if keep.get(m) else cols
+        for m, cols in batch.items()
+    }
     for m in ("p0", "p2", "p3"):
         batch[m]["seq_ends"] = batch[m]["seq_ends"].copy()
         batch[m]["seq_ends"][-1] = True
@@ -258,14 +290,12 @@ def test_modules_with_very_different_row_counts_run_in_buckets_with_the_same_res
     assert stack.order.tolist() == [1, 2, 0, 3]  # most rows first: not the group's order
     for mid in keep:
         for key, value in results[False][mid].items():
-            assert results[True][mid][key] == pytest.approx(value, rel=1e-4, abs=1e-5), \
-                (mid, key)
+            assert results[True][mid][key] == pytest.approx(value, rel=1e-4, abs=1e-5), (mid, key)
         plain = algos[False].learner_group.learner.module[mid].get_state()
         stacked = algos[True].learner_group.learner.module[mid].get_state()
         for name, value in plain.items():
             torch.testing.assert_close(stacked[name], value, atol=ATOL, rtol=0)
-        adam = {s: a.learner_group.learner._optimizers[mid].state_dict()
-                for s, a in algos.items()}
+        adam = {s: a.learner_group.learner._optimizers[mid].state_dict() for s, a in algos.items()}
         assert adam[True]["step"] == adam[False]["step"] == 2  # num_epochs, one minibatch
         for a, b in zip(adam[True]["exp_avg"], adam[False]["exp_avg"], strict=True):
             torch.testing.assert_close(a, b, atol=ATOL, rtol=1e-3)
@@ -322,9 +352,15 @@ def test_row_buckets_minimize_padded_slots_plus_a_cost_per_bucket():
     for _ in range(30):  # against every partition into contiguous buckets
         k = np.sort(rng.integers(1, 60, 9))[::-1]
         per_bucket = int(rng.integers(0, 80))
-        best = min(cost([(a, b, int(k[a]))
-                         for a, b in zip((0, *cuts), (*cuts, 9), strict=True)], k, per_bucket)
-                   for r in range(9) for cuts in itertools.combinations(range(1, 9), r))
+        best = min(
+            cost(
+                [(a, b, int(k[a])) for a, b in zip((0, *cuts), (*cuts, 9), strict=True)],
+                k,
+                per_bucket,
+            )
+            for r in range(9)
+            for cuts in itertools.combinations(range(1, 9), r)
+        )
         got = row_buckets(k, per_bucket)
         assert [a for a, _, _ in got][0] == 0 and got[-1][1] == 9
         assert all(b == a2 for (_, b, _), (a2, _, _) in zip(got[:-1], got[1:], strict=True))

@@ -32,16 +32,28 @@ def test_stacked_reductions_equal_each_minibatch_alone_bit_for_bit() -> None:
     logits = [x.view(128, 2) for x in logits]
     old = [x.view(128, 2) for x in old]
     cases = [
-        ([RowStat(_explained_var, (t, p)) for t, p in zip(targets, preds, strict=True)],
-         [1.0 - (t - p).var() / t.var().clamp_min(1e-8) for t, p in zip(targets, preds,
-                                                                         strict=True)]),
-        ([RowStat(lambda r: _clip_fraction(0.2, r), (r,)) for r in ratios],
-         [((r - 1.0).abs() > 0.2).float().mean() for r in ratios]),
-        ([RowStat(lambda x: _mean_entropy(Categorical, x), (x,)) for x in logits],
-         [Categorical(x).entropy().mean() for x in logits]),
-        ([RowStat(lambda o, x: _mean_kl(Categorical, o, x), (o, x))
-          for o, x in zip(old, logits, strict=True)],
-         [Categorical(o).kl(Categorical(x)).mean() for o, x in zip(old, logits, strict=True)]),
+        (
+            [RowStat(_explained_var, (t, p)) for t, p in zip(targets, preds, strict=True)],
+            [
+                1.0 - (t - p).var() / t.var().clamp_min(1e-8)
+                for t, p in zip(targets, preds, strict=True)
+            ],
+        ),
+        (
+            [RowStat(lambda r: _clip_fraction(0.2, r), (r,)) for r in ratios],
+            [((r - 1.0).abs() > 0.2).float().mean() for r in ratios],
+        ),
+        (
+            [RowStat(lambda x: _mean_entropy(Categorical, x), (x,)) for x in logits],
+            [Categorical(x).entropy().mean() for x in logits],
+        ),
+        (
+            [
+                RowStat(lambda o, x: _mean_kl(Categorical, o, x), (o, x))
+                for o, x in zip(old, logits, strict=True)
+            ],
+            [Categorical(o).kl(Categorical(x)).mean() for o, x in zip(old, logits, strict=True)],
+        ),
     ]
     for deferred, eager in cases:
         assert torch.equal(per_minibatch(deferred), torch.stack(eager))
@@ -61,11 +73,17 @@ def test_minibatches_of_different_sizes_are_reduced_one_by_one() -> None:
 class _EagerPPOLearner(PPOLearner):
     """Also logs PPO's deferred diagnostics as they were computed before (per minibatch)."""
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any,
-                                batch: dict[str, torch.Tensor],
-                                fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
-        total = super().compute_loss_for_module(module_id=module_id, config=config,
-                                                batch=batch, fwd_out=fwd_out)
+    def compute_loss_for_module(
+        self,
+        *,
+        module_id: str,
+        config: Any,
+        batch: dict[str, torch.Tensor],
+        fwd_out: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
+        total = super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
         assert self.module is not None
         module: Any = self.module[module_id]
         with torch.no_grad():
@@ -74,19 +92,27 @@ class _EagerPPOLearner(PPOLearner):
             ratio = torch.exp(dist.logp(batch[Columns.ACTIONS]) - batch[Columns.ACTION_LOGP])
             vf = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
             vt = batch[Columns.VALUE_TARGETS]
-            self.log(module_id, eager_mean_kl_loss=old.kl(dist).mean(),
-                     eager_entropy=dist.entropy().mean(),
-                     eager_vf_explained_var=1.0 - (vt - vf).var() / vt.var().clamp_min(1e-8),
-                     eager_clip_fraction=((ratio - 1.0).abs() > config.clip_param).float().mean())
+            self.log(
+                module_id,
+                eager_mean_kl_loss=old.kl(dist).mean(),
+                eager_entropy=dist.entropy().mean(),
+                eager_vf_explained_var=1.0 - (vt - vf).var() / vt.var().clamp_min(1e-8),
+                eager_clip_fraction=((ratio - 1.0).abs() > config.clip_param).float().mean(),
+            )
         return total
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
 def test_ppo_reports_the_per_minibatch_means(env: str) -> None:
-    config = (PPOConfig().environment(env).env_runners(num_envs_per_env_runner=4)
-              .training(train_batch_size=256, minibatch_size=64, num_epochs=2,
-                        learner_class=_EagerPPOLearner)
-              .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment(env)
+        .env_runners(num_envs_per_env_runner=4)
+        .training(
+            train_batch_size=256, minibatch_size=64, num_epochs=2, learner_class=_EagerPPOLearner
+        )
+        .debugging(seed=0)
+    )
     algo = config.build_algo()
     try:
         for _ in range(2):

@@ -62,8 +62,9 @@ def test_mlp_on_the_meta_device_draws_nothing():
 
 
 def test_model_config_names_a_bad_activation_and_unknown_keys():
-    with pytest.raises(ValueError, match="model_config\\['fcnet_activation'\\]='gelu' is not a "
-                                         "known activation"):
+    with pytest.raises(
+        ValueError, match="model_config\\['fcnet_activation'\\]='gelu' is not a known activation"
+    ):
         DefaultModelConfig(fcnet_activation="gelu")
     with pytest.raises(ValueError, match="unknown key 'fcnet_hiden'. Did you mean 'fcnet_hiddens'"):
         DefaultModelConfig.from_any({"fcnet_hiden": [32]})

@@ -65,18 +65,32 @@ def shared_encoder_spec() -> MultiRLModuleSpec:
     return MultiRLModuleSpec(
         multi_rl_module_class=SharedEncoderModule,
         rl_module_specs={
-            ENCODER: RLModuleSpec(module_class=Encoder, observation_space=BOX4,
-                                  action_space=TWO, model_config={"embedding_dim": 8}),
-            "p0": RLModuleSpec(module_class=HeadAfterEncoder, observation_space=BOX4,
-                               action_space=TWO, model_config=head),
-            "p1": RLModuleSpec(module_class=HeadAfterEncoder, observation_space=BOX4,
-                               action_space=TWO, model_config=head),
-        })
+            ENCODER: RLModuleSpec(
+                module_class=Encoder,
+                observation_space=BOX4,
+                action_space=TWO,
+                model_config={"embedding_dim": 8},
+            ),
+            "p0": RLModuleSpec(
+                module_class=HeadAfterEncoder,
+                observation_space=BOX4,
+                action_space=TWO,
+                model_config=head,
+            ),
+            "p1": RLModuleSpec(
+                module_class=HeadAfterEncoder,
+                observation_space=BOX4,
+                action_space=TWO,
+                model_config=head,
+            ),
+        },
+    )
 
 
 def ppo_spec(**kw) -> RLModuleSpec:
-    return RLModuleSpec(module_class=DefaultPPORLModule, observation_space=BOX4,
-                        action_space=TWO, **kw)
+    return RLModuleSpec(
+        module_class=DefaultPPORLModule, observation_space=BOX4, action_space=TWO, **kw
+    )
 
 
 def test_custom_multi_rl_module_class_builds_and_shares_its_encoder():
@@ -94,8 +108,7 @@ def test_spec_build_with_a_module_id_builds_that_module_only():
 
 
 def test_multi_rl_module_from_specs_and_inference_only_propagates():
-    module = MultiRLModule(rl_module_specs={"a": ppo_spec(), "b": ppo_spec()},
-                           inference_only=True)
+    module = MultiRLModule(rl_module_specs={"a": ppo_spec(), "b": ppo_spec()}, inference_only=True)
     assert module.inference_only and all(module[m].inference_only for m in ("a", "b"))
     assert not hasattr(module["a"], "vf")
     assert not MultiRLModule(rl_module_specs={"a": ppo_spec()}).inference_only
@@ -103,8 +116,9 @@ def test_multi_rl_module_from_specs_and_inference_only_propagates():
 
 def test_multi_spec_inference_only_defaults_to_all_sub_specs():
     assert MultiRLModuleSpec(rl_module_specs={"a": ppo_spec(inference_only=True)}).inference_only
-    assert not MultiRLModuleSpec(rl_module_specs={
-        "a": ppo_spec(inference_only=True), "b": ppo_spec()}).inference_only
+    assert not MultiRLModuleSpec(
+        rl_module_specs={"a": ppo_spec(inference_only=True), "b": ppo_spec()}
+    ).inference_only
 
 
 def test_get_spec_from_module_round_trips_class_spaces_and_model_config():
@@ -149,8 +163,9 @@ def test_remove_module_raises_for_unknown_ids_unless_told_not_to():
 
 
 def test_multi_spec_update_with_a_single_spec_fills_unset_fields_of_every_sub_spec():
-    multi = MultiRLModuleSpec(rl_module_specs={"a": RLModuleSpec(), "b": RLModuleSpec(
-        module_class=Encoder)})
+    multi = MultiRLModuleSpec(
+        rl_module_specs={"a": RLModuleSpec(), "b": RLModuleSpec(module_class=Encoder)}
+    )
     multi.update(ppo_spec(model_config={"x": 1}))
     assert multi["a"].module_class is DefaultPPORLModule and multi["a"].model_config == {"x": 1}
     assert multi["b"].module_class is Encoder  # set: kept (override=False for sub-specs)
@@ -158,8 +173,11 @@ def test_multi_spec_update_with_a_single_spec_fills_unset_fields_of_every_sub_sp
 
 def test_multi_spec_update_with_a_multi_spec_adds_or_replaces():
     multi = MultiRLModuleSpec(rl_module_specs={"a": ppo_spec(model_config={"x": 1})})
-    multi.update(MultiRLModuleSpec(rl_module_specs={"a": RLModuleSpec(model_config={"y": 2}),
-                                                    "b": ppo_spec()}))
+    multi.update(
+        MultiRLModuleSpec(
+            rl_module_specs={"a": RLModuleSpec(model_config={"y": 2}), "b": ppo_spec()}
+        )
+    )
     assert set(multi.rl_module_specs) == {"a", "b"}
     assert multi["a"].model_config == {"y": 2}  # updated in place: replaced, not merged
     assert multi["a"].module_class is DefaultPPORLModule
@@ -168,12 +186,21 @@ def test_multi_spec_update_with_a_multi_spec_adds_or_replaces():
 
 
 def test_multi_spec_dict_round_trip_keeps_class_and_shared_fields():
-    spec = MultiRLModuleSpec(observation_space=BOX4, model_config={"shared": 3},
-                             rl_module_specs={"a": ppo_spec(), "b": ppo_spec(learner_only=True)})
+    spec = MultiRLModuleSpec(
+        observation_space=BOX4,
+        model_config={"shared": 3},
+        rl_module_specs={"a": ppo_spec(), "b": ppo_spec(learner_only=True)},
+    )
     back = MultiRLModuleSpec.from_dict(spec.to_dict())
     assert back == spec
-    assert set(spec.to_dict()) == {"multi_rl_module_class", "observation_space", "action_space",
-                                   "inference_only", "model_config", "rl_module_specs"}
+    assert set(spec.to_dict()) == {
+        "multi_rl_module_class",
+        "observation_space",
+        "action_space",
+        "inference_only",
+        "model_config",
+        "rl_module_specs",
+    }
 
 
 def test_multi_spec_of_a_local_class_names_the_missing_import_path():

@@ -102,8 +102,9 @@ def test_grad_norm_matches_torch_and_leaves_gradients_alone():
     net[0].bias.grad = None  # a parameter without a gradient is skipped
     before = [None if p.grad is None else p.grad.clone() for p in net.parameters()]
     grads = [p.grad for p in net.parameters() if p.grad is not None]
-    torch.testing.assert_close(grad_norm(list(net.parameters())),
-                               torch.nn.utils.get_total_norm(grads))
+    torch.testing.assert_close(
+        grad_norm(list(net.parameters())), torch.nn.utils.get_total_norm(grads)
+    )
     for p, g in zip(net.parameters(), before, strict=True):
         assert (p.grad is None and g is None) or torch.equal(p.grad, g)
     assert float(grad_norm(list(small_net().parameters()))) == 0.0
@@ -146,7 +147,9 @@ def test_update_is_finite_agrees_with_torch_isfinite_and_leaves_gradients_alone(
     assert update_is_finite(loss, grad_norm(params), params) is plain
     for p, g in zip(params, grads, strict=True):  # bit for bit, NaNs included
         assert torch.equal(p.grad.view(torch.int32), g.view(torch.int32))
-    assert update_is_finite(loss, None, [nn.Parameter(torch.zeros(2))]) is (bad is None or where != 3)
+    assert update_is_finite(loss, None, [nn.Parameter(torch.zeros(2))]) is (
+        bad is None or where != 3
+    )
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])

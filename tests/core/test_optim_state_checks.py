@@ -45,8 +45,11 @@ def _slot() -> Any:
 
 
 def _snapshot(opt: Any) -> tuple[int, float, list[torch.Tensor]]:
-    return (opt.step_count, opt.param_groups[0]["lr"],
-            [t.clone() for t in opt.exp_avg + opt.exp_avg_sq])
+    return (
+        opt.step_count,
+        opt.param_groups[0]["lr"],
+        [t.clone() for t in opt.exp_avg + opt.exp_avg_sq],
+    )
 
 
 def _assert_unchanged(opt: Any, before: tuple[int, float, list[torch.Tensor]]) -> None:
@@ -62,8 +65,11 @@ def test_a_moment_of_one_element_is_not_broadcast_into_its_parameter() -> None:
     state = opt.state_dict()
     state["exp_avg"][0] = torch.tensor([0.5])
     before = _snapshot(opt)
-    with pytest.raises(CheckpointError, match=r"exp_avg\[0\] \(parameter 0\) has shape \(1,\), "
-                                              r"the parameter \(16, 4\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"exp_avg\[0\] \(parameter 0\) has shape \(1,\), "
+        r"the parameter \(16, 4\)",
+    ):
         opt.load_state_dict(state)
     _assert_unchanged(opt, before)
 
@@ -71,14 +77,17 @@ def test_a_moment_of_one_element_is_not_broadcast_into_its_parameter() -> None:
 def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     def edit(state: dict[str, Any]) -> None:
         state[key] = value
+
     return edit
 
 
-def _moment(key: str, index: int, make: Callable[[torch.Tensor], Any]
-            ) -> Callable[[dict[str, Any]], None]:
+def _moment(
+    key: str, index: int, make: Callable[[torch.Tensor], Any]
+) -> Callable[[dict[str, Any]], None]:
     def edit(state: dict[str, Any]) -> None:
         state[key] = list(state[key])
         state[key][index] = make(state[key][index])
+
     return edit
 
 
@@ -92,29 +101,54 @@ BAD_STATES = [
     ("lr-text", _set("lr", "abc"), r"lr='abc' must be a finite number >= 0"),
     ("missing-key", lambda s: s.pop("exp_avg_sq"), r"lacks \['exp_avg_sq'\]"),
     ("moment-not-a-list", _set("exp_avg", {"0": 1}), r"exp_avg is a dict, not a list"),
-    ("short-second-moments", lambda s: s.update(exp_avg_sq=s["exp_avg_sq"][:1]),
-     r"has 1 tensors for 2 parameters in exp_avg_sq"),
-    ("moment-shape", _moment("exp_avg_sq", 1, lambda t: t[:1]),
-     r"exp_avg_sq\[1\] \(parameter 1\) has shape \(1,\), the parameter \(16,\)"),
-    ("moment-transposed", _moment("exp_avg", 0, lambda t: t.T.contiguous()),
-     r"exp_avg\[0\] \(parameter 0\) has shape \(4, 16\), the parameter \(16, 4\)"),
-    ("moment-nan", _moment("exp_avg", 1, lambda t: torch.full_like(t, float("nan"))),
-     r"exp_avg\[1\] \(parameter 1\) holds NaN or inf"),
-    ("moment-overflows-float32", _moment("exp_avg", 1, lambda t: t.double() + 1e300),
-     r"exp_avg\[1\] \(parameter 1\) holds NaN or inf \(in torch.float32\)"),
-    ("second-moment-negative", _moment("exp_avg_sq", 0, lambda t: -t - 1),
-     r"exp_avg_sq\[0\] \(parameter 0\) holds negative values"),
-    ("moment-int", _moment("exp_avg", 0, lambda t: t.to(torch.int64)),
-     r"exp_avg\[0\] \(parameter 0\) is a torch.int64 tensor, not a float tensor"),
-    ("moment-list", _moment("exp_avg", 0, lambda t: t.tolist()),
-     r"exp_avg\[0\] \(parameter 0\) is a list, not a float tensor"),
+    (
+        "short-second-moments",
+        lambda s: s.update(exp_avg_sq=s["exp_avg_sq"][:1]),
+        r"has 1 tensors for 2 parameters in exp_avg_sq",
+    ),
+    (
+        "moment-shape",
+        _moment("exp_avg_sq", 1, lambda t: t[:1]),
+        r"exp_avg_sq\[1\] \(parameter 1\) has shape \(1,\), the parameter \(16,\)",
+    ),
+    (
+        "moment-transposed",
+        _moment("exp_avg", 0, lambda t: t.T.contiguous()),
+        r"exp_avg\[0\] \(parameter 0\) has shape \(4, 16\), the parameter \(16, 4\)",
+    ),
+    (
+        "moment-nan",
+        _moment("exp_avg", 1, lambda t: torch.full_like(t, float("nan"))),
+        r"exp_avg\[1\] \(parameter 1\) holds NaN or inf",
+    ),
+    (
+        "moment-overflows-float32",
+        _moment("exp_avg", 1, lambda t: t.double() + 1e300),
+        r"exp_avg\[1\] \(parameter 1\) holds NaN or inf \(in torch.float32\)",
+    ),
+    (
+        "second-moment-negative",
+        _moment("exp_avg_sq", 0, lambda t: -t - 1),
+        r"exp_avg_sq\[0\] \(parameter 0\) holds negative values",
+    ),
+    (
+        "moment-int",
+        _moment("exp_avg", 0, lambda t: t.to(torch.int64)),
+        r"exp_avg\[0\] \(parameter 0\) is a torch.int64 tensor, not a float tensor",
+    ),
+    (
+        "moment-list",
+        _moment("exp_avg", 0, lambda t: t.tolist()),
+        r"exp_avg\[0\] \(parameter 0\) is a list, not a float tensor",
+    ),
 ]
 
 
 @pytest.mark.parametrize("kind", ["Adam", "AdamSlot"])
 @pytest.mark.parametrize("name, edit, message", BAD_STATES, ids=[c[0] for c in BAD_STATES])
-def test_a_bad_state_is_refused_and_changes_nothing(kind: str, name: str, edit: Any,
-                                                    message: str) -> None:
+def test_a_bad_state_is_refused_and_changes_nothing(
+    kind: str, name: str, edit: Any, message: str
+) -> None:
     opt = _trained_adam() if kind == "Adam" else _slot()
     state = copy.deepcopy(opt.state_dict())
     edit(state)
@@ -127,14 +161,18 @@ def test_a_bad_state_is_refused_and_changes_nothing(kind: str, name: str, edit: 
 @pytest.mark.parametrize("kind", ["Adam", "AdamSlot"])
 def test_a_good_state_still_loads_into_either_kind(kind: str) -> None:
     source = _slot()
-    target = (Adam([nn.Parameter(p.detach().clone()) for p in source.params], lr=0.5)
-              if kind == "Adam" else _slot())
+    target = (
+        Adam([nn.Parameter(p.detach().clone()) for p in source.params], lr=0.5)
+        if kind == "Adam"
+        else _slot()
+    )
     state = source.state_dict()
     state["exp_avg"] = [t.numpy() for t in state["exp_avg"]]  # numpy, as from other sources
     target.load_state_dict(state)
     assert target.step_count == source.step_count
-    for a, b in zip(target.exp_avg + target.exp_avg_sq, source.exp_avg + source.exp_avg_sq,
-                    strict=True):
+    for a, b in zip(
+        target.exp_avg + target.exp_avg_sq, source.exp_avg + source.exp_avg_sq, strict=True
+    ):
         assert torch.equal(a, b)
 
 
@@ -143,8 +181,11 @@ def test_errors_name_the_parameter_when_the_optimizer_knows_its_name() -> None:
     opt = Adam(net.parameters(), lr=1e-3, names=[n for n, _ in net.named_parameters()])
     state = opt.state_dict()
     state["exp_avg"][2] = torch.zeros(1)
-    with pytest.raises(CheckpointError, match=r"exp_avg\[2\] \(parameter '2.weight'\) has "
-                                              r"shape \(1,\), the parameter \(2, 16\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"exp_avg\[2\] \(parameter '2.weight'\) has "
+        r"shape \(1,\), the parameter \(2, 16\)",
+    ):
         opt.load_state_dict(state)
 
 

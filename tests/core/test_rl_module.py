@@ -23,8 +23,9 @@ DISCRETE2 = gym.spaces.Discrete(2)
 
 
 def ppo_spec(action_space: gym.Space = DISCRETE2, **kwargs) -> RLModuleSpec:
-    return RLModuleSpec(module_class=DefaultPPORLModule, observation_space=BOX4,
-                        action_space=action_space, **kwargs)
+    return RLModuleSpec(
+        module_class=DefaultPPORLModule, observation_space=BOX4, action_space=action_space, **kwargs
+    )
 
 
 # ---------------------------------------------------------------------- RLModuleSpec
@@ -55,8 +56,14 @@ def test_spec_update_works_in_place_and_replaces_the_model_config_as_rllib():
     # RLlib's RLModuleSpec.update: like dict.update, returns None, model_config replaced.
     base = ppo_spec(model_config={"fcnet_hiddens": [8], "fcnet_activation": "relu"})
     other_space = gym.spaces.Discrete(5)
-    assert base.update(RLModuleSpec(action_space=other_space, inference_only=True,
-                                    model_config={"fcnet_hiddens": [16]})) is None
+    assert (
+        base.update(
+            RLModuleSpec(
+                action_space=other_space, inference_only=True, model_config={"fcnet_hiddens": [16]}
+            )
+        )
+        is None
+    )
     assert base.module_class is DefaultPPORLModule  # other leaves it None: kept
     assert base.observation_space == BOX4
     assert base.action_space == other_space
@@ -66,8 +73,15 @@ def test_spec_update_works_in_place_and_replaces_the_model_config_as_rllib():
 
 def test_spec_update_without_override_fills_only_what_is_unset():
     spec = RLModuleSpec(module_class=DefaultPPORLModule, model_config={"a": 1})
-    spec.update(RLModuleSpec(observation_space=BOX4, action_space=DISCRETE2,
-                             model_config={"b": 2}, inference_only=True), override=False)
+    spec.update(
+        RLModuleSpec(
+            observation_space=BOX4,
+            action_space=DISCRETE2,
+            model_config={"b": 2},
+            inference_only=True,
+        ),
+        override=False,
+    )
     assert (spec.observation_space, spec.action_space) == (BOX4, DISCRETE2)
     assert spec.model_config == {"a": 1} and not spec.inference_only  # flags stay
 
@@ -80,24 +94,37 @@ def test_spec_update_with_a_non_spec_is_a_value_error():
 def test_config_layering_merges_model_configs_and_takes_flags_from_the_user_spec():
     # The config's own (private) layering of a user's spec over the algorithm's default.
     base = ppo_spec(model_config={"fcnet_hiddens": [8], "fcnet_activation": "relu"})
-    merged = base._merged_with(RLModuleSpec(inference_only=True,
-                                            model_config={"fcnet_hiddens": [16]}))
+    merged = base._merged_with(
+        RLModuleSpec(inference_only=True, model_config={"fcnet_hiddens": [16]})
+    )
     assert merged.model_config == {"fcnet_hiddens": [16], "fcnet_activation": "relu"}
     assert merged.inference_only and merged.action_space == DISCRETE2
     assert base.model_config == {"fcnet_hiddens": [8], "fcnet_activation": "relu"}
 
 
-@pytest.mark.parametrize("obs_space, act_space", [
-    (gym.spaces.Box(-np.inf, np.inf, (3,), np.float32), gym.spaces.Discrete(4, start=1)),
-    (gym.spaces.Box(np.array([0.0, -np.inf]), np.array([np.inf, 2.0]), dtype=np.float64),
-     gym.spaces.MultiDiscrete([2, 3, 4])),
-    (gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2, 2)), "cell": gym.spaces.Discrete(9)}),
-     gym.spaces.Box(-2.0, 2.0, (2,), np.float32)),
-], ids=["inf-box/discrete", "mixed-bounds/multidiscrete", "dict/box"])
+@pytest.mark.parametrize(
+    "obs_space, act_space",
+    [
+        (gym.spaces.Box(-np.inf, np.inf, (3,), np.float32), gym.spaces.Discrete(4, start=1)),
+        (
+            gym.spaces.Box(np.array([0.0, -np.inf]), np.array([np.inf, 2.0]), dtype=np.float64),
+            gym.spaces.MultiDiscrete([2, 3, 4]),
+        ),
+        (
+            gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2, 2)), "cell": gym.spaces.Discrete(9)}),
+            gym.spaces.Box(-2.0, 2.0, (2,), np.float32),
+        ),
+    ],
+    ids=["inf-box/discrete", "mixed-bounds/multidiscrete", "dict/box"],
+)
 def test_spec_json_round_trip_keeps_spaces_class_flags_and_model_config(obs_space, act_space):
-    spec = RLModuleSpec(module_class=DefaultPPORLModule, observation_space=obs_space,
-                        action_space=act_space, inference_only=True,
-                        model_config={"fcnet_hiddens": [32, 32], "vf_share_layers": True})
+    spec = RLModuleSpec(
+        module_class=DefaultPPORLModule,
+        observation_space=obs_space,
+        action_space=act_space,
+        inference_only=True,
+        model_config={"fcnet_hiddens": [32, 32], "vf_share_layers": True},
+    )
     back = RLModuleSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
     assert back.module_class is DefaultPPORLModule
     assert back.observation_space == obs_space
@@ -107,8 +134,12 @@ def test_spec_json_round_trip_keeps_spaces_class_flags_and_model_config(obs_spac
 
 
 def test_multi_spec_json_round_trip():
-    spec = MultiRLModuleSpec(rl_module_specs={
-        "a": ppo_spec(), "b": ppo_spec(gym.spaces.MultiDiscrete([3, 2]), learner_only=True)})
+    spec = MultiRLModuleSpec(
+        rl_module_specs={
+            "a": ppo_spec(),
+            "b": ppo_spec(gym.spaces.MultiDiscrete([3, 2]), learner_only=True),
+        }
+    )
     back = MultiRLModuleSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
     assert back == spec
 
@@ -149,8 +180,10 @@ def test_inference_only_module_loads_a_full_state():
     for name, tensor in twin.get_state().items():
         assert torch.equal(tensor, full.get_state()[name]), name
     obs = {Columns.OBS: torch.randn(5, 4)}
-    assert torch.equal(twin.forward_inference(obs)[Columns.ACTION_DIST_INPUTS],
-                       full.forward_inference(obs)[Columns.ACTION_DIST_INPUTS])
+    assert torch.equal(
+        twin.forward_inference(obs)[Columns.ACTION_DIST_INPUTS],
+        full.forward_inference(obs)[Columns.ACTION_DIST_INPUTS],
+    )
 
 
 def test_full_module_refuses_an_inference_only_state():
@@ -160,11 +193,15 @@ def test_full_module_refuses_an_inference_only_state():
 
 
 # ---------------------------------------------------------------------- action spaces
-@pytest.mark.parametrize("action_space, inputs_dim, action_shape", [
-    (gym.spaces.Discrete(3), 3, ()),
-    (gym.spaces.MultiDiscrete([2, 3, 4]), 9, (3,)),
-    (gym.spaces.Box(-1.0, 1.0, (2,), np.float32), 4, (2,)),
-], ids=["discrete", "multidiscrete", "box"])
+@pytest.mark.parametrize(
+    "action_space, inputs_dim, action_shape",
+    [
+        (gym.spaces.Discrete(3), 3, ()),
+        (gym.spaces.MultiDiscrete([2, 3, 4]), 9, (3,)),
+        (gym.spaces.Box(-1.0, 1.0, (2,), np.float32), 4, (2,)),
+    ],
+    ids=["discrete", "multidiscrete", "box"],
+)
 def test_forward_sample_and_logp_per_action_space(action_space, inputs_dim, action_shape):
     torch.manual_seed(0)
     module = ppo_spec(action_space).build()
@@ -187,13 +224,19 @@ def test_forward_sample_and_logp_per_action_space(action_space, inputs_dim, acti
 
 def test_unsupported_observation_space_is_a_type_error():
     with pytest.raises(TypeError, match="DefaultPPORLModule needs Box observations"):
-        RLModuleSpec(module_class=DefaultPPORLModule, observation_space=gym.spaces.Discrete(3),
-                     action_space=DISCRETE2).build()
+        RLModuleSpec(
+            module_class=DefaultPPORLModule,
+            observation_space=gym.spaces.Discrete(3),
+            action_space=DISCRETE2,
+        ).build()
 
 
 def test_model_config_unknown_key_suggests_the_closest():
-    with pytest.raises(ValueError, match=r"model_config has unknown key 'fcnet_hidden'\. "
-                                         r"Did you mean 'fcnet_hiddens'\?"):
+    with pytest.raises(
+        ValueError,
+        match=r"model_config has unknown key 'fcnet_hidden'\. "
+        r"Did you mean 'fcnet_hiddens'\?",
+    ):
         ppo_spec(model_config={"fcnet_hidden": [32]}).build()
 
 
@@ -201,8 +244,10 @@ def test_model_config_unknown_key_suggests_the_closest():
 def test_multi_rl_module_unknown_id_names_it():
     multi = MultiRLModuleSpec(rl_module_specs={"policy_a": ppo_spec()}).build()
     assert isinstance(multi, MultiRLModule)
-    with pytest.raises(UnknownModuleIDError, match="No module 'policy_b' in this MultiRLModule. "
-                                                   "Did you mean 'policy_a'"):
+    with pytest.raises(
+        UnknownModuleIDError,
+        match="No module 'policy_b' in this MultiRLModule. Did you mean 'policy_a'",
+    ):
         multi["policy_b"]
     with pytest.raises(KeyError):  # a subclass of KeyError, as dict users expect
         multi["nope"]

@@ -17,10 +17,19 @@ TWO = gym.spaces.Discrete(2)
 SMALL = {"fcnet_hiddens": [8, 8]}
 
 
-def ppo(*, inference_only: bool = False, model_config: dict | None = None,
-        action_space: gym.Space = TWO, cls: type = DefaultPPORLModule) -> DefaultPPORLModule:
-    return cls(observation_space=BOX, action_space=action_space, inference_only=inference_only,
-               model_config=SMALL if model_config is None else model_config)
+def ppo(
+    *,
+    inference_only: bool = False,
+    model_config: dict | None = None,
+    action_space: gym.Space = TWO,
+    cls: type = DefaultPPORLModule,
+) -> DefaultPPORLModule:
+    return cls(
+        observation_space=BOX,
+        action_space=action_space,
+        inference_only=inference_only,
+        model_config=SMALL if model_config is None else model_config,
+    )
 
 
 def multi(n: int, **kwargs) -> MultiRLModule:
@@ -34,11 +43,14 @@ class CustomPPO(DefaultPPORLModule):
 
 def test_grouping_rules() -> None:
     modules = {
-        "a0": ppo(), "a1": ppo(), "a2": ppo(),
+        "a0": ppo(),
+        "a1": ppo(),
+        "a2": ppo(),
         "wide": ppo(model_config={"fcnet_hiddens": [16, 8]}),
         "wide2": ppo(model_config={"fcnet_hiddens": [16, 8]}),
         "box": ppo(action_space=gym.spaces.Box(-1.0, 1.0, (2,), np.float32)),
-        "custom0": ppo(cls=CustomPPO), "custom1": ppo(cls=CustomPPO),
+        "custom0": ppo(cls=CustomPPO),
+        "custom1": ppo(cls=CustomPPO),
     }
     groups = find_stack_groups(MultiRLModule(modules))
     assert sorted(g.module_ids for g in groups) == [["a0", "a1", "a2"], ["wide", "wide2"]]
@@ -51,8 +63,9 @@ def test_grouping_rules() -> None:
 
 def test_learner_only_and_inference_only_are_not_mixed() -> None:
     full, small = ppo(), ppo(inference_only=True)
-    learner_only = DefaultPPORLModule(observation_space=BOX, action_space=TWO,
-                                      learner_only=True, model_config=SMALL)
+    learner_only = DefaultPPORLModule(
+        observation_space=BOX, action_space=TWO, learner_only=True, model_config=SMALL
+    )
     groups = find_stack_groups({"f": full, "s": small, "l": learner_only, "f2": ppo()})
     assert [g.module_ids for g in groups] == [["f", "f2"]]
 
@@ -66,19 +79,24 @@ def test_stacked_forwards_equal_per_module_forwards(inference_only: bool) -> Non
     for method in ("forward_exploration", "forward_inference"):
         out = getattr(group, method)(obs, index)
         for r, i in enumerate(index.tolist()):
-            own = getattr(m[f"p{i}"], method)({"obs": obs[r:r + 1]})
+            own = getattr(m[f"p{i}"], method)({"obs": obs[r : r + 1]})
             assert out.keys() == own.keys()
             for k in own:
                 torch.testing.assert_close(out[k][r], own[k][0], atol=1e-6, rtol=1e-5)
     # a subset of the modules (only p2 and p4 have rows): their parameters are gathered
     sub = group.forward_inference(obs[:3], torch.tensor([4, 2, 4]))["action_dist_inputs"]
-    torch.testing.assert_close(sub[1], m["p2"].forward_inference(
-        {"obs": obs[1:2]})["action_dist_inputs"][0])
+    torch.testing.assert_close(
+        sub[1], m["p2"].forward_inference({"obs": obs[1:2]})["action_dist_inputs"][0]
+    )
     if not inference_only:
         values = group.compute_values(obs, index)
         for r, i in enumerate(index.tolist()):
-            torch.testing.assert_close(values[r], m[f"p{i}"].compute_values(
-                {"obs": obs[r:r + 1]})[0], atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(
+                values[r],
+                m[f"p{i}"].compute_values({"obs": obs[r : r + 1]})[0],
+                atol=1e-6,
+                rtol=1e-5,
+            )
     # no rows: empty outputs of the right trailing shape
     assert group.forward_exploration(obs[:0], index[:0])["action_dist_inputs"].shape == (0, 2)
 
@@ -93,8 +111,7 @@ def test_values_without_autograd_run_in_module_slices_with_the_same_result(monke
     m = multi(7)
     [group] = find_stack_groups(m)
     counts = [9, 0, 3, 1, 12, 0, 5]  # p1 and p5 have no rows
-    index = torch.from_numpy(np.random.default_rng(0).permutation(
-        np.repeat(np.arange(7), counts)))
+    index = torch.from_numpy(np.random.default_rng(0).permutation(np.repeat(np.arange(7), counts)))
     obs = torch.randn(len(index), 4)
     with torch.no_grad():
         whole = group.compute_values(obs, index)
@@ -102,8 +119,9 @@ def test_values_without_autograd_run_in_module_slices_with_the_same_result(monke
         sliced = group.compute_values(obs, index)
     torch.testing.assert_close(sliced, whole, atol=1e-6, rtol=1e-5)
     for r, i in enumerate(index.tolist()):
-        torch.testing.assert_close(sliced[r], m[f"p{i}"].compute_values(
-            {"obs": obs[r:r + 1]})[0], atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(
+            sliced[r], m[f"p{i}"].compute_values({"obs": obs[r : r + 1]})[0], atol=1e-6, rtol=1e-5
+        )
 
 
 def test_per_module_view_and_stacked_storage_agree() -> None:
@@ -119,8 +137,9 @@ def test_per_module_view_and_stacked_storage_agree() -> None:
     old = group.forward_inference(obs, index)["action_dist_inputs"]
     m["p2"].set_state({k: torch.full_like(v, 0.5) for k, v in m["p2"].get_state().items()})
     new = group.forward_inference(obs, index)["action_dist_inputs"]
-    torch.testing.assert_close(new[2], m["p2"].forward_inference(
-        {"obs": obs[2:3]})["action_dist_inputs"][0])
+    torch.testing.assert_close(
+        new[2], m["p2"].forward_inference({"obs": obs[2:3]})["action_dist_inputs"][0]
+    )
     assert not torch.equal(new[2], old[2])
     torch.testing.assert_close(new[[0, 1, 3]], old[[0, 1, 3]], rtol=0, atol=0)
     # ... and a write into the stacked storage is seen by the module's own view
@@ -157,7 +176,9 @@ def test_stacked_gradients_equal_per_module_gradients() -> None:
     for i in range(3):
         own = ref[f"p{i}"]
         o = own.forward_train({"obs": obs[i]})
-        (o["action_dist_inputs"].pow(2).sum()
-         + own.compute_values({"obs": obs[i]}, embeddings=o["embeddings"]).sum()).backward()
+        (
+            o["action_dist_inputs"].pow(2).sum()
+            + own.compute_values({"obs": obs[i]}, embeddings=o["embeddings"]).sum()
+        ).backward()
         for name, p in own.named_parameters():
             torch.testing.assert_close(group.params[name].grad[i], p.grad, atol=1e-6, rtol=1e-5)

@@ -25,9 +25,17 @@ BOX = gym.spaces.Box(-1.0, 1.0, (2, 3), np.float32)  # flattened to 6 inputs
 
 def _group(n: int, model_config: dict, action_space: gym.Space | None = None) -> StackedGroup:
     torch.manual_seed(0)
-    multi = MultiRLModule({f"p{i}": DefaultPPORLModule(
-        observation_space=BOX, action_space=action_space or gym.spaces.Discrete(3),
-        inference_only=True, model_config=model_config) for i in range(n)})
+    multi = MultiRLModule(
+        {
+            f"p{i}": DefaultPPORLModule(
+                observation_space=BOX,
+                action_space=action_space or gym.spaces.Discrete(3),
+                inference_only=True,
+                model_config=model_config,
+            )
+            for i in range(n)
+        }
+    )
     for m in multi.values():  # distinct, non-zero biases too
         with torch.no_grad():
             for p in m.parameters():
@@ -38,7 +46,8 @@ def _group(n: int, model_config: dict, action_space: gym.Space | None = None) ->
 
 def _plain(group: StackedGroup, obs: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     out: torch.Tensor = group.call_rows("forward_exploration", {"obs": obs}, index)[
-        Columns.ACTION_DIST_INPUTS]
+        Columns.ACTION_DIST_INPUTS
+    ]
     return out
 
 
@@ -59,16 +68,24 @@ def _force(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
     monkeypatch.setattr(sa, "GATHER_US", 0.0 if layout == "padded_gather" else 1e9)
 
 
-@pytest.mark.parametrize("model_config", [
-    {"fcnet_hiddens": [16, 16]},
-    {"fcnet_hiddens": [8], "fcnet_activation": "relu", "head_fcnet_hiddens": [5],
-     "head_fcnet_activation": "silu"},
-    {"fcnet_hiddens": [], "head_fcnet_hiddens": [4], "head_fcnet_activation": "elu"},
-])
+@pytest.mark.parametrize(
+    "model_config",
+    [
+        {"fcnet_hiddens": [16, 16]},
+        {
+            "fcnet_hiddens": [8],
+            "fcnet_activation": "relu",
+            "head_fcnet_hiddens": [5],
+            "head_fcnet_activation": "silu",
+        },
+        {"fcnet_hiddens": [], "head_fcnet_hiddens": [4], "head_fcnet_activation": "elu"},
+    ],
+)
 @pytest.mark.parametrize("layout", ["padded", "padded_gather", "sparse"])
 @pytest.mark.parametrize("matmul", ["numpy", "torch"])
-def test_fast_path_gives_the_plain_paths_outputs(model_config: dict, layout: str, matmul: str,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fast_path_gives_the_plain_paths_outputs(
+    model_config: dict, layout: str, matmul: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     group = _group(12, model_config)
     assert isinstance(StackedActing.of(group), StackedActing)
     _force(monkeypatch, layout)
@@ -76,11 +93,17 @@ def test_fast_path_gives_the_plain_paths_outputs(model_config: dict, layout: str
         monkeypatch.setattr(sa, "BLAS_SMALL_WORK", 0)
     ran: list[str] = []
     padded, sparse = StackedActing._padded, StackedActing._sparse
-    monkeypatch.setattr(StackedActing, "_padded", lambda self, *a, gather, cap=None: (
-        ran.append("padded_gather" if gather else "padded"),
-        padded(self, *a, gather=gather, cap=cap))[1])
-    monkeypatch.setattr(StackedActing, "_sparse", lambda self, *a: (
-        ran.append("sparse"), sparse(self, *a))[1])
+    monkeypatch.setattr(
+        StackedActing,
+        "_padded",
+        lambda self, *a, gather, cap=None: (
+            ran.append("padded_gather" if gather else "padded"),
+            padded(self, *a, gather=gather, cap=cap),
+        )[1],
+    )
+    monkeypatch.setattr(
+        StackedActing, "_sparse", lambda self, *a: (ran.append("sparse"), sparse(self, *a))[1]
+    )
     for n, missing, seed in [(40, 0, 0), (25, 7, 1), (1, 11, 2), (12, 0, 3)]:
         obs, index = _rows(n, 12, missing, seed)
         with torch.inference_mode():
@@ -89,17 +112,23 @@ def test_fast_path_gives_the_plain_paths_outputs(model_config: dict, layout: str
         assert set(fast) == {Columns.ACTION_DIST_INPUTS}
         want = _plain(group, obs, index).detach()
         torch.testing.assert_close(fast[Columns.ACTION_DIST_INPUTS], want, rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(greedy[Columns.ACTION_DIST_INPUTS], want, rtol=1e-5,
-                                   atol=1e-6)
+        torch.testing.assert_close(greedy[Columns.ACTION_DIST_INPUTS], want, rtol=1e-5, atol=1e-6)
         if missing:  # (with every module present, gathering them all is the same)
             assert ran[-2:] == [layout, layout]
 
 
-@pytest.mark.parametrize("model_config", [
-    {"fcnet_hiddens": [16, 16]},
-    {"fcnet_hiddens": [8], "fcnet_activation": "relu", "head_fcnet_hiddens": [5],
-     "head_fcnet_activation": "silu"},
-])
+@pytest.mark.parametrize(
+    "model_config",
+    [
+        {"fcnet_hiddens": [16, 16]},
+        {
+            "fcnet_hiddens": [8],
+            "fcnet_activation": "relu",
+            "head_fcnet_hiddens": [5],
+            "head_fcnet_activation": "silu",
+        },
+    ],
+)
 @pytest.mark.parametrize("cap", [1, 2, 5])
 def test_capped_padded_pass_gives_the_plain_paths_outputs(model_config: dict, cap: int) -> None:
     """Rows past `cap` per module go through a second pass over only their modules."""
@@ -109,8 +138,9 @@ def test_capped_padded_pass_gives_the_plain_paths_outputs(model_config: dict, ca
     obs, index = _rows(40, 12, 3, 4)
     counts = torch.bincount(index, minlength=12)
     with torch.inference_mode():
-        out = act._padded(obs.reshape(40, -1), index, counts, int(counts.max()), gather=False,
-                          cap=cap)
+        out = act._padded(
+            obs.reshape(40, -1), index, counts, int(counts.max()), gather=False, cap=cap
+        )
     torch.testing.assert_close(out, _plain(group, obs, index).detach(), rtol=1e-5, atol=1e-6)
 
 
@@ -123,15 +153,23 @@ def test_each_layout_runs_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
     padded, sparse = StackedActing._padded, StackedActing._sparse
 
-    def spy_padded(self: StackedActing, x: torch.Tensor, index: torch.Tensor,
-                   counts: torch.Tensor, width: int, *, gather: bool,
-                   cap: int | None = None) -> torch.Tensor:
+    def spy_padded(
+        self: StackedActing,
+        x: torch.Tensor,
+        index: torch.Tensor,
+        counts: torch.Tensor,
+        width: int,
+        *,
+        gather: bool,
+        cap: int | None = None,
+    ) -> torch.Tensor:
         ran.append("gathered" if gather else "capped" if cap and cap < width else "padded")
         return padded(self, x, index, counts, width, gather=gather, cap=cap)
 
     monkeypatch.setattr(StackedActing, "_padded", spy_padded)
-    monkeypatch.setattr(StackedActing, "_sparse", lambda self, *a: (
-        ran.append("sparse"), sparse(self, *a))[1])
+    monkeypatch.setattr(
+        StackedActing, "_sparse", lambda self, *a: (ran.append("sparse"), sparse(self, *a))[1]
+    )
     spread = torch.tensor([0] * 15 + list(range(1, 80)))  # 94 rows over 80 of 800 modules
     even = torch.arange(800).repeat(2)
     uneven = torch.cat([torch.arange(800).repeat(4), torch.arange(10).repeat(8)])
@@ -141,8 +179,7 @@ def test_each_layout_runs_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
         with torch.inference_mode():
             fast = group.forward_exploration(obs, index)[Columns.ACTION_DIST_INPUTS]
         assert ran == [layout] + (["gathered"] if layout == "capped" else [])
-        torch.testing.assert_close(fast, _plain(group, obs, index).detach(), rtol=1e-5,
-                                   atol=1e-6)
+        torch.testing.assert_close(fast, _plain(group, obs, index).detach(), rtol=1e-5, atol=1e-6)
 
 
 def test_sparse_layout_follows_weight_changes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,8 +227,12 @@ def test_plain_path_where_the_fast_path_does_not_apply() -> None:
     class Sub(DefaultPPORLModule):
         pass
 
-    sub = Sub(observation_space=BOX, action_space=gym.spaces.Discrete(2), inference_only=True,
-              model_config={"fcnet_hiddens": [4]})
+    sub = Sub(
+        observation_space=BOX,
+        action_space=gym.spaces.Discrete(2),
+        inference_only=True,
+        model_config={"fcnet_hiddens": [4]},
+    )
     assert acting_layers(sub) is None
 
     # With autograd on, the plain path runs (its outputs reach the group's parameters).

@@ -18,19 +18,22 @@ BOX = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
 THREE = gym.spaces.Discrete(3)
 
 
-def _group(m: int = 4, action_space: gym.Space = THREE,
-           **model_config: object) -> StackedGroup:
+def _group(m: int = 4, action_space: gym.Space = THREE, **model_config: object) -> StackedGroup:
     torch.manual_seed(0)
     config = {"fcnet_hiddens": [8, 6], **model_config}
-    modules = [DefaultPPORLModule(observation_space=BOX, action_space=action_space,
-                                  model_config=config) for _ in range(m)]
+    modules = [
+        DefaultPPORLModule(observation_space=BOX, action_space=action_space, model_config=config)
+        for _ in range(m)
+    ]
     return StackedGroup([f"m{i}" for i in range(m)], modules)
 
 
 def _loss(out: dict[str, torch.Tensor]) -> torch.Tensor:
     # every output element gets its own weight, so every gradient path is checked
-    return sum(((v * torch.linspace(-1, 2, v.numel()).view_as(v)).sum()
-                for v in out.values()), torch.zeros(()))
+    return sum(
+        ((v * torch.linspace(-1, 2, v.numel()).view_as(v)).sum() for v in out.values()),
+        torch.zeros(()),
+    )
 
 
 def _values_and_grads(group: StackedGroup, obs: torch.Tensor, fast: bool):
@@ -42,8 +45,10 @@ def _values_and_grads(group: StackedGroup, obs: torch.Tensor, fast: bool):
     else:
         out = group.call_padded("forward_train", {Columns.OBS: obs}, params=params)
     _loss(out).backward()
-    return ({k: v.detach() for k, v in out.items()},
-            {k: p.grad for k, p in params.items() if p.grad is not None})
+    return (
+        {k: v.detach() for k, v in out.items()},
+        {k: p.grad for k, p in params.items() if p.grad is not None},
+    )
 
 
 @pytest.mark.parametrize("activation", ["tanh", "relu"])
@@ -95,6 +100,5 @@ def test_classes_and_configs_without_plain_train_layers_take_the_vmap_path():
     class Custom(DefaultPPORLModule):  # may change its forwards: declares nothing anew
         supports_stacking = True
 
-    modules = [Custom(observation_space=BOX, action_space=gym.spaces.Discrete(2))
-               for _ in range(2)]
+    modules = [Custom(observation_space=BOX, action_space=gym.spaces.Discrete(2)) for _ in range(2)]
     assert StackedTraining.of(StackedGroup(["a", "b"], modules)) is None

@@ -34,16 +34,22 @@ def one_thread():
 
 def _runner(threads: int | None, worker_index: int = 0) -> MultiAgentEnvRunner:
     """Five agents: p0-p3 one stack group, p4 (another architecture) a module alone."""
-    config = (PPOConfig()
-              .environment(MultiAgentCartPole, env_config={"num_agents": 5})
-              .env_runners(num_envs_per_env_runner=3)
-              .multi_agent(policies={f"p{i}" for i in range(5)},
-                           policy_mapping_fn=lambda aid, episode: f"p{aid}")
-              .rl_module(model_config={"fcnet_hiddens": [16, 16]})
-              .learners(num_threads_per_learner=threads)
-              .debugging(seed=5))
-    config = config.rl_module(rl_module_spec=MultiRLModuleSpec(
-        rl_module_specs={"p4": RLModuleSpec(model_config={"fcnet_hiddens": [8]})}))
+    config = (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 5})
+        .env_runners(num_envs_per_env_runner=3)
+        .multi_agent(
+            policies={f"p{i}" for i in range(5)}, policy_mapping_fn=lambda aid, episode: f"p{aid}"
+        )
+        .rl_module(model_config={"fcnet_hiddens": [16, 16]})
+        .learners(num_threads_per_learner=threads)
+        .debugging(seed=5)
+    )
+    config = config.rl_module(
+        rl_module_spec=MultiRLModuleSpec(
+            rl_module_specs={"p4": RLModuleSpec(model_config={"fcnet_hiddens": [8]})}
+        )
+    )
     return MultiAgentEnvRunner(config=config, worker_index=worker_index)
 
 
@@ -63,14 +69,18 @@ def _spy(runner: MultiAgentEnvRunner) -> list[int]:
     return seen
 
 
-@pytest.mark.parametrize(("threads", "worker_index", "work", "expected"), [
-    (None, 0, 1, TWO),        # local, auto, large: two threads
-    (None, 0, 2**40, 1),      # small passes: the process's count
-    (1, 0, 1, 1),             # an explicit count wins
-    (None, 1, 1, 1),          # a remote EnvRunner: Ray's OMP_NUM_THREADS, untouched
-])
+@pytest.mark.parametrize(
+    ("threads", "worker_index", "work", "expected"),
+    [
+        (None, 0, 1, TWO),  # local, auto, large: two threads
+        (None, 0, 2**40, 1),  # small passes: the process's count
+        (1, 0, 1, 1),  # an explicit count wins
+        (None, 1, 1, 1),  # a remote EnvRunner: Ray's OMP_NUM_THREADS, untouched
+    ],
+)
 def test_large_passes_of_a_local_runner_run_on_two_threads(
-        threads, worker_index, work, expected, monkeypatch: pytest.MonkeyPatch) -> None:
+    threads, worker_index, work, expected, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(at, "LARGE_ACTING_WORK", work)
     runner = _runner(threads, worker_index)
     seen = _spy(runner)
@@ -105,8 +115,9 @@ def test_the_rule() -> None:
     assert at.acting_threads(large, 1, auto=True) is None
     torch.set_num_threads(1)
     off_main: list[int | None] = []  # e.g. an evaluation parallel to training
-    thread = threading.Thread(target=lambda: off_main.append(
-        at.acting_threads(large, 1, auto=True)))
+    thread = threading.Thread(
+        target=lambda: off_main.append(at.acting_threads(large, 1, auto=True))
+    )
     thread.start()
     thread.join()
     assert off_main == [None]

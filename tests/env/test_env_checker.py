@@ -211,13 +211,22 @@ class _OneAgent(MultiAgentEnv):
         return ({"x": self.value}, {"x": 1.0}, {"__all__": False}, {"__all__": False}, {})
 
 
-@pytest.mark.parametrize(("value", "phrase"), [
-    ([0.1, 0.1], r"obs\['x'\], which is a list, not a numpy array of shape \(2,\) and dtype "
-                 r"float32"),
-    (np.full(2, 0.1), r"dtype float64 != declared dtype float32"),
-    (np.full(2, 100.0, np.float32), r"values outside \[low, high\], e.g. at index \(0,\): "
-                                    r"100.0 not in \[-1.0, 1.0\]"),
-])
+@pytest.mark.parametrize(
+    ("value", "phrase"),
+    [
+        (
+            [0.1, 0.1],
+            r"obs\['x'\], which is a list, not a numpy array of shape \(2,\) and dtype "
+            r"float32",
+        ),
+        (np.full(2, 0.1), r"dtype float64 != declared dtype float32"),
+        (
+            np.full(2, 100.0, np.float32),
+            r"values outside \[low, high\], e.g. at index \(0,\): "
+            r"100.0 not in \[-1.0, 1.0\]",
+        ),
+    ],
+)
 @pytest.mark.filterwarnings("ignore:.*Casting input x to numpy array")
 def test_lists_other_dtypes_and_out_of_bound_observations_are_caught(value, phrase):
     with pytest.raises(ValueError, match=phrase):

@@ -23,8 +23,10 @@ def test_foreach_env_runner_runs_on_the_local_runner(cartpole_config):
 
 def test_a_runner_applies_only_weights_newer_than_its_own(cartpole_config):
     runner = SingleAgentEnvRunner(config=cartpole_config)
-    weights = {mid: {k: v.copy() for k, v in w.items()}  # get_state gives views
-               for mid, w in runner.get_state()["rl_module"].items()}
+    weights = {
+        mid: {k: v.copy() for k, v in w.items()}  # get_state gives views
+        for mid, w in runner.get_state()["rl_module"].items()
+    }
     zeros = {mid: {k: np.zeros_like(v) for k, v in w.items()} for mid, w in weights.items()}
     runner.set_state({"rl_module": zeros, WEIGHTS_SEQ_NO: 2})
     assert runner.weights_seq_no == 2
@@ -39,8 +41,11 @@ def test_a_runner_applies_only_weights_newer_than_its_own(cartpole_config):
 
 def test_merged_mean_std_state_equals_statistics_of_all_observations():
     rng = np.random.default_rng(0)
-    seen = [rng.normal(size=(50, 3)), rng.normal(2.0, 3.0, size=(70, 3)),
-            rng.normal(-1.0, 0.5, size=(30, 3))]
+    seen = [
+        rng.normal(size=(50, 3)),
+        rng.normal(2.0, 3.0, size=(70, 3)),
+        rng.normal(-1.0, 0.5, size=(30, 3)),
+    ]
     filters = []
     for x in seen[1:]:  # two runners, each with the shared base of seen[0]
         f = MeanStdFilter()
@@ -53,8 +58,9 @@ def test_merged_mean_std_state_equals_statistics_of_all_observations():
     everything = np.concatenate(seen)
     assert merged["delta"]["n"] == 0 and merged["base"]["n"] == len(everything)
     np.testing.assert_allclose(merged["base"]["mean"], everything.mean(0), rtol=1e-12)
-    np.testing.assert_allclose(merged["base"]["m2"] / len(everything), everything.var(0),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        merged["base"]["m2"] / len(everything), everything.var(0), rtol=1e-12
+    )
 
 
 def test_sampling_does_not_touch_the_process_rng(cartpole_config):

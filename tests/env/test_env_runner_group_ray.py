@@ -37,22 +37,31 @@ def ray_session(ray_local):
 
 
 def small(**env_runners) -> PPOConfig:
-    return (PPOConfig().environment("CartPole-v1")
-            .env_runners(num_envs_per_env_runner=4, **env_runners)
-            .training(train_batch_size=256, minibatch_size=64, num_epochs=2)
-            .debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=4, **env_runners)
+        .training(train_batch_size=256, minibatch_size=64, num_epochs=2)
+        .debugging(seed=0)
+    )
 
 
 def multi_agent(**env_runners) -> PPOConfig:
-    return (small(**env_runners)
-            .environment(MultiAgentCartPole, env_config={"num_agents": 3})
-            .multi_agent(policies={"p0", "p1"},
-                         policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"))
+    return (
+        small(**env_runners)
+        .environment(MultiAgentCartPole, env_config={"num_agents": 3})
+        .multi_agent(
+            policies={"p0", "p1"}, policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"
+        )
+    )
 
 
 def learner_weights(algo) -> dict[str, torch.Tensor]:
-    return {f"{mid}/{k}": v for mid, sd in algo.learner_group.get_weights().items()
-            for k, v in sd.items()}
+    return {
+        f"{mid}/{k}": v
+        for mid, sd in algo.learner_group.get_weights().items()
+        for k, v in sd.items()
+    }
 
 
 # ---------------------------------------------------------------------- same results
@@ -62,9 +71,13 @@ def test_one_remote_env_runner_gives_the_local_runs_episodes_and_weights(make_co
     for num_env_runners in (0, 1):
         algo = make_config(num_env_runners=num_env_runners).build_algo()
         results = [algo.train() for _ in range(2)]
-        runs.append(([r["env_runners"]["episode_return_mean"] for r in results],
-                     [r["env_runners"]["num_env_steps_sampled"] for r in results],
-                     learner_weights(algo)))
+        runs.append(
+            (
+                [r["env_runners"]["episode_return_mean"] for r in results],
+                [r["env_runners"]["num_env_steps_sampled"] for r in results],
+                learner_weights(algo),
+            )
+        )
         algo.stop()
     (returns0, steps0, weights0), (returns1, steps1, weights1) = runs
     assert returns0 == returns1 and steps0 == steps1
@@ -90,10 +103,14 @@ def test_foreach_env_runner_with_and_without_the_local_one():
     group = EnvRunnerGroup(config=small(num_env_runners=2, create_env_on_local_worker=True))
     assert group.foreach_env_runner("get_spaces")[0] == group.local_env_runner.get_spaces()
     assert group.foreach_env_runner(lambda r, k: r.worker_index * k, kwargs={"k": 10}) == [
-        0, 10, 20]
+        0,
+        10,
+        20,
+    ]
     assert group.foreach_env_runner(lambda r: r.worker_index, local_env_runner=False) == [1, 2]
-    assert group.foreach_env_runner(lambda r: r.worker_index, local_env_runner=False,
-                                    remote_worker_ids=[2]) == [2]
+    assert group.foreach_env_runner(
+        lambda r: r.worker_index, local_env_runner=False, remote_worker_ids=[2]
+    ) == [2]
     assert group.num_healthy_env_runners() == 3 and group.num_remote_env_runners() == 2
     group.stop()
 
@@ -108,14 +125,17 @@ def refuse_in_driver(env_config):
 
 def test_get_spaces_comes_from_a_remote_runner_when_the_driver_has_no_env():
     config = small(num_env_runners=1).environment(
-        refuse_in_driver, env_config={"driver_pid": os.getpid()})
+        refuse_in_driver, env_config={"driver_pid": os.getpid()}
+    )
     algo = config.build_algo()  # builds no env here, or refuse_in_driver raises
     assert algo.env_runner is None
     spaces = algo.env_runner_group.get_spaces()
     expected = SingleAgentEnvRunner(config=small()).get_spaces()
     assert spaces == expected
-    assert algo.learner_group.learner.module["default_policy"].observation_space == (
-        expected["default_policy"][0])
+    assert (
+        algo.learner_group.learner.module["default_policy"].observation_space
+        == (expected["default_policy"][0])
+    )
     algo.train()
     algo.stop()
 
@@ -129,7 +149,8 @@ def test_sync_weights_sends_one_version_that_every_runner_applies():
     assert seq == [group._weights_seq_no] * 2 and seq[0] == 2  # set-up, then one train()
     learner = algo.learner_group.get_weights(inference_only=True)["default_policy"]
     for held in group.foreach_env_runner(
-            lambda r: {k: v.numpy() for k, v in r.module.get_state(inference_only=True).items()}):
+        lambda r: {k: v.numpy() for k, v in r.module.get_state(inference_only=True).items()}
+    ):
         assert held.keys() == learner.keys()
         for k in held:
             np.testing.assert_array_equal(held[k], learner[k])
@@ -145,7 +166,8 @@ def test_mean_std_filter_states_are_merged_across_runners_and_broadcast(tmp_path
     algo = config.build_algo()
     algo.train()
     states = algo.env_runner_group.foreach_env_runner(
-        lambda r: r.get_state(not_components="rl_module")["env_to_module"]["0:MeanStdFilter"])
+        lambda r: r.get_state(not_components="rl_module")["env_to_module"]["0:MeanStdFilter"]
+    )
     assert len(states) == 2
     for key in ("n", "mean", "m2"):
         np.testing.assert_array_equal(states[0]["base"][key], states[1]["base"][key])
@@ -203,10 +225,13 @@ class FailOnceAtStep(gym.Wrapper):
 
 
 def failing(tmp_path, hang_s=None, **fault_tolerance) -> PPOConfig:
-    return (small(num_env_runners=2)
-            .environment(FailOnceAtStep, env_config={"at": 20, "marker": str(tmp_path / "m"),
-                                                     "hang_s": hang_s})
-            .fault_tolerance(**fault_tolerance))
+    return (
+        small(num_env_runners=2)
+        .environment(
+            FailOnceAtStep, env_config={"at": 20, "marker": str(tmp_path / "m"), "hang_s": hang_s}
+        )
+        .fault_tolerance(**fault_tolerance)
+    )
 
 
 def test_a_raising_sub_env_is_recreated_in_place_without_restarting_its_runner(tmp_path):
@@ -239,8 +264,9 @@ def test_an_env_that_raises_is_survived_by_restarting_its_runner(tmp_path):
 
 
 def test_ignore_env_runner_failures_goes_on_with_the_healthy_ones(tmp_path):
-    algo = failing(tmp_path, restart_failed_env_runners=False,
-                   ignore_env_runner_failures=True).build_algo()
+    algo = failing(
+        tmp_path, restart_failed_env_runners=False, ignore_env_runner_failures=True
+    ).build_algo()
     result = algo.train()
     assert result["env_runners"]["num_healthy_env_runners"] == 1
     assert result["env_runners"]["num_env_runner_restarts"] == 0
@@ -250,8 +276,11 @@ def test_ignore_env_runner_failures_goes_on_with_the_healthy_ones(tmp_path):
 
 def test_with_restart_and_ignore_off_the_error_names_the_runner_and_the_cause(tmp_path):
     algo = failing(tmp_path, restart_failed_env_runners=False).build_algo()
-    with pytest.raises(EnvRunnerError, match=r"Remote EnvRunner [12] \(worker_index=[12]\) "
-                       r"failed in sample\(\): EnvError\(.*env failed at step 20") as info:
+    with pytest.raises(
+        EnvRunnerError,
+        match=r"Remote EnvRunner [12] \(worker_index=[12]\) "
+        r"failed in sample\(\): EnvError\(.*env failed at step 20",
+    ) as info:
         algo.train()
     assert "restart_failed_env_runners=True" in str(info.value)
     algo.stop()
@@ -259,11 +288,13 @@ def test_with_restart_and_ignore_off_the_error_names_the_runner_and_the_cause(tm
 
 # ---------------------------------------------------------------------- off-policy
 def test_dqn_fills_its_replay_buffer_from_two_remote_runners_one_window_each():
-    algo = (DQNConfig().environment("CartPole-v1")
-            .env_runners(num_env_runners=2, rollout_fragment_length=4)
-            .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8,
-                      n_step=3)
-            .debugging(seed=0)).build_algo()
+    algo = (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=2, rollout_fragment_length=4)
+        .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8, n_step=3)
+        .debugging(seed=0)
+    ).build_algo()
     for _ in range(6):
         result = algo.train()
     assert algo.env_runner_group.last_sampled_worker_indices == [1, 2]
@@ -275,8 +306,13 @@ def test_dqn_fills_its_replay_buffer_from_two_remote_runners_one_window_each():
 # ---------------------------------------------------------------------- learning
 @pytest.mark.slow
 def test_ppo_with_two_remote_runners_learns_cartpole_through_a_killed_runner():
-    config = (PPOConfig().environment("CartPole-v1").update_from_dict(TUNED["CartPole-v1"])
-              .env_runners(num_env_runners=2, num_envs_per_env_runner=8).debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .update_from_dict(TUNED["CartPole-v1"])
+        .env_runners(num_env_runners=2, num_envs_per_env_runner=8)
+        .debugging(seed=0)
+    )
     algo = config.build_algo()
     first = algo.train()["env_runners"]["episode_return_mean"]
     best = first

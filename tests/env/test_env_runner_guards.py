@@ -47,10 +47,13 @@ class _Faulty(gym.Env):
 
 
 def _config(env_config: dict, *, num_envs: int = 1, **settings) -> PPOConfig:
-    config = (PPOConfig().environment(_Faulty, env_config=env_config)
-              .env_runners(num_envs_per_env_runner=num_envs)
-              .training(train_batch_size=40, minibatch_size=20, num_epochs=1)
-              .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment(_Faulty, env_config=env_config)
+        .env_runners(num_envs_per_env_runner=num_envs)
+        .training(train_batch_size=40, minibatch_size=20, num_epochs=1)
+        .debugging(seed=0)
+    )
     for name, value in settings.items():
         setattr(config, name, value)
     return config
@@ -59,16 +62,20 @@ def _config(env_config: dict, *, num_envs: int = 1, **settings) -> PPOConfig:
 @pytest.mark.parametrize(("kind", "key"), [("nan_obs", "obs"), ("inf_reward", "rewards")])
 def test_non_finite_env_data_raises_naming_env_sub_env_step_and_key(kind, key):
     runner = SingleAgentEnvRunner(config=_config({"kind": kind, "bad_at": 3}))
-    with pytest.raises(EnvError, match=rf"returned a non-finite \(NaN or inf\) {key} in sub-env "
-                       r"0 at step 3 of this EnvRunner.*on_non_finite_env_data="):
+    with pytest.raises(
+        EnvError,
+        match=rf"returned a non-finite \(NaN or inf\) {key} in sub-env "
+        r"0 at step 3 of this EnvRunner.*on_non_finite_env_data=",
+    ):
         runner.sample(num_timesteps=8)
     runner.stop()
 
 
 def test_truncate_mode_ends_the_episode_counts_it_and_keeps_the_batch_finite():
     env_config = {"kind": "nan_obs", "bad_at": 3, "armed": [True]}
-    runner = SingleAgentEnvRunner(config=_config(
-        env_config, num_envs=2, on_non_finite_env_data="truncate_episode"))
+    runner = SingleAgentEnvRunner(
+        config=_config(env_config, num_envs=2, on_non_finite_env_data="truncate_episode")
+    )
     batch = runner.sample(num_timesteps=20)["default_policy"]
     for col in ("obs", "new_obs", "rewards"):
         assert np.isfinite(batch[col]).all(), col
@@ -87,8 +94,7 @@ def test_truncate_mode_ends_the_episode_counts_it_and_keeps_the_batch_finite():
 
 def test_truncate_mode_trains_on(tmp_path):
     env_config = {"kind": "inf_reward", "bad_at": 2, "armed": [True], "repeat": True}
-    algo = _config(env_config, num_envs=2, on_non_finite_env_data="truncate_episode"
-                   ).build_algo()
+    algo = _config(env_config, num_envs=2, on_non_finite_env_data="truncate_episode").build_algo()
     result = algo.train()
     assert result["env_runners"]["num_episodes_truncated_non_finite"] > 0
     assert np.isfinite(result["env_runners"]["episode_return_mean"])
@@ -99,13 +105,19 @@ def test_truncate_mode_trains_on(tmp_path):
 def test_a_raising_sub_env_is_named_and_the_algorithm_stays_usable():
     env_config = {"kind": "raise", "bad_at": 3, "armed": [True]}
     algo = _config(env_config, num_envs=2).build_algo()
-    with pytest.raises(EnvError, match=r"raised in step\(\) of sub-env 0 at step 3 of this "
-                       r"EnvRunner: RuntimeError\('sensor unplugged'\)"):
+    with pytest.raises(
+        EnvError,
+        match=r"raised in step\(\) of sub-env 0 at step 3 of this "
+        r"EnvRunner: RuntimeError\('sensor unplugged'\)",
+    ):
         algo.train()
     result = algo.train()  # the next train() works (fresh episodes on every sub-env)
     # Counters count exactly the rows that reached the batch: none of the failed call's.
-    assert result["num_env_steps_sampled_lifetime"] == result["env_runners"][
-        "num_env_steps_sampled"] == 40
+    assert (
+        result["num_env_steps_sampled_lifetime"]
+        == result["env_runners"]["num_env_steps_sampled"]
+        == 40
+    )
     # Every episode recorded has the right return (1 per step, 5 steps).
     assert result["env_runners"]["episode_return_min"] == 5.0
     assert result["env_runners"]["episode_return_max"] == 5.0
@@ -114,8 +126,7 @@ def test_a_raising_sub_env_is_named_and_the_algorithm_stays_usable():
 
 def test_restart_failed_sub_environments_recreates_it_and_drops_its_episode():
     env_config = {"kind": "raise", "bad_at": 3, "armed": [True]}
-    config = _config(env_config, num_envs=2).fault_tolerance(
-        restart_failed_sub_environments=True)
+    config = _config(env_config, num_envs=2).fault_tolerance(restart_failed_sub_environments=True)
     runner = SingleAgentEnvRunner(config=config)
     batch = runner.sample(num_timesteps=30)["default_policy"]
     metrics = runner.get_metrics()
@@ -152,22 +163,30 @@ def test_a_sub_env_that_always_raises_stops_training_with_an_env_error(num_envs,
     """Issue 30, item 11: was an IndexError in the learner connector (empty batch); with 8
     sub-envs and 16 rows each train() dropped every row before any bound was reached."""
     env_config = {"kind": "raise", "bad_at": 1, "armed": [True], "repeat": True}
-    config = _config(env_config, num_envs=num_envs).fault_tolerance(
-        restart_failed_sub_environments=True).training(train_batch_size=batch,
-                                                       minibatch_size=8)
+    config = (
+        _config(env_config, num_envs=num_envs)
+        .fault_tolerance(restart_failed_sub_environments=True)
+        .training(train_batch_size=batch, minibatch_size=8)
+    )
     algo = config.build_algo()
-    with pytest.raises(EnvError, match=r"env=<class '.*_Faulty'> \(sub-env \d of this "
-                       r"EnvRunner\) raised 10 times in a row with none of its steps kept .*"
-                       r"RuntimeError\('sensor unplugged'\).*"
-                       r"max_consecutive_sub_environment_failures=\.\.\.\) \(now 10\)"):
+    with pytest.raises(
+        EnvError,
+        match=r"env=<class '.*_Faulty'> \(sub-env \d of this "
+        r"EnvRunner\) raised 10 times in a row with none of its steps kept .*"
+        r"RuntimeError\('sensor unplugged'\).*"
+        r"max_consecutive_sub_environment_failures=\.\.\.\) \(now 10\)",
+    ):
         algo.train()
     algo.stop()
 
 
 def test_the_bound_is_a_setting_and_a_flaky_sub_env_never_reaches_it():
     always = {"kind": "raise", "bad_at": 1, "armed": [True], "repeat": True}
-    runner = SingleAgentEnvRunner(config=_config(always).fault_tolerance(
-        restart_failed_sub_environments=True, max_consecutive_sub_environment_failures=3))
+    runner = SingleAgentEnvRunner(
+        config=_config(always).fault_tolerance(
+            restart_failed_sub_environments=True, max_consecutive_sub_environment_failures=3
+        )
+    )
     with pytest.raises(EnvError, match=r"raised 3 times in a row.*at step 5 of this EnvRunner"):
         runner.sample(num_timesteps=100)  # fails at steps 1, 3, 5 (2 and 4 reset it)
     runner.stop()
@@ -175,10 +194,14 @@ def test_the_bound_is_a_setting_and_a_flaky_sub_env_never_reaches_it():
         PPOConfig().fault_tolerance(max_consecutive_sub_environment_failures=0)
     # Every second episode fails; the whole ones between reach the batch, so two failures
     # are never in a row.
-    config = (PPOConfig().environment(_FailsEveryOtherEpisode, env_config={"armed": [False]})
-              .training(train_batch_size=40, minibatch_size=20, num_epochs=1)
-              .fault_tolerance(restart_failed_sub_environments=True,
-                               max_consecutive_sub_environment_failures=2))
+    config = (
+        PPOConfig()
+        .environment(_FailsEveryOtherEpisode, env_config={"armed": [False]})
+        .training(train_batch_size=40, minibatch_size=20, num_epochs=1)
+        .fault_tolerance(
+            restart_failed_sub_environments=True, max_consecutive_sub_environment_failures=2
+        )
+    )
     algo = config.build_algo()
     for _ in range(3):
         result = algo.train()
@@ -197,7 +220,10 @@ def test_a_non_finite_observation_at_reset_names_the_env_not_the_module(mode):
     config = _config({"kind": "none"}, on_non_finite_env_data=mode)
     config.env = _NanStart
     runner = SingleAgentEnvRunner(config=config)
-    with pytest.raises(EnvError, match=r"returned a non-finite \(NaN or inf\) obs in sub-env 0 "
-                       r"at step 0 of this EnvRunner.*cannot be truncated before its first"):
+    with pytest.raises(
+        EnvError,
+        match=r"returned a non-finite \(NaN or inf\) obs in sub-env 0 "
+        r"at step 0 of this EnvRunner.*cannot be truncated before its first",
+    ):
         runner.sample(num_timesteps=8)
     runner.stop()

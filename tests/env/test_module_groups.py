@@ -64,26 +64,34 @@ class FlickerEnv(MultiAgentEnv):
 
 
 def _config(env, num_agents: int, specs: dict | None, *, stack: bool) -> PPOConfig:
-    config = (PPOConfig()
-              .environment(env, env_config={"num_agents": num_agents})
-              .env_runners(num_envs_per_env_runner=3)
-              .multi_agent(policies={f"p{i}" for i in range(num_agents)},
-                           policy_mapping_fn=lambda aid, episode: f"p{aid}",
-                           stack_modules=stack)
-              .rl_module(model_config={"fcnet_hiddens": [16, 16]})
-              .debugging(seed=3))
+    config = (
+        PPOConfig()
+        .environment(env, env_config={"num_agents": num_agents})
+        .env_runners(num_envs_per_env_runner=3)
+        .multi_agent(
+            policies={f"p{i}" for i in range(num_agents)},
+            policy_mapping_fn=lambda aid, episode: f"p{aid}",
+            stack_modules=stack,
+        )
+        .rl_module(model_config={"fcnet_hiddens": [16, 16]})
+        .debugging(seed=3)
+    )
     if specs:
         config = config.rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
     return config
 
 
-def _sample_both(env, num_agents: int, specs: dict | None, *, explore: bool, calls: int = 3
-                 ) -> tuple[MultiAgentEnvRunner, list[dict], list[dict]]:
-    runners = [MultiAgentEnvRunner(config=_config(env, num_agents, specs, stack=stack))
-               for stack in (True, False)]
+def _sample_both(
+    env, num_agents: int, specs: dict | None, *, explore: bool, calls: int = 3
+) -> tuple[MultiAgentEnvRunner, list[dict], list[dict]]:
+    runners = [
+        MultiAgentEnvRunner(config=_config(env, num_agents, specs, stack=stack))
+        for stack in (True, False)
+    ]
     for mid in runners[0].module_ids:  # same seed, same weights
-        for a, b in zip(runners[0].module[mid].parameters(),
-                        runners[1].module[mid].parameters(), strict=True):
+        for a, b in zip(
+            runners[0].module[mid].parameters(), runners[1].module[mid].parameters(), strict=True
+        ):
             assert torch.equal(a, b)
     batches: list[list[dict]] = [[], []]
     for runner, out in zip(runners, batches, strict=True):
@@ -99,11 +107,11 @@ def _assert_same_rows(stacked: list[dict], unstacked: list[dict]) -> None:
             assert sorted(a[mid]) == sorted(b[mid])
             for col in a[mid]:
                 if col in (Columns.ACTION_LOGP, Columns.ACTION_DIST_INPUTS):
-                    np.testing.assert_allclose(a[mid][col], b[mid][col], rtol=1e-5,
-                                               atol=1e-6, err_msg=f"{mid} {col}")
+                    np.testing.assert_allclose(
+                        a[mid][col], b[mid][col], rtol=1e-5, atol=1e-6, err_msg=f"{mid} {col}"
+                    )
                 else:
-                    np.testing.assert_array_equal(a[mid][col], b[mid][col],
-                                                  err_msg=f"{mid} {col}")
+                    np.testing.assert_array_equal(a[mid][col], b[mid][col], err_msg=f"{mid} {col}")
 
 
 @pytest.mark.parametrize("explore", [True, False])
@@ -120,12 +128,16 @@ def test_one_stack_group_samples_what_unstacked_modules_sample(explore: bool) ->
 def test_mixed_groups_with_agents_that_come_and_go(explore: bool) -> None:
     """p0-p2 stack into one group, p3-p4 (another architecture) into another, p5 (a third)
     runs alone; agents act in some steps only and leave with or without a final obs."""
-    specs = {"p3": RLModuleSpec(model_config={"fcnet_hiddens": [8]}),
-             "p4": RLModuleSpec(model_config={"fcnet_hiddens": [8]}),
-             "p5": RLModuleSpec(model_config={"fcnet_hiddens": [4]})}
+    specs = {
+        "p3": RLModuleSpec(model_config={"fcnet_hiddens": [8]}),
+        "p4": RLModuleSpec(model_config={"fcnet_hiddens": [8]}),
+        "p5": RLModuleSpec(model_config={"fcnet_hiddens": [4]}),
+    }
     stacked, a, b = _sample_both(FlickerEnv, 6, specs, explore=explore)
-    groups = sorted(([stacked.module_ids[m] for m in g.modules.tolist()], g.stacked is not None)
-                    for g in stacked._groups.groups)
+    groups = sorted(
+        ([stacked.module_ids[m] for m in g.modules.tolist()], g.stacked is not None)
+        for g in stacked._groups.groups
+    )
     assert groups == [(["p0", "p1", "p2"], True), (["p3", "p4"], True), (["p5"], False)]
     _assert_same_rows(a, b)
     for batches in a:  # rows of every module came in (agents come and go: not all rows)
@@ -133,8 +145,10 @@ def test_mixed_groups_with_agents_that_come_and_go(explore: bool) -> None:
 
 
 def test_one_forward_pass_per_execution_group_per_step() -> None:
-    specs = {"p3": RLModuleSpec(model_config={"fcnet_hiddens": [8]}),
-             "p4": RLModuleSpec(model_config={"fcnet_hiddens": [8]})}
+    specs = {
+        "p3": RLModuleSpec(model_config={"fcnet_hiddens": [8]}),
+        "p4": RLModuleSpec(model_config={"fcnet_hiddens": [8]}),
+    }
     runner = MultiAgentEnvRunner(config=_config(MultiAgentCartPole, 5, specs, stack=True))
     runner.make_module()  # the modules are built on first need
     calls: list[tuple[int, int]] = []
@@ -160,12 +174,15 @@ def test_weights_of_whole_stack_groups_load_in_one_copy_per_parameter() -> None:
     runner = MultiAgentEnvRunner(config=_config(MultiAgentCartPole, 4, None, stack=True))
     rng = np.random.default_rng(0)
     state = runner.get_state()["rl_module"]
-    new = {mid: {k: rng.normal(size=v.shape).astype(v.dtype) for k, v in s.items()}
-           for mid, s in state.items()}
+    new = {
+        mid: {k: rng.normal(size=v.shape).astype(v.dtype) for k, v in s.items()}
+        for mid, s in state.items()
+    }
     per_module: list = []
     original = runner.module.set_state
-    runner.module.set_state = lambda weights: (per_module.append(dict(weights)),
-                                               original(weights))[1]
+    runner.module.set_state = lambda weights: (per_module.append(dict(weights)), original(weights))[
+        1
+    ]
     runner.set_state({"rl_module": new})
     assert per_module == [{}]  # all four through the stacked path
     for mid, s in runner.get_state()["rl_module"].items():
@@ -197,12 +214,16 @@ def test_whole_group_weights_that_are_rows_of_the_group_itself_load_unchanged() 
     writes into), gives each module the row it was handed, not a half-overwritten one."""
     runner = MultiAgentEnvRunner(config=_config(MultiAgentCartPole, 4, None, stack=True))
     runner.sample()
-    before = {m: {k: np.array(v) for k, v in s.items()}
-              for m, s in runner.get_state()["rl_module"].items()}
+    before = {
+        m: {k: np.array(v) for k, v in s.items()}
+        for m, s in runner.get_state()["rl_module"].items()
+    }
     order = list(before)
     assert len(order) == 4 and runner._groups.num_stacked == 4  # one stacked group
-    live = {mid: {k: t.detach().numpy() for k, t in runner.module[mid].get_state().items()}
-            for mid in order}
+    live = {
+        mid: {k: t.detach().numpy() for k, t in runner.module[mid].get_state().items()}
+        for mid in order
+    }
     swapped = {mid: live[order[(i + 1) % 4]] for i, mid in enumerate(order)}
     runner.set_state({"rl_module": swapped})
     after = runner.get_state()["rl_module"]

@@ -52,8 +52,11 @@ class TurnEnv(MultiAgentEnv):
         self.action_spaces = dict.fromkeys(self.possible_agents, TWO)
 
     def _obs(self) -> dict:
-        return {a: np.array([self.CODE[a], self.t], np.float32) for a in self.possible_agents
-                if self.t in self.OBS_AT[a]}
+        return {
+            a: np.array([self.CODE[a], self.t], np.float32)
+            for a in self.possible_agents
+            if self.t in self.OBS_AT[a]
+        }
 
     def reset(self, *, seed=None, options=None):
         self.t = 0
@@ -65,8 +68,11 @@ class TurnEnv(MultiAgentEnv):
         assert set(action_dict) == self._expect, (sorted(action_dict), sorted(self._expect))
         self.t += 1
         t = self.t
-        active = [a for a, (start, end) in {"a": (0, 6), "b": (0, 9), "c": (2, 7)}.items()
-                  if start <= t <= end]
+        active = [
+            a
+            for a, (start, end) in {"a": (0, 6), "b": (0, 9), "c": (2, 7)}.items()
+            if start <= t <= end
+        ]
         rewards = {a: self.REWARD[a] for a in active}
         obs = self._obs()
         terminateds = {"a": True} if t == 6 else {"c": True} if t == 7 else {}
@@ -87,8 +93,9 @@ class Recording:
 
     def step(self, action_dict):
         out = super().step(action_dict)
-        self.log.append(("step", dict(action_dict), *({k: np.copy(v) for k, v in d.items()}
-                                                        for d in out[:4])))
+        self.log.append(
+            ("step", dict(action_dict), *({k: np.copy(v) for k, v in d.items()} for d in out[:4]))
+        )
         return out
 
 
@@ -122,8 +129,17 @@ def reference_rows(log: list, module_of) -> list[tuple]:
 
     def close(agent, new_obs, term, trunc):
         row = pending.pop(agent)
-        rows.append((module_of(agent), row["obs"].tobytes(), row["action"], row["reward"],
-                     new_obs.tobytes(), term, trunc))
+        rows.append(
+            (
+                module_of(agent),
+                row["obs"].tobytes(),
+                row["action"],
+                row["reward"],
+                new_obs.tobytes(),
+                term,
+                trunc,
+            )
+        )
 
     for event in log:
         if event[0] == "reset":
@@ -131,8 +147,11 @@ def reference_rows(log: list, module_of) -> list[tuple]:
             continue
         _, actions, obs, rew, te, tr = event
         for agent, action in actions.items():
-            pending[agent] = {"obs": last_obs[agent], "action": int(action),
-                              "reward": hanging.pop(agent, 0.0)}
+            pending[agent] = {
+                "obs": last_obs[agent],
+                "action": int(action),
+                "reward": hanging.pop(agent, 0.0),
+            }
         for agent, r in rew.items():
             if agent in pending:
                 pending[agent]["reward"] += float(r)
@@ -165,9 +184,17 @@ def runner_rows(batches: list[dict]) -> list[tuple]:
     for batch in batches:
         for mid, cols in batch.items():
             for i in range(len(cols["obs"])):
-                out.append((mid, cols["obs"][i].tobytes(), int(cols["actions"][i]),
-                            float(cols["rewards"][i]), cols["new_obs"][i].tobytes(),
-                            bool(cols["terminateds"][i]), bool(cols["truncateds"][i])))
+                out.append(
+                    (
+                        mid,
+                        cols["obs"][i].tobytes(),
+                        int(cols["actions"][i]),
+                        float(cols["rewards"][i]),
+                        cols["new_obs"][i].tobytes(),
+                        bool(cols["terminateds"][i]),
+                        bool(cols["truncateds"][i]),
+                    )
+                )
     return out
 
 
@@ -181,22 +208,32 @@ def check_sequences(batch: dict) -> None:
         assert ends[cols["terminateds"] | cols["truncateds"]].all()
 
 
-def ma_config(env: Any = MultiAgentCartPole, env_config: dict | None = None,
-              num_envs: int = 2, policies: Any = None, mapping: Any = None) -> PPOConfig:
-    return (PPOConfig()
-            .environment(env, env_config={"num_agents": 4} if env_config is None else env_config)
-            .env_runners(num_envs_per_env_runner=num_envs)
-            .multi_agent(policies=policies or {"p0", "p1"},
-                         policy_mapping_fn=mapping or (lambda aid, episode: f"p{aid % 2}"))
-            .training(train_batch_size=128, minibatch_size=64, num_epochs=2)
-            .debugging(seed=0))
+def ma_config(
+    env: Any = MultiAgentCartPole,
+    env_config: dict | None = None,
+    num_envs: int = 2,
+    policies: Any = None,
+    mapping: Any = None,
+) -> PPOConfig:
+    return (
+        PPOConfig()
+        .environment(env, env_config={"num_agents": 4} if env_config is None else env_config)
+        .env_runners(num_envs_per_env_runner=num_envs)
+        .multi_agent(
+            policies=policies or {"p0", "p1"},
+            policy_mapping_fn=mapping or (lambda aid, episode: f"p{aid % 2}"),
+        )
+        .training(train_batch_size=128, minibatch_size=64, num_epochs=2)
+        .debugging(seed=0)
+    )
 
 
 # ---------------------------------------------------------------------- rows vs reference
 def test_rows_match_the_reference_on_the_turn_env():
     code = {"a": "pa", "b": "pb", "c": "pa"}
-    config = ma_config("rec_turn", {}, num_envs=1, policies={"pa", "pb"},
-                       mapping=lambda aid, episode: code[aid])
+    config = ma_config(
+        "rec_turn", {}, num_envs=1, policies={"pa", "pb"}, mapping=lambda aid, episode: code[aid]
+    )
     runner = MultiAgentEnvRunner(config=config)
     batches = [runner.sample(num_timesteps=n) for n in (4, 7, 9, 5)]  # cuts mid-episode
     for b in batches:
@@ -218,8 +255,13 @@ def test_rows_match_the_reference_on_the_turn_env():
 
 
 def test_rows_match_the_reference_on_cartpole_with_three_modules():
-    config = ma_config("rec_cartpole", {"num_agents": 6}, num_envs=3,
-                       policies={"p0", "p1", "p2"}, mapping=lambda aid, ep: f"p{aid % 3}")
+    config = ma_config(
+        "rec_cartpole",
+        {"num_agents": 6},
+        num_envs=3,
+        policies={"p0", "p1", "p2"},
+        mapping=lambda aid, ep: f"p{aid % 3}",
+    )
     runner = MultiAgentEnvRunner(config=config)
     batches = [runner.sample(num_timesteps=90), runner.sample(num_timesteps=150)]
     for b in batches:
@@ -230,11 +272,13 @@ def test_rows_match_the_reference_on_cartpole_with_three_modules():
     assert sorted(got) == sorted(expected)
     metrics = runner.get_metrics()
     assert metrics["num_env_steps"] == 240
-    assert metrics["num_agent_steps"] == sum(len(e[1]) for env in runner.envs
-                                             for e in env.log if e[0] == "step")
+    assert metrics["num_agent_steps"] == sum(
+        len(e[1]) for env in runner.envs for e in env.log if e[0] == "step"
+    )
     # Per-module returns sum the module's agents; per-agent returns are each agent's.
     assert sum(metrics["episode_returns"]) == pytest.approx(
-        sum(sum(v) for v in metrics["module_episode_returns"].values()))
+        sum(sum(v) for v in metrics["module_episode_returns"].values())
+    )
     assert sorted(metrics["agent_episode_returns"]) == list(range(6))
 
 
@@ -278,6 +322,7 @@ def test_one_forward_pass_per_module_per_step_and_one_mapping_per_agent_episode(
         def forward(batch):
             forwards[mid].append(len(batch["obs"]))
             return orig(batch)
+
         return forward
 
     for mid, sub in runner.module.items():
@@ -299,8 +344,11 @@ class DiscreteObsEnv(MultiAgentEnv):
         super().__init__()
         self.possible_agents = ["x0", "x1", "y0"]
         box = gym.spaces.Box(-1, 1, (3,), np.float32)
-        self.observation_spaces = {"x0": gym.spaces.Discrete(5), "x1": gym.spaces.Discrete(5),
-                                   "y0": box}
+        self.observation_spaces = {
+            "x0": gym.spaces.Discrete(5),
+            "x1": gym.spaces.Discrete(5),
+            "y0": box,
+        }
         self.action_spaces = {"x0": TWO, "x1": TWO, "y0": gym.spaces.Discrete(3)}
 
     def reset(self, *, seed=None, options=None):
@@ -315,8 +363,9 @@ class DiscreteObsEnv(MultiAgentEnv):
 
 
 def test_spaces_per_module_are_after_the_env_to_module_connectors():
-    config = ma_config(DiscreteObsEnv, {}, num_envs=2, policies={"x", "y"},
-                       mapping=lambda aid, ep: aid[0])
+    config = ma_config(
+        DiscreteObsEnv, {}, num_envs=2, policies={"x", "y"}, mapping=lambda aid, ep: aid[0]
+    )
     runner = MultiAgentEnvRunner(config=config)
     spaces = runner.get_spaces()
     assert spaces[ENV_SPACES_KEY] == (gym.spaces.Discrete(5), TWO)  # the first agent's
@@ -336,8 +385,9 @@ def test_pettingzoo_team_spaces():
     from rlmod.testing.pettingzoo_envs import TwoTeamGuessingEnv
 
     register_env("two_teams_test", lambda cfg: ParallelPettingZooEnv(TwoTeamGuessingEnv(**cfg)))
-    config = ma_config("two_teams_test", {}, policies={"red", "blue"},
-                       mapping=lambda aid, ep: aid.split("_")[0])
+    config = ma_config(
+        "two_teams_test", {}, policies={"red", "blue"}, mapping=lambda aid, ep: aid.split("_")[0]
+    )
     runner = MultiAgentEnvRunner(config=config)
     spaces = runner.get_spaces()
     assert spaces["red"][0].shape == (3,) and spaces["blue"][0].shape == (5,)
@@ -363,10 +413,12 @@ class TinyLearnerOnly(RLModule):
 
 def learner_only_config(**kwargs) -> PPOConfig:
     box = MultiAgentCartPole().observation_spaces[0]
-    icm = RLModuleSpec(module_class=TinyLearnerOnly, observation_space=box, action_space=TWO,
-                       learner_only=True)
+    icm = RLModuleSpec(
+        module_class=TinyLearnerOnly, observation_space=box, action_space=TWO, learner_only=True
+    )
     return ma_config(**kwargs).rl_module(
-        rl_module_spec=MultiRLModuleSpec(rl_module_specs={"icm": icm}))
+        rl_module_spec=MultiRLModuleSpec(rl_module_specs={"icm": icm})
+    )
 
 
 def test_env_runner_never_builds_a_learner_only_module_but_the_learner_does():
@@ -394,8 +446,7 @@ def test_weight_sync_carries_no_learner_only_weights():
     for mid, weights in sent[-1]["rl_module"].items():
         assert not any(k.startswith("vf") for k in weights), mid  # inference-only part
         for k, v in weights.items():  # what the runner holds is what the learner holds
-            np.testing.assert_array_equal(
-                runner.module[mid].state_dict()[k].numpy(), v)
+            np.testing.assert_array_equal(runner.module[mid].state_dict()[k].numpy(), v)
     with pytest.raises(UnknownModuleIDError, match="icm"):
         runner.set_state({"rl_module": {"icm": {}}})
     algo.stop()
@@ -404,7 +455,8 @@ def test_weight_sync_carries_no_learner_only_weights():
 # ---------------------------------------------------------------------- overrides (rule 4)
 def test_get_config_for_module_same_object_or_cached_frozen_copy():
     config = ma_config().rl_module(
-        algorithm_config_overrides_per_module={"p1": {"lr": 1e-2, "entropy_coeff": 0.03}})
+        algorithm_config_overrides_per_module={"p1": {"lr": 1e-2, "entropy_coeff": 0.03}}
+    )
     assert config.get_config_for_module("p0") is config
     p1 = config.get_config_for_module("p1")
     assert p1 is not config and p1 is config.get_config_for_module("p1")
@@ -438,8 +490,9 @@ def test_only_policies_to_train_change_the_others_keep_their_weights_bit_for_bit
     config = ma_config().multi_agent(policies_to_train=["p0"])
     algo = config.build_algo()
     learner = algo.learner_group.learner
-    before = {m: {k: v.clone() for k, v in learner.module[m].state_dict().items()}
-              for m in ("p0", "p1")}
+    before = {
+        m: {k: v.clone() for k, v in learner.module[m].state_dict().items()} for m in ("p0", "p1")
+    }
     runner_p1 = {k: v.clone() for k, v in algo.env_runner.module["p1"].state_dict().items()}
     result = algo.train()
     algo.train()
@@ -447,8 +500,9 @@ def test_only_policies_to_train_change_the_others_keep_their_weights_bit_for_bit
     after = {m: learner.module[m].state_dict() for m in ("p0", "p1")}
     assert all(torch.equal(before["p1"][k], after["p1"][k]) for k in before["p1"])
     assert not all(torch.equal(before["p0"][k], after["p0"][k]) for k in before["p0"])
-    assert all(torch.equal(runner_p1[k], v)
-               for k, v in algo.env_runner.module["p1"].state_dict().items())
+    assert all(
+        torch.equal(runner_p1[k], v) for k, v in algo.env_runner.module["p1"].state_dict().items()
+    )
     assert "p1" not in learner._optimizers
     algo.stop()
 
@@ -466,8 +520,7 @@ def test_mapping_to_an_unknown_module_names_agent_and_module():
 
 
 def test_mapping_unknown_only_at_run_time_is_caught_when_sampling():
-    config = ma_config(mapping=lambda aid, ep: f"p{aid % 2}" if ep.id_ <= 0
-                       else "px")
+    config = ma_config(mapping=lambda aid, ep: f"p{aid % 2}" if ep.id_ <= 0 else "px")
     runner = MultiAgentEnvRunner(config=config)
     with pytest.raises(UnknownModuleIDError, match=r"agent 0 to module 'px'"):
         runner.sample(num_timesteps=2 * 600)
@@ -481,8 +534,11 @@ def test_mapping_to_a_learner_only_module_is_an_error():
 
 def test_two_agents_with_different_spaces_on_one_module_names_both():
     config = ma_config(DiscreteObsEnv, {}, policies={"p"}, mapping=lambda aid, ep: "p")
-    with pytest.raises(ValueError, match=r"Agents 'x0' and 'y0' are both mapped to module 'p'"
-                                         r".*Discrete\(5\).*Box"):
+    with pytest.raises(
+        ValueError,
+        match=r"Agents 'x0' and 'y0' are both mapped to module 'p'"
+        r".*Discrete\(5\).*Box",
+    ):
         MultiAgentEnvRunner(config=config)
 
 
@@ -511,15 +567,15 @@ def test_get_state_set_state_round_trip():
     b = MultiAgentEnvRunner(config=ma_config().debugging(seed=1))
     state = a.get_state()
     assert sorted(state["rl_module"]) == ["p0", "p1"]
-    assert all(isinstance(v, np.ndarray) for w in state["rl_module"].values()
-               for v in w.values())
+    assert all(isinstance(v, np.ndarray) for w in state["rl_module"].values() for v in w.values())
     b.set_state(state)
     obs = torch.zeros(3, 4)
     for mid in ("p0", "p1"):
         with torch.no_grad():
             torch.testing.assert_close(
                 a.module[mid].forward_inference({"obs": obs})["action_dist_inputs"],
-                b.module[mid].forward_inference({"obs": obs})["action_dist_inputs"])
+                b.module[mid].forward_inference({"obs": obs})["action_dist_inputs"],
+            )
 
 
 def test_train_reports_module_and_agent_returns():

@@ -42,10 +42,12 @@ class _Pair(MultiAgentEnv):
             kind = self.config["kind"]
             if kind == "raise":
                 raise RuntimeError("motor stalled")
-            obs["y"] = {"nan": np.array([0.0, np.nan], np.float32),
-                        "list": [0.1, 0.1],
-                        "float64": np.full(2, 0.1),
-                        "shape": np.zeros(3, np.float32)}.get(kind, obs["y"])
+            obs["y"] = {
+                "nan": np.array([0.0, np.nan], np.float32),
+                "list": [0.1, 0.1],
+                "float64": np.full(2, 0.1),
+                "shape": np.zeros(3, np.float32),
+            }.get(kind, obs["y"])
             if kind == "inf_reward":
                 rew["y"] = -np.inf
         over = self.t >= 5
@@ -53,23 +55,34 @@ class _Pair(MultiAgentEnv):
 
 
 def _config(env_config: dict, num_envs: int = 2) -> PPOConfig:
-    return (PPOConfig().environment(_Pair, env_config=env_config)
-            .env_runners(num_envs_per_env_runner=num_envs)
-            .multi_agent(policies={"px", "py"},
-                         policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}")
-            .training(train_batch_size=40, minibatch_size=20, num_epochs=1)
-            .debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment(_Pair, env_config=env_config)
+        .env_runners(num_envs_per_env_runner=num_envs)
+        .multi_agent(policies={"px", "py"}, policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}")
+        .training(train_batch_size=40, minibatch_size=20, num_epochs=1)
+        .debugging(seed=0)
+    )
 
 
-@pytest.mark.parametrize(("kind", "phrase"), [
-    ("nan", r"non-finite \(NaN or inf\) obs for agent 'y' in env 0 at step 3 of its episode"),
-    ("inf_reward", r"non-finite \(NaN or inf\) rewards for agent 'y' in env 0 at step 3"),
-    ("list", r"observation of agent 'y' in env 0 at step 3 of its episode is a list, not a "
-             r"numpy array of shape \(2,\) and dtype float32"),
-    ("float64", r"observation of agent 'y' .* has shape \(2,\) and dtype float64, but the "
-                r"space declares shape \(2,\) and dtype float32"),
-    ("shape", r"observation of agent 'y' .* has shape \(3,\)"),
-])
+@pytest.mark.parametrize(
+    ("kind", "phrase"),
+    [
+        ("nan", r"non-finite \(NaN or inf\) obs for agent 'y' in env 0 at step 3 of its episode"),
+        ("inf_reward", r"non-finite \(NaN or inf\) rewards for agent 'y' in env 0 at step 3"),
+        (
+            "list",
+            r"observation of agent 'y' in env 0 at step 3 of its episode is a list, not a "
+            r"numpy array of shape \(2,\) and dtype float32",
+        ),
+        (
+            "float64",
+            r"observation of agent 'y' .* has shape \(2,\) and dtype float64, but the "
+            r"space declares shape \(2,\) and dtype float32",
+        ),
+        ("shape", r"observation of agent 'y' .* has shape \(3,\)"),
+    ],
+)
 def test_bad_agent_observations_and_rewards_are_named(kind, phrase):
     runner = MultiAgentEnvRunner(config=_config({"kind": kind}))
     with pytest.raises(EnvError, match=phrase):
@@ -98,11 +111,15 @@ def test_after_an_env_or_mapping_error_the_algorithm_stays_usable(where):
             if calls[0] == 7:  # an agent of a later episode
                 raise KeyError("no such team")
             return f"p{aid}"
+
         config.multi_agent(policy_mapping_fn=mapping)
     algo = config.build_algo()
     if where == "step":
-        with pytest.raises(EnvError, match=r"\(env 0 of this EnvRunner\) raised in step\(\) at "
-                           r"step 3 of its episode .*RuntimeError\('motor stalled'\)"):
+        with pytest.raises(
+            EnvError,
+            match=r"\(env 0 of this EnvRunner\) raised in step\(\) at "
+            r"step 3 of its episode .*RuntimeError\('motor stalled'\)",
+        ):
             algo.train()
     else:
         with pytest.raises(KeyError, match="no such team"):
@@ -116,7 +133,8 @@ def test_after_an_env_or_mapping_error_the_algorithm_stays_usable(where):
 
 def test_restart_failed_sub_environments_recreates_the_env_and_drops_its_episode():
     config = _config({"kind": "raise", "armed": [True]}).fault_tolerance(
-        restart_failed_sub_environments=True)
+        restart_failed_sub_environments=True
+    )
     runner = MultiAgentEnvRunner(config=config)
     batch = runner.sample(num_timesteps=30)
     metrics = runner.get_metrics()
@@ -143,9 +161,12 @@ class _Actions(MultiAgentEnv):
     """Two agents with a Tuple and a Discrete(start=5) action space; asserts each action
     it gets is in its agent's space."""
 
-    SPACES = {"t": gym.spaces.Tuple([gym.spaces.Discrete(2, start=-1),
-                                     gym.spaces.Box(-1.0, 1.0, (2,), np.float32)]),
-              "d": gym.spaces.Discrete(3, start=5)}
+    SPACES = {
+        "t": gym.spaces.Tuple(
+            [gym.spaces.Discrete(2, start=-1), gym.spaces.Box(-1.0, 1.0, (2,), np.float32)]
+        ),
+        "d": gym.spaces.Discrete(3, start=5),
+    }
 
     def __init__(self, config: dict | None = None) -> None:
         super().__init__()
@@ -163,17 +184,24 @@ class _Actions(MultiAgentEnv):
         self.seen.extend(action_dict.items())
         self.t += 1
         obs = {a: np.zeros(2, np.float32) for a in self.possible_agents}
-        return (obs, dict.fromkeys(self.possible_agents, 1.0), {"__all__": False},
-                {"__all__": self.t >= 4}, {})
+        return (
+            obs,
+            dict.fromkeys(self.possible_agents, 1.0),
+            {"__all__": False},
+            {"__all__": self.t >= 4},
+            {},
+        )
 
 
 def test_multi_agent_actions_are_inside_each_agents_space():
     seen: list = []
-    config = (PPOConfig().environment(_Actions, env_config={"seen": seen})
-              .env_runners(num_envs_per_env_runner=2)
-              .multi_agent(policies={"pt", "pd"},
-                           policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}")
-              .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment(_Actions, env_config={"seen": seen})
+        .env_runners(num_envs_per_env_runner=2)
+        .multi_agent(policies={"pt", "pd"}, policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}")
+        .debugging(seed=0)
+    )
     runner = MultiAgentEnvRunner(config=config)
     runner.sample(num_timesteps=40)
     assert len(seen) == 80
@@ -190,8 +218,9 @@ def test_policy_mapping_fn_gets_a_documented_episode_at_set_up_too():
         seen.append(episode.id_)  # was: AttributeError on episode=None at set-up
         return f"p{aid}" if episode.env_index >= 0 else "nope"
 
-    runner = MultiAgentEnvRunner(config=_config({"armed": [False]}).multi_agent(
-        policy_mapping_fn=mapping))
+    runner = MultiAgentEnvRunner(
+        config=_config({"armed": [False]}).multi_agent(policy_mapping_fn=mapping)
+    )
     runner.sample(num_timesteps=10)
     assert -1 in seen and max(seen) >= 0
     runner.stop()
@@ -206,10 +235,14 @@ def test_truncate_mode_is_refused_for_multi_agent_with_a_message():
 def test_an_env_that_always_raises_stops_training_with_an_env_error():
     """Issue 30, item 11: with restart_failed_sub_environments=True the env was recreated
     at every step forever and train() returned results with nothing sampled."""
-    config = _config({"kind": "raise", "bad_at": 1, "armed": [True], "repeat": True}
-                     ).fault_tolerance(restart_failed_sub_environments=True)
+    config = _config(
+        {"kind": "raise", "bad_at": 1, "armed": [True], "repeat": True}
+    ).fault_tolerance(restart_failed_sub_environments=True)
     algo = config.build_algo()
-    with pytest.raises(EnvError, match=r"env=<class '.*_Pair'> \(env 0 of this EnvRunner\) "
-                       r"raised 10 times in a row .*RuntimeError\('motor stalled'\)"):
+    with pytest.raises(
+        EnvError,
+        match=r"env=<class '.*_Pair'> \(env 0 of this EnvRunner\) "
+        r"raised 10 times in a row .*RuntimeError\('motor stalled'\)",
+    ):
         algo.train()
     algo.stop()

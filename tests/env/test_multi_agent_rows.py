@@ -39,6 +39,5 @@ def test_read_flags_fast_path_order_mismatch_and_agents_without_obs():
     flags, flag_all, extra = read_flags({"a": False, "b": True, ALL_AGENTS: False}, keys)
     assert flags.tolist() == [False, True] and extra == ()
     # Another order, and a done agent that got no observation this step.
-    flags, flag_all, extra = read_flags({"c": True, "b": True, "a": False, ALL_AGENTS: True},
-                                        keys)
+    flags, flag_all, extra = read_flags({"c": True, "b": True, "a": False, ALL_AGENTS: True}, keys)
     assert flags.tolist() == [False, True] and flag_all and extra == ("c",)

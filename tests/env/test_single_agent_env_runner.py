@@ -22,17 +22,29 @@ from rlmod.env.env_runner_group import EnvRunnerGroup
 from rlmod.errors import EnvError
 from rlmod.utils.seeding import seed_everything
 
-COLUMNS = (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS,
-           Columns.TRUNCATEDS, Columns.SEQ_ENDS, Columns.EPS_ID, Columns.ACTION_LOGP,
-           Columns.ACTION_DIST_INPUTS)
+COLUMNS = (
+    Columns.OBS,
+    Columns.NEXT_OBS,
+    Columns.ACTIONS,
+    Columns.REWARDS,
+    Columns.TERMINATEDS,
+    Columns.TRUNCATEDS,
+    Columns.SEQ_ENDS,
+    Columns.EPS_ID,
+    Columns.ACTION_LOGP,
+    Columns.ACTION_DIST_INPUTS,
+)
 
 
 @pytest.fixture
 def frozen_lake_config() -> PPOConfig:
-    return (PPOConfig().environment("FrozenLake-v1")
-            .env_runners(num_envs_per_env_runner=2)
-            .training(train_batch_size=128, minibatch_size=64, num_epochs=1)
-            .debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment("FrozenLake-v1")
+        .env_runners(num_envs_per_env_runner=2)
+        .training(train_batch_size=128, minibatch_size=64, num_epochs=1)
+        .debugging(seed=0)
+    )
 
 
 def runner_for(config: PPOConfig) -> SingleAgentEnvRunner:
@@ -90,8 +102,10 @@ def test_get_spaces_on_frozen_lake_raw_and_one_hot(frozen_lake_config):
     assert set(spaces) == {"__env__", "__env_single__", "default_policy"}
     assert spaces["__env_single__"] == (gym.spaces.Discrete(16), gym.spaces.Discrete(4))
     n = frozen_lake_config.num_envs_per_env_runner  # "__env__": the vector env's (RLlib's)
-    assert spaces["__env__"] == (gym.spaces.MultiDiscrete([16] * n),
-                                 gym.spaces.MultiDiscrete([4] * n))
+    assert spaces["__env__"] == (
+        gym.spaces.MultiDiscrete([16] * n),
+        gym.spaces.MultiDiscrete([4] * n),
+    )
     one_hot = gym.spaces.Box(0.0, 1.0, (16,), np.float32)
     assert spaces["default_policy"] == (one_hot, gym.spaces.Discrete(4))
     assert algo.env_runner_group.get_spaces() == spaces
@@ -165,7 +179,9 @@ def test_a_connector_that_records_action_logp_is_kept(cartpole_config):
             data[Columns.ACTION_LOGP] = torch.full(logits.shape[:1], -7.0)
             return data
 
-    runner = runner_for(cartpole_config.env_runners(module_to_env_connector=lambda *a: RecordLogp()))
+    runner = runner_for(
+        cartpole_config.env_runners(module_to_env_connector=lambda *a: RecordLogp())
+    )
     batch = runner.sample(num_timesteps=64)["default_policy"]
     assert (batch[Columns.ACTION_LOGP] == -7.0).all()
     runner.stop()
@@ -262,9 +278,12 @@ register_env("rlmod-test-exploding-env", lambda env_config: _ExplodingEnv())
 
 def test_env_that_raises_in_step_is_an_env_error_naming_the_env(cartpole_config):
     runner = runner_for(cartpole_config.environment("rlmod-test-exploding-env"))
-    with pytest.raises(EnvError, match=r"env='rlmod-test-exploding-env' raised in step\(\) of "
-                                       r"sub-env 0 at step 1 of this EnvRunner: "
-                                       r"RuntimeError\('boom'\)"):
+    with pytest.raises(
+        EnvError,
+        match=r"env='rlmod-test-exploding-env' raised in step\(\) of "
+        r"sub-env 0 at step 1 of this EnvRunner: "
+        r"RuntimeError\('boom'\)",
+    ):
         runner.sample(num_timesteps=10)
     runner.stop()
 

@@ -15,6 +15,12 @@ from rlmod.testing import cartpole_expert
 def expert_dir(tmp_path: Path) -> Path:
     """Ten scripted-expert CartPole episodes (5,000 rows) in three rolling files."""
     out = tmp_path / "expert"
-    record_episodes(gym.make("CartPole-v1"), cartpole_expert, num_episodes=10,
-                    output_dir=out, seed=0, max_rows_per_file=2000)
+    record_episodes(
+        gym.make("CartPole-v1"),
+        cartpole_expert,
+        num_episodes=10,
+        output_dir=out,
+        seed=0,
+        max_rows_per_file=2000,
+    )
     return out

@@ -30,11 +30,17 @@ def _eval_return(config: object, iterations: int) -> float:
 
 
 def test_bc_on_200_expert_episodes_reaches_450(tmp_path: Path) -> None:
-    record_episodes(gym.make("CartPole-v1"), cartpole_expert, num_episodes=200,
-                    output_dir=tmp_path, seed=0)
-    config = (BCConfig().environment("CartPole-v1").offline_data(input_=str(tmp_path))
-              .training(**SETTINGS).evaluation(evaluation_interval=10, evaluation_duration=20)
-              .debugging(seed=0))
+    record_episodes(
+        gym.make("CartPole-v1"), cartpole_expert, num_episodes=200, output_dir=tmp_path, seed=0
+    )
+    config = (
+        BCConfig()
+        .environment("CartPole-v1")
+        .offline_data(input_=str(tmp_path))
+        .training(**SETTINGS)
+        .evaluation(evaluation_interval=10, evaluation_duration=20)
+        .debugging(seed=0)
+    )
     assert _eval_return(config, 10) >= 450
 
 
@@ -45,14 +51,19 @@ def test_marwil_beats_bc_on_half_expert_half_random_data(tmp_path: Path) -> None
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "cartpole_marwil", Path(__file__).parents[2] / "examples/offline/cartpole_marwil.py")
+        "cartpole_marwil", Path(__file__).parents[2] / "examples/offline/cartpole_marwil.py"
+    )
     assert spec is not None and spec.loader is not None
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     counts = example.record_mixture(tmp_path, seed=0)
     assert abs(counts["expert_rows"] - counts["random_rows"]) < 600
-    returns = {name: [example.train(cls, tmp_path, seed=seed, iterations=20,
-                                    adv_norm_rate=1e-8) for seed in (0, 1, 2)]
-               for name, cls in (("BC", BCConfig), ("MARWIL", MARWILConfig))}
+    returns = {
+        name: [
+            example.train(cls, tmp_path, seed=seed, iterations=20, adv_norm_rate=1e-8)
+            for seed in (0, 1, 2)
+        ]
+        for name, cls in (("BC", BCConfig), ("MARWIL", MARWILConfig))
+    }
     bc, marwil = (sum(returns[k]) / 3 for k in ("BC", "MARWIL"))
     assert marwil > 1.5 * bc, returns

@@ -31,21 +31,36 @@ def local_minari(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[int, d
     episodes, played = [], {}
     for i in range(8):
         obs, _ = env.reset(seed=i)
-        ep: dict[str, list] = {"observations": [obs], "actions": [], "rewards": [],
-                               "terminations": [], "truncations": []}
+        ep: dict[str, list] = {
+            "observations": [obs],
+            "actions": [],
+            "rewards": [],
+            "terminations": [],
+            "truncations": [],
+        }
         done = False
         while not done and len(ep["actions"]) < 200:  # cut short: a flagless end
             action = cartpole_expert(obs)
             obs, reward, terminated, truncated, _ = env.step(action)
-            for k, v in (("observations", obs), ("actions", action), ("rewards", reward),
-                         ("terminations", terminated), ("truncations", truncated)):
+            for k, v in (
+                ("observations", obs),
+                ("actions", action),
+                ("rewards", reward),
+                ("terminations", terminated),
+                ("truncations", truncated),
+            ):
                 ep[k].append(v)
             done = terminated or truncated
         arrays = {k: np.asarray(v) for k, v in ep.items()}
         played[i] = arrays
         episodes.append(EpisodeBuffer(id=i, seed=i, infos={}, **arrays))
-    minari.create_dataset_from_buffers("cartpole/expert-v0", episodes, env=env,
-                                       algorithm_name="scripted expert", data_format="arrow")
+    minari.create_dataset_from_buffers(
+        "cartpole/expert-v0",
+        episodes,
+        env=env,
+        algorithm_name="scripted expert",
+        data_format="arrow",
+    )
     return played
 
 
@@ -65,18 +80,23 @@ def test_minari_episodes_are_read_as_recorded(local_minari: dict[int, dict]) -> 
 
 
 def test_bc_trains_on_a_minari_dataset(local_minari: dict[int, dict]) -> None:
-    algo = (BCConfig().environment("CartPole-v1")
-            .offline_data(input_="minari:cartpole/expert-v0", shuffle_buffer_size=200)
-            .training(lr=3e-3, train_batch_size=256, minibatch_size=128)
-            .evaluation(evaluation_interval=5, evaluation_duration=2).debugging(seed=0)
-            .build_algo())
+    algo = (
+        BCConfig()
+        .environment("CartPole-v1")
+        .offline_data(input_="minari:cartpole/expert-v0", shuffle_buffer_size=200)
+        .training(lr=3e-3, train_batch_size=256, minibatch_size=128)
+        .evaluation(evaluation_interval=5, evaluation_duration=2)
+        .debugging(seed=0)
+        .build_algo()
+    )
     losses = [algo.train()["learners"]["default_policy"]["policy_loss"] for _ in range(5)]
     assert losses[-1] < losses[0]
     algo.stop()
 
 
-def test_an_unknown_minari_dataset_is_named(tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unknown_minari_dataset_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
     with pytest.raises(OfflineDataError, match="no local Minari dataset 'nope/none-v0'"):
         BCConfig().offline_data(input_="minari:nope/none-v0").build_algo()

@@ -32,10 +32,17 @@ def _record(out: Path, *, num_episodes: int, sharpness: dict[str, float]) -> Non
         PPOConfig()
         .environment(MultiAgentCartPole, env_config={"num_agents": 2})
         .multi_agent(policies=set(POLICIES), policy_mapping_fn=_mapping)
-        .rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs={
-            mid: RLModuleSpec(module_class=CartPoleExpertModule,
-                              model_config={"sharpness": sharpness[mid]})
-            for mid in POLICIES}))
+        .rl_module(
+            rl_module_spec=MultiRLModuleSpec(
+                rl_module_specs={
+                    mid: RLModuleSpec(
+                        module_class=CartPoleExpertModule,
+                        model_config={"sharpness": sharpness[mid]},
+                    )
+                    for mid in POLICIES
+                }
+            )
+        )
         .offline_data(output=str(out))
         .debugging(seed=0)
     )
@@ -64,10 +71,14 @@ def ma_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("config_cls", [BCConfig, MARWILConfig])
 def test_each_module_trains_on_its_own_rows(ma_data: Path, config_cls: type) -> None:
-    stored = read_columns(resolve_files(ma_data), columns=[MODULE_ID, "obs", "rewards", "terminateds", "truncateds"],
-                          obs_shape=(4,))
-    rows_of = {mid: {row.tobytes() for row in stored["obs"][stored[MODULE_ID] == mid]}
-               for mid in POLICIES}
+    stored = read_columns(
+        resolve_files(ma_data),
+        columns=[MODULE_ID, "obs", "rewards", "terminateds", "truncateds"],
+        obs_shape=(4,),
+    )
+    rows_of = {
+        mid: {row.tobytes() for row in stored["obs"][stored[MODULE_ID] == mid]} for mid in POLICIES
+    }
     assert all(len(rows) > 100 for rows in rows_of.values())
     algo = _offline(config_cls, ma_data).build_algo()  # type: ignore[attr-defined]
     assert algo.env_runner_group is None
@@ -105,9 +116,11 @@ def test_bc_on_a_two_policy_recording_improves_each_module(tmp_path: Path) -> No
     """Both agents recorded with the scripted expert: after BC, each module's evaluation
     return is far above its untrained one."""
     _record(tmp_path, num_episodes=60, sharpness={"p0": 1000.0, "p1": 1000.0})
-    algo = (_offline(BCConfig, tmp_path)
-            .evaluation(evaluation_interval=10, evaluation_duration=10)
-            .build_algo())
+    algo = (
+        _offline(BCConfig, tmp_path)
+        .evaluation(evaluation_interval=10, evaluation_duration=10)
+        .build_algo()
+    )
     untrained = algo.evaluate()["env_runners"]["module_episode_returns_mean"]
     for _ in range(10):
         result = algo.train()

@@ -82,8 +82,15 @@ def test_reader_batches_do_not_depend_on_prefetching(expert_dir: Path) -> None:
     files = resolve_files(expert_dir)
     batches = {}
     for prefetch in (True, False):
-        reader = OfflineReader(files, batch_size=300, shuffle_buffer_size=500, seed=3,
-                               obs_shape=(4,), gamma=0.99, prefetch=prefetch)
+        reader = OfflineReader(
+            files,
+            batch_size=300,
+            shuffle_buffer_size=500,
+            seed=3,
+            obs_shape=(4,),
+            gamma=0.99,
+            prefetch=prefetch,
+        )
         batches[prefetch] = [reader.next_batch() for _ in range(40)]  # several passes
         reader.close()
     for with_thread, without in zip(batches[True], batches[False], strict=True):

@@ -36,9 +36,12 @@ def test_discounted_returns_match_the_recursion(gamma: float) -> None:
     rewards = rng.normal(size=5000).astype(np.float32)
     ends = rng.random(5000) < 0.002  # episodes of ~500 rows: segments cut inside them
     ends[-1] = True
-    np.testing.assert_allclose(discounted_returns(rewards, ends, gamma),
-                               _loop_returns(rewards.astype(np.float64), ends, gamma),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        discounted_returns(rewards, ends, gamma),
+        _loop_returns(rewards.astype(np.float64), ends, gamma),
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 def test_discounted_returns_by_hand() -> None:
@@ -50,8 +53,9 @@ def test_one_pass_yields_every_row_once_in_shuffled_order(expert_dir: Path) -> N
     files = resolve_files(expert_dir)
     everything = read_columns(files, obs_shape=(4,))
     n = len(everything[Columns.REWARDS])
-    reader = OfflineReader(files, batch_size=n, shuffle_buffer_size=0, seed=0,
-                           obs_shape=(4,), columns=[*everything])
+    reader = OfflineReader(
+        files, batch_size=n, shuffle_buffer_size=0, seed=0, obs_shape=(4,), columns=[*everything]
+    )
     batch = reader.next_batch()
     order = np.lexsort((batch[TIMESTEP], batch[Columns.EPS_ID]))
     for k, v in everything.items():
@@ -63,8 +67,14 @@ def test_one_pass_yields_every_row_once_in_shuffled_order(expert_dir: Path) -> N
 def test_small_batches_mix_files_and_episodes(expert_dir: Path) -> None:
     files = resolve_files(expert_dir)
     assert len(files) == 3
-    reader = OfflineReader(files, batch_size=100, shuffle_buffer_size=4000, seed=0,
-                           obs_shape=(4,), columns=[*REQUIRED_COLUMNS, Columns.EPS_ID])
+    reader = OfflineReader(
+        files,
+        batch_size=100,
+        shuffle_buffer_size=4000,
+        seed=0,
+        obs_shape=(4,),
+        columns=[*REQUIRED_COLUMNS, Columns.EPS_ID],
+    )
     batch = reader.next_batch()
     assert len(np.unique(batch[Columns.EPS_ID])) >= 6  # of 10 episodes in 3 files
     # value_targets: the discounted return from each row's state on.
@@ -74,8 +84,9 @@ def test_small_batches_mix_files_and_episodes(expert_dir: Path) -> None:
 
 def test_module_rows_only(tmp_path: Path) -> None:
     record_episodes(gym.make("CartPole-v1"), lambda o: 0, num_episodes=2, output_dir=tmp_path)
-    reader = OfflineReader(resolve_files(tmp_path), batch_size=4, module_id="other",
-                           shuffle_buffer_size=0)
+    reader = OfflineReader(
+        resolve_files(tmp_path), batch_size=4, module_id="other", shuffle_buffer_size=0
+    )
     with pytest.raises(OfflineDataError, match="no rows of module 'other'"):
         reader.next_batch()
 
@@ -87,8 +98,9 @@ def _broken(expert_dir: Path, how: str) -> Path:
         file.write_bytes(data[: len(data) // 2])
     else:  # bytes flipped inside a data page; the page checksum catches it
         mid = len(data) // 2
-        file.write_bytes(data[:mid] + bytes(b ^ 0x55 for b in data[mid:mid + 64])
-                         + data[mid + 64:])
+        file.write_bytes(
+            data[:mid] + bytes(b ^ 0x55 for b in data[mid : mid + 64]) + data[mid + 64 :]
+        )
     return file
 
 
@@ -121,11 +133,14 @@ def test_missing_input_names_the_setting(tmp_path: Path) -> None:
         resolve_files(tmp_path / "nothing*.parquet")
 
 
-@pytest.mark.parametrize("space", [
-    gym.spaces.Discrete(3, start=-1),
-    gym.spaces.MultiDiscrete([2, 5]),
-    gym.spaces.Box(np.array([-2.0, 0.0]), np.array([2.0, 1.0]), dtype=np.float32),
-])
+@pytest.mark.parametrize(
+    "space",
+    [
+        gym.spaces.Discrete(3, start=-1),
+        gym.spaces.MultiDiscrete([2, 5]),
+        gym.spaces.Box(np.array([-2.0, 0.0]), np.array([2.0, 1.0]), dtype=np.float32),
+    ],
+)
 def test_recorded_env_actions_map_back_to_the_module(space: gym.Space) -> None:
     """actions_from_env inverts ActionsToEnvSpace (inside the bounds)."""
     rng = np.random.default_rng(0)
@@ -175,28 +190,45 @@ def test_reader_memory_is_bounded_by_its_buffers_not_the_dataset(tmp_path: Path)
     from rlmod.offline import EpisodeWriter
 
     space = gym.spaces.Box(-1.0, 1.0, (64,), np.float32)
-    writer = EpisodeWriter(tmp_path, spaces={"__env__": (space, gym.spaces.Discrete(2))},
-                           max_rows_per_file=20_000)
+    writer = EpisodeWriter(
+        tmp_path, spaces={"__env__": (space, gym.spaces.Discrete(2))}, max_rows_per_file=20_000
+    )
     rng = np.random.default_rng(0)
     num_rows = 150_000
     for e in range(num_rows // 1000):  # episodes of 1,000 rows
         done = np.zeros(1000, bool)
         done[-1] = True
-        writer.add_batch({"default_policy": {
-            Columns.EPS_ID: np.full(1000, e), Columns.OBS: rng.random((1000, 64), np.float32),
-            Columns.ACTIONS: rng.integers(2, size=1000),
-            Columns.REWARDS: np.ones(1000, np.float32), Columns.TERMINATEDS: done,
-            Columns.TRUNCATEDS: np.zeros(1000, bool)}})
+        writer.add_batch(
+            {
+                "default_policy": {
+                    Columns.EPS_ID: np.full(1000, e),
+                    Columns.OBS: rng.random((1000, 64), np.float32),
+                    Columns.ACTIONS: rng.integers(2, size=1000),
+                    Columns.REWARDS: np.ones(1000, np.float32),
+                    Columns.TERMINATEDS: done,
+                    Columns.TRUNCATEDS: np.zeros(1000, bool),
+                }
+            }
+        )
     writer.close()
     obs_mib = num_rows * 64 * 4 / 2**20
     # RSS should track live memory (what this test is about), not allocators' caches:
     # glibc raises its mmap threshold after each large free (freed numpy buffers then stay
     # in the heap), and Arrow's mimalloc pool keeps freed segments; a fixed threshold and
     # Arrow on the system allocator return freed buffers to the OS.
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-           "MALLOC_MMAP_THRESHOLD_": str(128 * 1024), "ARROW_DEFAULT_MEMORY_POOL": "system"}
-    out = subprocess.run([sys.executable, "-c", _MEMORY_SCRIPT, str(tmp_path), str(num_rows)],
-                         env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "MALLOC_MMAP_THRESHOLD_": str(128 * 1024),
+        "ARROW_DEFAULT_MEMORY_POOL": "system",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", _MEMORY_SCRIPT, str(tmp_path), str(num_rows)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     first, _, third = (float(x) for x in out.stdout.split())
     print(f"RSS growth {first:.1f} / {third:.1f} MiB (pass 1 / 3) over {obs_mib:.1f} MiB of obs")

@@ -32,15 +32,21 @@ class _Logged(gym.Wrapper):
 
     def reset(self, **kwargs: Any) -> Any:
         obs, info = self.env.reset(**kwargs)
-        self.episodes.append({"obs": [obs], "actions": [], "rewards": [], "terminateds": [],
-                              "truncateds": []})
+        self.episodes.append(
+            {"obs": [obs], "actions": [], "rewards": [], "terminateds": [], "truncateds": []}
+        )
         return obs, info
 
     def step(self, action: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(action)
         ep = self.episodes[-1]
-        for key, value in (("obs", obs), ("actions", action), ("rewards", reward),
-                           ("terminateds", terminated), ("truncateds", truncated)):
+        for key, value in (
+            ("obs", obs),
+            ("actions", action),
+            ("rewards", reward),
+            ("terminateds", terminated),
+            ("truncateds", truncated),
+        ):
             ep[key].append(value)
         return obs, reward, terminated, truncated, info
 
@@ -48,8 +54,9 @@ class _Logged(gym.Wrapper):
 def _episodes(cols: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
     """Rows split at episode-ID changes (rows of an episode are contiguous on disk)."""
     cut = np.flatnonzero(np.diff(cols[Columns.EPS_ID])) + 1
-    bounds = zip(np.r_[0, cut].tolist(), np.r_[cut, len(cols[Columns.EPS_ID])].tolist(),
-                 strict=True)
+    bounds = zip(
+        np.r_[0, cut].tolist(), np.r_[cut, len(cols[Columns.EPS_ID])].tolist(), strict=True
+    )
     return [{k: v[s:e] for k, v in cols.items()} for s, e in bounds]
 
 
@@ -57,9 +64,14 @@ def test_record_episodes_round_trip_is_bit_for_bit(tmp_path: Path) -> None:
     env = _Logged(gym.make("CartPole-v1"))
     rng = np.random.default_rng(0)
     # Half expert, half random actions: long and short episodes, both kinds of ending.
-    record_episodes(env, lambda o: cartpole_expert(o) if rng.random() < 0.5 else
-                    int(rng.integers(2)), num_episodes=12, output_dir=tmp_path, seed=3,
-                    max_rows_per_file=300)
+    record_episodes(
+        env,
+        lambda o: cartpole_expert(o) if rng.random() < 0.5 else int(rng.integers(2)),
+        num_episodes=12,
+        output_dir=tmp_path,
+        seed=3,
+        max_rows_per_file=300,
+    )
     files = resolve_files(tmp_path)
     assert len(files) > 1
     stored = _episodes(read_columns(files, obs_shape=(4,)))
@@ -70,8 +82,7 @@ def test_record_episodes_round_trip_is_bit_for_bit(tmp_path: Path) -> None:
         assert ep[Columns.OBS].tobytes() == obs[:-1].tobytes()
         assert ep[Columns.NEXT_OBS].tobytes() == obs[1:].tobytes()
         assert ep[Columns.ACTIONS].tolist() == [int(a) for a in played["actions"]]
-        assert ep[Columns.REWARDS].tobytes() == np.asarray(
-            played["rewards"], np.float32).tobytes()
+        assert ep[Columns.REWARDS].tobytes() == np.asarray(played["rewards"], np.float32).tobytes()
         assert ep[Columns.TERMINATEDS].tolist() == played["terminateds"]
         assert ep[Columns.TRUNCATEDS].tolist() == played["truncateds"]
         assert ep[TIMESTEP].tolist() == list(range(n))
@@ -82,20 +93,37 @@ def test_record_episodes_round_trip_is_bit_for_bit(tmp_path: Path) -> None:
 
 def test_a_seeded_recording_is_the_same_files_every_time(tmp_path: Path) -> None:
     for out in ("a", "b"):
-        record_episodes(gym.make("CartPole-v1"), cartpole_expert, num_episodes=3,
-                        output_dir=tmp_path / out, seed=7, max_rows_per_file=600)
+        record_episodes(
+            gym.make("CartPole-v1"),
+            cartpole_expert,
+            num_episodes=3,
+            output_dir=tmp_path / out,
+            seed=7,
+            max_rows_per_file=600,
+        )
     names = sorted(f.name for f in resolve_files(tmp_path / "a"))
     assert len(names) == 3 and names == sorted(f.name for f in resolve_files(tmp_path / "b"))
     for name in names:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     with pytest.raises(OfflineDataError, match="recorded into with the same seed"):
-        record_episodes(gym.make("CartPole-v1"), cartpole_expert, num_episodes=1,
-                        output_dir=tmp_path / "a", seed=7)
+        record_episodes(
+            gym.make("CartPole-v1"),
+            cartpole_expert,
+            num_episodes=1,
+            output_dir=tmp_path / "a",
+            seed=7,
+        )
 
 
 def test_rolling_files_are_bounded_and_episodes_never_span_files(tmp_path: Path) -> None:
-    record_episodes(gym.make("CartPole-v1"), lambda o: int(o[2] > 0), num_episodes=30,
-                    output_dir=tmp_path, seed=0, max_rows_per_file=100)
+    record_episodes(
+        gym.make("CartPole-v1"),
+        lambda o: int(o[2] > 0),
+        num_episodes=30,
+        output_dir=tmp_path,
+        seed=0,
+        max_rows_per_file=100,
+    )
     files = resolve_files(tmp_path)
     seen: set[int] = set()
     for f in files:
@@ -111,8 +139,9 @@ def test_rolling_files_are_bounded_and_episodes_never_span_files(tmp_path: Path)
 
 
 def test_a_half_written_file_is_never_read(tmp_path: Path) -> None:
-    record_episodes(gym.make("CartPole-v1"), lambda o: 0, num_episodes=2,
-                    output_dir=tmp_path, seed=0)
+    record_episodes(
+        gym.make("CartPole-v1"), lambda o: 0, num_episodes=2, output_dir=tmp_path, seed=0
+    )
     # What a crash mid-write leaves: the temporary name, never a *.parquet a reader takes.
     (tmp_path / ".episodes-dead-00000.parquet.tmp").write_bytes(b"PAR1 half a file")
     assert [f.name.startswith(".") for f in resolve_files(tmp_path)] == [False]
@@ -130,13 +159,13 @@ def test_spaces_are_stored_once_as_json(tmp_path: Path) -> None:
 def test_a_dir_of_another_env_is_refused(tmp_path: Path) -> None:
     record_episodes(gym.make("CartPole-v1"), lambda o: 0, num_episodes=1, output_dir=tmp_path)
     with pytest.raises(OfflineDataError, match="another env"):
-        record_episodes(gym.make("FrozenLake-v1"), lambda o: 0, num_episodes=1,
-                        output_dir=tmp_path)
+        record_episodes(gym.make("FrozenLake-v1"), lambda o: 0, num_episodes=1, output_dir=tmp_path)
 
 
 @pytest.mark.parametrize("under", [False, True])
-def test_an_output_path_that_is_a_file_is_named_and_the_file_kept(tmp_path: Path,
-                                                                  under: bool) -> None:
+def test_an_output_path_that_is_a_file_is_named_and_the_file_kept(
+    tmp_path: Path, under: bool
+) -> None:
     """Was a raw FileExistsError / NotADirectoryError from the EnvRunner's build."""
     user_file = tmp_path / "notes.txt"
     user_file.write_text("mine")
@@ -156,37 +185,55 @@ def test_a_dir_of_the_users_files_keeps_them(tmp_path: Path) -> None:
 
 def test_multi_agent_rows_round_trip_per_module_and_agent(tmp_path: Path) -> None:
     box = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
-    writer = EpisodeWriter(tmp_path, spaces={"__env__": (box, gym.spaces.Discrete(2)),
-                                             "p0": (box, gym.spaces.Discrete(2)),
-                                             "p1": (box, gym.spaces.Discrete(2))},
-                           max_rows_per_file=5)
+    writer = EpisodeWriter(
+        tmp_path,
+        spaces={
+            "__env__": (box, gym.spaces.Discrete(2)),
+            "p0": (box, gym.spaces.Discrete(2)),
+            "p1": (box, gym.spaces.Discrete(2)),
+        },
+        max_rows_per_file=5,
+    )
     rng = np.random.default_rng(0)
     played: dict[tuple[str, str], dict[str, np.ndarray]] = {}
 
     def rows(n: int, agent: str, eps: int, last_done: bool) -> dict[str, np.ndarray]:
         done = np.zeros(n, bool)
         done[-1] = last_done
-        return {Columns.EPS_ID: np.full(n, eps), AGENT_ID: np.full(n, agent, object),
-                Columns.OBS: rng.normal(size=(n, 3)).astype(np.float32),
-                Columns.NEXT_OBS: rng.normal(size=(n, 3)).astype(np.float32),
-                Columns.ACTIONS: rng.integers(2, size=n),
-                Columns.REWARDS: rng.normal(size=n).astype(np.float32),
-                Columns.TERMINATEDS: done, Columns.TRUNCATEDS: np.zeros(n, bool)}
+        return {
+            Columns.EPS_ID: np.full(n, eps),
+            AGENT_ID: np.full(n, agent, object),
+            Columns.OBS: rng.normal(size=(n, 3)).astype(np.float32),
+            Columns.NEXT_OBS: rng.normal(size=(n, 3)).astype(np.float32),
+            Columns.ACTIONS: rng.integers(2, size=n),
+            Columns.REWARDS: rng.normal(size=n).astype(np.float32),
+            Columns.TERMINATEDS: done,
+            Columns.TRUNCATEDS: np.zeros(n, bool),
+        }
 
     # Two sample() calls: agents' rows interleaved by module, the episode ending in the second.
-    first = {"p0": [rows(3, "a0", 0, False), rows(2, "a2", 0, False)],
-             "p1": [rows(4, "a1", 0, False)]}
-    second = {"p0": [rows(2, "a0", 0, True), rows(1, "a2", 0, True)],
-              "p1": [rows(3, "a1", 0, True)]}
+    first = {
+        "p0": [rows(3, "a0", 0, False), rows(2, "a2", 0, False)],
+        "p1": [rows(4, "a1", 0, False)],
+    }
+    second = {
+        "p0": [rows(2, "a0", 0, True), rows(1, "a2", 0, True)],
+        "p1": [rows(3, "a1", 0, True)],
+    }
     for call in (first, second):
-        batch = {mid: {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-                 for mid, parts in call.items()}
+        batch = {
+            mid: {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+            for mid, parts in call.items()
+        }
         writer.add_batch(batch)
         for mid, parts in call.items():
             for p in parts:
                 key = (mid, str(p[AGENT_ID][0]))
-                played[key] = p if key not in played else {
-                    k: np.concatenate([played[key][k], p[k]]) for k in p}
+                played[key] = (
+                    p
+                    if key not in played
+                    else {k: np.concatenate([played[key][k], p[k]]) for k in p}
+                )
     writer.close()
     files = resolve_files(tmp_path)
     for mid in ("p0", "p1"):
@@ -195,8 +242,13 @@ def test_multi_agent_rows_round_trip_per_module_and_agent(tmp_path: Path) -> Non
         for agent in set(cols[AGENT_ID]):
             mine = cols[AGENT_ID] == agent
             expected = played[(mid, agent)]
-            for k in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS,
-                      Columns.TERMINATEDS):
+            for k in (
+                Columns.OBS,
+                Columns.NEXT_OBS,
+                Columns.ACTIONS,
+                Columns.REWARDS,
+                Columns.TERMINATEDS,
+            ):
                 assert cols[k][mine].tobytes() == expected[k].tobytes(), (mid, agent, k)
             assert cols[TIMESTEP][mine].tolist() == list(range(len(expected[Columns.REWARDS])))
     assert writer.num_episodes_written == 3
@@ -209,14 +261,18 @@ def test_dict_observations_are_refused_with_the_fix(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- EnvRunner recording
-def _record_with_ppo(tmp_path: Path, env: str, iterations: int = 2,
-                     **env_runner_settings: Any) -> tuple[list[dict[str, np.ndarray]], Any]:
+def _record_with_ppo(
+    tmp_path: Path, env: str, iterations: int = 2, **env_runner_settings: Any
+) -> tuple[list[dict[str, np.ndarray]], Any]:
     """Trains PPO with `output` set, keeping every batch its EnvRunner returned."""
-    config = (PPOConfig().environment(env)
-              .env_runners(num_envs_per_env_runner=3, **env_runner_settings)
-              .training(train_batch_size=300, minibatch_size=100, num_epochs=1)
-              .offline_data(output=str(tmp_path), output_max_rows_per_file=250)
-              .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment(env)
+        .env_runners(num_envs_per_env_runner=3, **env_runner_settings)
+        .training(train_batch_size=300, minibatch_size=100, num_epochs=1)
+        .offline_data(output=str(tmp_path), output_max_rows_per_file=250)
+        .debugging(seed=0)
+    )
     algo = config.build_algo()
     runner = algo.env_runner
     batches: list[dict[str, np.ndarray]] = []
@@ -239,31 +295,43 @@ def _finished_rows(batches: list[dict[str, np.ndarray]]) -> dict[int, dict[str, 
     """The rows of each episode that ended within `batches`, by episode ID."""
     merged = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
     ended = merged[Columns.EPS_ID][merged[Columns.TERMINATEDS] | merged[Columns.TRUNCATEDS]]
-    return {int(e): {k: v[merged[Columns.EPS_ID] == e] for k, v in merged.items()}
-            for e in ended}
+    return {int(e): {k: v[merged[Columns.EPS_ID] == e] for k, v in merged.items()} for e in ended}
 
 
 def test_env_runner_writes_every_finished_episode(tmp_path: Path) -> None:
     batches, _ = _record_with_ppo(tmp_path, "CartPole-v1")
     expected = _finished_rows(batches)
-    stored = {int(ep[Columns.EPS_ID][0]) & 0xFFFF_FFFF: ep  # the writer's offset removed
-              for ep in _episodes(read_columns(resolve_files(tmp_path), obs_shape=(4,)))}
+    stored = {
+        int(ep[Columns.EPS_ID][0]) & 0xFFFF_FFFF: ep  # the writer's offset removed
+        for ep in _episodes(read_columns(resolve_files(tmp_path), obs_shape=(4,)))
+    }
     assert stored.keys() == expected.keys() and len(stored) > 10
     for eps, ep in stored.items():
-        for k in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS,
-                  Columns.TERMINATEDS, Columns.TRUNCATEDS, Columns.ACTION_LOGP):
+        for k in (
+            Columns.OBS,
+            Columns.NEXT_OBS,
+            Columns.ACTIONS,
+            Columns.REWARDS,
+            Columns.TERMINATEDS,
+            Columns.TRUNCATEDS,
+            Columns.ACTION_LOGP,
+        ):
             assert ep[k].tobytes() == expected[eps][k].tobytes(), (eps, k)
 
 
-def test_env_runner_stores_raw_observations_that_the_connectors_turn_back(
-        tmp_path: Path) -> None:
+def test_env_runner_stores_raw_observations_that_the_connectors_turn_back(tmp_path: Path) -> None:
     """FrozenLake's observations are one-hot for the module and stored as cell indices;
     with frame stacking on top, the reader's transform reproduces the module's view."""
     batches, pipeline = _record_with_ppo(
-        tmp_path, "FrozenLake-v1", iterations=3,
+        tmp_path,
+        "FrozenLake-v1",
+        iterations=3,
         # User pieces run before the default one-hot (as in RLlib): flatten first.
-        env_to_module_connector=lambda env, spaces, device: [FlattenObservations(),
-                                                             FrameStacking(num_frames=2)])
+        env_to_module_connector=lambda env, spaces, device: [
+            FlattenObservations(),
+            FrameStacking(num_frames=2),
+        ],
+    )
     expected = _finished_rows(batches)
     cols = read_columns(resolve_files(tmp_path), columns=None)
     assert cols[Columns.OBS].dtype == np.int64 and cols[Columns.OBS].ndim == 1
@@ -280,13 +348,17 @@ def test_env_runner_stores_raw_observations_that_the_connectors_turn_back(
 def test_multi_agent_env_runner_writes_every_finished_agent_episode(tmp_path: Path) -> None:
     from rlmod.testing import MultiAgentCartPole
 
-    config = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 3})
-              .env_runners(num_envs_per_env_runner=2)
-              .multi_agent(policies={"p0", "p1"},
-                           policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}")
-              .training(train_batch_size=300, minibatch_size=100, num_epochs=1)
-              .offline_data(output=str(tmp_path), output_max_rows_per_file=200)
-              .debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 3})
+        .env_runners(num_envs_per_env_runner=2)
+        .multi_agent(
+            policies={"p0", "p1"}, policy_mapping_fn=lambda aid, episode, **kw: f"p{aid % 2}"
+        )
+        .training(train_batch_size=300, minibatch_size=100, num_epochs=1)
+        .offline_data(output=str(tmp_path), output_max_rows_per_file=200)
+        .debugging(seed=0)
+    )
     algo = config.build_algo()
     runner = algo.env_runner
     batches: list[dict[str, dict[str, np.ndarray]]] = []
@@ -310,32 +382,45 @@ def test_multi_agent_env_runner_writes_every_finished_agent_episode(tmp_path: Pa
         for eps, ep in stored.items():
             assert len(set(ep[AGENT_ID])) == 1
             assert int(ep[AGENT_ID][0]) % 2 == int(mid[1])  # the mapping: agent -> p{aid % 2}
-            for k in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS,
-                      Columns.TERMINATEDS, Columns.TRUNCATEDS):
+            for k in (
+                Columns.OBS,
+                Columns.NEXT_OBS,
+                Columns.ACTIONS,
+                Columns.REWARDS,
+                Columns.TERMINATEDS,
+                Columns.TRUNCATEDS,
+            ):
                 assert ep[k].tobytes() == expected[eps][k].tobytes(), (mid, eps, k)
 
 
 def test_multi_agent_recording_refuses_transformed_observations(tmp_path: Path) -> None:
     from rlmod.testing import MultiAgentCartPole
 
-    config = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 2})
-              .env_runners(env_to_module_connector=lambda env, spaces, device:
-                           FrameStacking(num_frames=2))
-              .offline_data(output=str(tmp_path)))
+    config = (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 2})
+        .env_runners(
+            env_to_module_connector=lambda env, spaces, device: FrameStacking(num_frames=2)
+        )
+        .offline_data(output=str(tmp_path))
+    )
     with pytest.raises(OfflineDataError, match="records what the modules see"):
         config.build_algo()
 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_remote_env_runners_write_their_episodes_before_they_are_killed(
-        tmp_path: Path) -> None:
+def test_remote_env_runners_write_their_episodes_before_they_are_killed(tmp_path: Path) -> None:
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()  # else rlmod starts it; shut down here, then
-    config = (PPOConfig().environment("CartPole-v1")
-              .env_runners(num_env_runners=1, num_envs_per_env_runner=2)
-              .training(train_batch_size=200, minibatch_size=100, num_epochs=1)
-              .offline_data(output=str(tmp_path)).debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=1, num_envs_per_env_runner=2)
+        .training(train_batch_size=200, minibatch_size=100, num_epochs=1)
+        .offline_data(output=str(tmp_path))
+        .debugging(seed=0)
+    )
     algo = config.build_algo()
     result = algo.train()
     algo.stop()  # episodes still queued (far fewer rows than a file holds) are written
@@ -347,11 +432,15 @@ def test_remote_env_runners_write_their_episodes_before_they_are_killed(
 
 
 def test_evaluation_episodes_are_not_recorded(tmp_path: Path) -> None:
-    config = (PPOConfig().environment("CartPole-v1")
-              .env_runners(num_envs_per_env_runner=2)
-              .training(train_batch_size=200, minibatch_size=100, num_epochs=1)
-              .evaluation(evaluation_interval=1, evaluation_duration=3)
-              .offline_data(output=str(tmp_path)).debugging(seed=0))
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=2)
+        .training(train_batch_size=200, minibatch_size=100, num_epochs=1)
+        .evaluation(evaluation_interval=1, evaluation_duration=3)
+        .offline_data(output=str(tmp_path))
+        .debugging(seed=0)
+    )
     algo = config.build_algo()
     result = algo.train()
     algo.stop()

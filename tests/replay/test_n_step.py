@@ -17,13 +17,17 @@ def test_compute_n_step_stops_at_sequence_ends() -> None:
     np.testing.assert_array_equal(horizons, [2, 1, 3, 2, 1])
 
 
-def _rows(eps: list[int], rewards: list[float], obs: list[float], *, term: list[bool],
-          trunc: list[bool]) -> dict[str, np.ndarray]:
+def _rows(
+    eps: list[int], rewards: list[float], obs: list[float], *, term: list[bool], trunc: list[bool]
+) -> dict[str, np.ndarray]:
     obs_a = np.array(obs, np.float32)[:, None]
     return {
-        Columns.OBS: obs_a, Columns.NEXT_OBS: obs_a + 0.5,
-        Columns.ACTIONS: np.arange(len(eps)), Columns.REWARDS: np.array(rewards, np.float32),
-        Columns.TERMINATEDS: np.array(term), Columns.TRUNCATEDS: np.array(trunc),
+        Columns.OBS: obs_a,
+        Columns.NEXT_OBS: obs_a + 0.5,
+        Columns.ACTIONS: np.arange(len(eps)),
+        Columns.REWARDS: np.array(rewards, np.float32),
+        Columns.TERMINATEDS: np.array(term),
+        Columns.TRUNCATEDS: np.array(trunc),
         Columns.EPS_ID: np.array(eps),
     }
 
@@ -33,8 +37,15 @@ def test_collector_with_termination_truncation_and_a_window_across_batches() -> 
     collect = NStepCollector(n=3, gamma=g)
     # Episode 0 terminates at its 3rd row, episode 1 is truncated at its 2nd, episode 2
     # goes on past the batch.
-    out = collect(_rows([0, 0, 0, 1, 1, 2, 2], [1, 1, 1, 2, 3, 1, 2], [0, 1, 2, 10, 11, 20, 21],
-                        term=[0, 0, 1, 0, 0, 0, 0], trunc=[0, 0, 0, 0, 1, 0, 0]))
+    out = collect(
+        _rows(
+            [0, 0, 0, 1, 1, 2, 2],
+            [1, 1, 1, 2, 3, 1, 2],
+            [0, 1, 2, 10, 11, 20, 21],
+            term=[0, 0, 1, 0, 0, 0, 0],
+            trunc=[0, 0, 0, 0, 1, 0, 0],
+        )
+    )
     np.testing.assert_allclose(out[Columns.REWARDS], [1 + g + g * g, 1 + g, 1, 2 + g * 3, 3])
     np.testing.assert_array_equal(out[N_STEP], [3, 2, 1, 2, 1])
     # No bootstrap past the termination; the truncation bootstraps from its final obs.
@@ -45,8 +56,9 @@ def test_collector_with_termination_truncation_and_a_window_across_batches() -> 
     # The next batch continues episode 2 (rows 22, 23) and starts episode 3.
     out = collect(_rows([2, 2, 3], [3, 4, 7], [22, 23, 30], term=[0, 0, 1], trunc=[0, 0, 0]))
     np.testing.assert_allclose(out[Columns.OBS][:, 0], [20, 21, 30])
-    np.testing.assert_allclose(out[Columns.REWARDS],
-                               [1 + g * 2 + g * g * 3, 2 + g * 3 + g * g * 4, 7], rtol=1e-6)
+    np.testing.assert_allclose(
+        out[Columns.REWARDS], [1 + g * 2 + g * g * 3, 2 + g * 3 + g * g * 4, 7], rtol=1e-6
+    )
     np.testing.assert_array_equal(out[N_STEP], [3, 3, 1])
     np.testing.assert_allclose(out[Columns.NEXT_OBS][:, 0], [22.5, 23.5, 30.5])
     np.testing.assert_array_equal(out[Columns.ACTIONS], [5, 6, 2])  # actions ride along

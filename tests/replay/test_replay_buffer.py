@@ -74,13 +74,19 @@ class _ReferenceTree:
         return [min(bisect.bisect_right(prefix, v), len(prefix) - 1) for v in values.tolist()]
 
 
-@pytest.mark.parametrize(("capacity", "scan_max", "num_levels"), [
-    (1, None, 1), (13, None, 1), (20_000, None, 2),
-    (5000, 1024, 2), (20_000, 1024, 3),  # a smaller top level: more levels, same code
-])
+@pytest.mark.parametrize(
+    ("capacity", "scan_max", "num_levels"),
+    [
+        (1, None, 1),
+        (13, None, 1),
+        (20_000, None, 2),
+        (5000, 1024, 2),
+        (20_000, 1024, 3),  # a smaller top level: more levels, same code
+    ],
+)
 def test_vectorized_trees_equal_a_straightforward_reference(
-        capacity: int, scan_max: int | None, num_levels: int,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    capacity: int, scan_max: int | None, num_levels: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Batched updates (contiguous ranges, scattered and repeated indices, refreshed lazily)
     and batched searches give what item-by-item code gives. Integer priorities make every
     sum exact, so the comparison is exact."""
@@ -116,8 +122,9 @@ def test_vectorized_trees_equal_a_straightforward_reference(
                 assert np.all(parent[n:] == pad)
         # Searches at random values and right at the items' boundaries.
         cums = np.cumsum([v or 0.0 for v in ref.leaves])
-        probe = np.concatenate([rng.random(200) * ref.total(), cums[:-1][:200],
-                                [0.0, np.nextafter(ref.total(), 0.0)]])
+        probe = np.concatenate(
+            [rng.random(200) * ref.total(), cums[:-1][:200], [0.0, np.nextafter(ref.total(), 0.0)]]
+        )
         np.testing.assert_array_equal(sums.find(probe), ref.find(probe))
 
 
@@ -128,13 +135,15 @@ def test_prioritized_probabilities_and_weights_by_hand() -> None:
     buf.update_priorities(idx, np.array([1.0, -4.0, 9.0, 16.0]))  # |td|^0.5 = 1, 2, 3, 4
     np.testing.assert_allclose(buf.probabilities(idx), [0.1, 0.2, 0.3, 0.4])
     # w_i = (N P(i))^-beta / max_j w_j with N = 4, beta = 0.5: sqrt(0.4 / (4 P(i))).
-    np.testing.assert_allclose(buf.importance_weights(idx, beta=0.5),
-                               [1.0, np.sqrt(0.5), np.sqrt(1 / 3), 0.5], rtol=1e-6)
+    np.testing.assert_allclose(
+        buf.importance_weights(idx, beta=0.5), [1.0, np.sqrt(0.5), np.sqrt(1 / 3), 0.5], rtol=1e-6
+    )
     np.testing.assert_allclose(buf.importance_weights(idx, beta=0.0), [1.0] * 4)
     # Items are drawn with these probabilities (stratified: close to exact).
     _, drawn = buf.sample(20_000, beta=0.4)
-    np.testing.assert_allclose(np.bincount(drawn, minlength=4) / 20_000, [0.1, 0.2, 0.3, 0.4],
-                               atol=0.005)
+    np.testing.assert_allclose(
+        np.bincount(drawn, minlength=4) / 20_000, [0.1, 0.2, 0.3, 0.4], atol=0.005
+    )
     # A new item gets the largest priority so far (16^0.5 = 4).
     new = buf.add(_transitions(4, 1))
     np.testing.assert_allclose(buf.probabilities(new), [4 / 14])
@@ -154,7 +163,7 @@ def _assert_same_buffer(a: ReplayBuffer, b: ReplayBuffer) -> None:
     assert a.rng.bit_generator.state == b.rng.bit_generator.state
     assert a.columns.keys() == b.columns.keys()
     for col in a.columns:
-        x, y = a.columns[col][:len(a)], b.columns[col][:len(b)]
+        x, y = a.columns[col][: len(a)], b.columns[col][: len(b)]
         assert x.dtype == y.dtype and x.shape == y.shape
         assert x.tobytes() == y.tobytes(), col
     if isinstance(a, PrioritizedReplayBuffer):
@@ -165,8 +174,7 @@ def _assert_same_buffer(a: ReplayBuffer, b: ReplayBuffer) -> None:
 
 
 @pytest.mark.parametrize("cls", [ReplayBuffer, PrioritizedReplayBuffer])
-def test_a_buffer_round_trips_through_a_checkpoint_bit_for_bit(cls: type, tmp_path: Path
-                                                              ) -> None:
+def test_a_buffer_round_trips_through_a_checkpoint_bit_for_bit(cls: type, tmp_path: Path) -> None:
     buf = cls(7, seed=1)
     buf.add(_transitions(0, 5))
     buf.add(_transitions(5, 4))  # wraps: the pointer is mid-ring, rows out of order
@@ -203,25 +211,33 @@ def test_a_mismatched_buffer_is_refused_with_the_setting_to_change(tmp_path: Pat
         PrioritizedReplayBuffer(5, alpha=0.6).restore_from_path(tmp_path / "rb")
     with pytest.raises(CheckpointError, match=r"replay_buffer_config\['alpha'\] to 0.6"):
         PrioritizedReplayBuffer(4, alpha=0.5).restore_from_path(tmp_path / "rb")
-    with pytest.raises(CheckpointError, match=r"PrioritizedReplayBuffer.*replay_buffer_config"
-                                              r"\['type'\] to 'PrioritizedEpisodeReplayBuffer'"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"PrioritizedReplayBuffer.*replay_buffer_config"
+        r"\['type'\] to 'PrioritizedEpisodeReplayBuffer'",
+    ):
         ReplayBuffer(4).restore_from_path(tmp_path / "rb")
 
 
 def _env_runner_rows(num: int, *, eps: int = 0) -> dict[str, np.ndarray]:
     """`num` rows of one ongoing episode, as an EnvRunner's sample() gives them."""
-    return {Columns.OBS: np.arange(num, dtype=np.float32)[:, None],
-            Columns.NEXT_OBS: np.arange(1, num + 1, dtype=np.float32)[:, None],
-            Columns.ACTIONS: np.arange(num), Columns.REWARDS: np.ones(num, np.float32),
-            Columns.TERMINATEDS: np.zeros(num, bool), Columns.TRUNCATEDS: np.zeros(num, bool),
-            Columns.EPS_ID: np.full(num, eps, np.int64)}
+    return {
+        Columns.OBS: np.arange(num, dtype=np.float32)[:, None],
+        Columns.NEXT_OBS: np.arange(1, num + 1, dtype=np.float32)[:, None],
+        Columns.ACTIONS: np.arange(num),
+        Columns.REWARDS: np.ones(num, np.float32),
+        Columns.TERMINATEDS: np.zeros(num, bool),
+        Columns.TRUNCATEDS: np.zeros(num, bool),
+        Columns.EPS_ID: np.full(num, eps, np.int64),
+    }
 
 
 @pytest.mark.parametrize("kind", ["EpisodeReplayBuffer", "PrioritizedEpisodeReplayBuffer"])
 def test_multi_agent_buffers_round_trip_through_a_checkpoint(kind: str, tmp_path: Path) -> None:
     def make(n: int) -> MultiAgentReplayBuffer:
-        return MultiAgentReplayBuffer(replay_buffer_config={"type": kind, "capacity": 6},
-                                      n_step=lambda mid: (n, 0.5), seed=3)
+        return MultiAgentReplayBuffer(
+            replay_buffer_config={"type": kind, "capacity": 6}, n_step=lambda mid: (n, 0.5), seed=3
+        )
 
     buf = make(1)
     buf.add({"p0": _env_runner_rows(8), "p/1": _env_runner_rows(3)})  # '/' in a module ID
@@ -235,14 +251,16 @@ def test_multi_agent_buffers_round_trip_through_a_checkpoint(kind: str, tmp_path
         _assert_same_buffer(buf.buffers[mid], restored.buffers[mid])
 
 
-def test_held_n_step_rows_are_stored_with_their_shorter_windows_on_restore(tmp_path: Path
-                                                                         ) -> None:
+def test_held_n_step_rows_are_stored_with_their_shorter_windows_on_restore(tmp_path: Path) -> None:
     """A restored run starts new episodes (envs are not saved mid-episode): rows whose
     window was still open become transitions with the window they have, not lost."""
+
     def make() -> MultiAgentReplayBuffer:
-        return MultiAgentReplayBuffer(replay_buffer_config={"type": "EpisodeReplayBuffer",
-                                                            "capacity": 10},
-                                      n_step=lambda mid: (3, 0.5), seed=0)
+        return MultiAgentReplayBuffer(
+            replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": 10},
+            n_step=lambda mid: (3, 0.5),
+            seed=0,
+        )
 
     buf = make()
     assert buf.add({"p0": _env_runner_rows(5, eps=7)}, source=1) == 3  # 2 rows wait
@@ -268,9 +286,15 @@ def test_bad_replay_buffer_config_names_the_key() -> None:
 
 def test_beta_is_annealed_by_env_steps() -> None:
     buf = MultiAgentReplayBuffer(
-        replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer", "capacity": 8,
-                              "alpha": 1.0, "beta": [[0, 0.4], [100, 1.0]]},
-        n_step=lambda mid: (1, 0.9), seed=0)
+        replay_buffer_config={
+            "type": "PrioritizedEpisodeReplayBuffer",
+            "capacity": 8,
+            "alpha": 1.0,
+            "beta": [[0, 0.4], [100, 1.0]],
+        },
+        n_step=lambda mid: (1, 0.9),
+        seed=0,
+    )
     buf.add({"p0": _env_runner_rows(4)})
     per = buf.buffers["p0"]
     assert isinstance(per, PrioritizedReplayBuffer)
@@ -278,7 +302,7 @@ def test_beta_is_annealed_by_env_steps() -> None:
     for step, beta in ((0, 0.4), (50, 0.7), (100, 1.0), (500, 1.0)):
         batch, idx = buf.sample(16, num_env_steps_sampled_lifetime=step)
         # w_i = (N P_i)^-beta / max_j (N P_j)^-beta with P = p / 10 (alpha 1, epsilon 1e-6).
-        expected = ((per.tree.leaves[idx["p0"]] / per.tree.leaves[:4].min()) ** -beta)
+        expected = (per.tree.leaves[idx["p0"]] / per.tree.leaves[:4].min()) ** -beta
         np.testing.assert_allclose(batch["p0"]["weights"], expected, rtol=1e-5)
 
 
@@ -304,7 +328,7 @@ def test_prioritized_adds_reach_the_trees_across_wraps_and_priority_updates() ->
             for a, b in zip(tree.levels, fresh.levels, strict=True):
                 np.testing.assert_allclose(a, b, rtol=1e-12)
         # the min tree's leaves are the sum tree's (copied when the trees are told)
-        np.testing.assert_array_equal(buf.min_tree.leaves[:len(buf)], buf.tree.leaves[:len(buf)])
+        np.testing.assert_array_equal(buf.min_tree.leaves[: len(buf)], buf.tree.leaves[: len(buf)])
     newest = (buf.next_index - 7001) % cap
     assert buf.tree.leaves[newest] == pytest.approx((9.0 + buf.epsilon) ** 0.7)
     # Many adds without a read: the trees are told (and refresh) by themselves.

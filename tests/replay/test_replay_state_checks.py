@@ -63,12 +63,14 @@ def test_a_pointer_beyond_the_filled_rows_is_refused(cls: type[ReplayBuffer]) ->
 def _set(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     def edit(state: dict[str, Any]) -> None:
         state[key] = value
+
     return edit
 
 
 def _column(name: str, make: Callable[[np.ndarray], Any]) -> Callable[[dict[str, Any]], None]:
     def edit(state: dict[str, Any]) -> None:
         state["columns"][name] = make(state["columns"][name])
+
     return edit
 
 
@@ -77,34 +79,54 @@ BAD_STATES = [  # a buffer of capacity 4 holding 3 rows
     ("size-negative", _set("size", -1), r"size=-1 must be an int >= 0 and <= 4"),
     ("size-float", _set("size", 2.5), r"size=2.5 must be an int"),
     ("size-missing", lambda s: s.pop("size"), r"lacks 'size'"),
-    ("next-index-at-capacity", _set("next_index", 4), r"next_index=4 must be an int >= 0 and "
-                                                      r"<= 3"),
+    (
+        "next-index-at-capacity",
+        _set("next_index", 4),
+        r"next_index=4 must be an int >= 0 and "
+        r"<= 3",
+    ),
     ("next-index-negative", _set("next_index", -1), r"next_index=-1 must be an int >= 0"),
     ("next-index-text", _set("next_index", "abc"), r"next_index='abc' must be an int"),
     ("next-index-behind-size", _set("next_index", 1), r"next_index=1 differs from its size=3"),
     ("capacity-text", _set("capacity", "abc"), r"capacity='abc' must be an int >= 1"),
     ("capacity-inf", _set("capacity", 1e999), r"capacity=inf must be an int >= 1"),
     ("column-short", _column(Columns.OBS, lambda v: v[:2]), r"says size 3 but its columns"),
-    ("column-text", _column(Columns.OBS, lambda v: v.astype(str)),
-     r"column 'obs' is a <U\d+ array of shape \(3, 2\), not a numeric array"),
-    ("column-list", _column(Columns.OBS, lambda v: v.tolist()),
-     r"column 'obs' is a list, not a numeric array"),
-    ("column-scalar", _column(Columns.ACTIONS, lambda v: np.float64(1.0)),
-     r"column 'actions' is a float64, not a numeric array"),
+    (
+        "column-text",
+        _column(Columns.OBS, lambda v: v.astype(str)),
+        r"column 'obs' is a <U\d+ array of shape \(3, 2\), not a numeric array",
+    ),
+    (
+        "column-list",
+        _column(Columns.OBS, lambda v: v.tolist()),
+        r"column 'obs' is a list, not a numeric array",
+    ),
+    (
+        "column-scalar",
+        _column(Columns.ACTIONS, lambda v: np.float64(1.0)),
+        r"column 'actions' is a float64, not a numeric array",
+    ),
     ("no-columns", _set("columns", {}), r"has size=3 but no columns"),
     ("columns-not-a-dict", _set("columns", [1, 2]), r"columns are a list, not a dict"),
-    ("rng-of-another-generator", lambda s: s["rng"].update(bit_generator="MT19937"),
-     r"rng does not fit its PCG64 generator"),
-    ("rng-garbage", _set("rng", {"bit_generator": "PCG64", "state": "x"}),
-     r"rng does not fit its PCG64 generator"),
+    (
+        "rng-of-another-generator",
+        lambda s: s["rng"].update(bit_generator="MT19937"),
+        r"rng does not fit its PCG64 generator",
+    ),
+    (
+        "rng-garbage",
+        _set("rng", {"bit_generator": "PCG64", "state": "x"}),
+        r"rng does not fit its PCG64 generator",
+    ),
     ("state-not-a-dict", None, r"is a list, not a dict"),
 ]
 
 
 @pytest.mark.parametrize("cls", [ReplayBuffer, PrioritizedReplayBuffer])
 @pytest.mark.parametrize("name, edit, message", BAD_STATES, ids=[c[0] for c in BAD_STATES])
-def test_a_bad_buffer_state_is_refused_and_changes_nothing(cls: type[ReplayBuffer], name: str,
-                                                           edit: Any, message: str) -> None:
+def test_a_bad_buffer_state_is_refused_and_changes_nothing(
+    cls: type[ReplayBuffer], name: str, edit: Any, message: str
+) -> None:
     state: Any = _filled(cls, capacity=4).get_state()
     if edit is None:
         state = [state]
@@ -133,21 +155,25 @@ BAD_PRIORITIES = [
     ("negative", lambda s: s["priorities"].__setitem__(0, -1.0), r"finite and > 0"),
     # one leaf of 0 made the smallest leaf 0: every importance weight came out 0
     ("zero", lambda s: s["priorities"].__setitem__(2, 0.0), r"finite and > 0"),
-    ("too-few", lambda s: s.update(priorities=s["priorities"][:2]),
-     r"priorities must be a numeric array of its 3 rows, got a float64 array of shape \(2,\)"),
+    (
+        "too-few",
+        lambda s: s.update(priorities=s["priorities"][:2]),
+        r"priorities must be a numeric array of its 3 rows, got a float64 array of shape \(2,\)",
+    ),
     ("not-an-array", _set("priorities", "x"), r"priorities must be a numeric array"),
     ("missing", lambda s: s.pop("priorities"), r"lacks 'priorities'"),
-    ("max-priority-nan", _set("max_priority", float("nan")),
-     r"max_priority=nan must be a finite number > 0"),
+    (
+        "max-priority-nan",
+        _set("max_priority", float("nan")),
+        r"max_priority=nan must be a finite number > 0",
+    ),
     ("max-priority-zero", _set("max_priority", 0), r"max_priority=0 must be a finite number > 0"),
     ("alpha-text", _set("alpha", "abc"), r"alpha='abc' is not a finite number"),
 ]
 
 
-@pytest.mark.parametrize("name, edit, message", BAD_PRIORITIES,
-                         ids=[c[0] for c in BAD_PRIORITIES])
-def test_bad_priorities_are_refused_and_change_nothing(name: str, edit: Any, message: str
-                                                       ) -> None:
+@pytest.mark.parametrize("name, edit, message", BAD_PRIORITIES, ids=[c[0] for c in BAD_PRIORITIES])
+def test_bad_priorities_are_refused_and_change_nothing(name: str, edit: Any, message: str) -> None:
     source = _filled(PrioritizedReplayBuffer, capacity=4)
     assert isinstance(source, PrioritizedReplayBuffer)
     source.update_priorities(np.arange(3), np.array([0.5, 2.0, 1.0]))
@@ -165,16 +191,21 @@ def test_bad_priorities_are_refused_and_change_nothing(name: str, edit: Any, mes
 # ---------------------------------------------------------------------- multi-agent
 def _env_runner_rows(num: int, *, eps: int = 0) -> dict[str, np.ndarray]:
     """`num` rows of one ongoing episode, as an EnvRunner's sample() gives them."""
-    return {Columns.OBS: np.arange(num, dtype=np.float32)[:, None],
-            Columns.NEXT_OBS: np.arange(1, num + 1, dtype=np.float32)[:, None],
-            Columns.ACTIONS: np.arange(num), Columns.REWARDS: np.ones(num, np.float32),
-            Columns.TERMINATEDS: np.zeros(num, bool), Columns.TRUNCATEDS: np.zeros(num, bool),
-            Columns.EPS_ID: np.full(num, eps, np.int64)}
+    return {
+        Columns.OBS: np.arange(num, dtype=np.float32)[:, None],
+        Columns.NEXT_OBS: np.arange(1, num + 1, dtype=np.float32)[:, None],
+        Columns.ACTIONS: np.arange(num),
+        Columns.REWARDS: np.ones(num, np.float32),
+        Columns.TERMINATEDS: np.zeros(num, bool),
+        Columns.TRUNCATEDS: np.zeros(num, bool),
+        Columns.EPS_ID: np.full(num, eps, np.int64),
+    }
 
 
 def _multi(kind: str = "PrioritizedEpisodeReplayBuffer") -> MultiAgentReplayBuffer:
-    buf = MultiAgentReplayBuffer(replay_buffer_config={"type": kind, "capacity": 10},
-                                 n_step=lambda mid: (3, 0.5), seed=0)
+    buf = MultiAgentReplayBuffer(
+        replay_buffer_config={"type": kind, "capacity": 10}, n_step=lambda mid: (3, 0.5), seed=0
+    )
     buf.add({"p0": _env_runner_rows(5, eps=1), "p1": _env_runner_rows(6, eps=2)})
     return buf
 
@@ -192,31 +223,59 @@ def _held_of_two_shapes(state: dict[str, Any]) -> None:
     the second add failed after the first was stored."""
     state["buffers"].pop("p1")
     rows = state["held"]["p1"]["0"]
-    state["held"]["p1"]["1"] = {**rows, Columns.OBS: np.zeros((2, 3), np.float32),
-                                Columns.NEXT_OBS: np.zeros((2, 3), np.float32)}
+    state["held"]["p1"]["1"] = {
+        **rows,
+        Columns.OBS: np.zeros((2, 3), np.float32),
+        Columns.NEXT_OBS: np.zeros((2, 3), np.float32),
+    }
 
 
 MULTI_BAD = [
-    ("second-module-pointer", lambda s: s["buffers"]["p1"].update(next_index=7),
-     r"replay_buffer: module 'p1': .*next_index=7 differs from its size=4"),
-    ("columns-renamed", lambda s: s["buffers"]["p1"]["columns"].update(
-        extra=s["buffers"]["p1"]["columns"].pop(Columns.REWARDS)),
-     r"module 'p1': The saved replay buffer's columns are \['actions', 'extra'"),
-    ("n-step-zero", lambda s: s["buffers"]["p1"]["columns"][N_STEP].__setitem__(0, 0),
-     r"module 'p1': .*column 'n_step' holds values < 1"),
-    ("rewards-nan", lambda s: s["buffers"]["p1"]["columns"][Columns.REWARDS].__setitem__(
-        1, np.nan), r"module 'p1': .*column 'rewards' holds NaN or inf"),
-    ("held-rows-of-two-lengths", lambda s: s["held"]["p1"]["0"].update(
-        obs=s["held"]["p1"]["0"][Columns.OBS][:1]),
-     r"module 'p1': held n-step columns differ in length"),
-    ("held-column-missing", lambda s: s["held"]["p1"]["0"].pop(Columns.EPS_ID),
-     r"module 'p1': held n-step rows lack the columns \['eps_id'\]"),
-    ("held-rows-of-another-shape", lambda s: s["held"]["p1"]["0"].update(
-        obs=np.zeros((2, 3), np.float32), new_obs=np.zeros((2, 3), np.float32)),
-     r"module 'p1': held rows: Column 'obs' holds float32 rows of shape \(3,\)"),
-    ("held-sources-of-two-shapes", _held_of_two_shapes,
-     r"module 'p1': held rows: Column 'obs' holds float32 rows of shape \(3,\); this buffer "
-     r"stores float32 rows of \(1,\)"),
+    (
+        "second-module-pointer",
+        lambda s: s["buffers"]["p1"].update(next_index=7),
+        r"replay_buffer: module 'p1': .*next_index=7 differs from its size=4",
+    ),
+    (
+        "columns-renamed",
+        lambda s: s["buffers"]["p1"]["columns"].update(
+            extra=s["buffers"]["p1"]["columns"].pop(Columns.REWARDS)
+        ),
+        r"module 'p1': The saved replay buffer's columns are \['actions', 'extra'",
+    ),
+    (
+        "n-step-zero",
+        lambda s: s["buffers"]["p1"]["columns"][N_STEP].__setitem__(0, 0),
+        r"module 'p1': .*column 'n_step' holds values < 1",
+    ),
+    (
+        "rewards-nan",
+        lambda s: s["buffers"]["p1"]["columns"][Columns.REWARDS].__setitem__(1, np.nan),
+        r"module 'p1': .*column 'rewards' holds NaN or inf",
+    ),
+    (
+        "held-rows-of-two-lengths",
+        lambda s: s["held"]["p1"]["0"].update(obs=s["held"]["p1"]["0"][Columns.OBS][:1]),
+        r"module 'p1': held n-step columns differ in length",
+    ),
+    (
+        "held-column-missing",
+        lambda s: s["held"]["p1"]["0"].pop(Columns.EPS_ID),
+        r"module 'p1': held n-step rows lack the columns \['eps_id'\]",
+    ),
+    (
+        "held-rows-of-another-shape",
+        lambda s: s["held"]["p1"]["0"].update(
+            obs=np.zeros((2, 3), np.float32), new_obs=np.zeros((2, 3), np.float32)
+        ),
+        r"module 'p1': held rows: Column 'obs' holds float32 rows of shape \(3,\)",
+    ),
+    (
+        "held-sources-of-two-shapes",
+        _held_of_two_shapes,
+        r"module 'p1': held rows: Column 'obs' holds float32 rows of shape \(3,\); this buffer "
+        r"stores float32 rows of \(1,\)",
+    ),
     ("held-not-a-dict", _set("held", [1]), r"'held' must be a dict"),
     ("buffers-not-a-dict", _set("buffers", [1]), r"'buffers' is a list"),
 ]

@@ -29,7 +29,8 @@ def algo(cartpole_config: PPOConfig) -> PPO:
 
 # ---------------------------------------------------------------- foreign directories
 def test_save_refuses_a_non_empty_directory_that_is_not_a_checkpoint(
-        algo: PPO, tmp_path: Path) -> None:
+    algo: PPO, tmp_path: Path
+) -> None:
     project = tmp_path / "proj"
     project.mkdir()
     (project / "train.py").write_text("print('mine')")
@@ -40,7 +41,8 @@ def test_save_refuses_a_non_empty_directory_that_is_not_a_checkpoint(
 
 
 def test_save_to_the_current_directory_keeps_the_users_files(
-        algo: PPO, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    algo: PPO, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "train.py").write_text("x = 1")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(CheckpointError, match="not an rlmod checkpoint"):
@@ -56,7 +58,8 @@ def test_save_refuses_a_file(algo: PPO, tmp_path: Path) -> None:
 
 
 def test_save_replaces_its_own_checkpoint_and_fills_an_empty_directory(
-        algo: PPO, tmp_path: Path) -> None:
+    algo: PPO, tmp_path: Path
+) -> None:
     (tmp_path / "ck").mkdir()
     algo.save_to_path(tmp_path / "ck")
     algo.train()
@@ -66,26 +69,29 @@ def test_save_replaces_its_own_checkpoint_and_fills_an_empty_directory(
 
 
 def test_periodic_checkpoints_never_touch_a_foreign_directory_of_the_same_name(
-        cartpole_config: PPOConfig, tmp_path: Path) -> None:
+    cartpole_config: PPOConfig, tmp_path: Path
+) -> None:
     directory = tmp_path / "ck"
     (directory / "checkpoint_000001").mkdir(parents=True)
     (directory / "checkpoint_000001" / "data.csv").write_text("1,2")
-    algo = cartpole_config.checkpointing(checkpoint_frequency=1, checkpoint_dir=directory,
-                                         keep_last_n=1).build_algo()
+    algo = cartpole_config.checkpointing(
+        checkpoint_frequency=1, checkpoint_dir=directory, keep_last_n=1
+    ).build_algo()
     path = algo.train()["checkpoint_path"]
     algo.train()
     algo.stop()
     assert Path(path).name == "checkpoint_000001_2"
     assert (directory / "checkpoint_000001" / "data.csv").read_text() == "1,2"
-    assert sorted(p.name for p in directory.iterdir()) == ["checkpoint_000001",
-                                                           "checkpoint_000002"]
+    assert sorted(p.name for p in directory.iterdir()) == ["checkpoint_000001", "checkpoint_000002"]
 
 
-def test_a_checkpoint_dir_that_is_a_file_is_refused(cartpole_config: PPOConfig,
-                                                    tmp_path: Path) -> None:
+def test_a_checkpoint_dir_that_is_a_file_is_refused(
+    cartpole_config: PPOConfig, tmp_path: Path
+) -> None:
     (tmp_path / "ck").write_text("mine")
-    algo = cartpole_config.checkpointing(checkpoint_frequency=1,
-                                         checkpoint_dir=tmp_path / "ck").build_algo()
+    algo = cartpole_config.checkpointing(
+        checkpoint_frequency=1, checkpoint_dir=tmp_path / "ck"
+    ).build_algo()
     with pytest.raises(CheckpointError, match="checkpoint_dir .* is a file"):
         algo.train()
     algo.stop()
@@ -93,15 +99,20 @@ def test_a_checkpoint_dir_that_is_a_file_is_refused(cartpole_config: PPOConfig,
 
 
 # ---------------------------------------------------------------- keep_last_n across runs
-def test_keep_last_n_prunes_only_this_runs_checkpoints(cartpole_config: PPOConfig,
-                                                       tmp_path: Path) -> None:
-    config = cartpole_config.checkpointing(checkpoint_frequency=1, checkpoint_dir=tmp_path,
-                                           keep_last_n=1)
+def test_keep_last_n_prunes_only_this_runs_checkpoints(
+    cartpole_config: PPOConfig, tmp_path: Path
+) -> None:
+    config = cartpole_config.checkpointing(
+        checkpoint_frequency=1, checkpoint_dir=tmp_path, keep_last_n=1
+    )
     first = config.build_algo()
     paths = [first.train()["checkpoint_path"] for _ in range(3)]
     first.stop()
-    assert [Path(p).name for p in paths] == ["checkpoint_000001", "checkpoint_000002",
-                                            "checkpoint_000003"]
+    assert [Path(p).name for p in paths] == [
+        "checkpoint_000001",
+        "checkpoint_000002",
+        "checkpoint_000003",
+    ]
     earlier = Algorithm.from_checkpoint(paths[-1])
     earlier_weights = earlier.get_module().state_dict()
     earlier.stop()
@@ -109,22 +120,20 @@ def test_keep_last_n_prunes_only_this_runs_checkpoints(cartpole_config: PPOConfi
     second = config.build_algo()  # the same script run again
     path = second.train()["checkpoint_path"]
     assert Path(path).exists()  # the newest is never deleted
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_000001",
-                                                          "checkpoint_000003"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_000001", "checkpoint_000003"]
     for _ in range(3):  # iteration 3 is the earlier run's: saved beside it, not over it
         path = second.train()["checkpoint_path"]
     second.stop()
     assert Path(path).name == "checkpoint_000004"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_000003",
-                                                          "checkpoint_000004"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_000003", "checkpoint_000004"]
     kept = Algorithm.from_checkpoint(tmp_path / "checkpoint_000003")
-    assert all((kept.get_module().state_dict()[k] == v).all()
-               for k, v in earlier_weights.items())
+    assert all((kept.get_module().state_dict()[k] == v).all() for k, v in earlier_weights.items())
     kept.stop()
 
 
 def test_the_same_iteration_twice_in_one_run_replaces_its_own_checkpoint(
-        algo: PPO, tmp_path: Path) -> None:
+    algo: PPO, tmp_path: Path
+) -> None:
     first = algo.save_checkpoint_to_dir(tmp_path, keep_last_n=2)
     second = algo.save_checkpoint_to_dir(tmp_path, keep_last_n=2)
     assert first == second and Path(first).name == "checkpoint_000001"
@@ -152,8 +161,12 @@ _KILLED_BETWEEN_RENAMES = textwrap.dedent("""
 
 def test_a_save_killed_between_its_renames_is_recovered_on_load(tmp_path: Path) -> None:
     target = tmp_path / "ck"
-    child = subprocess.run([sys.executable, "-c", _KILLED_BETWEEN_RENAMES, str(target)],
-                           capture_output=True, text=True, timeout=120)
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_BETWEEN_RENAMES, str(target)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert child.returncode == -signal.SIGKILL, child.stderr
     assert not target.exists()
     assert {p.name.split("-")[0] for p in tmp_path.iterdir()} == {".ck.old", ".ck.tmp"}
@@ -165,7 +178,8 @@ def test_a_save_killed_between_its_renames_is_recovered_on_load(tmp_path: Path) 
 
 
 def test_a_failed_second_rename_puts_the_previous_checkpoint_back(
-        algo: PPO, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    algo: PPO, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "ck"
     algo.save_to_path(target)
     rename = os.rename
@@ -174,6 +188,7 @@ def test_a_failed_second_rename_puts_the_previous_checkpoint_back(
         if ".tmp-" in str(src):
             raise OSError("disk gone")
         rename(src, dst)
+
     monkeypatch.setattr(os, "rename", fail_on_tmp)
     with pytest.raises(OSError, match="disk gone"):
         algo.save_to_path(target)
@@ -183,7 +198,8 @@ def test_a_failed_second_rename_puts_the_previous_checkpoint_back(
 
 
 def test_run_dir_resume_finds_a_checkpoint_killed_between_renames(
-        algo: PPO, tmp_path: Path) -> None:
+    algo: PPO, tmp_path: Path
+) -> None:
     directory = tmp_path / "checkpoints"
     path = Path(algo.save_checkpoint_to_dir(directory))
     os.rename(path, directory / ".checkpoint_000001.old-deadbeef")

@@ -31,10 +31,14 @@ def _load(path: Path) -> Algorithm:
 @pytest.fixture(scope="module")
 def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A checkpoint of a run with a MeanStdFilter (a stateful connector)."""
-    algo = (PPOConfig().environment("CartPole-v1")
-            .env_runners(env_to_module_connector=_mean_std_filter)
-            .training(train_batch_size=256, minibatch_size=64, num_epochs=1)
-            .debugging(seed=0).build_algo())
+    algo = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(env_to_module_connector=_mean_std_filter)
+        .training(train_batch_size=256, minibatch_size=64, num_epochs=1)
+        .debugging(seed=0)
+        .build_algo()
+    )
     algo.train()
     path = Path(algo.save_to_path(tmp_path_factory.mktemp("good") / "ck"))
     algo.stop()
@@ -73,27 +77,37 @@ def test_integer_weights_are_refused_not_cast(ck: Path) -> None:
     for name in ("state.json", "state.safetensors"):
         os.remove(directory / name)
     write_state(directory, state)
-    with pytest.raises(CheckpointError, match=r"is stored as int64, the module.s is "
-                                              r"torch.float32"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"is stored as int64, the module.s is "
+        r"torch.float32",
+    ):
         _load(ck)
 
 
-def test_a_connector_state_the_pipeline_lacks_is_refused(ck: Path,
-                                                         cartpole_config: PPOConfig) -> None:
+def test_a_connector_state_the_pipeline_lacks_is_refused(
+    ck: Path, cartpole_config: PPOConfig
+) -> None:
     """Restoring a MeanStdFilter run into one without the filter dropped the statistics:
     the policy then acted on unnormalized observations."""
     algo = cartpole_config.build_algo()
-    with pytest.raises(CheckpointError, match=r"Connector state for \['\d+:MeanStdFilter'\] "
-                                              r"does not fit this pipeline"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"Connector state for \['\d+:MeanStdFilter'\] "
+        r"does not fit this pipeline",
+    ):
         algo.restore_from_path(ck)
     algo.stop()
 
 
-@pytest.mark.parametrize("edit", [
-    lambda s: s.update(mean=[0.5]),  # broadcast into every dimension before
-    lambda s: s.update(m2=[-1.0, 0.0, 0.0, 0.0]),
-    lambda s: s.update(n=-4),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda s: s.update(mean=[0.5]),  # broadcast into every dimension before
+        lambda s: s.update(m2=[-1.0, 0.0, 0.0, 0.0]),
+        lambda s: s.update(n=-4),
+    ],
+)
 def test_bad_mean_std_statistics_are_refused(ck: Path, edit: Any) -> None:
     def change(data: dict[str, Any]) -> None:
         (key,) = data["env_to_module"]
@@ -102,16 +116,17 @@ def test_bad_mean_std_statistics_are_refused(ck: Path, edit: Any) -> None:
             base["mean"] = [0.0, 0.0, 0.0, 0.0]
             base["m2"] = [1.0, 1.0, 1.0, 1.0]
         edit(base)
+
     _edit(ck / "env_runner" / "state.json", change)
     with pytest.raises(CheckpointError, match="MeanStdFilter state 'base' must hold"):
         _load(ck)
 
 
 def test_a_negative_env_step_counter_is_refused(ck: Path) -> None:
-    _edit(ck / "env_runner" / "state.json",
-          lambda d: d.update(num_env_steps_sampled_lifetime=-5))
-    with pytest.raises(CheckpointError, match="'num_env_steps_sampled_lifetime' must be an "
-                                              "int >= 0"):
+    _edit(ck / "env_runner" / "state.json", lambda d: d.update(num_env_steps_sampled_lifetime=-5))
+    with pytest.raises(
+        CheckpointError, match="'num_env_steps_sampled_lifetime' must be an int >= 0"
+    ):
         _load(ck)
 
 

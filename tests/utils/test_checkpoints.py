@@ -31,11 +31,14 @@ def _mapping(agent_id: Any, episode: Any = None, **kwargs: Any) -> str:
 
 
 def ma_config() -> PPOConfig:
-    return (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 4})
-            .env_runners(num_envs_per_env_runner=2)
-            .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=_mapping)
-            .training(train_batch_size=128, minibatch_size=64, num_epochs=2)
-            .debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 4})
+        .env_runners(num_envs_per_env_runner=2)
+        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=_mapping)
+        .training(train_batch_size=128, minibatch_size=64, num_epochs=2)
+        .debugging(seed=0)
+    )
 
 
 def _weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -68,7 +71,8 @@ def test_layout_is_json_and_safetensors_by_component(trained: tuple[PPO, str]) -
 
 
 def test_save_and_restore_give_identical_outputs_and_optimizer_state(
-        trained: tuple[PPO, str]) -> None:
+    trained: tuple[PPO, str],
+) -> None:
     algo, path = trained
     restored = Algorithm.from_checkpoint(path)
     assert isinstance(restored, PPO) and restored.iteration == 2
@@ -80,14 +84,24 @@ def test_save_and_restore_give_identical_outputs_and_optimizer_state(
     before = algo.learner_group.learner._optimizers["default_policy"].state_dict()
     after = restored.learner_group.learner._optimizers["default_policy"].state_dict()
     assert before["step"] == after["step"] and before["lr"] == after["lr"]
-    assert all(torch.equal(x, y) for x, y in zip(before["exp_avg"] + before["exp_avg_sq"],
-                                                 after["exp_avg"] + after["exp_avg_sq"],
-                                                 strict=True))
+    assert all(
+        torch.equal(x, y)
+        for x, y in zip(
+            before["exp_avg"] + before["exp_avg_sq"],
+            after["exp_avg"] + after["exp_avg_sq"],
+            strict=True,
+        )
+    )
     # The EnvRunner acts with the restored weights, and counters continue.
     runner_w = restored.env_runner.module.state_dict()
-    assert _equal({k: v for k, v in _weights(
-        restored.learner_group.learner.module["default_policy"]).items() if k in runner_w},
-        dict(runner_w))
+    assert _equal(
+        {
+            k: v
+            for k, v in _weights(restored.learner_group.learner.module["default_policy"]).items()
+            if k in runner_w
+        },
+        dict(runner_w),
+    )
     lifetime = algo.metrics.num_env_steps_lifetime
     assert restored.metrics.num_env_steps_lifetime == lifetime
     assert restored.train()["num_env_steps_sampled_lifetime"] > lifetime
@@ -95,10 +109,12 @@ def test_save_and_restore_give_identical_outputs_and_optimizer_state(
     restored.stop()
 
 
-def test_restored_learner_makes_the_bit_identical_update(cartpole_config: PPOConfig,
-                                                         tmp_path: Path) -> None:
-    config = cartpole_config.training(use_kl_loss=True, kl_target=1e-4,
-                                      lr=[[0, 1e-3], [10_000, 1e-4]])
+def test_restored_learner_makes_the_bit_identical_update(
+    cartpole_config: PPOConfig, tmp_path: Path
+) -> None:
+    config = cartpole_config.training(
+        use_kl_loss=True, kl_target=1e-4, lr=[[0, 1e-3], [10_000, 1e-4]]
+    )
     algo = config.build_algo()
     for _ in range(2):
         algo.train()
@@ -113,8 +129,7 @@ def test_restored_learner_makes_the_bit_identical_update(cartpole_config: PPOCon
     assert _equal(a["rl_module"]["default_policy"], b["rl_module"]["default_policy"])
     opt_a, opt_b = a["optimizer"]["default_policy"], b["optimizer"]["default_policy"]
     assert opt_a["step"] == opt_b["step"] and opt_a["lr"] == opt_b["lr"] < 1e-3
-    assert all(torch.equal(x, y) for x, y in zip(opt_a["exp_avg"], opt_b["exp_avg"],
-                                                 strict=True))
+    assert all(torch.equal(x, y) for x, y in zip(opt_a["exp_avg"], opt_b["exp_avg"], strict=True))
     assert a["curr_kl_coeffs"] == b["curr_kl_coeffs"] != {"default_policy": 0.2}
     assert results[0]["default_policy"] == results[1]["default_policy"]
     algo.stop()
@@ -152,8 +167,11 @@ def test_a_lambda_mapping_fn_must_be_passed_at_load(tmp_path: Path) -> None:
     algo = config.build_algo()
     path = algo.save_to_path(tmp_path / "ckpt")
     algo.stop()
-    with pytest.raises(CheckpointError, match=r"policy_mapping_fn was <function .*lambda.*"
-                       r"from_checkpoint\(path, policy_mapping_fn=\.\.\.\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"policy_mapping_fn was <function .*lambda.*"
+        r"from_checkpoint\(path, policy_mapping_fn=\.\.\.\)",
+    ):
         Algorithm.from_checkpoint(path)
     restored = Algorithm.from_checkpoint(path, policy_mapping_fn=_mapping)
     assert restored.train()["training_iteration"] == 1
@@ -162,15 +180,18 @@ def test_a_lambda_mapping_fn_must_be_passed_at_load(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------- inference-only
 def test_inference_only_load_has_fewer_parameters_and_the_same_actions(
-        trained: tuple[PPO, str]) -> None:
+    trained: tuple[PPO, str],
+) -> None:
     algo, path = trained
     full = algo.learner_group.learner.module["default_policy"]
     small = RLModule.from_checkpoint(path, inference_only=True)
     assert small.inference_only and small.num_parameters() < full.num_parameters()
     assert not any(k.startswith(("vf.", "vf_encoder.")) for k in small.state_dict())
     obs = torch.randn(32, 4)
-    assert torch.equal(small.forward_inference({"obs": obs})["action_dist_inputs"],
-                       full.forward_inference({"obs": obs})["action_dist_inputs"])
+    assert torch.equal(
+        small.forward_inference({"obs": obs})["action_dist_inputs"],
+        full.forward_inference({"obs": obs})["action_dist_inputs"],
+    )
     same = RLModule.from_checkpoint(Path(path) / "learner_group/learner/rl_module")
     assert same.num_parameters() == full.num_parameters()
 
@@ -189,9 +210,13 @@ def test_one_module_of_many_loads_alone(tmp_path: Path) -> None:
 
 
 def test_module_state_files_round_trip_numpy_and_nested_values(tmp_path: Path) -> None:
-    state = {"a/b": {"x": torch.arange(6.0).reshape(2, 3), "flag": torch.tensor([True])},
-             "n": np.arange(4, dtype=np.int32), "lst": [torch.zeros(0), 1.5, "s", None],
-             "big": 2**100, "scalar": np.float64(2.5)}
+    state = {
+        "a/b": {"x": torch.arange(6.0).reshape(2, 3), "flag": torch.tensor([True])},
+        "n": np.arange(4, dtype=np.int32),
+        "lst": [torch.zeros(0), 1.5, "s", None],
+        "big": 2**100,
+        "scalar": np.float64(2.5),
+    }
     write_state(tmp_path, state)
     back = read_state(tmp_path)
     assert torch.equal(back["a/b"]["x"], state["a/b"]["x"])
@@ -227,15 +252,19 @@ def _break(path: Path, how: str) -> Path:
     return meta
 
 
-@pytest.mark.parametrize(("how", "match"), [
-    ("truncated", "not a valid safetensors file"),
-    ("garbage", "not a valid safetensors file"),
-    ("missing", "state.safetensors is missing"),
-    ("version", "checkpoint_version '99.0' is not supported"),
-    ("version_type", "field 'checkpoint_version' must be a string"),
-])
-def test_broken_checkpoints_name_the_file_and_field(trained: tuple[PPO, str], how: str,
-                                                    match: str) -> None:
+@pytest.mark.parametrize(
+    ("how", "match"),
+    [
+        ("truncated", "not a valid safetensors file"),
+        ("garbage", "not a valid safetensors file"),
+        ("missing", "state.safetensors is missing"),
+        ("version", "checkpoint_version '99.0' is not supported"),
+        ("version_type", "field 'checkpoint_version' must be a string"),
+    ],
+)
+def test_broken_checkpoints_name_the_file_and_field(
+    trained: tuple[PPO, str], how: str, match: str
+) -> None:
     _, path = trained
     file = _break(Path(path), how)
     with pytest.raises(CheckpointError, match=match) as info:
@@ -280,7 +309,8 @@ class _Payload:
 
 
 def test_a_pickle_in_place_of_the_weights_is_refused_and_never_runs(
-        trained: tuple[PPO, str], tmp_path: Path) -> None:
+    trained: tuple[PPO, str], tmp_path: Path
+) -> None:
     _, path = trained
     marker = tmp_path / "pwned"
     weights = Path(path) / "learner_group/learner/rl_module/state.safetensors"
@@ -314,8 +344,9 @@ _KILLED_SAVE = textwrap.dedent("""
 
 def test_a_save_killed_midway_leaves_the_last_good_checkpoint(tmp_path: Path) -> None:
     target = tmp_path / "ckpt"
-    child = subprocess.Popen([sys.executable, "-c", _KILLED_SAVE, str(target)],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_SAVE, str(target)], stdout=subprocess.PIPE, text=True
+    )
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "writing"
     child.send_signal(signal.SIGKILL)
@@ -331,8 +362,8 @@ def test_a_save_killed_midway_leaves_the_last_good_checkpoint(tmp_path: Path) ->
 
 @pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each-file"])
 def test_both_flush_paths_write_the_same_loadable_checkpoint(
-        trained: tuple[PPO, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        syncfs: bool) -> None:
+    trained: tuple[PPO, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, syncfs: bool
+) -> None:
     algo, reference = trained
     if syncfs and checkpoints._SYNCFS is None:
         pytest.skip("no syncfs() on this platform")
@@ -340,23 +371,28 @@ def test_both_flush_paths_write_the_same_loadable_checkpoint(
         monkeypatch.setattr(checkpoints, "_SYNCFS", None)
     flushed: list[Path] = []
     real_fsync_tree = checkpoints.fsync_tree
-    monkeypatch.setattr(checkpoints, "fsync_tree",
-                        lambda root: (flushed.append(root), real_fsync_tree(root)))
+    monkeypatch.setattr(
+        checkpoints, "fsync_tree", lambda root: (flushed.append(root), real_fsync_tree(root))
+    )
     path = Path(algo.save_to_path(tmp_path / "again"))
     assert len(flushed) == (0 if syncfs else 1)  # the portable path runs only without syncfs
 
     def files(root: Path) -> dict[str, bytes]:
-        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-                if p.is_file()}
+        return {
+            str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+        }
+
     assert files(path) == files(Path(reference))
     Algorithm.from_checkpoint(path).stop()
 
 
 def test_keep_last_n_deletes_only_older_complete_checkpoints(
-        cartpole_config: PPOConfig, tmp_path: Path) -> None:
+    cartpole_config: PPOConfig, tmp_path: Path
+) -> None:
     directory = tmp_path / "checkpoints"
-    config = cartpole_config.checkpointing(checkpoint_frequency=1, checkpoint_dir=directory,
-                                           keep_last_n=2)
+    config = cartpole_config.checkpointing(
+        checkpoint_frequency=1, checkpoint_dir=directory, keep_last_n=2
+    )
     algo = config.build_algo()
     (directory / "checkpoint_000000").mkdir(parents=True)  # incomplete: no metadata.json
     (directory / "notes.txt").write_text("mine")
@@ -393,8 +429,11 @@ def test_get_state_selects_components(trained: tuple[PPO, str]) -> None:
 
 
 def test_a_learner_only_module_round_trips_and_stays_off_env_runners(tmp_path: Path) -> None:
-    data = json.loads((Path(__file__).resolve().parents[2] / "examples" / "curiosity"
-                       / "frozenlake_icm.json").read_text())
+    data = json.loads(
+        (
+            Path(__file__).resolve().parents[2] / "examples" / "curiosity" / "frozenlake_icm.json"
+        ).read_text()
+    )
     config = PPOConfig.from_dict(data).training(train_batch_size=128, minibatch_size=64)
     algo = config.build_algo()
     algo.train()

@@ -38,9 +38,11 @@ def test_building_an_algorithm_leaves_the_collector_on():
     from rlmod.algorithms.ppo import PPOConfig
     from rlmod.testing import MultiAgentCartPole
 
-    config = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 3})
-              .multi_agent(policies={"a0", "a1", "a2"},
-                           policy_mapping_fn=lambda aid, episode: f"a{aid}"))
+    config = (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 3})
+        .multi_agent(policies={"a0", "a1", "a2"}, policy_mapping_fn=lambda aid, episode: f"a{aid}")
+    )
     algo = config.build_algo()
     assert gc.isenabled()
     algo.stop()

@@ -22,10 +22,13 @@ def test_env_runners_are_placed_on_both_nodes_and_training_improves():
     cluster.add_node(num_cpus=1)
     ray.init(address=cluster.address, log_to_driver=False)
     try:
-        algo = (PPOConfig().environment("CartPole-v1").update_from_dict(TUNED["CartPole-v1"])
-                .env_runners(num_env_runners=2, num_cpus_per_env_runner=1,
-                             num_envs_per_env_runner=8)
-                .debugging(seed=0)).build_algo()
+        algo = (
+            PPOConfig()
+            .environment("CartPole-v1")
+            .update_from_dict(TUNED["CartPole-v1"])
+            .env_runners(num_env_runners=2, num_cpus_per_env_runner=1, num_envs_per_env_runner=8)
+            .debugging(seed=0)
+        ).build_algo()
         nodes = {ray_utils.node_id_of(a) for a in algo.env_runner_group._actors.values()}
         assert len(nodes) == 2 and len(ray.nodes()) == 2
         first = algo.train()["env_runners"]["episode_return_mean"]

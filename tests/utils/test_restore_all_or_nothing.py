@@ -55,10 +55,14 @@ def _snapshot(algo: Algorithm) -> dict[str, Any]:
     and counters."""
     state = algo.get_state()
     learner = state["learner_group"]["learner"]
-    return {"weights": {k: v.clone() for k, v in learner["rl_module"]["default_policy"].items()},
-            "optimizer": json.dumps(_tensors_as_lists(learner["optimizer"])),
-            "rng": json.dumps(learner["rng"]), "iteration": state["iteration"],
-            "time_total_s": state["time_total_s"], "metrics": json.dumps(state["metrics"])}
+    return {
+        "weights": {k: v.clone() for k, v in learner["rl_module"]["default_policy"].items()},
+        "optimizer": json.dumps(_tensors_as_lists(learner["optimizer"])),
+        "rng": json.dumps(learner["rng"]),
+        "iteration": state["iteration"],
+        "time_total_s": state["time_total_s"],
+        "metrics": json.dumps(state["metrics"]),
+    }
 
 
 def _tensors_as_lists(tree: Any) -> Any:
@@ -76,7 +80,8 @@ def _assert_unchanged(algo: Algorithm, before: dict[str, Any]) -> None:
     for name, tensor in before["weights"].items():
         assert torch.equal(after["weights"][name], tensor), name
     assert {k: v for k, v in after.items() if k != "weights"} == {
-        k: v for k, v in before.items() if k != "weights"}
+        k: v for k, v in before.items() if k != "weights"
+    }
     # The EnvRunner acts with exactly the Learner's weights, as before the call.
     runner = algo.env_runner.module.state_dict()
     for name, tensor in runner.items():
@@ -87,8 +92,9 @@ def _assert_unchanged(algo: Algorithm, before: dict[str, Any]) -> None:
 def test_a_restore_whose_last_part_fails_changes_nothing(saved: Path, live: PPO) -> None:
     """The Learner's RNG is restored after its weights and optimizer: a wrong type there
     used to leave new weights on the Learner, old ones on the EnvRunners."""
-    _edit_json(saved / LEARNER / "state.json",
-               lambda d: d["rng"]["state"].update(state="not a number"))
+    _edit_json(
+        saved / LEARNER / "state.json", lambda d: d["rng"]["state"].update(state="not a number")
+    )
     before = _snapshot(live)
     with pytest.raises(CheckpointError, match=r"'learner_group' failed .*nothing was changed"):
         live.restore_from_path(saved)
@@ -97,8 +103,7 @@ def test_a_restore_whose_last_part_fails_changes_nothing(saved: Path, live: PPO)
 
 
 def test_from_checkpoint_of_a_broken_rng_is_a_checkpoint_error(saved: Path) -> None:
-    _edit_json(saved / LEARNER / "state.json",
-               lambda d: d["rng"].update(bit_generator="MT19937"))
+    _edit_json(saved / LEARNER / "state.json", lambda d: d["rng"].update(bit_generator="MT19937"))
     with pytest.raises(CheckpointError, match="'learner_group' failed"):
         Algorithm.from_checkpoint(saved)
 
@@ -113,10 +118,17 @@ def test_a_component_restore_is_all_or_nothing_too(saved: Path, live: PPO) -> No
 
 def test_a_failed_restore_puts_the_replay_buffer_back(tmp_path: Path) -> None:
     """Off-policy algorithms restore the buffer first: it is put back too."""
-    config = (DQNConfig().environment("CartPole-v1")
-              .training(num_steps_sampled_before_learning_starts=32, train_batch_size=16,
-                        store_buffer_in_checkpoints=True)
-              .env_runners(rollout_fragment_length=64).debugging(seed=0))
+    config = (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .training(
+            num_steps_sampled_before_learning_starts=32,
+            train_batch_size=16,
+            store_buffer_in_checkpoints=True,
+        )
+        .env_runners(rollout_fragment_length=64)
+        .debugging(seed=0)
+    )
     algo = config.build_algo()
     algo.train()
     path = Path(algo.save_to_path(tmp_path / "ck"))
@@ -137,8 +149,7 @@ def test_a_state_part_the_algorithm_lacks_is_named_not_ignored(live: PPO) -> Non
     _assert_unchanged(live, before)
 
 
-def test_a_checkpoint_of_another_algorithm_names_both_classes(tmp_path: Path,
-                                                              live: PPO) -> None:
+def test_a_checkpoint_of_another_algorithm_names_both_classes(tmp_path: Path, live: PPO) -> None:
     dqn = DQNConfig().environment("CartPole-v1").build_algo()
     path = dqn.save_to_path(tmp_path / "dqn")
     dqn.stop()
@@ -153,8 +164,9 @@ def test_a_checkpoint_of_another_algorithm_names_both_classes(tmp_path: Path,
 @pytest.mark.parametrize("value", [1e999, "abc", -5, 2.5, True, None])
 def test_a_bad_iteration_is_a_checkpoint_error(saved: Path, live: PPO, value: Any) -> None:
     text = (saved / "state.json").read_text()
-    (saved / "state.json").write_text(text.replace('"iteration":1,',
-                                                   f'"iteration":{json.dumps(value)},'))
+    (saved / "state.json").write_text(
+        text.replace('"iteration":1,', f'"iteration":{json.dumps(value)},')
+    )
     if value == 1e999:  # json.dumps writes Infinity; the issue's file says 1e999
         (saved / "state.json").write_text(text.replace('"iteration":1,', '"iteration":1e999,'))
     before = _snapshot(live)
@@ -167,14 +179,18 @@ def test_a_bad_iteration_is_a_checkpoint_error(saved: Path, live: PPO, value: An
 def test_a_bad_time_total_is_a_checkpoint_error(saved: Path, value: str) -> None:
     file = saved / "state.json"
     data = json.loads(file.read_text())
-    file.write_text(file.read_text().replace(f'"time_total_s":{data["time_total_s"]!r}',
-                                             f'"time_total_s":{value}'))
+    file.write_text(
+        file.read_text().replace(
+            f'"time_total_s":{data["time_total_s"]!r}', f'"time_total_s":{value}'
+        )
+    )
     with pytest.raises(CheckpointError, match="'time_total_s' must be a finite number"):
         Algorithm.from_checkpoint(saved)
 
 
-@pytest.mark.parametrize("file", ["state.json", "metadata.json",
-                                  "learner_group/learner/state.json"])
+@pytest.mark.parametrize(
+    "file", ["state.json", "metadata.json", "learner_group/learner/state.json"]
+)
 def test_json_nested_100k_deep_is_a_checkpoint_error(saved: Path, file: str) -> None:
     (saved / file).write_text('{"a":' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(CheckpointError, match="nests deeper than Python can"):
@@ -213,8 +229,12 @@ class _RecordingPendulum(gym.Wrapper):
 
 
 def _pendulum() -> PPOConfig:
-    return (PPOConfig().environment(_RecordingPendulum)
-            .training(train_batch_size=200, minibatch_size=100, num_epochs=1).debugging(seed=0))
+    return (
+        PPOConfig()
+        .environment(_RecordingPendulum)
+        .training(train_batch_size=200, minibatch_size=100, num_epochs=1)
+        .debugging(seed=0)
+    )
 
 
 def _nan_biases(checkpoint: Path) -> None:
@@ -272,11 +292,14 @@ def test_no_nan_action_from_an_inference_policy(env: str, tmp_path: Path) -> Non
         policy.compute_single_action(observation)
 
 
-@pytest.mark.parametrize("edit", [
-    lambda d: d["metrics"].update(returns=["a"]),
-    lambda d: d["metrics"].update(num_env_steps_lifetime=-3),
-    lambda d: d["metrics"].update(lens=7),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d["metrics"].update(returns=["a"]),
+        lambda d: d["metrics"].update(num_env_steps_lifetime=-3),
+        lambda d: d["metrics"].update(lens=7),
+    ],
+)
 def test_bad_metrics_are_a_checkpoint_error(saved: Path, live: PPO, edit: Any) -> None:
     _edit_json(saved / "state.json", edit)
     before = _snapshot(live)

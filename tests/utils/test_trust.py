@@ -40,11 +40,13 @@ WRONG_KIND = "rlmod.utils.seeding:seed_everything"
 def evil_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A package that creates a marker file when imported: nothing may import it."""
     marker = tmp_path / "imported"
-    (tmp_path / "evil_pkg.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "evil_pkg.py").write_text(
+        textwrap.dedent(f"""
         open({str(marker)!r}, "w").close()
         def make(env_config):
             open({str(marker)!r} + "-called", "w").close()
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     return marker
 
@@ -59,7 +61,8 @@ def _config_with(field: str, path: str) -> dict[str, Any]:
 @pytest.mark.parametrize("path", [*DANGEROUS, "evil_pkg:make"])
 @pytest.mark.parametrize("field", list(FIELDS))
 def test_config_json_naming_code_outside_rlmod_is_refused_before_import(
-        field: str, path: str, evil_package: Path) -> None:
+    field: str, path: str, evil_package: Path
+) -> None:
     with pytest.raises(UntrustedImportError, match=rf"{field}: refusing to import '{path}'"):
         PPOConfig.from_dict(_config_with(field, path))
     assert "evil_pkg" not in sys.modules and not evil_package.exists()
@@ -67,39 +70,58 @@ def test_config_json_naming_code_outside_rlmod_is_refused_before_import(
 
 @pytest.mark.parametrize("field", list(FIELDS))
 def test_rlmod_functions_of_the_wrong_kind_are_refused(field: str) -> None:
-    with pytest.raises(UntrustedImportError, match=rf"{field}: '{WRONG_KIND}' is a function, "
-                       r"but this field takes"):
+    with pytest.raises(
+        UntrustedImportError,
+        match=rf"{field}: '{WRONG_KIND}' is a function, "
+        r"but this field takes",
+    ):
         PPOConfig.from_dict(_config_with(field, WRONG_KIND))
 
 
 def test_the_module_class_field_is_checked_too(evil_package: Path) -> None:
-    for path, match in [("subprocess:Popen", "refusing to import"),
-                        ("evil_pkg:make", "refusing to import"),
-                        (WRONG_KIND, "but this field takes an rlmod RLModule subclass")]:
+    for path, match in [
+        ("subprocess:Popen", "refusing to import"),
+        ("evil_pkg:make", "refusing to import"),
+        (WRONG_KIND, "but this field takes an rlmod RLModule subclass"),
+    ]:
         spec = {"__rl_module_spec__": {"module_class": path}}
         with pytest.raises(UntrustedImportError, match=match):
             PPOConfig.from_dict({"env": "CartPole-v1", "rl_module_spec": spec})
     assert not evil_package.exists()
 
 
-def test_rlmod_train_config_refuses_subprocess_run(tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture) -> None:
+def test_rlmod_train_config_refuses_subprocess_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     marker = tmp_path / "ran"
-    config = {"env": {"__import__": "subprocess:run"},
-              "env_config": {"args": ["touch", str(marker)]}}
-    code = main(["train", "--config", json.dumps(config), "--stop-iters", "1",
-                 "--run-dir", str(tmp_path / "run")])
+    config = {
+        "env": {"__import__": "subprocess:run"},
+        "env_config": {"args": ["touch", str(marker)]},
+    }
+    code = main(
+        [
+            "train",
+            "--config",
+            json.dumps(config),
+            "--stop-iters",
+            "1",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ]
+    )
     assert code == 2 and not marker.exists()
     assert "env: refusing to import 'subprocess:run'" in capsys.readouterr().err
 
 
 def test_a_trusted_user_package_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "my_envs.py").write_text(textwrap.dedent("""
+    (tmp_path / "my_envs.py").write_text(
+        textwrap.dedent("""
         import gymnasium as gym
         class MyCartPole(gym.Wrapper):
             def __init__(self, env_config=None):
                 super().__init__(gym.make("CartPole-v1"))
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     data = {"env": {"__import__": "my_envs:MyCartPole"}}
     with pytest.raises(UntrustedImportError, match=r"trusted_modules=\['my_envs'\]"):
@@ -131,8 +153,9 @@ def checkpoint(cartpole_config: PPOConfig, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("path", [*DANGEROUS, "evil_pkg:make", WRONG_KIND])
 @pytest.mark.parametrize("field", ["env", "learner_connector", "policy_mapping_fn"])
-def test_a_checkpoint_naming_bad_code_is_refused(checkpoint: Path, evil_package: Path,
-                                                 field: str, path: str) -> None:
+def test_a_checkpoint_naming_bad_code_is_refused(
+    checkpoint: Path, evil_package: Path, field: str, path: str
+) -> None:
     file = checkpoint / "algorithm_config.json"
     data = json.loads(file.read_text())
     data["settings"][field] = {"__import__": path}
@@ -143,8 +166,7 @@ def test_a_checkpoint_naming_bad_code_is_refused(checkpoint: Path, evil_package:
 
 
 @pytest.mark.parametrize("path", ["subprocess:Popen", "os:system", "evil_pkg:make", WRONG_KIND])
-def test_checkpoint_classes_are_checked(checkpoint: Path, evil_package: Path,
-                                        path: str) -> None:
+def test_checkpoint_classes_are_checked(checkpoint: Path, evil_package: Path, path: str) -> None:
     meta_file = checkpoint / "learner_group/learner/rl_module/metadata.json"
     meta = json.loads(meta_file.read_text())
     meta["module_specs"]["default_policy"]["module_class"] = path
@@ -174,7 +196,8 @@ def trusted_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     pkg = tmp_path / "mypkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "_impl.py").write_text(textwrap.dedent("""
+    (pkg / "_impl.py").write_text(
+        textwrap.dedent("""
         import gymnasium as gym
 
         class MyCartPole(gym.Wrapper):
@@ -191,8 +214,10 @@ def trusted_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
 
         def make(env_config):
             return MyCartPole(env_config)
-    """))
-    (pkg / "envs.py").write_text(textwrap.dedent("""
+    """)
+    )
+    (pkg / "envs.py").write_text(
+        textwrap.dedent("""
         import functools
         import os
         import subprocess
@@ -206,7 +231,8 @@ def trusted_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
 
         FACTORY = MyCartPole.Inner
         partial_make = functools.partial(make)
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("RLMOD_TEST_SECRET", "hunter2-do-not-print")
     yield "mypkg"
@@ -231,9 +257,12 @@ WALKS_OUT = [
 @pytest.mark.parametrize("path", WALKS_OUT)
 @pytest.mark.parametrize("field", ["env", "policy_mapping_fn", "learner_connector"])
 def test_the_name_after_the_colon_may_not_walk_out_of_trusted_code(
-        trusted_package: str, field: str, path: str) -> None:
+    trusted_package: str, field: str, path: str
+) -> None:
     before = dict(os.environ)
-    with pytest.raises(UntrustedImportError, match=rf"{field}: refusing to use '{re.escape(path)}'") as e:
+    with pytest.raises(
+        UntrustedImportError, match=rf"{field}: refusing to use '{re.escape(path)}'"
+    ) as e:
         PPOConfig.from_dict(_config_with(field, path), trusted_modules=[trusted_package])
     assert dict(os.environ) == before
     assert "hunter2" not in str(e.value)  # the error never prints the process environment
@@ -243,14 +272,18 @@ def test_a_path_through_rlmod_may_not_walk_into_gymnasium() -> None:
     import gymnasium.envs.classic_control.cartpole  # noqa: F401 - so that the walk resolves
 
     path = "rlmod.env.registry:gym.envs.classic_control.cartpole.CartPoleEnv"
-    with pytest.raises(UntrustedImportError, match=r"'rlmod.env.registry:gym' is the module 'gymnasium'"):
+    with pytest.raises(
+        UntrustedImportError, match=r"'rlmod.env.registry:gym' is the module 'gymnasium'"
+    ):
         resolve_import_path(path, setting="env", kind="env")
 
 
 def test_a_checkpoint_may_not_walk_out_of_a_trusted_package(
-        trusted_package: str, tmp_path: Path) -> None:
-    config = PPOConfig.from_dict({"env": {"__import__": "mypkg.envs:MyCartPole"}},
-                                 trusted_modules=[trusted_package])
+    trusted_package: str, tmp_path: Path
+) -> None:
+    config = PPOConfig.from_dict(
+        {"env": {"__import__": "mypkg.envs:MyCartPole"}}, trusted_modules=[trusted_package]
+    )
     algo = config.training(train_batch_size=64, minibatch_size=32).build_algo()
     path = Path(algo.save_to_path(tmp_path / "ckpt"))
     algo.stop()
@@ -263,31 +296,40 @@ def test_a_checkpoint_may_not_walk_out_of_a_trusted_package(
     assert "RLMOD_TEST_SECRET" in os.environ and "mypkg" not in os.environ
 
 
-@pytest.mark.parametrize(("path", "kind"), [
-    ("mypkg.envs:MyCartPole", "env"),  # re-exported from mypkg._impl: still mypkg's
-    ("mypkg._impl:MyCartPole", "env"),
-    ("mypkg.envs:MyCartPole.Inner", "env"),  # a nested class
-    ("mypkg.envs:FACTORY", "env"),
-    ("mypkg.envs:make", "env"),  # a function
-    ("mypkg.envs:MyCartPole.create", "env"),  # a classmethod, bound to a trusted class
-    ("mypkg.envs:make", "callable"),
-])
-def test_what_a_trusted_package_defines_still_resolves(trusted_package: str, path: str,
-                                                       kind: str) -> None:
-    obj = resolve_import_path(path, setting="env", kind=kind,
-                              trusted_modules=[trusted_package])
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("mypkg.envs:MyCartPole", "env"),  # re-exported from mypkg._impl: still mypkg's
+        ("mypkg._impl:MyCartPole", "env"),
+        ("mypkg.envs:MyCartPole.Inner", "env"),  # a nested class
+        ("mypkg.envs:FACTORY", "env"),
+        ("mypkg.envs:make", "env"),  # a function
+        ("mypkg.envs:MyCartPole.create", "env"),  # a classmethod, bound to a trusted class
+        ("mypkg.envs:make", "callable"),
+    ],
+)
+def test_what_a_trusted_package_defines_still_resolves(
+    trusted_package: str, path: str, kind: str
+) -> None:
+    obj = resolve_import_path(path, setting="env", kind=kind, trusted_modules=[trusted_package])
     assert obj.__module__ == "mypkg._impl"
 
 
 def test_rlmod_functions_reexported_by_a_trusted_package_keep_rlmods_rules(
-        trusted_package: str, tmp_path: Path) -> None:
+    trusted_package: str, tmp_path: Path
+) -> None:
     """Trusting mypkg trusts mypkg's functions for any callable field, not every rlmod
     function that mypkg happens to import."""
     (tmp_path / "mypkg" / "reexport.py").write_text(
-        "from rlmod.utils.seeding import seed_everything\n")
+        "from rlmod.utils.seeding import seed_everything\n"
+    )
     with pytest.raises(UntrustedImportError, match="is a function, but this field takes"):
-        resolve_import_path("mypkg.reexport:seed_everything", setting="env", kind="env",
-                            trusted_modules=[trusted_package])
+        resolve_import_path(
+            "mypkg.reexport:seed_everything",
+            setting="env",
+            kind="env",
+            trusted_modules=[trusted_package],
+        )
 
 
 @pytest.mark.parametrize("trusted", ["mypkg", ["my pkg"], [""], [".mypkg"], [3]])
@@ -296,12 +338,21 @@ def test_trusted_modules_must_be_a_list_of_package_names(trusted: Any) -> None:
         resolve_import_path("mypkg:make", setting="env", kind="env", trusted_modules=trusted)
 
 
-@pytest.mark.parametrize("path", [
-    "rlmod.env.registry:", "rlmod:env..registry", "rlmod env:x", ":x", "rlmod.:x",
-    # dunder names lead out of any module (globals, bases, subclasses, builtins)
-    "rlmod.env.registry:make_env.__globals__", "rlmod.env.registry:EnvCreator.__base__",
-    "rlmod.core:RLModule.__subclasses__", "rlmod.env.registry:__builtins__",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "rlmod.env.registry:",
+        "rlmod:env..registry",
+        "rlmod env:x",
+        ":x",
+        "rlmod.:x",
+        # dunder names lead out of any module (globals, bases, subclasses, builtins)
+        "rlmod.env.registry:make_env.__globals__",
+        "rlmod.env.registry:EnvCreator.__base__",
+        "rlmod.core:RLModule.__subclasses__",
+        "rlmod.env.registry:__builtins__",
+    ],
+)
 def test_import_paths_must_be_dotted_names(path: str) -> None:
     with pytest.raises(UntrustedImportError, match="is not an import path"):
         resolve_import_path(path, setting="env", kind="env")
@@ -309,7 +360,11 @@ def test_import_paths_must_be_dotted_names(path: str) -> None:
 
 def test_a_refused_function_is_told_which_functions_a_callable_field_takes() -> None:
     """It read "is a function, but this field takes a function": say which ones."""
-    with pytest.raises(UntrustedImportError, match=re.escape(
+    with pytest.raises(
+        UntrustedImportError,
+        match=re.escape(
             "is a function, but this field takes a function defined in a package you trust "
-            "(of rlmod's own functions, only those a field lists)")):
+            "(of rlmod's own functions, only those a field lists)"
+        ),
+    ):
         resolve_import_path("rlmod.utils.seeding:seed_everything", setting="x", kind="callable")

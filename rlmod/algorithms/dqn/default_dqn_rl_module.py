@@ -32,15 +32,30 @@ class QNetwork(nn.Module):
     """Q(s, .) from an MLP encoder and either one head or the dueling pair of heads
     (Wang et al. 2016, eq. 9: Q = V + A - mean_a A)."""
 
-    def __init__(self, in_dim: int, num_actions: int, cfg: DefaultModelConfig, *,
-                 dueling: bool) -> None:
+    def __init__(
+        self, in_dim: int, num_actions: int, cfg: DefaultModelConfig, *, dueling: bool
+    ) -> None:
         super().__init__()
         enc_dim = cfg.fcnet_hiddens[-1] if cfg.fcnet_hiddens else in_dim
         self.encoder = mlp(in_dim, cfg.fcnet_hiddens, activation_name=cfg.fcnet_activation)
-        self.af = mlp(enc_dim, cfg.head_fcnet_hiddens, activation_name=cfg.head_fcnet_activation,
-                      out_dim=num_actions, out_gain=0.01)
-        self.vf = (mlp(enc_dim, cfg.head_fcnet_hiddens, activation_name=cfg.head_fcnet_activation,
-                       out_dim=1, out_gain=1.0) if dueling else None)
+        self.af = mlp(
+            enc_dim,
+            cfg.head_fcnet_hiddens,
+            activation_name=cfg.head_fcnet_activation,
+            out_dim=num_actions,
+            out_gain=0.01,
+        )
+        self.vf = (
+            mlp(
+                enc_dim,
+                cfg.head_fcnet_hiddens,
+                activation_name=cfg.head_fcnet_activation,
+                out_dim=1,
+                out_gain=1.0,
+            )
+            if dueling
+            else None
+        )
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         features = self.encoder(obs)
@@ -72,11 +87,13 @@ class DefaultDQNRLModule(RLModule):
         if not isinstance(self.action_space, gym.spaces.Discrete):
             raise TypeError(
                 f"DQN needs a Discrete action space, got {self.action_space}; use SAC "
-                "(rlmod.algorithms.sac) for Box actions.")
+                "(rlmod.algorithms.sac) for Box actions."
+            )
         if not isinstance(self.observation_space, gym.spaces.Box):
             raise TypeError(
                 f"DefaultDQNRLModule needs Box observations, got {self.observation_space}; the "
-                "default env-to-module connectors flatten and one-hot other spaces.")
+                "default env-to-module connectors flatten and one-hot other spaces."
+            )
         self.num_actions = int(self.action_space.n)
         in_dim = int(np.prod(self.observation_space.shape))
         self.q = QNetwork(in_dim, self.num_actions, cfg, dueling=dueling)
@@ -103,7 +120,10 @@ class DefaultDQNRLModule(RLModule):
         greedy = q.argmax(-1)
         random = torch.randint(0, self.num_actions, greedy.shape, device=greedy.device)
         explore = torch.rand(greedy.shape, device=greedy.device) < self.get_buffer("epsilon")
-        return {Columns.ACTION_DIST_INPUTS: q, Columns.ACTIONS: torch.where(explore, random, greedy)}
+        return {
+            Columns.ACTION_DIST_INPUTS: q,
+            Columns.ACTIONS: torch.where(explore, random, greedy),
+        }
 
     def _forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         obs, next_obs = self.flat_obs(batch[Columns.OBS]), self.flat_obs(batch[Columns.NEXT_OBS])
@@ -116,7 +136,8 @@ class DefaultDQNRLModule(RLModule):
             if self.double_q:  # (its argmax picks the next action; without, the target's)
                 out[QF_NEXT_PREDS] = self.q(next_obs)
             q_target_next = batch.get(QF_TARGET_NEXT_PREDS)
-            out[QF_TARGET_NEXT_PREDS] = (self.target_q(next_obs) if q_target_next is None
-                                         else q_target_next)
+            out[QF_TARGET_NEXT_PREDS] = (
+                self.target_q(next_obs) if q_target_next is None else q_target_next
+            )
         out[QF_PREDS] = self.q(obs)
         return out

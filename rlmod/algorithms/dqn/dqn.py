@@ -35,21 +35,43 @@ class DQNConfig(OffPolicyConfig):
         [[0, 1.0], [10000, 0.05]]
     """
 
-    double_q = Setting(True, section="training", check=s.boolean, doc=(
-        "Pick the next action with the online network, value it with the target network "
-        "(van Hasselt et al. 2016): less overestimation."))
-    dueling = Setting(True, section="training", check=s.boolean, doc=(
-        "Dueling heads Q = V + A - mean(A) (Wang et al. 2016)."))
-    epsilon = Setting([[0, 1.0], [10_000, 0.05]], section="training", check=_epsilon, doc=(
-        "Probability of a random action while exploring: a number or a piecewise-linear "
-        "schedule [(env_step, epsilon), ...]. Evaluation (explore=False) is greedy."))
-    td_error_loss_fn = Setting("huber", section="training", check=s.one_of("huber", "mse"),
-                               doc="Loss of the TD error: 'huber' (delta 1) or 'mse'.")
+    double_q = Setting(
+        True,
+        section="training",
+        check=s.boolean,
+        doc=(
+            "Pick the next action with the online network, value it with the target network "
+            "(van Hasselt et al. 2016): less overestimation."
+        ),
+    )
+    dueling = Setting(
+        True,
+        section="training",
+        check=s.boolean,
+        doc=("Dueling heads Q = V + A - mean(A) (Wang et al. 2016)."),
+    )
+    epsilon = Setting(
+        [[0, 1.0], [10_000, 0.05]],
+        section="training",
+        check=_epsilon,
+        doc=(
+            "Probability of a random action while exploring: a number or a piecewise-linear "
+            "schedule [(env_step, epsilon), ...]. Evaluation (explore=False) is greedy."
+        ),
+    )
+    td_error_loss_fn = Setting(
+        "huber",
+        section="training",
+        check=s.one_of("huber", "mse"),
+        doc="Loss of the TD error: 'huber' (delta 1) or 'mse'.",
+    )
 
     setting_defaults: ClassVar[dict[str, Any]] = {
-        "lr": 5e-4, "grad_clip": 40.0,
+        "lr": 5e-4,
+        "grad_clip": 40.0,
         # RLlib's DefaultModelConfig widths with ReLU, the usual Q-network.
-        "model_config": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}}
+        "model_config": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"},
+    }
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from rlmod.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule
@@ -60,8 +82,11 @@ class DQNConfig(OffPolicyConfig):
         """`dueling`, `double_q` (without it the module skips the online network's pass
         over new_obs) and `epsilon` (the schedule's start) for acting before the first
         update, which sets epsilon from the schedule from then on."""
-        return {"dueling": self.dueling, "double_q": self.double_q,
-                "epsilon": scheduled_value(self.epsilon, 0)}
+        return {
+            "dueling": self.dueling,
+            "double_q": self.double_q,
+            "epsilon": scheduled_value(self.epsilon, 0),
+        }
 
     def get_default_learner_class(self) -> type:
         from rlmod.algorithms.dqn.dqn_learner import DQNLearner

@@ -31,9 +31,15 @@ TD_TARGETS = "td_targets"
 is fixed: the TD targets `[B]`, computed for all remaining gradient steps at once."""
 
 
-def q_learning_targets(rewards: torch.Tensor, terminateds: torch.Tensor, n_step: torch.Tensor,
-                       q_target_next: torch.Tensor, q_online_next: torch.Tensor | None, *,
-                       gamma: float) -> torch.Tensor:
+def q_learning_targets(
+    rewards: torch.Tensor,
+    terminateds: torch.Tensor,
+    n_step: torch.Tensor,
+    q_target_next: torch.Tensor,
+    q_online_next: torch.Tensor | None,
+    *,
+    gamma: float,
+) -> torch.Tensor:
     """`r + gamma^n * (1 - terminated) * Q_target(s', a')`, `[B]`.
 
     `a' = argmax_a Q_online(s', a)` with `q_online_next` (double Q, van Hasselt et al.
@@ -56,18 +62,27 @@ class DQNLearner(OffPolicyLearner):
 
     config: DQNConfig
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any,
-                                batch: dict[str, torch.Tensor],
-                                fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
+    def compute_loss_for_module(
+        self,
+        *,
+        module_id: str,
+        config: Any,
+        batch: dict[str, torch.Tensor],
+        fwd_out: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
         q = fwd_out[QF_PREDS]  # [B, A]
         q_taken = q.gather(-1, batch[Columns.ACTIONS].long().unsqueeze(-1)).squeeze(-1)  # [B]
         targets = batch.get(TD_TARGETS)  # precomputed for this update (step_minibatch)
         if targets is None:
             with torch.no_grad():
                 targets = q_learning_targets(
-                    batch[Columns.REWARDS], batch[Columns.TERMINATEDS], batch[N_STEP],
+                    batch[Columns.REWARDS],
+                    batch[Columns.TERMINATEDS],
+                    batch[N_STEP],
                     fwd_out[QF_TARGET_NEXT_PREDS],
-                    fwd_out[QF_NEXT_PREDS] if config.double_q else None, gamma=config.gamma)
+                    fwd_out[QF_NEXT_PREDS] if config.double_q else None,
+                    gamma=config.gamma,
+                )
         td_error = q_taken - targets
         if config.td_error_loss_fn == "huber":
             per_row = F.huber_loss(q_taken, targets, reduction="none", delta=1.0)
@@ -75,12 +90,18 @@ class DQNLearner(OffPolicyLearner):
             per_row = 0.5 * td_error.pow(2)
         loss = (batch[WEIGHTS] * per_row).mean()  # prioritized replay's IS correction
         self.record_td_errors(module_id, td_error)
-        self.log(module_id, qf_loss=loss, qf_mean=q_taken.mean(), qf_max=q.max(-1).values.mean(),
-                 td_error_mean=td_error.abs().mean())
+        self.log(
+            module_id,
+            qf_loss=loss,
+            qf_mean=q_taken.mean(),
+            qf_max=q.max(-1).values.mean(),
+            td_error_mean=td_error.abs().mean(),
+        )
         return loss
 
-    def step_minibatch(self, module_id: str, cols: Mapping[str, torch.Tensor], step: int,
-                       num_steps: int) -> dict[str, torch.Tensor]:
+    def step_minibatch(
+        self, module_id: str, cols: Mapping[str, torch.Tensor], step: int, num_steps: int
+    ) -> dict[str, torch.Tensor]:
         """Block `step` of the rows; while the target network keeps its weights to the end of
         the update, with its Q(new_obs, .) for all remaining steps computed in one forward
         pass (the module computes it per step otherwise), and without double Q (whose
@@ -98,9 +119,18 @@ class DQNLearner(OffPolicyLearner):
             with torch.no_grad():
                 q = module.target_q(module.flat_obs(cols[Columns.NEXT_OBS][rest]))
                 config: Any = self.config.get_config_for_module(module_id)
-                targets = None if config.double_q else q_learning_targets(
-                    cols[Columns.REWARDS][rest], cols[Columns.TERMINATEDS][rest],
-                    cols[N_STEP][rest], q, None, gamma=config.gamma)
+                targets = (
+                    None
+                    if config.double_q
+                    else q_learning_targets(
+                        cols[Columns.REWARDS][rest],
+                        cols[Columns.TERMINATEDS][rest],
+                        cols[N_STEP][rest],
+                        q,
+                        None,
+                        gamma=config.gamma,
+                    )
+                )
             cached = self._target_q_next[module_id] = (version, step, q, targets)
         size = len(mb[Columns.NEXT_OBS])
         rows = slice((step - cached[1]) * size, (step - cached[1] + 1) * size)
@@ -109,9 +139,13 @@ class DQNLearner(OffPolicyLearner):
             mb[TD_TARGETS] = cached[3][rows]
         return mb
 
-    def update(self, batches: NumpyBatch | Sequence[NumpyBatch], *,
-               timesteps: Mapping[str, int] | None = None,
-               num_gradient_steps: int = 1) -> dict[str, dict[str, Any]]:
+    def update(
+        self,
+        batches: NumpyBatch | Sequence[NumpyBatch],
+        *,
+        timesteps: Mapping[str, int] | None = None,
+        num_gradient_steps: int = 1,
+    ) -> dict[str, dict[str, Any]]:
         """Sets each module's epsilon from its schedule, then `num_gradient_steps` gradient
         steps (OffPolicyLearner.update)."""
         assert self.module is not None
@@ -121,8 +155,9 @@ class DQNLearner(OffPolicyLearner):
         for mid in q_modules:  # (a learner-only module beside them has no epsilon)
             epsilon = scheduled_value(self.config.get_config_for_module(mid).epsilon, now)
             self.module[mid].get_buffer("epsilon").fill_(epsilon)
-        results = super().update(batches, timesteps=timesteps,
-                                 num_gradient_steps=num_gradient_steps)
+        results = super().update(
+            batches, timesteps=timesteps, num_gradient_steps=num_gradient_steps
+        )
         self._target_q_next = {}
         for mid in q_modules:
             if mid in results:

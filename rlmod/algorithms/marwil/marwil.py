@@ -33,21 +33,35 @@ class MARWILConfig(AlgorithmConfig):
         0.5
     """
 
-    beta = Setting(1.0, section="training", check=s.number(low=0.0), doc=(
-        "Advantage weighting exp(beta * A / c): 0 is plain behaviour cloning."))
-    vf_coeff = Setting(1.0, section="training", check=s.number(low=0.0),
-                       doc="Weight of the value loss (unused with beta=0).")
+    beta = Setting(
+        1.0,
+        section="training",
+        check=s.number(low=0.0),
+        doc=("Advantage weighting exp(beta * A / c): 0 is plain behaviour cloning."),
+    )
+    vf_coeff = Setting(
+        1.0,
+        section="training",
+        check=s.number(low=0.0),
+        doc="Weight of the value loss (unused with beta=0).",
+    )
     moving_average_sqd_adv_norm_update_rate = Setting(
-        1e-8, section="training", check=s.number(low=0.0, high=1.0, low_open=True),
-        doc="Update rate of the moving average c^2 of squared advantages (paper: 1e-8).")
+        1e-8,
+        section="training",
+        check=s.number(low=0.0, high=1.0, low_open=True),
+        doc="Update rate of the moving average c^2 of squared advantages (paper: 1e-8).",
+    )
     moving_average_sqd_adv_norm_start = Setting(
-        100.0, section="training", check=s.number(low=0.0, low_open=True),
-        doc="Start value of c^2.")
+        100.0, section="training", check=s.number(low=0.0, low_open=True), doc="Start value of c^2."
+    )
 
     reads_offline_data = True
 
     setting_defaults: ClassVar[dict[str, Any]] = {
-        "lr": 1e-4, "train_batch_size": 2000, "minibatch_size": None}
+        "lr": 1e-4,
+        "train_batch_size": 2000,
+        "minibatch_size": None,
+    }
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from rlmod.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
@@ -59,8 +73,9 @@ class MARWILConfig(AlgorithmConfig):
 
         return MARWILLearner
 
-    def build_learner_connector(self, observation_space: Any = None,
-                                action_space: Any = None) -> ConnectorPipeline:
+    def build_learner_connector(
+        self, observation_space: Any = None, action_space: Any = None
+    ) -> ConnectorPipeline:
         """The user's learner connectors, then `BootstrapTruncatedReturns` (as RLlib
         appends its GAE connector last): truncated episodes' value targets bootstrapped
         with the value function at the start of each update."""
@@ -76,7 +91,8 @@ class MARWILConfig(AlgorithmConfig):
             raise ValueError(
                 f"{type(self).__name__} trains offline: set "
                 "config.offline_data(input_=...) to recorded episodes (a directory, file, "
-                "glob or list of Parquet files written by rlmod).")
+                "glob or list of Parquet files written by rlmod)."
+            )
 
 
 class MARWIL(Algorithm):
@@ -96,8 +112,9 @@ class MARWIL(Algorithm):
         config = self.config
         self._setup_bookkeeping()
         self.offline_data = OfflineData(config)
-        module_spec = config.get_multi_rl_module_spec(inference_only=False,
-                                                      spaces=self.offline_data.spaces)
+        module_spec = config.get_multi_rl_module_spec(
+            inference_only=False, spaces=self.offline_data.spaces
+        )
         self.learner_group = LearnerGroup(config=config, module_spec=module_spec)
         self.offline_data.build_readers()
         self.env_runner_group = None
@@ -108,8 +125,10 @@ class MARWIL(Algorithm):
         """The OfflineReader of the one module (single-agent data)."""
         readers = self.offline_data.readers
         if len(readers) != 1:
-            raise AttributeError(f"{type(self).__name__} trains {len(readers)} modules; "
-                                 "use offline_data.readers[module_id].")
+            raise AttributeError(
+                f"{type(self).__name__} trains {len(readers)} modules; "
+                "use offline_data.readers[module_id]."
+            )
         return next(iter(readers.values()))
 
     def stop(self) -> None:
@@ -121,8 +140,7 @@ class MARWIL(Algorithm):
     def get_metadata(self) -> dict[str, Any]:
         """Counters plus the env's spaces (what an EnvRunner's metadata holds online), so
         `InferencePolicy.from_checkpoint` can act from a BC or MARWIL checkpoint."""
-        meta = {**super().get_metadata(),
-                "num_env_steps_trained_lifetime": self._num_rows_trained}
+        meta = {**super().get_metadata(), "num_env_steps_trained_lifetime": self._num_rows_trained}
         if self.offline_data.env_spaces is not None:
             obs, act = self.offline_data.env_spaces
             meta["spaces"] = {ENV_KEY: [space_to_dict(obs), space_to_dict(act)]}
@@ -134,8 +152,9 @@ class MARWIL(Algorithm):
         timesteps = {"num_env_steps_sampled_lifetime": self._num_rows_trained}
         if self.offline_data.on_learners:
             with self._timer("learn_time_s"):
-                results, rows = self.offline_data.update_on_learners(self.learner_group,
-                                                                     timesteps=timesteps)
+                results, rows = self.offline_data.update_on_learners(
+                    self.learner_group, timesteps=timesteps
+                )
         else:
             with self._timer("read_time_s"):
                 batches = self.offline_data.sample()
@@ -144,7 +163,8 @@ class MARWIL(Algorithm):
             rows = OfflineData.num_rows(batches)
         self._num_rows_trained += rows
         results.setdefault(ALL_MODULES, {})["num_env_steps_trained_lifetime"] = (
-            self._num_rows_trained)
+            self._num_rows_trained
+        )
         return results
 
 

@@ -33,24 +33,33 @@ class MARWILLearner(Learner):
         super().build()
         assert self.module is not None
         for mid in self._optimizers:
-            if (self.config.get_config_for_module(mid).beta > 0.0
-                    and not hasattr(self.module[mid], "compute_values")):
+            if self.config.get_config_for_module(mid).beta > 0.0 and not hasattr(
+                self.module[mid], "compute_values"
+            ):
                 raise TypeError(
                     f"MARWIL with beta > 0 trains module {mid!r} "
                     f"({type(self.module[mid]).__name__}), which has no value function: "
                     "subclass rlmod.core.ValueFunctionAPI and implement compute_values(batch, "
-                    "embeddings=None), or use beta=0 (BC).")
+                    "embeddings=None), or use beta=0 (BC)."
+                )
         self.moving_avg_sqd_adv_norms = {
             mid: self.config.get_config_for_module(mid).moving_average_sqd_adv_norm_start
-            for mid in self._optimizers}
+            for mid in self._optimizers
+        }
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any,
-                                batch: dict[str, torch.Tensor],
-                                fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
+    def compute_loss_for_module(
+        self,
+        *,
+        module_id: str,
+        config: Any,
+        batch: dict[str, torch.Tensor],
+        fwd_out: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
         assert self.module is not None
         module: Any = self.module[module_id]
         logp = module.action_dist(fwd_out[Columns.ACTION_DIST_INPUTS]).logp(
-            batch[Columns.ACTIONS])  # [B]
+            batch[Columns.ACTIONS]
+        )  # [B]
         if config.beta == 0.0:
             policy_loss = -logp.mean()
             self.log(module_id, policy_loss=policy_loss, total_loss=policy_loss)
@@ -63,21 +72,29 @@ class MARWILLearner(Learner):
         # c^2 <- c^2 + rate * (mean(A^2) - c^2), the paper's running normalizer.
         c2 = self.moving_avg_sqd_adv_norms[module_id]
         c2 += config.moving_average_sqd_adv_norm_update_rate * (
-            float(advantages.pow(2).mean()) - c2)
+            float(advantages.pow(2).mean()) - c2
+        )
         self.moving_avg_sqd_adv_norms[module_id] = c2
-        weights = torch.exp(config.beta * advantages / (1e-8 + c2 ** 0.5))
+        weights = torch.exp(config.beta * advantages / (1e-8 + c2**0.5))
         policy_loss = -(weights * logp).mean()
         vf_loss = 0.5 * (values - returns).pow(2).mean()
         total = policy_loss + config.vf_coeff * vf_loss
         explained_var = 1.0 - (returns - values).var() / returns.var().clamp_min(1e-8)
         # Keys as RLlib's MARWIL learner logs them (plus the weights' mean).
-        self.log(module_id, policy_loss=policy_loss, vf_loss=vf_loss, total_loss=total,
-                 moving_avg_sqd_adv_norm=c2, vf_explained_variance=explained_var.detach(),
-                 mean_advantage_weight=weights.mean())
+        self.log(
+            module_id,
+            policy_loss=policy_loss,
+            vf_loss=vf_loss,
+            total_loss=total,
+            moving_avg_sqd_adv_norm=c2,
+            vf_explained_variance=explained_var.detach(),
+            mean_advantage_weight=weights.mean(),
+        )
         return total
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    def get_state(
+        self, components: Any = None, *, not_components: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
         state = super().get_state(components, not_components=not_components)
         if components is None:
             state["moving_avg_sqd_adv_norms"] = dict(self.moving_avg_sqd_adv_norms)
@@ -101,8 +118,9 @@ class BootstrapTruncatedReturns(LearnerConnector):
     without the columns (BC), pass unchanged.
     """
 
-    def __call__(self, batch: TensorBatch, *, rl_module: MultiRLModule,
-                 **kwargs: Any) -> TensorBatch:
+    def __call__(
+        self, batch: TensorBatch, *, rl_module: MultiRLModule, **kwargs: Any
+    ) -> TensorBatch:
         for mid, cols in batch.items():
             discount = cols.pop(BOOTSTRAP_DISCOUNT, None)
             final_obs = cols.pop(BOOTSTRAP_OBS, None)

@@ -45,27 +45,33 @@ class PPOLearnerWithCuriosity(PPOLearner):
         super().build()
         assert self.module is not None
         settings = self.config.learner_config_dict
-        missing = [k for k in ("intrinsic_reward_coeff", "forward_loss_weight")
-                   if k not in settings]
+        missing = [
+            k for k in ("intrinsic_reward_coeff", "forward_loss_weight") if k not in settings
+        ]
         if missing:
             raise KeyError(
                 f"{type(self).__name__} needs {missing} in the config's learner_config_dict, "
                 "as RLlib's PPOTorchLearnerWithCuriosity does: config.training(learner_config"
-                "_dict={'forward_loss_weight': 0.2, 'intrinsic_reward_coeff': 0.05}).")
-        icm_id = next((m for m in (RLLIB_ICM_MODULE_ID, ICM_MODULE_ID) if m in self.module),
-                      None)
+                "_dict={'forward_loss_weight': 0.2, 'intrinsic_reward_coeff': 0.05})."
+            )
+        icm_id = next((m for m in (RLLIB_ICM_MODULE_ID, ICM_MODULE_ID) if m in self.module), None)
         if icm_id is None or DEFAULT_MODULE_ID not in self.module:
             raise KeyError(
                 f"{type(self).__name__} needs the modules {DEFAULT_MODULE_ID!r} and "
                 f"{RLLIB_ICM_MODULE_ID!r} (or {ICM_MODULE_ID!r}) in rl_module_spec; the "
-                f"Learner holds {self.module.keys()[:10]}.")
+                f"Learner holds {self.module.keys()[:10]}."
+            )
         icm = self.module[icm_id]
         if hasattr(icm, "config") and dataclasses.is_dataclass(icm.config):
             icm.config = dataclasses.replace(
-                icm.config, forward_loss_weight=float(settings["forward_loss_weight"]))
-        self._learner_connector.connectors.insert(0, IntrinsicCuriosityModelConnector(
-            intrinsic_reward_coeff=float(settings["intrinsic_reward_coeff"]),
-            module_id=icm_id))
+                icm.config, forward_loss_weight=float(settings["forward_loss_weight"])
+            )
+        self._learner_connector.connectors.insert(
+            0,
+            IntrinsicCuriosityModelConnector(
+                intrinsic_reward_coeff=float(settings["intrinsic_reward_coeff"]), module_id=icm_id
+            ),
+        )
 
 
 PPOTorchLearnerWithCuriosity = PPOLearnerWithCuriosity

@@ -47,16 +47,26 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         pi_out = out_dim // 2 if self._free_log_std else out_dim
         act = cfg.fcnet_activation
         self.encoder = mlp(in_dim, cfg.fcnet_hiddens, activation_name=act)
-        self.pi = mlp(enc_dim, cfg.head_fcnet_hiddens, activation_name=cfg.head_fcnet_activation,
-                      out_dim=pi_out, out_gain=0.01)
+        self.pi = mlp(
+            enc_dim,
+            cfg.head_fcnet_hiddens,
+            activation_name=cfg.head_fcnet_activation,
+            out_dim=pi_out,
+            out_gain=0.01,
+        )
         if self._free_log_std:
             self.log_std = nn.Parameter(torch.full((pi_out,), float(cfg.log_std_init)))
         if self.inference_only:
             return  # EnvRunners: no value function at all
         if not cfg.vf_share_layers:
             self.vf_encoder = mlp(in_dim, cfg.fcnet_hiddens, activation_name=act)
-        self.vf = mlp(enc_dim, cfg.head_fcnet_hiddens, activation_name=cfg.head_fcnet_activation,
-                      out_dim=1, out_gain=1.0)
+        self.vf = mlp(
+            enc_dim,
+            cfg.head_fcnet_hiddens,
+            activation_name=cfg.head_fcnet_activation,
+            out_dim=1,
+            out_gain=1.0,
+        )
 
     def stacked_acting_layers(self) -> list[nn.Module] | None:
         """The layers whose composition on the flattened observation is all `_forward`
@@ -73,8 +83,10 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         (rlmod/core/stacked_train.py)."""
         if self._free_log_std or self.config.vf_share_layers or self.inference_only:
             return None
-        return {Columns.ACTION_DIST_INPUTS: [*self.encoder, *self.pi],
-                Columns.EMBEDDINGS: [*self.vf_encoder]}
+        return {
+            Columns.ACTION_DIST_INPUTS: [*self.encoder, *self.pi],
+            Columns.EMBEDDINGS: [*self.vf_encoder],
+        }
 
     def _dist_inputs(self, embeddings: torch.Tensor) -> torch.Tensor:
         return self._with_log_std(self.pi(embeddings))
@@ -97,11 +109,14 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         obs = self._flat_obs(batch)
         embeddings = self.encoder(obs)
         vf_embeddings = embeddings if self.config.vf_share_layers else self.vf_encoder(obs)
-        return {Columns.ACTION_DIST_INPUTS: self._dist_inputs(embeddings),
-                Columns.EMBEDDINGS: vf_embeddings}
+        return {
+            Columns.ACTION_DIST_INPUTS: self._dist_inputs(embeddings),
+            Columns.EMBEDDINGS: vf_embeddings,
+        }
 
-    def compute_values(self, batch: TensorDict,
-                       embeddings: torch.Tensor | None = None) -> torch.Tensor:
+    def compute_values(
+        self, batch: TensorDict, embeddings: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """V(obs), `[B]`; `embeddings` are the value MLP's input (`_forward_train`'s)."""
         if embeddings is None:
             obs = self._flat_obs(batch)

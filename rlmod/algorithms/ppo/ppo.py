@@ -36,35 +36,71 @@ class PPOConfig(AlgorithmConfig):
         0.1
     """
 
-    lambda_ = Setting(1.0, section="training", check=s.number(low=0.0, high=1.0),
-                      doc="GAE lambda: bias (0) vs variance (1) of the advantage estimate.")
-    clip_param = Setting(0.3, section="training", check=s.number(low=0.0, low_open=True),
-                         doc="PPO's clip range epsilon of the probability ratio.")
-    vf_clip_param = Setting(10.0, section="training",
-                            check=s.optional(s.number(low=0.0, low_open=True)), doc=(
-        "Clamp of the squared value error, in squared reward units (RLlib's value clipping, "
-        "default 10). None clamps nothing; prefer it where returns are large: a clamp of "
-        "10 zeroes the value gradient wherever |error| > 3.2, which stalls the critic on "
-        "Pendulum (rlmod.tuned.FAST_PPO sets None)."))
-    vf_loss_coeff = Setting(1.0, section="training", check=s.number(low=0.0),
-                            doc="Weight of the value loss in the total loss.")
-    entropy_coeff = Setting(0.0, section="training", check=s.number(low=0.0),
-                            doc="Weight of the entropy bonus.")
-    kl_coeff = Setting(0.2, section="training", check=s.number(low=0.0),
-                       doc="Initial weight of the KL penalty (with use_kl_loss).")
-    kl_target = Setting(0.01, section="training", check=s.number(low=0.0, low_open=True),
-                        doc="KL per update the adaptive coefficient aims for.")
-    use_kl_loss = Setting(True, section="training", check=s.boolean,
-                          doc="Add the adaptive KL penalty to the clipped objective.")
-    normalize_advantages = Setting(True, section="training", check=s.boolean,
-                                   doc="Standardize advantages per train batch.")
-    kl_early_stop = Setting(None, section="training",
-                            check=s.optional(s.number(low=0.0, low_open=True)), doc=(
-        "Per module: once the mean KL(old || new) of a minibatch exceeds this, checked "
-        "before its step, the module takes no more steps in this update (the other modules "
-        "go on). None (default, as RLlib, which has no such setting): never stop. "
-        "Stable-Baselines3's target_kl=t is kl_early_stop=1.5*t. It keeps converged modules "
-        "from drifting on noise and starved modules (few rows) from overfitting them."))
+    lambda_ = Setting(
+        1.0,
+        section="training",
+        check=s.number(low=0.0, high=1.0),
+        doc="GAE lambda: bias (0) vs variance (1) of the advantage estimate.",
+    )
+    clip_param = Setting(
+        0.3,
+        section="training",
+        check=s.number(low=0.0, low_open=True),
+        doc="PPO's clip range epsilon of the probability ratio.",
+    )
+    vf_clip_param = Setting(
+        10.0,
+        section="training",
+        check=s.optional(s.number(low=0.0, low_open=True)),
+        doc=(
+            "Clamp of the squared value error, in squared reward units (RLlib's value clipping, "
+            "default 10). None clamps nothing; prefer it where returns are large: a clamp of "
+            "10 zeroes the value gradient wherever |error| > 3.2, which stalls the critic on "
+            "Pendulum (rlmod.tuned.FAST_PPO sets None)."
+        ),
+    )
+    vf_loss_coeff = Setting(
+        1.0,
+        section="training",
+        check=s.number(low=0.0),
+        doc="Weight of the value loss in the total loss.",
+    )
+    entropy_coeff = Setting(
+        0.0, section="training", check=s.number(low=0.0), doc="Weight of the entropy bonus."
+    )
+    kl_coeff = Setting(
+        0.2,
+        section="training",
+        check=s.number(low=0.0),
+        doc="Initial weight of the KL penalty (with use_kl_loss).",
+    )
+    kl_target = Setting(
+        0.01,
+        section="training",
+        check=s.number(low=0.0, low_open=True),
+        doc="KL per update the adaptive coefficient aims for.",
+    )
+    use_kl_loss = Setting(
+        True,
+        section="training",
+        check=s.boolean,
+        doc="Add the adaptive KL penalty to the clipped objective.",
+    )
+    normalize_advantages = Setting(
+        True, section="training", check=s.boolean, doc="Standardize advantages per train batch."
+    )
+    kl_early_stop = Setting(
+        None,
+        section="training",
+        check=s.optional(s.number(low=0.0, low_open=True)),
+        doc=(
+            "Per module: once the mean KL(old || new) of a minibatch exceeds this, checked "
+            "before its step, the module takes no more steps in this update (the other modules "
+            "go on). None (default, as RLlib, which has no such setting): never stop. "
+            "Stable-Baselines3's target_kl=t is kl_early_stop=1.5*t. It keeps converged modules "
+            "from drifting on noise and starved modules (few rows) from overfitting them."
+        ),
+    )
 
     # RLlib's PPO; lr 5e-5, minibatch 128, batch 4000 are the base's
     setting_defaults: ClassVar[dict[str, Any]] = {"num_epochs": 30}
@@ -77,7 +113,8 @@ class PPOConfig(AlgorithmConfig):
             raise ValueError(
                 f"kl_early_stop with num_learners={self.num_learners}: data-parallel Learners "
                 "would each stop on the KL of their own share of a minibatch and their weights "
-                "would part. Use num_learners=0 or 1, or kl_early_stop=None.")
+                "would part. Use num_learners=0 or 1, or kl_early_stop=None."
+            )
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from rlmod.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
@@ -89,11 +126,13 @@ class PPOConfig(AlgorithmConfig):
 
         return PPOLearner
 
-    def build_learner_connector(self, observation_space: gym.Space | None = None,
-                                action_space: gym.Space | None = None) -> ConnectorPipeline:
+    def build_learner_connector(
+        self, observation_space: gym.Space | None = None, action_space: gym.Space | None = None
+    ) -> ConnectorPipeline:
         pipeline = super().build_learner_connector(observation_space, action_space)
-        pipeline.connectors.append(GeneralAdvantageEstimation(
-            normalize_advantages=self.normalize_advantages, config=self))
+        pipeline.connectors.append(
+            GeneralAdvantageEstimation(normalize_advantages=self.normalize_advantages, config=self)
+        )
         return pipeline
 
 

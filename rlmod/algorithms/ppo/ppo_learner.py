@@ -37,13 +37,20 @@ class PPOLearner(Learner):
                 raise TypeError(
                     f"PPO trains module {mid!r} ({type(module).__name__}), which has no value "
                     "function: subclass rlmod.core.ValueFunctionAPI and implement "
-                    "compute_values(batch, embeddings=None) -> V(obs) of shape [B], as in RLlib.")
-        self.curr_kl_coeffs = {mid: self.config.get_config_for_module(mid).kl_coeff
-                               for mid in self._optimizers}
+                    "compute_values(batch, embeddings=None) -> V(obs) of shape [B], as in RLlib."
+                )
+        self.curr_kl_coeffs = {
+            mid: self.config.get_config_for_module(mid).kl_coeff for mid in self._optimizers
+        }
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any,
-                                batch: dict[str, torch.Tensor],
-                                fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
+    def compute_loss_for_module(
+        self,
+        *,
+        module_id: str,
+        config: Any,
+        batch: dict[str, torch.Tensor],
+        fwd_out: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
         assert self.module is not None
         module: Any = self.module[module_id]
         dist = module.action_dist(fwd_out[Columns.ACTION_DIST_INPUTS])
@@ -85,30 +92,39 @@ class PPOLearner(Learner):
             total = total - config.entropy_coeff * entropy
         if mean_kl is not None:
             total = total + self.curr_kl_coeffs[module_id] * mean_kl
-        self.log(module_id, total_loss=total, policy_loss=policy_loss, vf_loss=vf_loss,
-                 vf_loss_unclipped=vf_loss if config.vf_clip_param is None
-                 else vf_loss_unclipped.mean())
+        self.log(
+            module_id,
+            total_loss=total,
+            policy_loss=policy_loss,
+            vf_loss=vf_loss,
+            vf_loss_unclipped=vf_loss if config.vf_clip_param is None else vf_loss_unclipped.mean(),
+        )
         action_dist = module.action_dist
         if entropy is None:
             self.log_rows(module_id, "entropy", partial(_mean_entropy, action_dist), dist_inputs)
         else:
             self.log(module_id, entropy=entropy)
         if kl is None:
-            self.log_rows(module_id, "mean_kl_loss", partial(_mean_kl, action_dist),
-                          old_inputs, dist_inputs)
+            self.log_rows(
+                module_id, "mean_kl_loss", partial(_mean_kl, action_dist), old_inputs, dist_inputs
+            )
         else:
             self.log(module_id, mean_kl_loss=kl)
         self.log_rows(module_id, "vf_explained_var", _explained_var, vf_targets, vf_preds)
-        self.log_rows(module_id, "clip_fraction", partial(_clip_fraction, config.clip_param),
-                      ratio)
+        self.log_rows(module_id, "clip_fraction", partial(_clip_fraction, config.clip_param), ratio)
         if mean_kl is not None:
             self.log(module_id, curr_kl_coeff=self.curr_kl_coeffs[module_id])
         return total
 
-    def compute_losses_for_group(self, *, group: StackBucket,
-                                 configs: Sequence[Any],
-                                 batch: dict[str, torch.Tensor], mask: torch.Tensor,
-                                 fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
+    def compute_losses_for_group(
+        self,
+        *,
+        group: StackBucket,
+        configs: Sequence[Any],
+        batch: dict[str, torch.Tensor],
+        mask: torch.Tensor,
+        fwd_out: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
         """`compute_loss_for_module`'s math for every module of a stacked group at once:
         the same terms per row `[M, K]`, each module's means over its own rows (`mask`),
         its own coefficients (per-module overrides) as `[M]` vectors."""
@@ -119,8 +135,10 @@ class PPOLearner(Learner):
             return (x * w).sum(1) / count.clamp_min(1.0)
 
         def setting(name: str, default: float = math.inf) -> torch.Tensor:  # [M]
-            return torch.tensor([default if (v := getattr(c, name)) is None else float(v)
-                                 for c in configs], device=self.device)
+            return torch.tensor(
+                [default if (v := getattr(c, name)) is None else float(v) for c in configs],
+                device=self.device,
+            )
 
         clip = setting("clip_param").unsqueeze(1)  # [M, 1]
         kl_flags = [bool(c.use_kl_loss) for c in configs]
@@ -130,33 +148,46 @@ class PPOLearner(Learner):
         logp = dist.logp(batch[Columns.ACTIONS])  # [M, K]
         ratio = torch.exp(logp - batch[Columns.ACTION_LOGP])
         advantages = batch[Columns.ADVANTAGES]
-        surrogate = torch.min(ratio * advantages,
-                              torch.clamp(ratio, 1.0 - clip, 1.0 + clip) * advantages)
+        surrogate = torch.min(
+            ratio * advantages, torch.clamp(ratio, 1.0 - clip, 1.0 + clip) * advantages
+        )
         old_dist = module.action_dist(batch[Columns.ACTION_DIST_INPUTS])
         with torch.set_grad_enabled(any(kl_flags)):
             mean_kl = mean(old_dist.kl(dist))
         if any(c.kl_early_stop is not None for c in configs):
             self.stop_early_group(group, mean_kl, setting("kl_early_stop"))
         entropy = mean(dist.entropy())
-        vf_preds = group.call_padded("compute_values", {Columns.OBS: batch[Columns.OBS]},
-                                     fwd_out[Columns.EMBEDDINGS])  # [M, K]
+        vf_preds = group.call_padded(
+            "compute_values", {Columns.OBS: batch[Columns.OBS]}, fwd_out[Columns.EMBEDDINGS]
+        )  # [M, K]
         vf_targets = batch[Columns.VALUE_TARGETS]
         vf_loss_unclipped = (vf_preds - vf_targets).pow(2)
         vf_loss = mean(torch.minimum(vf_loss_unclipped, setting("vf_clip_param").unsqueeze(1)))
         policy_loss = -mean(surrogate)
-        kl_coeffs = torch.tensor([self.curr_kl_coeffs[m] for m in group.module_ids],
-                                 device=self.device)
-        total = (policy_loss + setting("vf_loss_coeff") * vf_loss
-                 - setting("entropy_coeff") * entropy
-                 + torch.where(use_kl, kl_coeffs * mean_kl, 0.0))
+        kl_coeffs = torch.tensor(
+            [self.curr_kl_coeffs[m] for m in group.module_ids], device=self.device
+        )
+        total = (
+            policy_loss
+            + setting("vf_loss_coeff") * vf_loss
+            - setting("entropy_coeff") * entropy
+            + torch.where(use_kl, kl_coeffs * mean_kl, 0.0)
+        )
         with torch.no_grad():
             err = vf_targets - vf_preds
             explained_var = 1.0 - _var(err, w, count) / _var(vf_targets, w, count).clamp_min(1e-8)
             clip_fraction = mean(((ratio - 1.0).abs() > clip).float())
-        self.log_group(group, total_loss=total, policy_loss=policy_loss, vf_loss=vf_loss,
-                       vf_loss_unclipped=mean(vf_loss_unclipped.detach()), entropy=entropy,
-                       mean_kl_loss=mean_kl, vf_explained_var=explained_var,
-                       clip_fraction=clip_fraction)
+        self.log_group(
+            group,
+            total_loss=total,
+            policy_loss=policy_loss,
+            vf_loss=vf_loss,
+            vf_loss_unclipped=mean(vf_loss_unclipped.detach()),
+            entropy=entropy,
+            mean_kl_loss=mean_kl,
+            vf_explained_var=explained_var,
+            clip_fraction=clip_fraction,
+        )
         if any(kl_flags):
             self.log_group(group, valid=use_kl, curr_kl_coeff=kl_coeffs)
         return total
@@ -175,8 +206,9 @@ class PPOLearner(Learner):
             elif kl < 0.5 * config.kl_target:
                 self.curr_kl_coeffs[mid] *= 0.5
 
-    def get_state(self, components: Any = None, *, not_components: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    def get_state(
+        self, components: Any = None, *, not_components: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
         state = super().get_state(components, not_components=not_components)
         if components is None:
             state["curr_kl_coeffs"] = dict(self.curr_kl_coeffs)
@@ -187,14 +219,14 @@ class PPOLearner(Learner):
         self.curr_kl_coeffs.update(state.get("curr_kl_coeffs", {}))
 
 
-def _mean_entropy(action_dist: Callable[[torch.Tensor], Any],
-                  inputs: torch.Tensor) -> torch.Tensor:
+def _mean_entropy(action_dist: Callable[[torch.Tensor], Any], inputs: torch.Tensor) -> torch.Tensor:
     """Per minibatch, the mean entropy of its rows: `[N, B, ...]` inputs -> `[N]`."""
     return action_dist(inputs).entropy().mean(1)
 
 
-def _mean_kl(action_dist: Callable[[torch.Tensor], Any], old_inputs: torch.Tensor,
-             inputs: torch.Tensor) -> torch.Tensor:
+def _mean_kl(
+    action_dist: Callable[[torch.Tensor], Any], old_inputs: torch.Tensor, inputs: torch.Tensor
+) -> torch.Tensor:
     """Per minibatch, the mean KL(old || new) of its rows: `[N, B, ...]` -> `[N]`."""
     return action_dist(old_inputs).kl(action_dist(inputs)).mean(1)
 

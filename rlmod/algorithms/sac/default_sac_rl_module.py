@@ -55,15 +55,21 @@ class DefaultSACRLModule(RLModule):
         if not isinstance(self.observation_space, gym.spaces.Box):
             raise TypeError(
                 f"DefaultSACRLModule needs Box observations, got {self.observation_space}; the "
-                "default env-to-module connectors flatten and one-hot other spaces.")
+                "default env-to-module connectors flatten and one-hot other spaces."
+            )
         obs_dim = int(np.prod(self.observation_space.shape))
         self.action_dim = gym.spaces.flatdim(space)  # n, or the Box's number of entries
         enc_dim = cfg.fcnet_hiddens[-1] if cfg.fcnet_hiddens else obs_dim
         act = cfg.fcnet_activation
         self.pi_encoder = mlp(obs_dim, cfg.fcnet_hiddens, activation_name=act)
         pi_out = self.action_dim if self.discrete else 2 * self.action_dim
-        self.pi = mlp(enc_dim, cfg.head_fcnet_hiddens, activation_name=cfg.head_fcnet_activation,
-                      out_dim=pi_out, out_gain=0.01)
+        self.pi = mlp(
+            enc_dim,
+            cfg.head_fcnet_hiddens,
+            activation_name=cfg.head_fcnet_activation,
+            out_dim=pi_out,
+            out_gain=0.01,
+        )
         if self.inference_only:
             return  # EnvRunners: the actor alone
         q_in = obs_dim if self.discrete else obs_dim + self.action_dim
@@ -93,8 +99,10 @@ class DefaultSACRLModule(RLModule):
         obs, next_obs = self._flat(batch[Columns.OBS]), self._flat(batch[Columns.NEXT_OBS])
         with torch.no_grad():
             next_out = self.pi(self.pi_encoder(next_obs))
-        return {Columns.ACTION_DIST_INPUTS: self.pi(self.pi_encoder(obs)),
-                "next_action_dist_inputs": next_out}
+        return {
+            Columns.ACTION_DIST_INPUTS: self.pi(self.pi_encoder(obs)),
+            "next_action_dist_inputs": next_out,
+        }
 
     def critics(self, *, target: bool = False) -> list[nn.Module]:
         """The online critics, or their targets."""
@@ -102,8 +110,9 @@ class DefaultSACRLModule(RLModule):
             return [self.qf_target, self.qf_twin_target] if self.twin_q else [self.qf_target]
         return [self.qf, self.qf_twin] if self.twin_q else [self.qf]
 
-    def q_values(self, critic: nn.Module, obs: torch.Tensor,
-                 actions: torch.Tensor | None = None) -> torch.Tensor:
+    def q_values(
+        self, critic: nn.Module, obs: torch.Tensor, actions: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Box: Q(obs, actions) `[B]`; Discrete: Q(obs, .) `[B, num_actions]`."""
         obs = self._flat(obs)
         if self.discrete:

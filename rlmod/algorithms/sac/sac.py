@@ -34,21 +34,45 @@ class SACConfig(OffPolicyConfig):
         (True, 'auto', 0.005)
     """
 
-    twin_q = Setting(True, section="training", check=s.boolean, doc=(
-        "Two critics and the minimum of their targets (clipped double Q, Fujimoto et al. "
-        "2018), against overestimation."))
-    initial_alpha = Setting(1.0, section="training", check=s.number(low=0.0, low_open=True),
-                            doc="Initial entropy temperature alpha.")
-    target_entropy = Setting("auto", section="training", check=_target_entropy, doc=(
-        "Entropy the temperature steers the policy to: 'auto' is -dim(A) for Box actions "
-        "and 0.98 * log(n) for Discrete ones, or a number."))
+    twin_q = Setting(
+        True,
+        section="training",
+        check=s.boolean,
+        doc=(
+            "Two critics and the minimum of their targets (clipped double Q, Fujimoto et al. "
+            "2018), against overestimation."
+        ),
+    )
+    initial_alpha = Setting(
+        1.0,
+        section="training",
+        check=s.number(low=0.0, low_open=True),
+        doc="Initial entropy temperature alpha.",
+    )
+    target_entropy = Setting(
+        "auto",
+        section="training",
+        check=_target_entropy,
+        doc=(
+            "Entropy the temperature steers the policy to: 'auto' is -dim(A) for Box actions "
+            "and 0.98 * log(n) for Discrete ones, or a number."
+        ),
+    )
 
     setting_defaults: ClassVar[dict[str, Any]] = {
-        "lr": 3e-4, "train_batch_size": 256, "tau": 5e-3, "target_network_update_freq": 0,
+        "lr": 3e-4,
+        "train_batch_size": 256,
+        "tau": 5e-3,
+        "target_network_update_freq": 0,
         "num_steps_sampled_before_learning_starts": 1500,
-        "replay_buffer_config": {"type": "PrioritizedEpisodeReplayBuffer",
-                                 "capacity": 1_000_000, "alpha": 0.6, "beta": 0.4},
-        "model_config": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}}
+        "replay_buffer_config": {
+            "type": "PrioritizedEpisodeReplayBuffer",
+            "capacity": 1_000_000,
+            "alpha": 0.6,
+            "beta": 0.4,
+        },
+        "model_config": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"},
+    }
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
         from rlmod.algorithms.sac.default_sac_rl_module import DefaultSACRLModule

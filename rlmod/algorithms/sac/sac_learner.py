@@ -53,23 +53,40 @@ class SACLearner(OffPolicyLearner):
 
     config: SACConfig
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any,
-                                batch: dict[str, torch.Tensor],
-                                fwd_out: dict[str, torch.Tensor]) -> torch.Tensor:
+    def compute_loss_for_module(
+        self,
+        *,
+        module_id: str,
+        config: Any,
+        batch: dict[str, torch.Tensor],
+        fwd_out: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
         assert self.module is not None
         module: Any = self.module[module_id]
         log_alpha = module.alpha.log_alpha
         alpha = log_alpha.detach().exp()
-        target_entropy = (auto_target_entropy(module.action_space)
-                          if config.target_entropy == "auto" else float(config.target_entropy))
-        discount = config.gamma ** batch[N_STEP].float() * (1.0 - batch[Columns.TERMINATEDS].float())
+        target_entropy = (
+            auto_target_entropy(module.action_space)
+            if config.target_entropy == "auto"
+            else float(config.target_entropy)
+        )
+        discount = config.gamma ** batch[N_STEP].float() * (
+            1.0 - batch[Columns.TERMINATEDS].float()
+        )
         obs, next_obs = batch[Columns.OBS], batch[Columns.NEXT_OBS]
-        logits, next_logits = fwd_out[Columns.ACTION_DIST_INPUTS], fwd_out["next_action_dist_inputs"]
+        logits, next_logits = (
+            fwd_out[Columns.ACTION_DIST_INPUTS],
+            fwd_out["next_action_dist_inputs"],
+        )
         if module.discrete:
             with torch.no_grad():  # soft state value V(s') = sum_a pi(a|s') (Q - alpha log pi)
                 next_logp = torch.log_softmax(next_logits, -1)
-                q_next = torch.min(torch.stack([module.q_values(c, next_obs)
-                                                for c in module.critics(target=True)]), 0).values
+                q_next = torch.min(
+                    torch.stack(
+                        [module.q_values(c, next_obs) for c in module.critics(target=True)]
+                    ),
+                    0,
+                ).values
                 v_next = (next_logp.exp() * (q_next - alpha * next_logp)).sum(-1)
             q_all = [module.q_values(c, obs) for c in module.critics()]
             actions = batch[Columns.ACTIONS].long().unsqueeze(-1)
@@ -83,15 +100,19 @@ class SACLearner(OffPolicyLearner):
         else:
             with torch.no_grad():  # V(s') = min_i Q_target_i(s', a') - alpha log pi(a'|s')
                 next_a, next_logp = TanhGaussian(next_logits).rsample_with_logp()
-                q_next = torch.min(torch.stack([module.q_values(c, next_obs, next_a)
-                                                for c in module.critics(target=True)]), 0).values
+                q_next = torch.min(
+                    torch.stack(
+                        [module.q_values(c, next_obs, next_a) for c in module.critics(target=True)]
+                    ),
+                    0,
+                ).values
                 v_next = q_next - alpha * next_logp
-            q_preds = [module.q_values(c, obs, batch[Columns.ACTIONS])
-                       for c in module.critics()]
+            q_preds = [module.q_values(c, obs, batch[Columns.ACTIONS]) for c in module.critics()]
             new_a, logp_new = TanhGaussian(logits).rsample_with_logp()
             with frozen(module.critics()):
-                q_new = torch.min(torch.stack([module.q_values(c, obs, new_a)
-                                               for c in module.critics()]), 0).values
+                q_new = torch.min(
+                    torch.stack([module.q_values(c, obs, new_a) for c in module.critics()]), 0
+                ).values
             # Haarnoja et al. 2018b, eq. 7, with the reparameterized sample (eq. 8).
             actor_loss = (alpha * logp_new - q_new).mean()
             entropy = -logp_new
@@ -102,8 +123,15 @@ class SACLearner(OffPolicyLearner):
         alpha_loss = -(log_alpha * (target_entropy - entropy.detach())).mean()
         td_error = (q_preds[0] - targets).detach()
         self.record_td_errors(module_id, td_error)
-        self.log(module_id, critic_loss=critic_loss, actor_loss=actor_loss,
-                 alpha_loss=alpha_loss, alpha_value=alpha, entropy=entropy.mean(),
-                 qf_mean=q_preds[0].mean(), td_error_mean=td_error.abs().mean())
+        self.log(
+            module_id,
+            critic_loss=critic_loss,
+            actor_loss=actor_loss,
+            alpha_loss=alpha_loss,
+            alpha_value=alpha,
+            entropy=entropy.mean(),
+            qf_mean=q_preds[0].mean(),
+            td_error_mean=td_error.abs().mean(),
+        )
         assert isinstance(critic_loss, torch.Tensor)
         return critic_loss + actor_loss + alpha_loss
