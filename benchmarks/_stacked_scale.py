@@ -49,7 +49,7 @@ import json, os, sys, time
 import numpy as np
 import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
-from stacked_acting import make_runner
+from _stacked_setups import make_runner
 agents, num_envs, rounds, steps = (int(a) for a in sys.argv[2:6])
 sizes = [int(m) for m in sys.argv[6].split(",")]
 # num_threads_per_learner: "auto" (None, the default) or a count. The process's torch
@@ -91,7 +91,7 @@ import torch
 torch.set_num_threads(1)
 sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
 try:
-    from learner_stacking import learner_update_rows_per_s
+    from _stacked_setups import learner_update_rows_per_s
 except ImportError as err:
     print(json.dumps({"missing": str(err)}))
     raise SystemExit(0)
@@ -243,6 +243,6 @@ def issue17_section(args: argparse.Namespace) -> None:
     print(
         f"\nSampling: one EnvRunner each, {args.issue17_envs} envs; the two runners alternate "
         "rounds of one sample() call each; the ratio of the agent-step rates over all rounds "
-        "(total agent steps / total time). Learner: benchmarks/learner_stacking.py's update "
-        "throughput, stacked."
+        "(total agent steps / total time). Learner: _stacked_setups.learner_update_rows_per_s "
+        "(investigations/learner_stacking.py's update throughput), stacked."
     )

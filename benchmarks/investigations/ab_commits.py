@@ -6,7 +6,7 @@ checkout alike. `{round}` in the command is replaced by the round number (0, 1, 
 e.g. to give each round its own seed. Prints each run's output, labelled.
 
     git worktree add /tmp/before <commit>
-    python benchmarks/ab_commits.py --trees /tmp/before . --rounds 3 \
+    python benchmarks/investigations/ab_commits.py --trees /tmp/before . --rounds 3 \
         -- benchmarks/solve_cartpole.py --seeds {round} --skip-sb3
 """
 

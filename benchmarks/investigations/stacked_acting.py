@@ -1,8 +1,8 @@
 """Issue 17's sampling ratio, taken apart: where 1,000 modules cost more than 10 when the same
 1,000 MultiAgentCartPole agents sample in the same envs, and the floor of that ratio.
 
-    python benchmarks/stacked_acting.py [--envs 32] [--rounds 6] [--steps 10]
-    python benchmarks/stacked_acting.py --fit   # refit StackedActing's cost model
+    python benchmarks/investigations/stacked_acting.py [--envs 32] [--rounds 6] [--steps 10]
+    python benchmarks/investigations/stacked_acting.py --fit   # refit StackedActing's cost model
 
 Two MultiAgentEnvRunners (agents mapped to 10 and to 1,000 modules, one stacked group each)
 sample in alternating rounds, as in benchmarks/multi_module_scale.py's issue-17 child. Each
@@ -21,42 +21,15 @@ import argparse
 import time
 from functools import partial
 
+import _suite_path  # noqa: F401  (benchmarks/ on sys.path)
 import numpy as np
 import torch
 from _common import commit, table
+from _stacked_setups import make_runner
 
 import rlmod.core.stacked_acting as sa
-from rlmod.algorithms.ppo import PPOConfig
 from rlmod.core.stacked import StackedGroup
 from rlmod.env import MultiAgentEnvRunner
-from rlmod.testing import MultiAgentCartPole
-
-AGENTS = 1000
-
-
-def make_runner(
-    num_modules: int, num_envs: int, steps: int, agents: int = AGENTS, threads: int | None = None
-) -> MultiAgentEnvRunner:
-    """`agents` MultiAgentCartPole agents mapped round-robin to `num_modules` [64, 64]
-    modules, sampled to steady state (also issue 17's sampling child in _stacked_scale).
-    `threads`: `num_threads_per_learner` (None: auto, rlmod.env.acting_threads; call
-    `torch.set_num_threads(threads or 1)` first, as Algorithm.setup does)."""
-    config = (
-        PPOConfig()
-        .environment(MultiAgentCartPole, env_config={"num_agents": agents})
-        .env_runners(num_envs_per_env_runner=num_envs)
-        .multi_agent(
-            policies={f"p{i}" for i in range(num_modules)},
-            policy_mapping_fn=lambda aid, episode: f"p{aid % num_modules}",
-        )
-        .rl_module(model_config={"fcnet_hiddens": [64, 64]})
-        .learners(num_threads_per_learner=threads)
-        .debugging(seed=0)
-    )
-    runner = MultiAgentEnvRunner(config=config)
-    runner.sample(num_timesteps=num_envs * steps)  # steady state first
-    runner.get_metrics()
-    return runner
 
 
 def group_of(runner: MultiAgentEnvRunner) -> StackedGroup:

@@ -13,7 +13,7 @@ times per gradient step, in one process, interleaved, CPU time, one torch thread
 - SB3: `DQN.train(gradient_steps=128, batch_size=64)` on a filled buffer (its replay
   sampling included, which rlmod's row above leaves out: one `sample` of 8,192 rows).
 
-    python benchmarks/dqn_floor.py [--rounds 4]
+    python benchmarks/investigations/dqn_floor.py [--rounds 4]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import argparse
 import time
 from collections.abc import Callable
 
+import _suite_path  # noqa: F401  (benchmarks/ on sys.path)
 import gymnasium as gym
 import numpy as np
 import torch

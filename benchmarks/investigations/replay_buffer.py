@@ -8,7 +8,7 @@ interleaved, best of `--repeats`: `ReplayBuffer` (uniform), `PrioritizedReplayBu
 weights, then the TD errors update the priorities), and the full insertion path of
 `MultiAgentReplayBuffer` (n-step collector, n=1 and n=3) for reference.
 
-    python benchmarks/replay_buffer.py [--repeats 5]
+    python benchmarks/investigations/replay_buffer.py [--repeats 5]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import argparse
 import time
 from collections.abc import Callable
 
+import _suite_path  # noqa: F401  (benchmarks/ on sys.path)
 import numpy as np
 from _common import header, table
 

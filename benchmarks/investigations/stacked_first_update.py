@@ -6,8 +6,8 @@ a 1,000-agent MultiAgentCartPole (one module per agent, [64, 64]) samples first.
 `update()` on that batch. Run `time` with two source trees alternating (PYTHONPATH) to
 compare commits on one batch:
 
-    python benchmarks/stacked_first_update.py capture /tmp/b64 --batch 64
-    python benchmarks/stacked_first_update.py time /tmp/b64 --batch 64 [--threads 1]
+    python benchmarks/investigations/stacked_first_update.py capture /tmp/b64 --batch 64
+    python benchmarks/investigations/stacked_first_update.py time /tmp/b64 --batch 64 [--threads 1]
 """
 
 from __future__ import annotations

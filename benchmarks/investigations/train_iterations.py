@@ -6,13 +6,14 @@ chaotically; this times the same work for every commit: `--iterations` training 
 with `rlmod.tuned.TUNED["CartPole-v1"]`, in a fresh process. Prints the wall time from
 spawn (imports included) and the time spent in `train()`, best of `--repeats`.
 
-    python benchmarks/train_iterations.py [--iterations 20] [--repeats 3] [--seed 0]
+    python benchmarks/investigations/train_iterations.py [--iterations 20] [--repeats 3] [--seed 0]
 """
 
 from __future__ import annotations
 
 import argparse
 
+import _suite_path  # noqa: F401  (benchmarks/ on sys.path)
 from _common import header, run_timed, table
 
 TRAIN_N = r"""

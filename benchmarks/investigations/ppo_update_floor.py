@@ -9,7 +9,7 @@ clip fraction, computed per minibatch). CPU seconds of this process (less moved 
 load than wall time), the least of `--repeats` runs, `--rounds` rounds. To compare two
 checkouts, run it with each on PYTHONPATH.
 
-    PYTHONPATH=. python benchmarks/ppo_update_floor.py [--rounds 3] [--repeats 6]
+    PYTHONPATH=. python benchmarks/investigations/ppo_update_floor.py [--rounds 3] [--repeats 6]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import argparse
 import time
 from collections.abc import Callable
 
+import _suite_path  # noqa: F401  (benchmarks/ on sys.path)
 import numpy as np
 import torch
 from _common import header, table

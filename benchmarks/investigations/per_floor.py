@@ -17,7 +17,7 @@ script times, in one process, interleaved (CPU time per call, best round):
 - add floor: the ring's copies plus one slice write of the new rows' priority;
 - rlmod's `PrioritizedReplayBuffer.sample` and `add`, and `SumTree.find` alone.
 
-    python benchmarks/per_floor.py [--calls 2000] [--rounds 5]
+    python benchmarks/investigations/per_floor.py [--calls 2000] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import argparse
 import time
 from collections.abc import Callable
 
+import _suite_path  # noqa: F401  (benchmarks/ on sys.path)
 import numpy as np
 from _common import header, table
 from replay_buffer import ADD_ROWS, BATCH, CAPACITY, RingBuffer, transitions

@@ -20,7 +20,7 @@ gets a synthetic batch of the same size (`--rows-per-module` rows each; 1,536 = 
 and runs `update()`; its GAE connector is timed alone on the same batch, so "SGD" is
 update minus GAE, the part the floor does.
 
-    python benchmarks/stacked_learn_floor.py [--modules 1000] [--epochs 30] [--threads 1]
+    python benchmarks/investigations/stacked_learn_floor.py [--modules 1000] [--epochs 30] [--threads 1]
         [--chunk 0 125] [--skip-rlmod] [--rlmod-auto-threads]
 
 rlmod runs with `num_threads_per_learner=--threads` (the floor's count) unless
@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import time
 
+import _suite_path  # noqa: F401  (benchmarks/ on sys.path)
 import gymnasium as gym
 import numpy as np
 import torch
@@ -201,7 +202,7 @@ def floor_update(
 def rlmod_update(m: int, rows: int, epochs: int, threads: int | None) -> dict[str, float]:
     """Seconds of rlmod's `Learner.update()` and of its GAE connector alone, on a synthetic
     batch of `rows` rows per module (the issue-17 config, `epochs` epochs)."""
-    from learner_stacking import synthetic_batch
+    from _stacked_setups import synthetic_batch
 
     ids = [f"a{i}" for i in range(m)]
     config = (

@@ -20,7 +20,7 @@ rlmod's build (`build_algo()`, the full PPO Algorithm: Learner with optimizer an
 groups, EnvRunners with envs and stacked acting groups) and the floor alternate in one
 process, `--rounds` times each; the in-process `build_algo()` is timed too.
 
-    flock /tmp/bench.lock python benchmarks/ray_build_floor.py [--rounds 2]
+    flock /tmp/bench.lock python benchmarks/investigations/ray_build_floor.py [--rounds 2]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import time
 
+import _suite_path  # noqa: F401  (benchmarks/ on sys.path)
 import numpy as np
 import torch
 from _common import header, table

@@ -7,7 +7,7 @@ decayed linearly over 500k env steps (`clip_decay`), advantages normalized per m
 (`mb_norm`). `sb3` runs SB3 instead (rl-zoo's settings; `eps`, `lr_decay`, `clip_decay`).
 Env steps only: wall times print but are not compared (use solve_cartpole.py for those).
 
-    python benchmarks/ppo_variants.py 0 1 2 3 -- 'tuned={}' \
+    python benchmarks/investigations/ppo_variants.py 0 1 2 3 -- 'tuned={}' \
         'zoo_eps={"settings": {"train_batch_size": 256, "num_epochs": 20}, "eps": 1e-5}'
 """
 
@@ -73,6 +73,9 @@ print(json.dumps({"steps": steps, "clip": float(lc.clip_param)}))
 
 
 def main() -> None:
+    if "--" not in sys.argv or {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__)
+        raise SystemExit(0 if {"-h", "--help"} & set(sys.argv[1:]) else 2)
     i = sys.argv.index("--")
     seeds = [int(s) for s in sys.argv[1:i]]
     variants = [a.split("=", 1) for a in sys.argv[i + 1 :]]

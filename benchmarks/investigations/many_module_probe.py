@@ -8,7 +8,7 @@ cart off the track "x", or "trunc" at 500 steps) and how saturated their value
 encoders' tanh layers are on states from random play (a saturated layer gives a constant
 V: a dead value function). Not a timing benchmark.
 
-    python benchmarks/many_module_probe.py --agents 100 --seed 1 --max-iterations 400 \\
+    python benchmarks/investigations/many_module_probe.py --agents 100 --seed 1 --max-iterations 400 \\
         [--settings '{"gamma": 0.99, ...}']
 
 --settings defaults to multi_agent_learning.py's MANY_PPO, the settings the benchmark runs.
@@ -23,6 +23,7 @@ import argparse
 import json
 import time
 
+import _suite_path  # noqa: F401  (benchmarks/ on sys.path)
 import gymnasium as gym
 import numpy as np
 import torch

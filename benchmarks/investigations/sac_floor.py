@@ -25,7 +25,7 @@ the number of cores). Wall time per call is the target's measure (a second threa
 cut it while raising the CPU time); CPU time is printed beside it, since on a shared
 machine it moves less with the other load.
 
-    python benchmarks/sac_floor.py [--steps 300] [--rounds 5] [--threads 1 2]
+    python benchmarks/investigations/sac_floor.py [--steps 300] [--rounds 5] [--threads 1 2]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+import _suite_path  # noqa: F401  (benchmarks/ on sys.path)
 import numpy as np
 import torch
 from _common import header, table

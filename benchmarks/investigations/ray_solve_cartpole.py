@@ -7,7 +7,7 @@ same settings, the 16 sub-envs split 8 + 8), and, with `--rllib-python`, RLlib's
 2 EnvRunners and its tuned CartPole settings (rllib/examples/algorithms/ppo/cartpole_ppo.py:
 lr 3e-4, 6 epochs, vf_loss_coeff 0.01, a shared 32-unit linear net) from a separate venv.
 
-    flock /tmp/bench.lock python benchmarks/ray_solve_cartpole.py --seeds 0 \
+    flock /tmp/bench.lock python benchmarks/investigations/ray_solve_cartpole.py --seeds 0 \
         [--rllib-python /tmp/rllib-venv/bin/python]
 """
 
@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 
+import _suite_path  # noqa: F401  (benchmarks/ on sys.path)
 from _common import header, table
 
 RLMOD = r"""
