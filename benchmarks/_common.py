@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: the commit measured and a table printer."""
+"""Helpers shared by the benchmark scripts: the commit measured, a table printer, the one
+summary row each suite benchmark ends with (run_all.py collects them), and timed children."""
 
 from __future__ import annotations
 
@@ -31,9 +32,21 @@ def commit() -> str:
         return "unknown"
 
 
+def machine() -> str:
+    """The machine kind, e.g. "2-core Intel(R) Xeon(R) Processor" (the CPU model from
+    /proc/cpuinfo where there is one)."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{os.cpu_count()}-core {model}"
+
+
 def header(title: str) -> None:
     print(f"# {title}")
-    print(f"commit {commit()}, python {platform.python_version()}, {os.cpu_count()} cores")
+    print(f"commit {commit()}, python {platform.python_version()}, {machine()}")
 
 
 def table(rows: list[dict], columns: list[str]) -> None:
@@ -42,6 +55,40 @@ def table(rows: list[dict], columns: list[str]) -> None:
     print("|" + "|".join("-" * (widths[c] + 2) for c in columns) + "|")
     for r in rows:
         print("| " + " | ".join(f"{r.get(c, '')}".ljust(widths[c]) for c in columns) + " |")
+
+
+SUMMARY_HEADING = "## Summary row"
+SUMMARY_COLUMNS = ["benchmark", "rlmod", "peer", "limit", "ratio"]
+
+
+def summary(
+    benchmark: str, *, rlmod: str, peer: str = "-", limit: str = "-", ratio: str = "-"
+) -> None:
+    """Prints the benchmark's one summary row, the last table of its output.
+
+    Args:
+        benchmark: the figure, e.g. "CartPole-v1 solve, median wall s (3 seeds)".
+        rlmod: rlmod's figure.
+        peer: the same figure for another library run side by side (SB3, RLlib,
+            torch.save), or "-".
+        limit: what no implementation can beat on this machine (the raw env loop with the
+            same forward pass, pyarrow's own scan), or "-" where there is none.
+        ratio: rlmod against the peer or the limit, saying which ("0.31 of SB3").
+    """
+    cells = (benchmark, rlmod, peer, limit, ratio)
+    row = {c: v.replace("|", "/") for c, v in zip(SUMMARY_COLUMNS, cells, strict=True)}
+    print(f"\n{SUMMARY_HEADING}")
+    table([row], SUMMARY_COLUMNS)
+
+
+def parse_summary(output: str) -> dict[str, str] | None:
+    """The summary row `summary()` printed in `output` (the last one), or None."""
+    lines = output.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == SUMMARY_HEADING]
+    if not starts or len(lines) < starts[-1] + 4:
+        return None
+    cells = [c.strip() for c in lines[starts[-1] + 3].strip().strip("|").split("|")]
+    return dict(zip(SUMMARY_COLUMNS, cells, strict=False))
 
 
 TRAIN_UNTIL = r"""

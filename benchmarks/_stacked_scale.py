@@ -105,9 +105,10 @@ def _met(ok: bool) -> str:
     return "yes" if ok else "NO"
 
 
-def sample_row(args: argparse.Namespace, add: Callable[[str, str, str, bool], None]) -> None:
+def sample_row(args: argparse.Namespace, add: Callable[[str, str, str, bool], None]) -> dict:
     """The sampling ratio's rows: I17_SAMPLE in a fresh process, at the sample() calls a
-    training iteration makes and at short calls (which pay the per-call costs more often)."""
+    training iteration makes and at short calls (which pay the per-call costs more often);
+    returns the child's result."""
     sample = rl.run_child(
         sys.executable,
         I17_SAMPLE,
@@ -132,11 +133,13 @@ def sample_row(args: argparse.Namespace, add: Callable[[str, str, str, bool], No
             f"{r['rounds']} rounds, each {r['round_min']:.2f}-{r['round_max']:.2f})",
             r["ratio"] >= 0.8,
         )
+    return sample
 
 
-def issue17_section(args: argparse.Namespace) -> None:
+def issue17_section(args: argparse.Namespace) -> dict:
     """Every figure of issue 17 in one table (each from a fresh process; the ratios from
-    one process that alternates the two cases)."""
+    one process that alternates the two cases). Returns the headline figures measured:
+    `build_s`, `train_s` (the 4,000-step train()) and `sample` (I17_SAMPLE's result)."""
     print(
         "\n## Issue 17: stacked modules, 1,000-agent MultiAgentCartPole, one module per "
         "agent, fcnet_hiddens [64, 64], PPO defaults otherwise\n"
@@ -161,12 +164,14 @@ def issue17_section(args: argparse.Namespace) -> None:
         except rl.ChildTimeout:
             return f"did not finish in {args.issue17_timeout:.0f} s"
 
+    figures: dict = {}
     if args.issue17_sample_only:
-        sample_row(args, add)
+        figures["sample"] = sample_row(args, add)
         table(rows, ["figure", "target", "measured", "met"])
-        return
+        return figures
     small = train_child(1000, 64)
     if isinstance(small, dict):
+        figures["build_s"] = small["build_s"]
         add(
             "build_algo(), 1,000 modules",
             "<= 2 s",
@@ -192,6 +197,7 @@ def issue17_section(args: argparse.Namespace) -> None:
         add("build_algo() and first train(), 64 env steps", "", small, False)
     large = train_child(1000, 4000, args.issue17_envs)
     if isinstance(large, dict):
+        figures["train_s"] = large["train_s"]
         t = large["timers"]
         add(
             f"first train(), 4,000 env steps ({args.issue17_envs} envs per EnvRunner)",
@@ -203,7 +209,7 @@ def issue17_section(args: argparse.Namespace) -> None:
         )
     else:
         add("first train(), 4,000 env steps", "<= 60 s", large, False)
-    sample_row(args, add)
+    figures["sample"] = sample_row(args, add)
     learn = rl.run_child(
         sys.executable, I17_LEARN, os.path.abspath(__file__), args.issue17_learner_rows, "10,1000"
     )
@@ -246,3 +252,4 @@ def issue17_section(args: argparse.Namespace) -> None:
         "(total agent steps / total time). Learner: _stacked_setups.learner_update_rows_per_s "
         "(investigations/learner_stacking.py's update throughput), stacked."
     )
+    return figures

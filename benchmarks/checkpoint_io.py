@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import header, table
+from _common import header, summary, table
 
 RLLIB_CHILD = r"""
 import json, os, shutil, statistics, sys, tempfile, time
@@ -212,6 +212,17 @@ def main() -> None:
         "save/torch, load/torch: rlmod's time over torch.save/torch.load of the same "
         "state (target <= 1.5). one_module_s: RLModule.from_checkpoint of one module, "
         "inference-only."
+    )
+    ours, torch_row = (r for r in rows if r["setup"].startswith("multi-agent"))
+    theirs = [r for r in rows if r["library"] == "RLlib" and r["setup"].startswith("multi")]
+    summary(
+        f"checkpoint save / load s, {n:,} modules (with optimizer state, fsync)",
+        rlmod=f"{ours['save_s']} / {ours['load_s']}",
+        peer=f"RLlib ({theirs[0]['setup']}) {theirs[0]['save_s']} / {theirs[0]['load_s']}"
+        if theirs
+        else "-",
+        limit=f"torch.save / torch.load {torch_row['save_s']} / {torch_row['load_s']}",
+        ratio=f"{ours['save/torch']} / {ours['load/torch']} of torch",
     )
 
 

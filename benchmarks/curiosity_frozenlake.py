@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from _common import header, table
+from _common import header, summary, table
+
+RLLIB_S = 70.0
+"""RLlib 2.60's wall time on the FrozenLake task (issue 5, quoted, not run here)."""
 
 EXAMPLE = (
     Path(__file__).resolve().parents[1]
@@ -102,6 +106,20 @@ def main() -> None:
                     f"{walls[len(walls) // 2]:.1f} s)"
                 )
             print(line)
+    env = args.envs[0]
+    icm = [r for r in rows if r["env"] == env and r["curiosity"] == "ICM"]
+    plain = [r for r in rows if r["env"] == env and r["curiosity"] == "none"]
+    hits = [float(r["wall_s"]) for r in icm if r["reached"] == "yes"]
+    wall = statistics.median(hits) if hits else None
+    summary(
+        f"curiosity: {env} goal reached, ICM vs plain PPO; median wall s of the ICM runs that "
+        "reached it",
+        rlmod=f"ICM {len(hits)}/{len(icm)}"
+        + ("" if wall is None else f", {wall:.1f} s")
+        + f" (plain PPO {sum(r['reached'] == 'yes' for r in plain)}/{len(plain)})",
+        peer=f"RLlib 2.60 ~{RLLIB_S:.0f} s (quoted)" if env == "FrozenLake" else "-",
+        ratio=f"{wall / RLLIB_S:.2f} of RLlib" if env == "FrozenLake" and wall else "-",
+    )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 import gymnasium as gym
 import torch
-from _common import header, median_ci, table
+from _common import header, median_ci, summary, table
 
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.env import MultiAgentEnv, MultiAgentEnvRunner, SingleAgentEnvRunner
@@ -271,6 +271,13 @@ def main() -> None:
             ),
             "rounds",
         ],
+    )
+    worst = max(rows, key=lambda r: float(r["cpu: on / off (median)"]))
+    summary(
+        "guard overhead: the costliest guard, on / off (CPU clock, median of rounds)",
+        rlmod=f"{worst['cpu: on / off (median)']} (95% CI {worst['cpu: 95% CI']}): {worst['what']}",
+        limit="guards off = 1.000",
+        ratio=f"{worst['cpu: on / off (median)']} of off",
     )
 
 

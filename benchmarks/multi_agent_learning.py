@@ -21,9 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import time
 
-from _common import header, run_timed, table
+from _common import header, run_timed, summary, table
 
 CARTPOLE = r"""
 import json, sys
@@ -260,9 +261,11 @@ def main() -> None:
         return
     print("\n## MultiAgentCartPole, 4 agents, until every agent's mean return >= 450\n")
     rows = []
+    runs: dict[str, list[dict]] = {"independent": [], "shared": []}
     for mode in ("independent", "shared"):
         for seed in args.seeds:
             r = run_timed(CARTPOLE, "shared" if mode == "shared" else "independent", seed)
+            runs[mode].append(r)
             rows.append(
                 {
                     "policies": "p0, p1 (agents 0, 2 / 1, 3)"
@@ -306,6 +309,16 @@ def main() -> None:
             }
         )
     table(rows, ["seed", "first iteration", "after 25", "wall s"])
+    cells = []
+    for mode, rs in runs.items():
+        reached = sum(r["reached"] for r in rs)
+        wall = statistics.median(r["wall_s"] for r in rs)
+        cells.append(f"{mode} {wall:.1f} ({reached}/{len(rs)})")
+    summary(
+        "multi-agent CartPole, 4 agents on 2 policies / 1 shared: median wall s from process "
+        "start until every agent >= 450",
+        rlmod="; ".join(cells),
+    )
 
 
 if __name__ == "__main__":

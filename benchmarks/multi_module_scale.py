@@ -26,7 +26,7 @@ import sys
 
 import _rllib_scale as rl
 import numpy as np
-from _common import header, table
+from _common import header, summary, table
 from _stacked_scale import issue17_section
 
 DEFAULT_RLLIB_PYTHON = (
@@ -585,16 +585,37 @@ def main() -> None:
             "RLlib: not found (no --rllib-python, and this interpreter cannot import "
             "ray.rllib); rlmod only"
         )
-    if args.issue17_only:
-        issue17_section(args)
-        return
-    spec_section(libs)
-    if not args.skip_train:
-        build_section(libs)
-    if not args.skip_sample:
-        sample_section(libs)
-    if not args.skip_issue17:
-        issue17_section(args)
+    if not args.issue17_only:
+        spec_section(libs)
+        if not args.skip_train:
+            build_section(libs)
+        if not args.skip_sample:
+            sample_section(libs)
+    figures = {} if args.skip_issue17 else issue17_section(args)
+    print_summary(figures)
+
+
+def print_summary(figures: dict) -> None:
+    """The suite's row: issue 17's build, first 4,000-step train() and the sampling rate of
+    1,000 modules against the same agents on 10 (the limit: the modules' count is the only
+    difference)."""
+    parts = []
+    if "build_s" in figures:
+        parts.append(f"build_algo() {figures['build_s']:.2f} s")
+    if "train_s" in figures:
+        parts.append(f"first 4,000-env-step train() {figures['train_s']:.1f} s")
+    sample = figures.get("sample", {}).get("fragment")
+    if sample:
+        parts.append(f"{sample['rates']['1000']:,.0f} agent steps/s")
+    summary(
+        "1,000 agents on 1,000 modules: build, first train(), sampling",
+        rlmod="; ".join(parts) or "not measured (--skip-issue17)",
+        peer="-",
+        limit=f"10 modules, same agents: {sample['rates']['10']:,.0f} agent steps/s"
+        if sample
+        else "-",
+        ratio=f"{sample['ratio']:.2f} of 10 modules (sampling)" if sample else "-",
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from _common import header, run_timed, table
+from _common import header, run_timed, summary, table
 
 RLMOD_DQN = r"""
 import json, sys
@@ -130,6 +130,7 @@ def main() -> None:
         "per run, interleaved"
     )
     rows = []
+    cells: dict[str, list[str]] = {"rlmod": [], "peer": [], "ratio": []}
     for task in args.only:
         title, ours_code, sb3_code, max_steps = TASKS[task]
         runs: dict[str, list[dict]] = {"rlmod": [], "sb3": []}
@@ -149,6 +150,14 @@ def main() -> None:
             w: {k: statistics.median(r[k] for r in rs) for k in ("steps", "wall_s", "cpu_s")}
             for w, rs in runs.items()
         }
+        ours, sb3 = med["rlmod"], med["sb3"]
+        reached = sum(r["reached"] for r in runs["rlmod"])
+        cells["rlmod"].append(
+            f"{task.upper()} {ours['wall_s']:.1f} ({reached}/{len(args.seeds)}, "
+            f"{ours['steps']:,.0f} env steps)"
+        )
+        cells["peer"].append(f"{task.upper()} {sb3['wall_s']:.1f} ({sb3['steps']:,.0f})")
+        cells["ratio"].append(f"{task.upper()} {ours['wall_s'] / sb3['wall_s']:.2f}")
         for who, rs in runs.items():
             m, sb3 = med[who], med["sb3"]
             rows.append(
@@ -175,6 +184,13 @@ def main() -> None:
             "CPU s (median)",
             "CPU vs SB3",
         ],
+    )
+    summary(
+        "off-policy: DQN CartPole-v1 (greedy eval 475) / SAC Pendulum-v1 (-200), median wall "
+        "s from process start",
+        rlmod="; ".join(cells["rlmod"]),
+        peer="SB3 " + "; ".join(cells["peer"]),
+        ratio="; ".join(cells["ratio"]) + " of SB3",
     )
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 import gymnasium as gym
 import pyarrow.parquet as pq
 import torch
-from _common import header, median_ci, table
+from _common import header, median_ci, summary, table
 
 from rlmod.algorithms.bc import BCConfig
 from rlmod.connectors.pipeline import ConnectorPipeline
@@ -248,7 +248,9 @@ def main() -> None:
 
     if args.only == "read":
         print("\n## Read throughput only (--only read)")
-        table(read_throughput(expert, args.read_rounds), READ_COLUMNS)
+        read = read_throughput(expert, args.read_rounds)
+        table(read, READ_COLUMNS)
+        print_summary(read, None)
         return
     print("## BC to eval return 450 (fresh process, 200 expert episodes)")
     bc_rows = []
@@ -272,7 +274,8 @@ def main() -> None:
         f"\n## Read throughput: Parquet -> Learner batches ({args.read_rounds} paired "
         "rounds, one pass over the files each)"
     )
-    table(read_throughput(expert, args.read_rounds), READ_COLUMNS)
+    read = read_throughput(expert, args.read_rounds)
+    table(read, READ_COLUMNS)
 
     print("\n## Recording overhead: EnvRunner.sample() with and without output")
     rec = recording_overhead(args.rounds)
@@ -295,6 +298,28 @@ def main() -> None:
         ["algorithm", *(f"seed {s}" for s in args.seeds), "mean"],
     )
     print(f"({wall:.0f} s)")
+    print_summary(read, bc_rows)
+
+
+def print_summary(read: list[dict], bc_rows: list[dict] | None) -> None:
+    """The suite's row: MARWIL's reader (the costlier one) against pyarrow's scan of all
+    columns (the limit: decoding the files and nothing else), and BC's time to goal."""
+    by_path = {r["path"]: r for r in read}
+    scan = by_path["pyarrow scan, all columns"]
+    marwil = by_path["OfflineReader, MARWIL (+ returns, bootstrap)"]
+    rlmod = f"MARWIL reader {marwil['wall: rows/s']} rows/s"
+    if bc_rows:
+        walls = sorted(float(r["s from spawn"]) for r in bc_rows)
+        reached = sum(bool(r["reached"]) for r in bc_rows)
+        rlmod += (
+            f"; BC to 450 in {walls[len(walls) // 2]:.1f} s from spawn ({reached}/{len(walls)})"
+        )
+    summary(
+        "offline: Parquet -> Learner batches (MARWIL's reader), wall rows/s; BC time to goal",
+        rlmod=rlmod,
+        limit=f"pyarrow scan, all columns {scan['wall: rows/s']} rows/s",
+        ratio=f"{marwil['wall: vs scan (all), median']} of scan (95% CI {marwil['wall: 95% CI']})",
+    )
 
 
 if __name__ == "__main__":

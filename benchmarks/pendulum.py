@@ -9,8 +9,9 @@ seed runs in a fresh process, timed from process start.
 from __future__ import annotations
 
 import argparse
+import statistics
 
-from _common import TRAIN_UNTIL, header, run_timed, table
+from _common import TRAIN_UNTIL, header, run_timed, summary, table
 
 
 def main() -> None:
@@ -19,9 +20,10 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=1_000_000)
     args = parser.parse_args()
     header("PPO on Pendulum-v1 to mean return >= -300 (last 100 episodes), from process start")
-    rows = []
+    rows, runs = [], []
     for seed in args.seeds:
         r = run_timed(TRAIN_UNTIL, "Pendulum-v1", -300, seed, args.max_steps)
+        runs.append(r)
         rows.append(
             {
                 "seed": seed,
@@ -32,6 +34,12 @@ def main() -> None:
             }
         )
     table(rows, ["seed", "reached -300", "env steps", "wall s", "return"])
+    reached = sum(r["reached"] for r in runs)
+    summary(
+        f"Pendulum-v1 PPO to -300, median wall s from process start, {len(runs)} seeds",
+        rlmod=f"{statistics.median(r['wall_s'] for r in runs):.1f} ({reached}/{len(runs)} "
+        f"reached, {statistics.median(r['steps'] for r in runs):,.0f} env steps)",
+    )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 
 import gymnasium as gym
-from _common import header, table
+from _common import header, summary, table
 
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.core.learner_group import LearnerGroup
@@ -248,7 +248,7 @@ def main() -> None:
     print()
     if args.only_build:
         return
-    rows = []
+    rows, rates = [], {}
     for name, env, env_config, steps in (
         ("CartPole-v1", "CartPole-v1", {}, args.steps),
         (
@@ -258,7 +258,7 @@ def main() -> None:
             args.steps // 8,
         ),
     ):
-        rate = throughput(env, env_config, steps, args.repeats)
+        rate = rates[name] = throughput(env, env_config, steps, args.repeats)
         rows.append(
             {
                 "env": name,
@@ -271,6 +271,16 @@ def main() -> None:
             }
         )
     table(rows, list(rows[0]))
+    costly = rates[rows[-1]["env"]]
+    remote = next((r for r in ma if r["setup"].endswith("remote EnvRunners")), None)
+    build = "" if remote is None else f"; build {remote['build_algo s']}"
+    summary(
+        f"Ray: 2 remote EnvRunners, steps/s on CartPole + {args.env_cost_us} us CPU/step "
+        f"(1 env runner per core); {args.agents:,}-agent build_algo() s",
+        rlmod=f"{costly['2']:,.0f}{build}",
+        limit=f"2 x in-process {2 * costly['0']:,.0f}",
+        ratio=f"{costly['2'] / (2 * costly['0']):.2f} of 2 x in-process",
+    )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import statistics
 import subprocess
 import sys
 
-from _common import TRAIN_UNTIL, header, run_timed, table
+from _common import TRAIN_UNTIL, header, run_timed, summary, table
 
 SB3 = r"""
 import json, sys
@@ -152,6 +152,15 @@ def main() -> None:
         print("RLlib: installed but not run by this script")
     except ImportError:
         print("RLlib: not installed here (no side-by-side RLlib number)")
+    sb3 = medians.get("stable-baselines3")
+    solved = sum(r["reached"] for r in results["rlmod"])
+    summary(
+        f"CartPole-v1 solve (475), median wall s from process start, {len(args.seeds)} seeds",
+        rlmod=f"{medians['rlmod']:.1f} ({solved}/{len(args.seeds)} solved, "
+        f"{steps['rlmod']:,.0f} env steps)",
+        peer="-" if sb3 is None else f"SB3 {sb3:.1f} ({steps['stable-baselines3']:,.0f} env steps)",
+        ratio="-" if sb3 is None else f"{medians['rlmod'] / sb3:.2f} of SB3",
+    )
 
 
 if __name__ == "__main__":
