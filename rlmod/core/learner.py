@@ -1,7 +1,9 @@
 """Learner: owns the full (training) modules and their optimizers, and updates them.
 
 Built by LearnerGroup from `config.get_multi_rl_module_spec(spaces=...)`; a Learner never
-makes an env. Algorithms subclass it and write their math in `compute_loss_for_module`.
+makes an env. Algorithms subclass it and write their math once, in `compute_losses` over
+`[M, B, ...]` tensors (one module alone is M = 1; a stacked group is M modules), or, as
+in RLlib, in `compute_loss_for_module` (then modules train one by one).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar, cast
 
 import numpy as np
@@ -19,7 +22,8 @@ from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
 from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack, update_threads
-from rlmod.core.minibatch_stats import Logged, RowReduce, RowStat, mean_over_minibatches
+from rlmod.core.loss_group import ColumnMap, LossGroup, OneModule
+from rlmod.core.minibatch_stats import GroupReduce, Logged, RowStat, mean_over_minibatches
 from rlmod.core.module_weights import numpy_weights
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import (
@@ -64,12 +68,12 @@ class Learner(Checkpointable):
     loss (`compute_self_supervised_loss`, e.g. a curiosity model) is trained with it.
 
     Stacking (`stack_modules`, on by default): trainable modules of one architecture
-    (rlmod.core.stacked) train as one group: one `compute_losses_for_group` call, one
+    (rlmod.core.stacked) train as one group: one `compute_losses` call, one
     backward pass and one GroupAdam step per group and minibatch, with each module's own
     lr, schedule, gradient clip, guard and logs; `_optimizers[module_id]` is then that
     module's AdamSlot. Results, checkpoints and weights are those of training each module
-    alone (within float rounding). Learners whose class has no group loss, or that train
-    data-parallel, train module by module.
+    alone (within float rounding). Learners that train data-parallel, or whose loss is
+    RLlib's per-module `compute_loss_for_module` only, train module by module.
 
     Numerical guard: a minibatch whose loss or gradient norm is NaN/inf does not step that
     module (weights and optimizer state stay bit-identical) and its logged diagnostics are
@@ -95,6 +99,7 @@ class Learner(Checkpointable):
         self._stop_checked: set[ModuleID] = set()
         self._stopped: set[ModuleID] = set()
         self._guard_non_finite = True  # benchmarks/guard_overhead.py turns it off to compare
+        self._defer_diagnostics = True  # log_rows of one module: once per update
         self._rng = np.random.default_rng(config.seed)
         self._world_size = 1  # Learners training data-parallel (setup_data_parallel)
         self.device: torch.device = learner_device(config)
@@ -186,14 +191,14 @@ class Learner(Checkpointable):
     def _can_stack(self) -> bool:
         """Whether this Learner trains stacked groups: `stack_modules` is on, it trains on
         one process, its MultiRLModule is the plain one (a subclass may route batches
-        through shared parts), and its class's group loss is the same math as its
-        per-module loss (a subclass that overrides `compute_loss_for_module` only is
-        trained module by module)."""
+        through shared parts), and its loss is `compute_losses` (a class that overrides
+        `compute_loss_for_module` below the one that implements `compute_losses` may
+        compute something else per module: it is trained module by module)."""
 
         def owner(name: str) -> type:
             return next(k for k in type(self).__mro__ if name in k.__dict__)
 
-        group_owner = owner("compute_losses_for_group")
+        group_owner = owner("compute_losses")
         return (
             bool(getattr(self.config, "stack_modules", False))
             and self._world_size == 1
@@ -235,59 +240,110 @@ class Learner(Checkpointable):
         batch: dict[str, torch.Tensor],
         fwd_out: dict[str, torch.Tensor],
     ) -> torch.Tensor:
-        """The scalar loss of one module on one minibatch; log diagnostics with `log`."""
-        raise NotImplementedError(f"{type(self).__name__} must implement compute_loss_for_module.")
+        """The scalar loss of one module on one minibatch (RLlib's hook); log diagnostics
+        with `log`. By default `compute_losses` of this module alone (M = 1); a Learner
+        that overrides only this method trains its modules one by one."""
+        assert self.module is not None
+        group = OneModule(module_id, self.module[module_id], batch, fwd_out)
+        losses = self.compute_losses(
+            group=group, configs=[config], batch=group.batch, fwd_out=group.fwd_out
+        )
+        return losses[0]
 
-    def compute_losses_for_group(
+    def compute_losses(
         self,
         *,
-        group: StackBucket,
+        group: LossGroup,
         configs: Sequence[AlgorithmConfig],
-        batch: dict[str, torch.Tensor],
-        mask: torch.Tensor,
-        fwd_out: dict[str, torch.Tensor],
+        batch: ColumnMap,
+        fwd_out: ColumnMap,
     ) -> torch.Tensor:
-        """The losses of a stacked group's modules on one minibatch, `[M]`: entry i must
-        equal `compute_loss_for_module` of module i on its rows (so that the sum's
-        gradient is each module's own). Implement it next to `compute_loss_for_module` to
-        let Learners stack modules (rlmod.core.stacked); log with `log_group`.
+        """The losses of the modules of `group` on one minibatch, `[M]`: the algorithm's
+        math, written once for one module trained alone (M = 1, no padding) and for a
+        stacked group (rlmod.core.stacked), so that the sum's gradient is each module's
+        own. Reduce rows with `group.mean` / `group.var` (padding never counts); log with
+        `log(group, ...)`.
 
         Args:
-            group: Modules of a stacked group with similar row counts (a row bucket:
-                all of them where their counts are alike); `group.module_ids[i]` is
-                module i, `group.call_padded` runs methods of these modules.
+            group: The modules (rlmod.core.loss_group); `group.module_ids[i]` is module i.
             configs: `configs[i]` is module i's config (`get_config_for_module`).
-            batch: Columns `[M, K, ...]`: module i's rows are `batch[col][i][mask[i]]`.
-            mask: `[M, K]` bool: which slots hold rows (padded slots hold zeros).
-            fwd_out: `forward_train` outputs `[M, K, ...]`.
+            batch: Columns `[M, B, ...]`: module i's rows are `batch[col][i]` where
+                `group.mask[i]` (padded slots hold zeros).
+            fwd_out: `forward_train` outputs `[M, B, ...]`.
         """
         raise NotImplementedError(
-            f"{type(self).__name__} has no compute_losses_for_group; it trains modules one "
-            "by one (stack_modules has no effect on its Learner)."
+            f"{type(self).__name__} must implement compute_losses (or, RLlib's way, "
+            "compute_loss_for_module: its modules then train one by one)."
         )
 
-    def log_group(
-        self, group: StackBucket, valid: torch.Tensor | None = None, **values: torch.Tensor
+    def log(
+        self,
+        where: ModuleID | LossGroup,
+        valid: Sequence[bool] | None = None,
+        /,
+        **values: torch.Tensor | float,
     ) -> None:
-        """Records per-module diagnostics `[M]` of the modules of a row bucket (`log` for
-        one module); `valid` ([M] bool) marks the modules the values apply to (None:
-        all)."""
-        self._stack_of[group.module_ids[0]].log(values, valid, positions=group.positions)
+        """Records diagnostics; `update()` returns their mean over minibatches.
 
-    def stop_early(self, module_id: ModuleID, value: torch.Tensor, limit: float) -> None:
-        """An early stop of `module_id`'s update (e.g. PPO's kl_early_stop), called from
-        the loss: where `value` (a statistic of this minibatch, such as its mean KL)
-        exceeds `limit`, the module is not stepped on this minibatch nor on any later one
-        of this update, and what it logs from then on is left out of its means. The
-        update's results say per checked module whether it stopped (`early_stopped`)."""
-        self._stop_requests[module_id] = (value.detach(), limit)
+        `where` is a module ID (scalar values) or the LossGroup of `compute_losses`
+        (`[M]` values, one per module; a float: the same for all); `valid` (M bools,
+        positional) marks the modules the values apply to (None: all)."""
+        if isinstance(where, StackBucket):
+            m = len(where)
+            tensors = {
+                k: torch.as_tensor(v, device=self.device).expand(m) for k, v in values.items()
+            }
+            ok = None if valid is None else torch.tensor(list(valid), device=self.device)
+            self._stack_of[where.module_ids[0]].log(tensors, ok, positions=where.positions)
+            return
+        if valid is not None and not valid[0]:
+            return
+        module_id = where if isinstance(where, str) else where.module_ids[0]
+        bucket = self._logged.setdefault(module_id, defaultdict(list))
+        for key, value in values.items():
+            bucket[key].append(
+                value.detach()  # 0-d, or [1] from a LossGroup of one module
+                if isinstance(value, torch.Tensor)
+                else torch.tensor(float(value), device=self.device)
+            )
 
-    def stop_early_group(
-        self, group: StackBucket, values: torch.Tensor, limits: torch.Tensor
+    def log_rows(
+        self, where: LossGroup, key: str, reduce: GroupReduce, *rows: torch.Tensor
     ) -> None:
-        """`stop_early` for the modules of a row bucket: `values`, `limits` `[M]` (an inf
-        limit: no check for that module)."""
-        self._stack_of[group.module_ids[0]].request_stop(values, limits, group.positions)
+        """Records a diagnostic the loss does not need, `reduce(group, *rows) -> [M]` (rows
+        `[M, B, ...]`, reduced with `group.mean` / `group.var`), as `log` does.
+
+        For a module trained alone it is computed later, once per update on every
+        minibatch's rows stacked (`[N, B, ...]`: one set of kernels per update instead of
+        per minibatch; rlmod.core.minibatch_stats); the rows are kept (detached) until
+        then. For a stacked group it is computed now."""
+        if isinstance(where, OneModule) and self._defer_diagnostics:
+            entries = self._logged.setdefault(where.module_ids[0], defaultdict(list))
+            rows_alone = tuple(r.detach() for r in rows)  # [1, B, ...]
+            entries[key].append(RowStat(partial(reduce, where.rows), rows_alone))
+            return
+        with torch.no_grad():
+            self.log(where, **{key: reduce(where, *rows)})
+
+    def stop_early(
+        self, where: ModuleID | LossGroup, value: torch.Tensor, limit: float | torch.Tensor
+    ) -> None:
+        """An early stop of an update (e.g. PPO's kl_early_stop), called from the loss:
+        where `value` (a statistic of this minibatch, such as its mean KL) exceeds `limit`,
+        the module is not stepped on this minibatch nor on any later one of this update,
+        and what it logs from then on is left out of its means. The update's results say
+        per checked module whether it stopped (`early_stopped`).
+
+        `where` as in `log`: a module ID with scalars, or a LossGroup with `[M]` values and
+        limits (an inf limit: no check for that module)."""
+        if isinstance(where, StackBucket):
+            limits = torch.as_tensor(limit, device=self.device).expand(len(where))
+            self._stack_of[where.module_ids[0]].request_stop(value, limits, where.positions)
+            return
+        module_id = where if isinstance(where, str) else where.module_ids[0]
+        limit = float(limit.reshape(-1)[0]) if isinstance(limit, torch.Tensor) else limit
+        if math.isfinite(limit):
+            self._stop_requests[module_id] = (value.detach().reshape(()), limit)
 
     def logged_mean(self, module_id: ModuleID, key: str) -> float | None:
         """The mean of what `module_id` logged under `key` in the last update, over the
@@ -299,28 +355,6 @@ class Learner(Checkpointable):
 
     def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
         """Hook after all epochs of an update (e.g. PPO's adaptive KL coefficient)."""
-
-    def log(self, module_id: ModuleID, **values: torch.Tensor | float) -> None:
-        """Records diagnostics; `update()` returns their mean over minibatches."""
-        bucket = self._logged.setdefault(module_id, defaultdict(list))
-        for key, value in values.items():
-            bucket[key].append(
-                value.detach()
-                if isinstance(value, torch.Tensor)
-                else torch.tensor(float(value), device=self.device)
-            )
-
-    def log_rows(
-        self, module_id: ModuleID, key: str, reduce: RowReduce, *rows: torch.Tensor
-    ) -> None:
-        """Records a diagnostic as `log` does, computed later: `update()` calls
-        `reduce` once on every minibatch's `rows` stacked (`[N, B, ...]` each, for N
-        minibatches) for the N values `[N]`, reducing over dim 1, and returns their mean.
-        For diagnostics the loss does not need: one set of kernels per update instead of
-        per minibatch (rlmod.core.minibatch_stats). The rows are kept (detached) until
-        then."""
-        bucket = self._logged.setdefault(module_id, defaultdict(list))
-        bucket[key].append(RowStat(reduce, tuple(r.detach() for r in rows)))
 
     # ------------------------------------------------------------------ update
     def update(
@@ -427,10 +461,10 @@ class Learner(Checkpointable):
         group_losses = []
         for stack, buckets in stack_mbs:
             losses_all = torch.zeros(len(stack), device=self.device)  # [W], for the guard
-            for bucket, cols, mask in buckets:
+            for bucket, cols in buckets:
                 fwd = bucket.call_padded("forward_train", cols)
-                loss_vec = self.compute_losses_for_group(
-                    group=bucket, configs=bucket.configs, batch=cols, mask=mask, fwd_out=fwd
+                loss_vec = self.compute_losses(
+                    group=bucket, configs=bucket.configs, batch=cols, fwd_out=fwd
                 )
                 losses_all[bucket.start : bucket.stop] = loss_vec.detach()
                 total = total + loss_vec.sum()

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from rlmod.core.columns import Columns
+from rlmod.core.loss_group import ColumnMap, masked_mean, masked_var
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.optim import GroupAdam, is_identity_order
 from rlmod.core.rl_module import RLModule
@@ -35,6 +36,7 @@ from rlmod.core.types import BoolArray, IntArray
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
+    from rlmod.core.distributions import Distribution
 
 TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
 TensorDict = dict[str, torch.Tensor]
@@ -111,12 +113,14 @@ def row_buckets(k: IntArray, bucket_cost: int | None = None) -> list[tuple[int, 
 
 
 class StackBucket:
-    """Modules `start:stop` of a TrainStack's working order, as `compute_losses_for_group`
-    sees them: `module_ids`, `modules`, `positions` (their working positions, a slice;
-    None where the bucket is every module of the update) and `call_padded`, which runs
-    these modules with their working parameter rows (views: no gather); `forward_train`
-    takes the fast path of rlmod.core.stacked_train where the class declares train layers,
-    its activations in the bucket's own `workspace` (for one update, as the bucket)."""
+    """Modules `start:stop` of a TrainStack's working order: the LossGroup
+    (rlmod.core.loss_group) `Learner.compute_losses` sees for them, with `module_ids`,
+    `modules`, `mask` (`[m, width]`: which slots hold rows), `positions` (their working
+    positions, a slice; None where the bucket is every module of the update) and
+    `call_padded`, which runs these modules with their working parameter rows (views: no
+    gather); `forward_train` takes the fast path of rlmod.core.stacked_train where the
+    class declares train layers, its activations in the bucket's own `workspace` (for
+    one update, as the bucket)."""
 
     def __init__(
         self,
@@ -126,8 +130,10 @@ class StackBucket:
         width: int,
         params: Mapping[str, torch.Tensor],
         whole: bool,
+        mask: torch.Tensor,
     ) -> None:
         self.group = stack.group
+        self.mask: torch.Tensor = mask
         self.fast_train = stack.fast_train
         self.workspace = Workspace()
         self.start, self.stop, self.width = start, stop, width
@@ -141,6 +147,20 @@ class StackBucket:
 
     def __len__(self) -> int:
         return self.stop - self.start
+
+    def mean(self, x: torch.Tensor) -> torch.Tensor:
+        return masked_mean(x, self.mask)
+
+    def var(self, x: torch.Tensor) -> torch.Tensor:
+        return masked_var(x, self.mask)
+
+    def action_dist(self, inputs: torch.Tensor) -> Distribution:
+        return self.modules[0].action_dist(inputs)
+
+    def compute_values(self, batch: ColumnMap, fwd_out: ColumnMap) -> torch.Tensor:
+        return self.call_padded(
+            "compute_values", {Columns.OBS: batch[Columns.OBS]}, fwd_out[Columns.EMBEDDINGS]
+        )
 
     @overload
     def call_padded(
@@ -170,9 +190,9 @@ class StackBucket:
         return self.group.call_padded(method, batch, *args, params=self.params)
 
 
-StackMinibatch: TypeAlias = "list[tuple[StackBucket, TensorDict, torch.Tensor]]"
-"""A group's minibatch, per bucket: the bucket, its columns `[m, width, ...]` and its
-mask `[m, width]` (`TrainStack.minibatch`)."""
+StackMinibatch: TypeAlias = "list[tuple[StackBucket, TensorDict]]"
+"""A group's minibatch, per bucket: the bucket and its columns `[m, width, ...]`
+(`TrainStack.minibatch`; the bucket's `mask` says which slots hold rows)."""
 
 
 class TrainStack:
@@ -209,7 +229,6 @@ class TrainStack:
         self._zero_row = 0
         self._leaves: list[list[tuple[int, torch.Tensor]]] = []
         self._buckets: list[StackBucket] = []
-        self._masks: list[torch.Tensor] = []
         self._epoch: list[TensorDict] = []
         self._in_order: list[TensorDict] | None = None  # whole-batch minibatches, cached
         self._logs: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = defaultdict(list)
@@ -286,7 +305,7 @@ class TrainStack:
         self._leaves = [[] for _ in work_params]  # per trained parameter: (start, leaf)
         device = rows.device
         spans = row_buckets(self._k)
-        self._buckets, self._masks = [], []
+        self._buckets = []
         for start, stop, width in spans:
             leaves: dict[str, torch.Tensor] = {}
             j = 0
@@ -297,12 +316,10 @@ class TrainStack:
                     self._leaves[j].append((start, part))
                     j += 1
                 leaves[name] = part
-            self._buckets.append(
-                StackBucket(self, start, stop, width, leaves, whole=len(spans) == 1)
-            )
             k_here = torch.from_numpy(self._k[start:stop]).to(device)
-            self._masks.append(
-                torch.arange(width, device=device).unsqueeze(0) < k_here.unsqueeze(1)
+            mask = torch.arange(width, device=device).unsqueeze(0) < k_here.unsqueeze(1)
+            self._buckets.append(
+                StackBucket(self, start, stop, width, leaves, whole=len(spans) == 1, mask=mask)
             )
 
     def work_per_minibatch(self) -> int:
@@ -322,7 +339,7 @@ class TrainStack:
                     for p, w in zip(self.optimizer.params, self.work.params, strict=True):
                         p.index_copy_(0, rows, w)
             self.optimizer.put_rows(self.work, self.order)
-        self.work, self._leaves, self._buckets, self._masks = None, [], [], []
+        self.work, self._leaves, self._buckets = None, [], []
         self._epoch, self._in_order, self.columns = [], None, {}
 
     # ------------------------------------------------------------------ minibatches
@@ -334,7 +351,7 @@ class TrainStack:
             self._epoch = self._in_order
             return
         self._epoch = []
-        device = self._masks[0].device if self._masks else None
+        device = self._buckets[0].mask.device if self._buckets else None
         for bucket in self._buckets:
             a, b, width = bucket.start, bucket.stop, bucket.width
             k, n = self._k[a:b], self.num_rows[a:b]
@@ -364,10 +381,10 @@ class TrainStack:
 
     def minibatch(self, step: int) -> StackMinibatch:
         """Minibatch `step` of this epoch, per bucket: (the bucket, its columns
-        `[m, width, ...]` (views), its mask `[m, width]`)."""
+        `[m, width, ...]` (views))."""
         return [
-            (bucket, {c: v[step] for c, v in cols.items()}, mask)
-            for bucket, cols, mask in zip(self._buckets, self._epoch, self._masks, strict=True)
+            (bucket, {c: v[step] for c, v in cols.items()})
+            for bucket, cols in zip(self._buckets, self._epoch, strict=True)
         ]
 
     # ------------------------------------------------------------------ gradients

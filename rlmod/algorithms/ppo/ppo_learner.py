@@ -1,4 +1,5 @@
-"""PPOLearner: the clipped-surrogate loss of PPO, one module at a time.
+"""PPOLearner: the clipped-surrogate loss of PPO, written once for one module and for a
+stacked group (`compute_losses` over `[M, B]` columns).
 
 Used by LearnerGroup for PPO; the advantages it needs come from the GAE learner connector.
 """
@@ -6,7 +7,7 @@ Used by LearnerGroup for PPO; the advantages it needs come from the GAE learner 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,7 @@ import torch
 from rlmod.core.apis import find_compute_values, find_self_supervised_loss
 from rlmod.core.columns import Columns
 from rlmod.core.learner import Learner
-from rlmod.core.learner_stacks import StackBucket
+from rlmod.core.loss_group import ColumnMap, LossGroup
 
 if TYPE_CHECKING:
     from rlmod.algorithms.ppo.ppo import PPOConfig
@@ -43,153 +44,79 @@ class PPOLearner(Learner):
             mid: self.config.get_config_for_module(mid).kl_coeff for mid in self._optimizers
         }
 
-    def compute_loss_for_module(
+    def compute_losses(
         self,
         *,
-        module_id: str,
-        config: Any,
-        batch: dict[str, torch.Tensor],
-        fwd_out: dict[str, torch.Tensor],
-    ) -> torch.Tensor:
-        assert self.module is not None
-        module: Any = self.module[module_id]
-        dist = module.action_dist(fwd_out[Columns.ACTION_DIST_INPUTS])
-        logp = dist.logp(batch[Columns.ACTIONS])
-        ratio = torch.exp(logp - batch[Columns.ACTION_LOGP])  # [B]
-        advantages = batch[Columns.ADVANTAGES]  # [B]
-        surrogate = torch.min(
-            ratio * advantages,
-            ratio.clamp(1.0 - config.clip_param, 1.0 + config.clip_param) * advantages,
-        )
-        # Diagnostics the loss does not need are logged as rows (`log_rows`): computed
-        # once per update for all minibatches, the same values as per minibatch.
-        dist_inputs = fwd_out[Columns.ACTION_DIST_INPUTS]
-        old_inputs = batch[Columns.ACTION_DIST_INPUTS]
-        mean_kl: torch.Tensor | None = None
-        if config.use_kl_loss:
-            mean_kl = module.action_dist(old_inputs).kl(dist).mean()
-        kl = mean_kl  # the minibatch's KL, computed here only where the loss or the stop needs it
-        if config.kl_early_stop is not None:
-            if kl is None:
-                with torch.no_grad():
-                    kl = module.action_dist(old_inputs).kl(dist).mean()
-            self.stop_early(module_id, kl, config.kl_early_stop)
-        # A 0 coefficient: the entropy term's gradient is exactly 0, so it is left out of
-        # the graph (bit-identical weights, fewer backward kernels) and only logged.
-        entropy = dist.entropy().mean() if config.entropy_coeff else None
-        # As RLlib's PPOTorchLearner: values come from the module's ValueFunctionAPI,
-        # reusing forward_train's embeddings when it returned them.
-        vf_preds = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
-        vf_targets = batch[Columns.VALUE_TARGETS]
-        vf_loss_unclipped = (vf_preds - vf_targets).pow(2)
-        vf_loss = vf_loss_unclipped
-        if config.vf_clip_param is not None:
-            vf_loss = vf_loss.clamp(0.0, config.vf_clip_param)
-        vf_loss = vf_loss.mean()
-        policy_loss = -surrogate.mean()
-        total = policy_loss + config.vf_loss_coeff * vf_loss
-        if entropy is not None:
-            total = total - config.entropy_coeff * entropy
-        if mean_kl is not None:
-            total = total + self.curr_kl_coeffs[module_id] * mean_kl
-        self.log(
-            module_id,
-            total_loss=total,
-            policy_loss=policy_loss,
-            vf_loss=vf_loss,
-            vf_loss_unclipped=vf_loss if config.vf_clip_param is None else vf_loss_unclipped.mean(),
-        )
-        action_dist = module.action_dist
-        if entropy is None:
-            self.log_rows(module_id, "entropy", partial(_mean_entropy, action_dist), dist_inputs)
-        else:
-            self.log(module_id, entropy=entropy)
-        if kl is None:
-            self.log_rows(
-                module_id, "mean_kl_loss", partial(_mean_kl, action_dist), old_inputs, dist_inputs
-            )
-        else:
-            self.log(module_id, mean_kl_loss=kl)
-        self.log_rows(module_id, "vf_explained_var", _explained_var, vf_targets, vf_preds)
-        self.log_rows(module_id, "clip_fraction", partial(_clip_fraction, config.clip_param), ratio)
-        if mean_kl is not None:
-            self.log(module_id, curr_kl_coeff=self.curr_kl_coeffs[module_id])
-        return total
-
-    def compute_losses_for_group(
-        self,
-        *,
-        group: StackBucket,
+        group: LossGroup,
         configs: Sequence[Any],
-        batch: dict[str, torch.Tensor],
-        mask: torch.Tensor,
-        fwd_out: dict[str, torch.Tensor],
+        batch: ColumnMap,
+        fwd_out: ColumnMap,
     ) -> torch.Tensor:
-        """`compute_loss_for_module`'s math for every module of a stacked group at once:
-        the same terms per row `[M, K]`, each module's means over its own rows (`mask`),
-        its own coefficients (per-module overrides) as `[M]` vectors."""
-        w = mask.to(torch.float32)  # [M, K]
-        count = w.sum(1)  # [M]
-
-        def mean(x: torch.Tensor) -> torch.Tensor:  # per module, over its rows: [M]
-            return (x * w).sum(1) / count.clamp_min(1.0)
-
-        def setting(name: str, default: float = math.inf) -> torch.Tensor:  # [M]
-            return torch.tensor(
-                [default if (v := getattr(c, name)) is None else float(v) for c in configs],
-                device=self.device,
-            )
-
-        clip = setting("clip_param").unsqueeze(1)  # [M, 1]
-        kl_flags = [bool(c.use_kl_loss) for c in configs]
-        use_kl = torch.tensor(kl_flags, device=self.device)
-        module: Any = group.modules[0]
-        dist = module.action_dist(fwd_out[Columns.ACTION_DIST_INPUTS])
-        logp = dist.logp(batch[Columns.ACTIONS])  # [M, K]
+        """Each module's PPO loss `[M]` over its rows (`[M, B]` columns; M = 1 for a module
+        trained alone), with its own settings (per-module overrides) as `[M]` vectors."""
+        setting = partial(_setting, configs, self.device)
+        clip = setting("clip_param", column=True)
+        use_kl = [bool(c.use_kl_loss) for c in configs]
+        # a setting that is 0 (or off) for every module leaves its term out of the graph:
+        # its gradient would be exactly 0 (bit-identical weights, fewer backward kernels)
+        kl_in_loss = any(use_kl)
+        entropy_in_loss = any(c.entropy_coeff for c in configs)
+        dist = group.action_dist(fwd_out[Columns.ACTION_DIST_INPUTS])
+        logp = dist.logp(batch[Columns.ACTIONS])  # [M, B]
         ratio = torch.exp(logp - batch[Columns.ACTION_LOGP])
         advantages = batch[Columns.ADVANTAGES]
         surrogate = torch.min(
-            ratio * advantages, torch.clamp(ratio, 1.0 - clip, 1.0 + clip) * advantages
+            ratio * advantages, _clamp(ratio, 1.0 - clip, 1.0 + clip) * advantages
         )
-        old_dist = module.action_dist(batch[Columns.ACTION_DIST_INPUTS])
-        with torch.set_grad_enabled(any(kl_flags)):
-            mean_kl = mean(old_dist.kl(dist))
-        if any(c.kl_early_stop is not None for c in configs):
-            self.stop_early_group(group, mean_kl, setting("kl_early_stop"))
-        entropy = mean(dist.entropy())
-        vf_preds = group.call_padded(
-            "compute_values", {Columns.OBS: batch[Columns.OBS]}, fwd_out[Columns.EMBEDDINGS]
-        )  # [M, K]
+        dist_inputs = fwd_out[Columns.ACTION_DIST_INPUTS]
+        old_inputs = batch[Columns.ACTION_DIST_INPUTS]
+        # Diagnostics the loss does not need are logged as rows (`log_rows`): for a module
+        # trained alone, computed once per update for all minibatches.
+        early_stop = any(c.kl_early_stop is not None for c in configs)
+        if kl_in_loss or early_stop:
+            with torch.set_grad_enabled(kl_in_loss and torch.is_grad_enabled()):
+                mean_kl = _mean_kl(group, old_inputs, dist_inputs)
+            if early_stop:
+                self.stop_early(group, mean_kl, setting("kl_early_stop"))
+            self.log(group, mean_kl_loss=mean_kl)
+        else:
+            self.log_rows(group, "mean_kl_loss", _mean_kl, old_inputs, dist_inputs)
+        if entropy_in_loss:
+            entropy = group.mean(dist.entropy())
+            self.log(group, entropy=entropy)
+        else:
+            self.log_rows(group, "entropy", _mean_entropy, dist_inputs)
+        # As RLlib's PPOTorchLearner: values come from the module's ValueFunctionAPI,
+        # reusing forward_train's embeddings.
+        vf_preds = group.compute_values(batch, fwd_out)  # [M, B]
         vf_targets = batch[Columns.VALUE_TARGETS]
         vf_loss_unclipped = (vf_preds - vf_targets).pow(2)
-        vf_loss = mean(torch.minimum(vf_loss_unclipped, setting("vf_clip_param").unsqueeze(1)))
-        policy_loss = -mean(surrogate)
-        kl_coeffs = torch.tensor(
-            [self.curr_kl_coeffs[m] for m in group.module_ids], device=self.device
-        )
-        total = (
-            policy_loss
-            + setting("vf_loss_coeff") * vf_loss
-            - setting("entropy_coeff") * entropy
-            + torch.where(use_kl, kl_coeffs * mean_kl, 0.0)
-        )
-        with torch.no_grad():
-            err = vf_targets - vf_preds
-            explained_var = 1.0 - _var(err, w, count) / _var(vf_targets, w, count).clamp_min(1e-8)
-            clip_fraction = mean(((ratio - 1.0).abs() > clip).float())
-        self.log_group(
+        vf_loss = vf_loss_unclipped
+        if any(c.vf_clip_param is not None for c in configs):
+            vf_loss = _clamp(vf_loss_unclipped, None, setting("vf_clip_param", column=True))
+        vf_loss = group.mean(vf_loss)
+        policy_loss = -group.mean(surrogate)
+        total = policy_loss + setting("vf_loss_coeff") * vf_loss
+        if entropy_in_loss:
+            total = total - setting("entropy_coeff") * entropy
+        if kl_in_loss:
+            kl_coeffs = torch.tensor(
+                [self.curr_kl_coeffs[m] for m in group.module_ids], device=self.device
+            )
+            kl_used = torch.tensor(use_kl, device=self.device)
+            total = total + torch.where(kl_used, kl_coeffs * mean_kl, 0.0)
+            self.log(group, use_kl, curr_kl_coeff=kl_coeffs)  # only modules using it
+        self.log(
             group,
             total_loss=total,
             policy_loss=policy_loss,
             vf_loss=vf_loss,
-            vf_loss_unclipped=mean(vf_loss_unclipped.detach()),
-            entropy=entropy,
-            mean_kl_loss=mean_kl,
-            vf_explained_var=explained_var,
-            clip_fraction=clip_fraction,
+            vf_loss_unclipped=vf_loss
+            if not any(c.vf_clip_param is not None for c in configs)
+            else group.mean(vf_loss_unclipped.detach()),
         )
-        if any(kl_flags):
-            self.log_group(group, valid=use_kl, curr_kl_coeff=kl_coeffs)
+        self.log_rows(group, "vf_explained_var", _explained_var, vf_targets, vf_preds)
+        self.log_rows(group, "clip_fraction", partial(_clip_fraction, clip), ratio)
         return total
 
     def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
@@ -219,32 +146,48 @@ class PPOLearner(Learner):
         self.curr_kl_coeffs.update(state.get("curr_kl_coeffs", {}))
 
 
-def _mean_entropy(action_dist: Callable[[torch.Tensor], Any], inputs: torch.Tensor) -> torch.Tensor:
-    """Per minibatch, the mean entropy of its rows: `[N, B, ...]` inputs -> `[N]`."""
-    return action_dist(inputs).entropy().mean(1)
+def _mean_kl(group: LossGroup, old_inputs: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+    """Each module's mean KL(old || new) over its rows, `[M]`."""
+    return group.mean(group.action_dist(old_inputs).kl(group.action_dist(inputs)))
 
 
-def _mean_kl(
-    action_dist: Callable[[torch.Tensor], Any], old_inputs: torch.Tensor, inputs: torch.Tensor
+def _mean_entropy(group: LossGroup, inputs: torch.Tensor) -> torch.Tensor:
+    """Each module's mean entropy over its rows, `[M]`."""
+    return group.mean(group.action_dist(inputs).entropy())
+
+
+def _explained_var(group: LossGroup, targets: torch.Tensor, preds: torch.Tensor) -> torch.Tensor:
+    """Each module's 1 - Var(targets - preds) / Var(targets) over its rows, `[M]` (RLlib's
+    `explained_variance`)."""
+    return 1.0 - group.var(targets - preds) / group.var(targets).clamp_min(1e-8)
+
+
+def _clip_fraction(
+    clip_param: float | torch.Tensor, group: LossGroup, ratio: torch.Tensor
 ) -> torch.Tensor:
-    """Per minibatch, the mean KL(old || new) of its rows: `[N, B, ...]` -> `[N]`."""
-    return action_dist(old_inputs).kl(action_dist(inputs)).mean(1)
+    """Each module's fraction of rows whose probability ratio is clipped, `[M]`."""
+    return group.mean(((ratio - 1.0).abs() > clip_param).float())
 
 
-def _explained_var(targets: torch.Tensor, preds: torch.Tensor) -> torch.Tensor:
-    """Per minibatch, 1 - Var(targets - preds) / Var(targets) of its rows: `[N, B]` ->
-    `[N]` (RLlib's `explained_variance`)."""
-    return 1.0 - (targets - preds).var(1) / targets.var(1).clamp_min(1e-8)
+def _setting(
+    configs: Sequence[Any], device: torch.device, name: str, *, column: bool = False
+) -> float | torch.Tensor:
+    """Setting `name` of each module: a float for one module, else `[M]` (`[M, 1]` with
+    `column`, to broadcast over rows); None (off) reads as inf."""
+    values = [math.inf if (v := getattr(c, name)) is None else float(v) for c in configs]
+    if len(values) == 1:
+        return values[0]
+    t = torch.tensor(values, device=device)
+    return t.unsqueeze(1) if column else t
 
 
-def _clip_fraction(clip_param: float, ratio: torch.Tensor) -> torch.Tensor:
-    """Per minibatch, the fraction of its rows whose probability ratio is clipped:
-    `[N, B]` -> `[N]`."""
-    return ((ratio - 1.0).abs() > clip_param).float().mean(1)
-
-
-def _var(x: torch.Tensor, w: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
-    """Per module, the unbiased variance of its rows of `x` ([M, K], rows where `w` is 1),
-    as `Tensor.var()` of those rows (NaN with one row)."""
-    mean = (x * w).sum(1, keepdim=True) / count.clamp_min(1.0).unsqueeze(1)
-    return ((x - mean).pow(2) * w).sum(1) / (count - 1.0)
+def _clamp(
+    x: torch.Tensor, low: float | torch.Tensor | None, high: float | torch.Tensor
+) -> torch.Tensor:
+    """`x.clamp(low, high)` for bounds that are floats (one module) or tensors (a stack;
+    torch's stubs type the two apart)."""
+    if isinstance(high, torch.Tensor):
+        assert low is None or isinstance(low, torch.Tensor)
+        return x.clamp(low, high)
+    assert low is None or isinstance(low, float)
+    return x.clamp(low, high)
