@@ -5,7 +5,7 @@ then every script's summary row in one table.
     python benchmarks/run_all.py [--quick] [--only startup sampling_throughput ...]
 
 The full suite takes about an hour on 2 cores, `--quick` (fewer seeds, rounds and sizes)
-about 30 minutes; `make bench` runs the full one. Investigations, floors and A/B drivers
+about 20 minutes; `make bench` runs the full one. Investigations, floors and A/B drivers
 are in benchmarks/investigations/, outside the suite.
 """
 
