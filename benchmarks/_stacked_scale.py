@@ -52,9 +52,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))
 from _stacked_setups import make_runner
 agents, num_envs, rounds, steps = (int(a) for a in sys.argv[2:6])
 sizes = [int(m) for m in sys.argv[6].split(",")]
-# num_threads_per_learner: "auto" (None, the default) or a count. The process's torch
-# threads as Algorithm.setup sets them (1 under auto); the runners are local EnvRunners,
-# which under auto run large forward passes on 2 threads (rlmod.env.acting_threads).
+# num_threads_per_learner: "auto" (None, the default: 1) or a count; the process's torch
+# threads as Algorithm.setup sets them, never changed during a run.
 threads = None if len(sys.argv) < 8 or sys.argv[7] == "auto" else int(sys.argv[7])
 torch.set_num_threads(threads or 1)
 extra = () if len(sys.argv) < 8 else (threads,)  # trees before the argument: auto = 1

@@ -26,8 +26,8 @@ def make_runner(
 ) -> MultiAgentEnvRunner:
     """`agents` MultiAgentCartPole agents mapped round-robin to `num_modules` [64, 64]
     modules, sampled to steady state.
-    `threads`: `num_threads_per_learner` (None: auto, rlmod.env.acting_threads; call
-    `torch.set_num_threads(threads or 1)` first, as Algorithm.setup does)."""
+    `threads`: `num_threads_per_learner` (None: 1; call `torch.set_num_threads(threads or
+    1)` first, as Algorithm.setup does)."""
     config = (
         PPOConfig()
         .environment(MultiAgentCartPole, env_config={"num_agents": agents})

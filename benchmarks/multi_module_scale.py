@@ -154,13 +154,8 @@ def make_floor(runner):
     # stacked, rewards, flags, who acts next). It records no rows, no returns, calls no
     # mapping function. It runs in steady state: 150 untimed steps first (fresh episodes
     # have all agents alive, which makes a step cheaper per agent).
-    # Its forward passes take the threads the runner's would (rlmod.env.acting_threads:
-    # 2 for a large pass of a local EnvRunner under the default auto setting).
     from itertools import chain, compress
-    from rlmod.core.threads import torch_threads
-    from rlmod.env.acting_threads import acting_threads
     modules = [runner.module[f"p{m}"] for m in range(num_modules)]
-    params = sum(p.numel() for p in modules[0].parameters())
     m2e = [runner._module_to_env[f"p{m}"] for m in range(num_modules)]
     module_of = (np.arange(num_agents) % num_modules).astype(np.uint16)
     envs = [ENV({"num_agents": num_agents}) for _ in range(num_envs)]
@@ -178,9 +173,8 @@ def make_floor(runner):
         actions = np.empty(len(obs), np.int64)
         for pos in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
             m = int(group[pos[0]])
-            with torch_threads(acting_threads(len(pos), params, auto=True)):
-                out = modules[m].forward_exploration(
-                    {"obs": torch.from_numpy(np.take(obs, pos, axis=0))})
+            out = modules[m].forward_exploration(
+                {"obs": torch.from_numpy(np.take(obs, pos, axis=0))})
             actions[pos] = m2e[m](out, rl_module=modules[m], explore=True)["env_actions"]
         acts, off, n, rewards = actions.tolist(), 0, 0, []
         for i, e in enumerate(envs):

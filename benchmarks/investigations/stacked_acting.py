@@ -134,8 +134,7 @@ def main() -> None:
         fit()
         return
     sizes = (10, 1000)
-    # One thread throughout: num_threads_per_learner=1 turns the runners' auto rule off
-    # (rlmod.env.acting_threads), so recorded and replayed forwards compare.
+    # One thread throughout, so recorded and replayed forwards compare.
     runners = {m: make_runner(m, args.envs, args.steps, threads=1) for m in sizes}
     groups = {m: group_of(r) for m, r in runners.items()}
     calls = {m: record_forwards(g) for m, g in groups.items()}  # inputs and time

@@ -21,7 +21,7 @@ from rlmod.core import data_parallel
 from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
-from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack, update_threads
+from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack
 from rlmod.core.loss_group import ColumnMap, LossGroup, OneModule
 from rlmod.core.minibatch_stats import GroupReduce, Logged, RowStat, mean_over_minibatches
 from rlmod.core.module_weights import numpy_weights
@@ -34,8 +34,7 @@ from rlmod.core.optim import (
     grad_norm,
     update_is_finite,
 )
-from rlmod.core.stacked import find_stack_groups
-from rlmod.core.threads import torch_threads
+from rlmod.core.stacked import MIN_STACK_SIZE, find_stack_groups
 from rlmod.core.types import Array, Components, IntArray, StateDict, StateValue
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.utils.checkpoints import Checkpointable, select_components
@@ -155,7 +154,7 @@ class Learner(Checkpointable):
             return {}
         eligible = [m for m in trainable if find_self_supervised_loss(self.module[m]) is None]
         slots: dict[ModuleID, AdamSlot] = {}
-        for group in find_stack_groups(self.module, eligible):
+        for group in find_stack_groups(self.module, eligible, min_size=MIN_STACK_SIZE):
             params = [p for p in group.params.values() if p.requires_grad]
             lrs = [
                 scheduled_value(self.config.get_config_for_module(m).lr, 0)
@@ -394,13 +393,11 @@ class Learner(Checkpointable):
             for stack in self._stacks:
                 self._check_stack(stack)
                 stack.start_update(batch, configs, size if num_steps > 1 else None)
-            threads = update_threads(self._stacks, self.config.num_threads_per_learner)
-            with torch_threads(threads):  # 2 threads for a large stacked group (auto)
-                for _ in range(self.config.num_epochs):
-                    for mb, stack_mbs in self._minibatches(
-                        {m: batch[m] for m in trainable}, num_rows, num_steps, size
-                    ):
-                        self._sgd_step(mb, stack_mbs, configs)
+            for _ in range(self.config.num_epochs):
+                for mb, stack_mbs in self._minibatches(
+                    {m: batch[m] for m in trainable}, num_rows, num_steps, size
+                ):
+                    self._sgd_step(mb, stack_mbs, configs)
             for stack in self._stacks:
                 self._group_means.update(stack.means())
                 stops.update(stack.early_stops())

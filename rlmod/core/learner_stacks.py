@@ -31,7 +31,6 @@ from rlmod.core.optim import GroupAdam, is_identity_order
 from rlmod.core.rl_module import RLModule
 from rlmod.core.stacked import ForwardMethod, StackedGroup
 from rlmod.core.stacked_train import StackedTraining, Workspace
-from rlmod.core.threads import more_threads
 from rlmod.core.types import BoolArray, IntArray
 
 if TYPE_CHECKING:
@@ -48,33 +47,6 @@ about 1.5 ms) in units of one padded row's compute (measured on the project's Xe
 [64, 64] PPO modules, one thread: about 350 slots per ms). Modules with more parameters
 make a slot dearer, so this overstates a bucket's cost for them: they split less than
 they could, never more."""
-
-
-LARGE_GROUP_THREADS = 2
-"""torch threads of a Learner update that trains a large stacked group (at least
-LARGE_GROUP_WORK) when `num_threads_per_learner` is None (auto; an explicit value always
-wins). Measured with benchmarks/stacked_learn_floor.py on the project's Xeon host: the
-floor loop of 1,000 [64, 64] PPO modules x 128 rows per minibatch ran 1.77x as fast on 2
-threads as on 1, 100 modules 1.96x; and the 4,000-env-step issue-17 train() (1,000
-modules) took 60.5 / 63.0 s with this default against 125.8 / 124.3 s on one thread
-(benchmarks/stacked_train_ab.py, benchmarks/RESULTS.md). Small updates stay on one thread,
-where the threads' synchronization costs about what it saves."""
-
-LARGE_GROUP_WORK = 2**23
-"""What makes a stacked group large: padded rows per minibatch x trainable parameters per
-module (about the multiply-adds of one forward pass), at least this (8.4M). Floor loop,
-[64, 64] PPO modules (9,155 parameters) x 128 rows per minibatch, 2 threads against 1:
-3 modules (3.5M) 1.00x, 10 modules (11.7M) 1.19x, 30 (35M) 1.43x."""
-
-
-def update_threads(stacks: Sequence[TrainStack], configured: int | None) -> int | None:
-    """The torch threads an update of `stacks` (after `start_update`) runs with, or None
-    to leave the process's setting alone: LARGE_GROUP_THREADS (at most the CPU count) when
-    `configured` (`num_threads_per_learner`) is None and some group is large."""
-    if configured is not None:
-        return None
-    work = max((st.work_per_minibatch() for st in stacks), default=0)
-    return more_threads(work, LARGE_GROUP_WORK, LARGE_GROUP_THREADS)
 
 
 def row_buckets(k: IntArray, bucket_cost: int | None = None) -> list[tuple[int, int, int]]:
@@ -321,12 +293,6 @@ class TrainStack:
             self._buckets.append(
                 StackBucket(self, start, stop, width, leaves, whole=len(spans) == 1, mask=mask)
             )
-
-    def work_per_minibatch(self) -> int:
-        """Padded rows per minibatch x trainable parameters per module, in this update
-        (0 outside one): what `update_threads` compares with LARGE_GROUP_WORK."""
-        slots = sum(len(b) * b.width for b in self._buckets)
-        return slots * sum(p[0].numel() for p in self.optimizer.params)
 
     def finish_update(self) -> None:
         """Writes the working parameter and Adam rows back into the group's storage (the

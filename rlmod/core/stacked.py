@@ -50,6 +50,14 @@ slices of at most this many padded rows: 1,000 modules of [64, 64] with 1,554 ro
 fresh pages cost more than the matmuls (2.7 s for the value pass of a 4,000-env-step
 batch on the project's Xeon host; in 8 MB slices: see benchmarks/RESULTS.md, issue 17)."""
 
+MIN_STACK_SIZE = 3
+"""The fewest modules `stack_modules` stacks (Learners and EnvRunners): below it running
+each module alone is as fast or faster. MultiAgentCartPole, 2 agents per [256, 256]
+module, train() of PPO's defaults, stacked / unstacked seconds (2-core Xeon, 2026-12-07,
+/tmp probe; iterations 1 and 2): 2 modules 7.6, 7.2 / 7.1, 6.9; 3: 8.5, 8.3 / 8.9, 8.5;
+4: 8.1, 7.8 / 11.3, 11.2; 8: 10.3, 10.2 / 19.2, 18.5. Beside two CPU-bound processes:
+3 modules 12.8, 13.1 / 12.5, 12.1; 4: 15.9, 15.9 / 16.2, 16.1; 8: 20.1, 20.1 / 26.1, 26.9."""
+
 # module -> the group it was last stacked into (weak both ways: no attribute on the module,
 # so modules stay picklable and copyable, and a dropped group or module is freed).
 _GROUP_OF: weakref.WeakKeyDictionary[nn.Module, weakref.ref[StackedGroup]] = (

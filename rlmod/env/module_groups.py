@@ -19,10 +19,8 @@ import torch
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
-from rlmod.core.stacked import StackedGroup, find_stack_groups
-from rlmod.core.threads import torch_threads
+from rlmod.core.stacked import MIN_STACK_SIZE, StackedGroup, find_stack_groups
 from rlmod.core.types import Array, IntArray, TensorDict
-from rlmod.env.acting_threads import acting_threads
 
 if TYPE_CHECKING:
     from rlmod.connectors.pipeline import ConnectorPipeline
@@ -63,17 +61,17 @@ class ModuleGroups:
         module_to_env: dict[ModuleID, ConnectorPipeline],
         *,
         stack: bool,
-        auto_threads: bool = False,
     ) -> None:
         self.module = module
-        self.auto_threads = auto_threads  # a local EnvRunner, threads auto: acting_threads
         self.module_to_env = module_to_env
         index = {mid: i for i, mid in enumerate(module_ids)}
         n = len(module_ids)
         self.group_of_module = np.full(n, -1, np.int64)
         self.index_in_group = np.zeros(n, np.int64)
         found: list[tuple[IntArray, StackedGroup | None]] = []
-        stack_groups = find_stack_groups(module, module_ids) if stack else []
+        stack_groups = (
+            find_stack_groups(module, module_ids, min_size=MIN_STACK_SIZE) if stack else []
+        )
         for sg in stack_groups:
             mods = np.fromiter((index[mid] for mid in sg.module_ids), np.int64, len(sg.module_ids))
             self.index_in_group[mods] = np.arange(len(mods))
@@ -95,13 +93,6 @@ class ModuleGroups:
             self.sort_rank[mods] = np.arange(rank, rank + len(mods))
             rank += len(mods)
         self.group_of_module = renumber[self.group_of_module]
-        # Parameters of one module of each group: a forward pass's work is its rows x these.
-        self.params_per_module = [
-            sum(p[0].numel() for p in g.stacked.params.values())
-            if g.stacked is not None
-            else sum(p.numel() for p in module[g.lead].parameters())
-            for g in self.groups
-        ]
 
     @property
     def num_stacked(self) -> int:
@@ -116,19 +107,13 @@ class ModuleGroups:
         group = self.groups[g]
         lead = self.module[group.lead]
         obs_t = torch.from_numpy(obs)
-        threads = acting_threads(len(obs), self.params_per_module[g], auto=self.auto_threads)
-        with torch_threads(threads):  # 2 threads for a large pass of a local EnvRunner
-            if group.stacked is None:
-                batch = {Columns.OBS: obs_t}
-                out = lead.forward_exploration(batch) if explore else lead.forward_inference(batch)
-            else:
-                index = torch.from_numpy(self.index_in_group[modules])
-                run = (
-                    group.stacked.forward_exploration
-                    if explore
-                    else group.stacked.forward_inference
-                )
-                out = run(obs_t, index)
+        if group.stacked is None:
+            batch = {Columns.OBS: obs_t}
+            out = lead.forward_exploration(batch) if explore else lead.forward_inference(batch)
+        else:
+            index = torch.from_numpy(self.index_in_group[modules])
+            run = group.stacked.forward_exploration if explore else group.stacked.forward_inference
+            out = run(obs_t, index)
         data = self.module_to_env[group.lead](out, rl_module=lead, explore=explore)
         return out, data
 

@@ -284,11 +284,7 @@ class MultiAgentEnvRunner(EnvRunner):
             self._module,
             self._module_ids,
             self._module_to_env,
-            stack=self.config.stack_modules,  # the local EnvRunner owns the driver's cores:
-            auto_threads=(
-                self.worker_index == 0  # rlmod.env.acting_threads
-                and self.config.num_threads_per_learner is None
-            ),
+            stack=self.config.stack_modules,
         )
         self._init_bookkeeping()
         self._made = True

@@ -26,13 +26,13 @@ OBS = gym.spaces.Box(-10.0, 10.0, (3,), np.float32)
 
 
 class FlickerEnv(MultiAgentEnv):
-    """Six agents that come and go: each step a random subset of the live agents observes
+    """Seven agents that come and go: each step a random subset of the live agents observes
     (and acts next), every live agent is rewarded, an agent terminates with probability
     0.08 (half of them with a final observation), and "__all__" truncates at t=25."""
 
     def __init__(self, config: dict | None = None) -> None:
         super().__init__()
-        self.possible_agents = list(range(6))
+        self.possible_agents = list(range(7))
         self.observation_spaces = dict.fromkeys(self.possible_agents, OBS)
         self.action_spaces = dict.fromkeys(self.possible_agents, gym.spaces.Discrete(2))
         self.rng = np.random.default_rng(0)
@@ -126,30 +126,26 @@ def test_one_stack_group_samples_what_unstacked_modules_sample(explore: bool) ->
 
 @pytest.mark.parametrize("explore", [True, False])
 def test_mixed_groups_with_agents_that_come_and_go(explore: bool) -> None:
-    """p0-p2 stack into one group, p3-p4 (another architecture) into another, p5 (a third)
+    """p0-p2 stack into one group, p3-p5 (another architecture) into another, p6 (a third)
     runs alone; agents act in some steps only and leave with or without a final obs."""
-    specs = {
-        "p3": RLModuleSpec(model_config={"fcnet_hiddens": [8]}),
-        "p4": RLModuleSpec(model_config={"fcnet_hiddens": [8]}),
-        "p5": RLModuleSpec(model_config={"fcnet_hiddens": [4]}),
-    }
-    stacked, a, b = _sample_both(FlickerEnv, 6, specs, explore=explore)
+    eight = RLModuleSpec(model_config={"fcnet_hiddens": [8]})
+    specs = {"p3": eight, "p4": eight, "p5": eight}
+    specs["p6"] = RLModuleSpec(model_config={"fcnet_hiddens": [4]})
+    stacked, a, b = _sample_both(FlickerEnv, 7, specs, explore=explore)
     groups = sorted(
         ([stacked.module_ids[m] for m in g.modules.tolist()], g.stacked is not None)
         for g in stacked._groups.groups
     )
-    assert groups == [(["p0", "p1", "p2"], True), (["p3", "p4"], True), (["p5"], False)]
+    assert groups == [(["p0", "p1", "p2"], True), (["p3", "p4", "p5"], True), (["p6"], False)]
     _assert_same_rows(a, b)
     for batches in a:  # rows of every module came in (agents come and go: not all rows)
-        assert set(batches) == {f"p{i}" for i in range(6)}
+        assert set(batches) == {f"p{i}" for i in range(7)}
 
 
 def test_one_forward_pass_per_execution_group_per_step() -> None:
-    specs = {
-        "p3": RLModuleSpec(model_config={"fcnet_hiddens": [8]}),
-        "p4": RLModuleSpec(model_config={"fcnet_hiddens": [8]}),
-    }
-    runner = MultiAgentEnvRunner(config=_config(MultiAgentCartPole, 5, specs, stack=True))
+    eight = RLModuleSpec(model_config={"fcnet_hiddens": [8]})
+    specs = {"p3": eight, "p4": eight, "p5": eight}
+    runner = MultiAgentEnvRunner(config=_config(MultiAgentCartPole, 6, specs, stack=True))
     runner.make_module()  # the modules are built on first need
     calls: list[tuple[int, int]] = []
     for g, group in enumerate(runner._groups.groups):
@@ -163,7 +159,7 @@ def test_one_forward_pass_per_execution_group_per_step() -> None:
         group.stacked.forward_exploration = counting
     runner.sample(num_timesteps=3 * 30)
     per_group = [sum(1 for g, _ in calls if g == k) for k in range(2)]
-    assert 25 <= per_group[0] <= 30 and 25 <= per_group[1] <= 30  # one per step at most
+    assert 20 <= per_group[0] <= 30 and 20 <= per_group[1] <= 30  # one per step at most
     assert max(n for _, n in calls) > 3  # rows of several modules and envs in one pass
 
 
