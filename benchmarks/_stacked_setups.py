@@ -124,5 +124,5 @@ def learner_update_timings(
         "gae_s": gae,
         "rows_per_s": rows / best,
         "sgd_rows_per_s": rows / max(best - gae, 1e-9),
-        "groups": len(learner._stacks),
+        "groups": len(learner.stacked.stacks),
     }

@@ -659,3 +659,14 @@ class CommonSettings:
             "2**64 - 1, the largest seed torch takes."
         ),
     )
+    plain_paths = Setting(
+        False,
+        section="debugging",
+        check=s.boolean,
+        doc=(
+            "rlmod's own setting: True runs every plain path instead of rlmod's fast paths "
+            "(stacked modules, deferred diagnostics, deferred init, gc pauses; the table is "
+            "in rlmod/fast_paths.py), for the whole process, to compare or to read. The "
+            "environment variable RLMOD_PLAIN_PATHS=1 does the same."
+        ),
+    )

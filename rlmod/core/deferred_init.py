@@ -26,6 +26,7 @@ from torch import nn
 
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.rl_module import RLModule, RLModuleSpec
+from rlmod.fast_paths import plain_paths
 
 
 def supports_deferred_init(module_class: type[RLModule] | None) -> bool:
@@ -78,8 +79,10 @@ def build_deferred(spec: MultiRLModuleSpec) -> tuple[MultiRLModule, list[ModuleI
     built per module; a custom MultiRLModule class builds its modules in its own
     `setup()`, so it is built normally (and no module is deferred).
     """
-    if not is_plain(spec) or not any(
-        supports_deferred_init(sp.module_class) for sp in spec.rl_module_specs.values()
+    if (
+        plain_paths()
+        or not is_plain(spec)
+        or not any(supports_deferred_init(sp.module_class) for sp in spec.rl_module_specs.values())
     ):
         return spec.build(), []
     modules: dict[ModuleID, RLModule] = {}

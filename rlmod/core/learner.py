@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar, cast
 
@@ -29,14 +29,14 @@ from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpe
 from rlmod.core.optim import (
     Adam,
     AdamSlot,
-    GroupAdam,
     OptimizerStates,
     grad_norm,
     update_is_finite,
 )
-from rlmod.core.stacked import MIN_STACK_SIZE, find_stack_groups
+from rlmod.core.stacked_trainer import StackedTrainer
 from rlmod.core.types import Array, Components, IntArray, StateDict, StateValue
 from rlmod.errors import NonFiniteUpdateError
+from rlmod.fast_paths import plain_paths, use_plain_paths
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.gc_pause import gc_paused
 from rlmod.utils.schedules import scheduled_value
@@ -81,12 +81,11 @@ class Learner(Checkpointable):
     """
 
     def __init__(self, *, config: AlgorithmConfig, module_spec: MultiRLModuleSpec) -> None:
+        use_plain_paths(config)
         self.config = config
         self.module_spec = module_spec
         self.module: MultiRLModule | None = None
         self._optimizers: dict[ModuleID, Adam | AdamSlot] = {}
-        self._stacks: list[TrainStack] = []  # stacked groups, trained one step per group
-        self._stack_of: dict[ModuleID, TrainStack] = {}
         self._group_means: dict[ModuleID, dict[str, float]] = {}
         self._optimizer_states = OptimizerStates(self._optimizers)
         self._logged: dict[ModuleID, dict[str, list[Logged]]] = {}
@@ -98,12 +97,13 @@ class Learner(Checkpointable):
         self._stop_checked: set[ModuleID] = set()
         self._stopped: set[ModuleID] = set()
         self._guard_non_finite = True  # benchmarks/guard_overhead.py turns it off to compare
-        self._defer_diagnostics = True  # log_rows of one module: once per update
+        self._defer_diagnostics = not plain_paths()  # log_rows of one module: per update
         self._rng = np.random.default_rng(config.seed)
         self._world_size = 1  # Learners training data-parallel (setup_data_parallel)
         self.device: torch.device = learner_device(config)
         """Where modules, optimizer states and batches live (`num_gpus_per_learner`); read
         by `build()` and every tensor the Learner makes. Set it before `build()` to move."""
+        self.stacked = StackedTrainer([], self.device)  # stack_modules: groups, at build()
 
     # ------------------------------------------------------------------ build
     @gc_paused()  # thousands of modules: rlmod/utils/gc_pause.py
@@ -145,47 +145,18 @@ class Learner(Checkpointable):
         trainable: Mapping[ModuleID, list[torch.nn.Parameter]],
         names: Mapping[ModuleID, list[str]],
     ) -> dict[ModuleID, AdamSlot]:
-        """Stacks the trainable modules of one architecture (`stack_modules`), one
-        GroupAdam per group; returns each stacked module's share of it."""
+        """Stacks the trainable modules of one architecture (`stack_modules`); returns
+        each stacked module's share of its group's GroupAdam."""
         assert self.module is not None
-        self._stacks = []
-        self._stack_of = {}
+        self.stacked = StackedTrainer([], self.device)
         if not self._can_stack():
             return {}
         eligible = [m for m in trainable if find_self_supervised_loss(self.module[m]) is None]
-        slots: dict[ModuleID, AdamSlot] = {}
-        for group in find_stack_groups(self.module, eligible, min_size=MIN_STACK_SIZE):
-            params = [p for p in group.params.values() if p.requires_grad]
-            lrs = [
-                scheduled_value(self.config.get_config_for_module(m).lr, 0)
-                for m in group.module_ids
-            ]
-            stack = TrainStack(group, GroupAdam(params, lrs=lrs))
-            self._stacks.append(stack)
-            for i, mid in enumerate(group.module_ids):
-                self._stack_of[mid] = stack
-                slots[mid] = stack.optimizer.slot(i, trainable[mid], names=names[mid])
+        lrs = {m: scheduled_value(self.config.get_config_for_module(m).lr, 0) for m in eligible}
+        self.stacked, slots = StackedTrainer.build(
+            self.module, eligible, lrs, trainable, names, self.device
+        )
         return slots
-
-    def _check_stack(self, stack: TrainStack) -> None:
-        """Refuses to train a group whose modules were replaced in the MultiRLModule or
-        given new parameter tensors since build(): the group would train stale storage."""
-        assert self.module is not None
-        group = stack.group
-        if not (
-            all(
-                self.module.get(m) is mod
-                for m, mod in zip(group.module_ids, group.modules, strict=True)
-            )
-            and group.is_intact()
-        ):
-            raise RuntimeError(
-                f"The Learner stacked modules {group.module_ids[:5]}... at build(), and one of "
-                "them was since replaced in its MultiRLModule or given new parameter tensors "
-                "(e.g. load_state_dict(assign=True), .to(device)); change weights with "
-                "set_state()/set_weights(), which write into the stacked storage, or turn "
-                "stacking off with config.multi_agent(stack_modules=False)."
-            )
 
     def _can_stack(self) -> bool:
         """Whether this Learner trains stacked groups: `stack_modules` is on, it trains on
@@ -200,6 +171,7 @@ class Learner(Checkpointable):
         group_owner = owner("compute_losses")
         return (
             bool(getattr(self.config, "stack_modules", False))
+            and not plain_paths()
             and self._world_size == 1
             and type(self.module) is MultiRLModule
             and group_owner is not Learner
@@ -293,7 +265,7 @@ class Learner(Checkpointable):
                 k: torch.as_tensor(v, device=self.device).expand(m) for k, v in values.items()
             }
             ok = None if valid is None else torch.tensor(list(valid), device=self.device)
-            self._stack_of[where.module_ids[0]].log(tensors, ok, positions=where.positions)
+            self.stacked.log(where, tensors, ok)
             return
         if valid is not None and not valid[0]:
             return
@@ -337,7 +309,7 @@ class Learner(Checkpointable):
         limits (an inf limit: no check for that module)."""
         if isinstance(where, StackBucket):
             limits = torch.as_tensor(limit, device=self.device).expand(len(where))
-            self._stack_of[where.module_ids[0]].request_stop(value, limits, where.positions)
+            self.stacked.request_stop(where, value, limits)
             return
         module_id = where if isinstance(where, str) else where.module_ids[0]
         limit = float(limit.reshape(-1)[0]) if isinstance(limit, torch.Tensor) else limit
@@ -388,22 +360,16 @@ class Learner(Checkpointable):
         self._stop_checked, self._stopped = set(), set()
         num_rows = _num_rows({m: batch[m] for m in trainable})
         num_steps, size = self._minibatch_plan(num_rows)
-        stops: dict[ModuleID, bool] = {}
         try:
-            for stack in self._stacks:
-                self._check_stack(stack)
-                stack.start_update(batch, configs, size if num_steps > 1 else None)
+            self.stacked.start_update(self.module, batch, configs, size if num_steps > 1 else None)
             for _ in range(self.config.num_epochs):
                 for mb, stack_mbs in self._minibatches(
                     {m: batch[m] for m in trainable}, num_rows, num_steps, size
                 ):
                     self._sgd_step(mb, stack_mbs, configs)
-            for stack in self._stacks:
-                self._group_means.update(stack.means())
-                stops.update(stack.early_stops())
+            self._group_means, stops = self.stacked.results()
         finally:  # the working rows go back into the modules, also when a guard raised
-            for stack in self._stacks:
-                stack.finish_update()
+            self.stacked.finish_update()
         self.after_gradient_based_update(timesteps=timesteps)
         results = {
             mid: {k: mean_over_minibatches(v) for k, v in logged.items() if v}
@@ -455,25 +421,20 @@ class Learner(Checkpointable):
                 )
             losses[mid] = loss
             total = total + loss
-        group_losses = []
-        for stack, buckets in stack_mbs:
-            losses_all = torch.zeros(len(stack), device=self.device)  # [W], for the guard
-            for bucket, cols in buckets:
-                fwd = bucket.call_padded("forward_train", cols)
-                loss_vec = self.compute_losses(
-                    group=bucket, configs=bucket.configs, batch=cols, fwd_out=fwd
-                )
-                losses_all[bucket.start : bucket.stop] = loss_vec.detach()
-                total = total + loss_vec.sum()
-            group_losses.append((stack, losses_all))
+        stacked_total, group_losses = self.stacked.losses(stack_mbs, self._bucket_losses)
+        total = total + stacked_total
         for mid in mb:
             self._optimizers[mid].zero_grad(set_to_none=True)
-        for stack, _ in stack_mbs:
-            stack.zero_grad()
         assert isinstance(total, torch.Tensor)
         total.backward()
         for stack, loss_vec in group_losses:
-            self._step_stack(stack, loss_vec)
+            self.stacked.step(
+                stack,
+                loss_vec,
+                guard=self._guard_non_finite,
+                on_skip=self._count_non_finite,
+                on_step=self._reset_streaks,
+            )
         if self._world_size > 1:
             data_parallel.all_reduce_gradients(self._optimizers, _num_rows(mb), self.device)
         for mid in mb:
@@ -503,35 +464,16 @@ class Learner(Checkpointable):
             if norm is not None:
                 self.log(mid, **{GRAD_NORM_KEY: norm})
 
-    def _step_stack(self, stack: TrainStack, losses: torch.Tensor) -> None:
-        """The step of a stacked group after backward: per module, as `_sgd_step` does
-        for one module (gradient norm, non-finite guard, clipping, Adam), on `[W]`
-        vectors over the modules of this update (stack.ids); a module with a NaN/inf loss
-        or gradient, or stopped early (stop_early_group), is not stepped."""
-        active = ~stack.resolve_stops()  # [W] numpy: the modules that step
-        clip_list = [math.inf if c.grad_clip is None else float(c.grad_clip) for c in stack.configs]
-        any_clip = any(math.isfinite(c) for c in clip_list)
-        clips = torch.tensor(clip_list, device=self.device)
-        norms = stack.grad_norms() if any_clip or self._guard_non_finite else None
-        if self._guard_non_finite and norms is not None:
-            # one sync per group and minibatch
-            finite = torch.isfinite(losses.detach() + norms).cpu().numpy()
-            for i in np.flatnonzero(active & ~finite).tolist():
-                mid = stack.ids[i]
-                self._count_non_finite(mid, losses[i], norms[i], stack.pending_terms(i))
-            active &= finite
-            streaks = [
-                m
-                for m, v in self._non_finite_streak.items()
-                if v and m in stack.position and active[stack.position[m]]
-            ]
-            for mid in streaks:
+    def _bucket_losses(self, bucket: StackBucket, cols: dict[str, torch.Tensor]) -> torch.Tensor:
+        """`compute_losses` of a stacked group's row bucket, `[m]`."""
+        fwd = bucket.call_padded("forward_train", cols)
+        return self.compute_losses(group=bucket, configs=bucket.configs, batch=cols, fwd_out=fwd)
+
+    def _reset_streaks(self, stepped: Iterable[ModuleID]) -> None:
+        """Modules stepped in a stacked group end their run of non-finite minibatches."""
+        if any(self._non_finite_streak.values()):
+            for mid in stepped:
                 self._non_finite_streak[mid] = 0
-        if any_clip and norms is not None:
-            stack.clip(norms, clips)
-            stack.log({GRAD_NORM_KEY: norms}, valid=torch.isfinite(clips))
-        stack.commit(torch.from_numpy(active).to(self.device))
-        stack.step(active)
 
     def _skip_non_finite(
         self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor | None, marks: Mapping[str, int]
@@ -602,36 +544,31 @@ class Learner(Checkpointable):
         """
         if num_steps == 0:
             return  # no trainable module (policies_to_train) has rows: nothing to step
-        stacks = [st for st in self._stacks if len(st)]
-        own = {m: cols for m, cols in batch.items() if m not in self._stack_of}
+        stacked = self.stacked
+        own = {m: cols for m, cols in batch.items() if m not in stacked}
         if size is None:
-            for st in stacks:
-                st.start_epoch(None, 1)
-            yield own, [(st, st.minibatch(0)) for st in stacks]
+            stacked.start_epoch(None, 1)
+            yield own, stacked.minibatch(0)
             return
         # One gather per column and epoch, in shuffled order; minibatches are then slices
         # (views), not a gather per column and minibatch (small gathers cost ~4 us each).
         shuffled: TensorBatch = {}
-        perms: dict[int, list[IntArray]] = {
-            id(st): [np.zeros(0, np.int64)] * len(st) for st in stacks
-        }
+        perms: dict[ModuleID, IntArray] = {}  # of stacked modules
         for mid, n in num_rows.items():
             if n > 0:
                 perm = self._rng.permutation(n)
-                stack = self._stack_of.get(mid)
-                if stack is not None:
-                    perms[id(stack)][stack.position[mid]] = perm
+                if mid in stacked:
+                    perms[mid] = perm
                     continue
                 rows = torch.from_numpy(np.resize(perm, num_steps * min(size, n))).to(self.device)
                 shuffled[mid] = {c: v[rows] for c, v in batch[mid].items()}
-        for st in stacks:
-            st.start_epoch(perms[id(st)], num_steps)
+        stacked.start_epoch(perms, num_steps)
         for i in range(num_steps):
             mb: TensorBatch = {}
             for mid, cols in shuffled.items():
                 k = min(size, num_rows[mid])
                 mb[mid] = {c: v[i * k : (i + 1) * k] for c, v in cols.items()}
-            yield mb, [(st, st.minibatch(i)) for st in stacks]
+            yield mb, stacked.minibatch(i)
 
     def _to_tensors(self, batches: NumpyBatch | Sequence[NumpyBatch]) -> TensorBatch:
         """Concatenates per module and wraps as tensors on `self.device` (zero-copy on

@@ -18,6 +18,7 @@ import torch
 from rlmod.callbacks import EPISODE_HOOKS, Callbacks
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.types import Array, Components, MetricsDict, StateDict
+from rlmod.fast_paths import use_plain_paths
 from rlmod.utils.checkpoints import Checkpointable
 from rlmod.utils.metrics_logger import MetricsLogger
 from rlmod.utils.seeding import derive_seed
@@ -63,6 +64,7 @@ class EnvRunner(Checkpointable, abc.ABC):
     """
 
     def __init__(self, *, config: AlgorithmConfig, worker_index: int = 0) -> None:
+        use_plain_paths(config)
         self.config = config
         self.worker_index = worker_index
         self.metrics = MetricsLogger()

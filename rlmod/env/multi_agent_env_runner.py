@@ -64,6 +64,7 @@ from rlmod.env.multi_agent_rows import (
 from rlmod.env.registry import make_env
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
 from rlmod.errors import EnvError
+from rlmod.fast_paths import plain_paths
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.gc_pause import gc_paused
 from rlmod.utils.seeding import derive_seed
@@ -284,7 +285,7 @@ class MultiAgentEnvRunner(EnvRunner):
             self._module,
             self._module_ids,
             self._module_to_env,
-            stack=self.config.stack_modules,
+            stack=self.config.stack_modules and not plain_paths(),
         )
         self._init_bookkeeping()
         self._made = True

@@ -21,6 +21,11 @@ from collections.abc import Iterator
 def gc_paused() -> Iterator[None]:
     """Pauses the cyclic garbage collector for the block (or the decorated function), and
     turns it back on after it, raised or not, unless it was off already (nesting is fine)."""
+    from rlmod.fast_paths import plain_paths
+
+    if plain_paths():
+        yield
+        return
     was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -20,6 +20,8 @@ from rlmod.core.deferred_init import build_deferred, supports_deferred_init
 from rlmod.env import MultiAgentEnvRunner
 from rlmod.testing import MultiAgentCartPole
 
+pytestmark = pytest.mark.fast_path  # rlmod/fast_paths.py
+
 BOX, TWO = gym.spaces.Box(-1.0, 1.0, (4,), np.float32), gym.spaces.Discrete(2)
 
 

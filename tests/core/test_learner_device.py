@@ -142,6 +142,7 @@ def test_weights_and_state_leave_the_learner_as_cpu_data():
     runner.stop()
 
 
+@pytest.mark.fast_path
 def test_a_stacked_group_trains_on_the_learner_device():
     """The stacked path (rlmod/core/learner_stacks.py, GroupAdam): its row indices, masks,
     counts, per-module norms and Adam moments are all made on the Learner's device."""
@@ -170,12 +171,12 @@ def test_a_stacked_group_trains_on_the_learner_device():
     meta = torch.device("meta")
     learner.device = meta
     learner.build()
-    assert len(learner._stacks) == 1 and len(learner._stacks[0].group) == 3
+    assert len(learner.stacked.stacks) == 1 and len(learner.stacked.stacks[0].group) == 3
     assert all(p.device == meta for p in learner.module.parameters())
     batch = {m: {k: v.to(meta) for k, v in cols.items()} for m, cols in cpu_batch.items()}
     learner._guard_non_finite = False  # it reads values (impossible on meta)
     configs = {m: cfg.get_config_for_module(m) for m in batch}
-    stack = learner._stacks[0]
+    stack = learner.stacked.stacks[0]
     num_rows = {m: next(iter(cols.values())).shape[0] for m, cols in batch.items()}
     num_steps, size = learner._minibatch_plan(num_rows)
     stack.start_update(batch, configs, size)

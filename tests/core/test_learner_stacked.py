@@ -17,6 +17,8 @@ from rlmod.curiosity import IntrinsicCuriosityModel, IntrinsicCuriosityModelConn
 from rlmod.errors import NonFiniteUpdateError
 from rlmod.testing import MultiAgentCartPole
 
+pytestmark = pytest.mark.fast_path  # rlmod/fast_paths.py
+
 IDS = [f"p{i}" for i in range(5)]
 TRAINED = ["p0", "p1", "p2", "p3", "icm"]  # p4 is outside policies_to_train
 ATOL = 1e-5  # float32 sums in another order (stacked means, batched matmuls)
@@ -90,8 +92,8 @@ def both():
 
 def test_only_same_architecture_trainable_modules_are_stacked(both):
     stacked, plain = both[True][0], both[False][0]
-    assert plain._stacks == []
-    assert [s.module_ids for s in stacked._stacks] == [["p0", "p1", "p2", "p3"]]
+    assert plain.stacked.stacks == []
+    assert [s.module_ids for s in stacked.stacked.stacks] == [["p0", "p1", "p2", "p3"]]
     assert isinstance(stacked._optimizers["p1"], AdamSlot)
     assert "p4" not in stacked._optimizers
 
@@ -152,8 +154,8 @@ def test_a_checkpointed_stacked_learner_restores_and_loads_one_module_alone(tmp_
     restored = config(stack=True).build_algo()
     restored.restore_from_path(path)
     learner = restored.learner_group.learner
-    assert learner._stacks and learner._stacks[0].group.is_intact()
-    group = learner._stacks[0].group
+    assert learner.stacked.stacks and learner.stacked.stacks[0].group.is_intact()
+    group = learner.stacked.stacks[0].group
     for name, value in expected.items():
         assert torch.equal(restored.get_module("p2").get_state()[name], value)
         assert torch.equal(group.params[name][group.position["p2"]], value)
@@ -230,7 +232,7 @@ class OwnLossLearner(PPOLearner):
 def test_stacking_off_or_a_custom_per_module_loss_means_no_stacks():
     for cfg in (config(stack=False), config(stack=True).training(learner_class=OwnLossLearner)):
         algo = cfg.build_algo()
-        assert algo.learner_group.learner._stacks == []
+        assert algo.learner_group.learner.stacked.stacks == []
         algo.stop()
 
 
@@ -240,7 +242,7 @@ def test_modules_with_another_model_config_form_their_own_group():
     policies = dict(cfg.policies)
     policies.update({"p0": wide, "p1": wide, "p2": wide})
     algo = cfg.multi_agent(policies=policies).build_algo()
-    groups = sorted(s.module_ids for s in algo.learner_group.learner._stacks)
+    groups = sorted(s.module_ids for s in algo.learner_group.learner.stacked.stacks)
     assert groups == [["p0", "p1", "p2"]]  # p3 alone: no group of one
     algo.train()
     algo.stop()
@@ -254,7 +256,7 @@ def test_two_modules_of_one_architecture_run_alone():
     wide = RLModuleSpec(model_config={"fcnet_hiddens": [32, 16]})
     policies.update({"p0": wide, "p1": wide})
     algo = cfg.multi_agent(policies=policies).build_algo()
-    assert sorted(s.module_ids for s in algo.learner_group.learner._stacks) == []
+    assert sorted(s.module_ids for s in algo.learner_group.learner.stacked.stacks) == []
     algo.stop()
 
 
@@ -298,7 +300,7 @@ def test_modules_with_very_different_row_counts_run_in_buckets_with_the_same_res
     assert counts[1] > 40
     assert len(learner_stacks.row_buckets(np.sort(counts)[::-1])) == 4
     results = {s: a.learner_group.learner.update(batch) for s, a in algos.items()}
-    stack = algos[True].learner_group.learner._stacks[0]
+    stack = algos[True].learner_group.learner.stacked.stacks[0]
     assert stack.order.tolist() == [1, 2, 0, 3]  # most rows first: not the group's order
     for mid in keep:
         for key, value in results[False][mid].items():

@@ -64,11 +64,12 @@ def _train(stack: bool) -> tuple[list, dict]:
         algo.train()
         learner = algo.learner_group.learner
         weights = {m: learner.module[m].get_state() for m in ("p0", "p1", "p2")}
-        return [s.module_ids for s in learner._stacks], weights
+        return [s.module_ids for s in learner.stacked.stacks], weights
     finally:
         algo.stop()
 
 
+@pytest.mark.fast_path
 def test_a_learner_writing_only_compute_losses_is_stacked_and_trains_as_unstacked():
     stacks, stacked = _train(stack=True)
     assert stacks == [["p0", "p1", "p2"]]

@@ -22,6 +22,8 @@ from rlmod.env import MultiAgentEnv, MultiAgentEnvRunner
 from rlmod.env.multi_agent_env import ALL_AGENTS
 from rlmod.testing import MultiAgentCartPole
 
+pytestmark = pytest.mark.fast_path  # rlmod/fast_paths.py
+
 OBS = gym.spaces.Box(-10.0, 10.0, (3,), np.float32)
 
 

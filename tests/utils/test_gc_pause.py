@@ -8,6 +8,8 @@ import pytest
 
 from rlmod.utils.gc_pause import gc_paused
 
+pytestmark = pytest.mark.fast_path  # rlmod/fast_paths.py
+
 
 def test_paused_inside_and_back_on_after_a_raise():
     assert gc.isenabled()
