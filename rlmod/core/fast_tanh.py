@@ -8,7 +8,7 @@ minibatch when training), so there tanh was a third of the Learner's time: on
 passes of mul, sigmoid, mul, sub, each vectorised). End to end, on that host: the
 learn phase of the issue-17 `train()` of 1,000 modules (4,000 env steps, 3 epochs instead
 of 30) 8.5 -> 7.2 s; sampling with the same 1,000 agents on 1,000 modules 394k -> 461k
-agent steps/s, on 10 modules 581k -> 737k (benchmarks/stacked_acting.py); see
+agent steps/s, on 10 modules 581k -> 737k (benchmarks/investigations/stacked_acting.py); see
 benchmarks/RESULTS.md, session 27.
 
 Accuracy: at most 1.8e-7 from the exact tanh (float64) over [-20, 20], against torch's

@@ -28,7 +28,7 @@ layouts by a cost model (constants below):
 
 Measured on the issue-17 trace (80 steps of 1,000 agents in 32 envs, Xeon host, one thread,
 machine shared): forward per step 13.3 -> 7.1 ms at 1,000 modules, 4.1 -> 2.3 ms at 10 modules.
-On the AMD host (benchmarks/stacked_acting.py, one thread), numpy's matmul and the refitted
+On the AMD host (benchmarks/investigations/stacked_acting.py, one thread), numpy's matmul and the refitted
 cost model took the 1,000-module pass from 3.76 to 3.00 ms, and the capped pass from 3.34 to
 3.10 ms in a later run (10 modules: 1.62-1.77 ms, unchanged).
 Tested against the plain path in tests/core/test_stacked_acting.py.
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 # The cost model that picks a layout per step, in microseconds (least squares over 200
 # passes of 1,000, 100 and 10 [64, 64] modules in 1, 8 and 32 envs of the issue-17 env, AMD
-# host, one thread: `python benchmarks/stacked_acting.py --fit`): the padded layout costs
+# host, one thread: `python benchmarks/investigations/stacked_acting.py --fit`): the padded layout costs
 # PER_MODULE per module it runs plus PER_SLOT per padded slot, and GATHER more per module to
 # gather the parameters of only those present; a capped pass's second pass costs PASS once
 # (its extra calls; estimated, not fitted); the sparse layout costs SPARSE once plus PER_ROW

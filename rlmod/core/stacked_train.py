@@ -16,7 +16,7 @@ they are freed, so every minibatch faulted them in again as zeroed pages: the is
 buffers kept for the update (`Workspace`), and the backward pass is written out (the same
 kernels autograd runs: `bmm`, `tanh_backward`, sums). That `train()`, alternating fresh
 processes on a quiet machine: 70.6 / 71.9 s before, 47.0 / 44.6 s after (0.94M page
-faults); benchmarks/stacked_train_ab.py, RESULTS.md (issue 17, session 23). Tested
+faults; git show 91d3ad9:benchmarks/RESULTS.md, issue 17, session 23). Tested
 against the vmap path in tests/core/test_stacked_train.py.
 
 A workspace holds one forward's activations at a time: a second `forward_train` of the
