@@ -30,6 +30,40 @@ TINY = 1e-30
 """Moments below this magnitude are set to 0 at each flush."""
 
 
+def _adam_kernel(
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    exp_avg: list[torch.Tensor],
+    exp_avg_sq: list[torch.Tensor],
+    *,
+    step: int,
+    lr: float,
+    betas: tuple[float, float],
+    eps: float,
+) -> None:
+    """One Adam step of `params` in place, Adam and GroupAdam alike: torch's fused Adam
+    kernel (what `torch.optim.Adam(fused=True)` runs), one call for all the tensors, 4x
+    faster than the seven foreach kernels of the same update. It reads one step count per
+    parameter; one shared tensor serves them all (on the parameters' device: CUDA's kernel
+    wants it there)."""
+    count = torch.tensor(float(step), device=params[0].device)
+    torch._fused_adam_(
+        params,
+        grads,
+        exp_avg,
+        exp_avg_sq,
+        [],
+        [count] * len(params),
+        lr=lr,
+        beta1=betas[0],
+        beta2=betas[1],
+        weight_decay=0.0,
+        eps=eps,
+        amsgrad=False,
+        maximize=False,
+    )
+
+
 class ParamGroup(TypedDict):
     """`param_groups[i]` of rlmod's optimizers: the learning rate schedules set, and the
     parameters it applies to (as torch.optim's, with only these two keys)."""
@@ -108,27 +142,16 @@ class Adam:
             return False
         m = [self.exp_avg[i] for i in with_grad]
         v = [self.exp_avg_sq[i] for i in with_grad]
-        b1, b2 = self.betas
         self.step_count += 1
-        # torch's fused Adam kernel (what torch.optim.Adam(fused=True) runs): one call for
-        # all parameters, 4x faster than the seven foreach kernels of the same update.
-        # It reads one step count per parameter; one shared tensor serves them all (on
-        # the parameters' device: CUDA's kernel wants it there).
-        step = torch.tensor(float(self.step_count), device=params[0].device)
-        torch._fused_adam_(
+        _adam_kernel(
             params,
             grads,
             m,
             v,
-            [],
-            [step] * len(params),
+            step=self.step_count,
             lr=self.param_groups[0]["lr"],
-            beta1=b1,
-            beta2=b2,
-            weight_decay=0.0,
+            betas=self.betas,
             eps=self.eps,
-            amsgrad=False,
-            maximize=False,
         )
         if self.step_count % FLUSH_EVERY == 0:
             self._flush_tiny_moments()
@@ -256,7 +279,6 @@ class GroupAdam:
             | (self.steps[1:] != self.steps[:-1])
         )
         bounds = [0, *(np.flatnonzero(change) + 1).tolist(), len(stepped)]
-        b1, b2 = self.betas
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             if not stepped[a]:
                 continue
@@ -269,21 +291,15 @@ class GroupAdam:
                         grad_parts.append(g[lo - first : hi - first])
                         m.append(self.exp_avg[i][lo:hi])
                         v.append(self.exp_avg_sq[i][lo:hi])
-            step = torch.tensor(float(self.steps[a] + 1))
-            torch._fused_adam_(
+            _adam_kernel(
                 params,
                 grad_parts,
                 m,
                 v,
-                [],
-                [step] * len(params),
+                step=int(self.steps[a]) + 1,
                 lr=float(self.lrs[a]),
-                beta1=b1,
-                beta2=b2,
-                weight_decay=0.0,
+                betas=self.betas,
                 eps=self.eps,
-                amsgrad=False,
-                maximize=False,
             )
         self.steps[stepped] += 1
         due = np.flatnonzero(stepped & (self.steps % FLUSH_EVERY == 0))
