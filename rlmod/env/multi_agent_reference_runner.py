@@ -1,0 +1,401 @@
+"""ReferenceMultiAgentEnvRunner: the multi-agent EnvRunner in plain Python, dicts per agent.
+
+The oracle for MultiAgentEnvRunner (tests/env/test_multi_agent_reference_runner.py): it
+builds its modules, spaces and connectors with the same config helpers and samples the same
+rows with a Python loop per env step and per agent, so its code states the semantics.
+
+A row is one action of one agent. It opens when the agent acts and closes when the agent
+next observes (`new_obs` is that observation, the final one at its episode's end), when a
+flag marks the agent done without an observation, or when the episode ends (then `new_obs`
+repeats the row's `obs`). Its `rewards` are all the agent received until it closes, rewards
+before the agent's first action included. `"__all__"` flags apply to agents without a flag
+of their own. A row still open when `sample()` returns waits for its outcome in the next call.
+
+Batches per module hold the rows closed in the call, ordered by slot (env index, then the
+agent's position in `possible_agents`) and by time within a slot; `seq_ends` marks where an
+agent-episode ends or the batch moves to another slot or agent-episode. `eps_id` numbers
+(env episode, agent) pairs in the order agents first appear: all envs' observations and
+rewards of a step, then agents flagged done without an observation, then reset envs.
+`sample(num_episodes=N)` starts every env afresh and returns only the rows of episodes
+that ended in the call; rows still open then are forgotten.
+
+Not covered (the vectorized runner's): stacked forward passes, env failures and restarts,
+episode callbacks, offline recording and the observation checks. With `explore=True` both
+runners draw from one torch stream in the same order only where no modules are stacked
+(unstacked, modules run one after another in module order); greedy sampling
+(`explore=False`) agrees on every layout, stacked outputs within float tolerance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, cast
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlmod.connectors.module_to_env import add_action_logp
+from rlmod.core.columns import Columns
+from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
+from rlmod.core.types import Array, BoolArray, Components, MetricsDict, StateDict
+from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
+from rlmod.env.module_groups import env_actions_per_row
+from rlmod.env.module_spaces import ModuleSpaces
+from rlmod.env.multi_agent_env import ALL_AGENTS, AgentID, MultiAgentEnv
+from rlmod.env.multi_agent_metrics import EpisodeStats
+from rlmod.env.multi_agent_rows import EpisodeInfo, stack_observations
+from rlmod.env.registry import make_env
+from rlmod.utils.seeding import derive_seed
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
+
+Row = dict[str, object]  # one action of one agent; its outcome is filled in when it closes
+
+
+@dataclasses.dataclass
+class _Episode:
+    """One env's running episode, per agent."""
+
+    info: EpisodeInfo
+    length: int = 0
+    module_of: dict[AgentID, ModuleID] = dataclasses.field(default_factory=dict)
+    eps_id: dict[AgentID, int] = dataclasses.field(default_factory=dict)
+    returns: dict[AgentID, float] = dataclasses.field(default_factory=dict)
+    pending_reward: dict[AgentID, float] = dataclasses.field(default_factory=dict)
+    open_row: dict[AgentID, Row] = dataclasses.field(default_factory=dict)
+    obs: dict[AgentID, Array] = dataclasses.field(default_factory=dict)  # to act on next
+    acting: list[AgentID] = dataclasses.field(default_factory=list)  # in the env's order
+    observed: set[AgentID] = dataclasses.field(default_factory=set)
+
+
+class ReferenceMultiAgentEnvRunner(EnvRunner):
+    """Steps `num_envs_per_env_runner` MultiAgentEnvs one agent at a time (see the module
+    docstring for the rows it returns).
+
+    Example:
+        >>> from rlmod.algorithms.ppo import PPOConfig
+        >>> from rlmod.testing import MultiAgentCartPole
+        >>> config = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 2})
+        ...           .multi_agent(policies={"p0", "p1"},
+        ...                        policy_mapping_fn=lambda aid, episode: f"p{aid}"))
+        >>> batch = ReferenceMultiAgentEnvRunner(config=config).sample(num_timesteps=20)
+        >>> sorted(batch), batch["p0"]["obs"].shape[1]
+        (['p0', 'p1'], 4)
+    """
+
+    def __init__(self, *, config: AlgorithmConfig, worker_index: int = 0) -> None:
+        super().__init__(config=config, worker_index=worker_index)
+        self.num_envs = config.num_envs_per_env_runner
+        self.envs: list[MultiAgentEnv] = [
+            cast(MultiAgentEnv, make_env(config.env, config.env_config))
+            for _ in range(self.num_envs)
+        ]
+        self._agents: list[AgentID] = list(self.envs[0].possible_agents)
+        self._spaces = ModuleSpaces(config, self.envs, self._agents)
+        self._module: MultiRLModule | None = None
+        spec = config.get_multi_rl_module_spec(
+            env=self.envs[0], spaces=self.get_spaces(), inference_only=True
+        )
+        with self.own_torch_rng():
+            self._module = spec.build().eval()
+        self._spaces.attach(self._module)
+        self._module_ids: list[ModuleID] = list(self._module.keys())
+        self._module_to_env = {
+            mid: config.build_module_to_env_connector(
+                self.envs[0],
+                cast(gym.Space, sub.observation_space),
+                cast(gym.Space, self._spaces.raw.get(mid, (None, sub.action_space))[1]),
+            )
+            for mid, sub in self._module.items()
+        }
+        self._seeds = [derive_seed(config.seed, self.seed_index, e) for e in range(self.num_envs)]
+        self._episodes: list[_Episode] = []  # empty: the next sample() resets every env
+        self._next_episode_id = 0
+        self._next_eps_id = 0
+        self._next_row_id = 0  # time order of rows
+        self._closed: list[Row] = []  # closed in this call
+        self._done_eps: set[int] = set()  # agent-episodes of episodes ended in this call
+        self._stats = EpisodeStats(self._module_ids, self._agents)
+        self._num_env_steps = self._num_agent_steps = 0
+        self.num_env_steps_sampled_lifetime = self.num_agent_steps_sampled_lifetime = 0
+
+    @property
+    def module(self) -> MultiRLModule:
+        assert self._module is not None
+        return self._module
+
+    @property
+    def module_ids(self) -> list[ModuleID]:
+        return list(self._module_ids)
+
+    def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        first = self._agents[0]
+        env0 = self.envs[0]
+        spaces = {ENV_SPACES_KEY: (env0.get_observation_space(first), env0.get_action_space(first))}
+        for mid, pipeline in self._spaces.env_to_module.items():
+            spaces[mid] = cast(
+                "tuple[gym.Space, gym.Space]", (pipeline.observation_space, pipeline.action_space)
+            )
+        for mid, sub in self._module.items() if self._module is not None else ():
+            spaces.setdefault(
+                mid, cast("tuple[gym.Space, gym.Space]", (sub.observation_space, sub.action_space))
+            )
+        return spaces
+
+    # ------------------------------------------------------------------ sampling
+    def sample(
+        self,
+        *,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool | None = None,
+    ) -> SampleResult:
+        """Steps all envs for `num_timesteps` env steps (each env's step() counts one) or
+        until `num_episodes` episodes are complete (then only their rows are returned)."""
+        if num_timesteps is not None and num_episodes is not None:
+            raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
+        explore = self.config.explore if explore is None else explore
+        if num_timesteps is None and num_episodes is None:
+            num_timesteps = self.config.get_rollout_fragment_length() * self.num_envs
+        self._closed, self._done_eps = [], set()
+        env_steps = agent_steps = 0
+        first_done = len(self._stats)
+        with self.own_torch_rng(), torch.inference_mode():
+            if num_episodes is not None or not self._episodes:
+                self._reset_all()  # whole episodes only: start every env afresh
+            while (
+                len(self._stats) - first_done < num_episodes
+                if num_episodes is not None
+                else env_steps < (num_timesteps or 0)
+            ):
+                actions = self._act(explore)
+                agent_steps += sum(len(a) for a in actions)
+                self._step(actions)
+                env_steps += self.num_envs
+        if num_episodes is not None:  # rows of unfinished episodes are dropped
+            self._closed = [r for r in self._closed if r[Columns.EPS_ID] in self._done_eps]
+            for ep in self._episodes:
+                ep.open_row.clear()
+        self._num_env_steps += env_steps
+        self._num_agent_steps += agent_steps
+        self.num_env_steps_sampled_lifetime += env_steps
+        self.num_agent_steps_sampled_lifetime += agent_steps
+        return self._collect()
+
+    def _reset_all(self) -> None:
+        queue: list[Row] = []
+        self._episodes = [self._reset(e, queue) for e in range(self.num_envs)]
+        self._to_module_space(queue)
+
+    def _reset(self, e: int, queue: list[Row]) -> _Episode:
+        """Resets env `e`; its agents' first observations join the step's `queue`."""
+        seed, self._seeds[e] = self._seeds[e], None  # seed once; later resets continue its RNG
+        obs, _ = self.envs[e].reset(seed=seed)
+        ep = _Episode(EpisodeInfo(self._next_episode_id, e, self.worker_index))
+        self._next_episode_id += 1
+        for agent, o in obs.items():
+            self._map(ep, agent)
+            queue.append(
+                {"env": e, "agent": agent, "module": ep.module_of[agent], "raw": o}
+                | {"start": True, "acts": True}
+            )
+        ep.observed, ep.acting = set(obs), list(obs)
+        return ep
+
+    def _map(self, ep: _Episode, agent: AgentID) -> None:
+        """Maps an agent to its module once per episode, when it first appears."""
+        if agent not in ep.module_of:
+            ep.module_of[agent] = self.config.policy_mapping_fn(agent, ep.info)
+            ep.eps_id[agent] = self._next_eps_id
+            self._next_eps_id += 1
+            ep.returns[agent] = ep.pending_reward[agent] = 0.0
+
+    def _act(self, explore: bool) -> list[dict[AgentID, object]]:
+        """One forward pass per module over its acting agents (all envs); opens their rows
+        and returns each env's action dict (in the env's acting order)."""
+        by_module: dict[ModuleID, list[tuple[int, AgentID]]] = {}
+        for e, ep in enumerate(self._episodes):
+            for agent in ep.acting:
+                by_module.setdefault(ep.module_of[agent], []).append((e, agent))
+        env_actions: dict[tuple[int, AgentID], object] = {}
+        for mid in self._module_ids:  # module order: the vectorized runner's RNG order
+            who = by_module.get(mid, [])
+            if not who:
+                continue
+            module = self.module[mid]
+            obs = np.stack([self._episodes[e].obs[a] for e, a in who])
+            batch = {Columns.OBS: torch.from_numpy(obs)}
+            out = module.forward_exploration(batch) if explore else module.forward_inference(batch)
+            data = self._module_to_env[mid](out, rl_module=module, explore=explore)
+            acts = env_actions_per_row(data, len(who))
+            for i, (e, agent) in enumerate(who):
+                row: Row = {
+                    "slot": e * len(self._agents) + self._agents.index(agent),
+                    "id": self._next_row_id,
+                    "module": mid,
+                    Columns.EPS_ID: self._episodes[e].eps_id[agent],
+                    Columns.OBS: obs[i],
+                    Columns.ACTIONS: cast(torch.Tensor, data[Columns.ACTIONS])[i].numpy(),
+                    Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS][i].numpy(),
+                }
+                if Columns.ACTION_LOGP in data:
+                    logp = cast(torch.Tensor, data[Columns.ACTION_LOGP])
+                    row[Columns.ACTION_LOGP] = logp[i].numpy()
+                self._next_row_id += 1
+                self._episodes[e].open_row[agent] = row
+                a = acts[i]
+                env_actions[(e, agent)] = a.item() if isinstance(a, np.generic) else a
+        return [{a: env_actions[(e, a)] for a in ep.acting} for e, ep in enumerate(self._episodes)]
+
+    def _step(self, actions: list[dict[AgentID, object]]) -> None:
+        """Steps every env and books what came back; resets envs whose episode is over."""
+        returns = []  # every env steps before flags are read (the order eps_ids follow)
+        for e, (env, ep) in enumerate(zip(self.envs, self._episodes, strict=True)):
+            obs, rewards, te, tr, _ = env.step(actions[e])
+            ep.length += 1
+            for agent in (*obs, *rewards):
+                self._map(ep, agent)
+            for agent, r in rewards.items():
+                ep.pending_reward[agent] += float(cast(float, r))
+                ep.returns[agent] += float(cast(float, r))
+            returns.append((obs, te, tr))
+        queue: list[Row] = []
+        over: list[tuple[int, bool]] = []
+        for e, (obs, te, tr) in enumerate(returns):
+            ep = self._episodes[e]
+            te_all, tr_all = bool(te.get(ALL_AGENTS)), bool(tr.get(ALL_AGENTS))
+            ep.acting = []
+            for agent, o in obs.items():
+                term, trunc = bool(te.get(agent)), bool(tr.get(agent))
+                if (te_all or tr_all) and not (term or trunc):  # "__all__": agents w/o flags
+                    term, trunc = te_all, not te_all
+                entry = {"env": e, "agent": agent, "module": ep.module_of[agent], "raw": o}
+                entry["acts"] = not (term or trunc)
+                entry["start"] = agent not in ep.observed  # first obs of its episode
+                ep.observed.add(agent)
+                queue.append(entry)
+                self._close(ep, agent, term, trunc, new_obs=entry)
+                if entry["acts"]:
+                    ep.acting.append(agent)
+            done_te = [a for a, v in te.items() if v and a != ALL_AGENTS and a not in obs]
+            done_tr = [a for a, v in tr.items() if v and a != ALL_AGENTS and a not in obs]
+            for agent in dict.fromkeys((*done_te, *done_tr)):  # done without a final obs
+                self._map(ep, agent)
+                self._close(ep, agent, agent in done_te, agent not in done_te, new_obs=None)
+            if te_all or tr_all:
+                over.append((e, te_all))
+        for e, terminated in over:
+            ep = self._episodes[e]
+            for agent in list(ep.open_row):  # episode over: open rows close with "__all__"
+                self._close(ep, agent, terminated, not terminated, new_obs=None)
+            part = sorted(ep.module_of, key=self._agents.index)  # agents that took part
+            self._stats.add(
+                ep.length,
+                np.array([self._agents.index(a) for a in part], np.int64),
+                np.array([ep.returns[a] for a in part]),
+                np.array([self._module_ids.index(ep.module_of[a]) for a in part], np.int64),
+            )
+            self._done_eps.update(ep.eps_id.values())
+            self._episodes[e] = self._reset(e, queue)
+        self._to_module_space(queue)
+
+    def _close(
+        self, ep: _Episode, agent: AgentID, term: bool, trunc: bool, new_obs: Row | None
+    ) -> None:
+        """Completes the agent's open row, if any; `new_obs`: the queue entry of its next
+        observation (None: the row's own obs stands in)."""
+        row = ep.open_row.pop(agent, None)
+        if row is None:
+            return
+        row[Columns.REWARDS] = ep.pending_reward[agent]
+        ep.pending_reward[agent] = 0.0
+        row[Columns.TERMINATEDS], row[Columns.TRUNCATEDS] = term, trunc
+        row["next"] = new_obs
+        self._closed.append(row)
+
+    def _to_module_space(self, queue: list[Row]) -> None:
+        """Runs each module's env-to-module pipeline on its agents' observations of the
+        step (all envs, in queue order); stores what each agent acts on next."""
+        by_module: dict[ModuleID, list[Row]] = {}
+        for entry in queue:
+            by_module.setdefault(cast(ModuleID, entry["module"]), []).append(entry)
+        for mid, entries in by_module.items():
+            obs = stack_observations(self._spaces.raw[mid][0], [e["raw"] for e in entries])
+            pipeline = self._spaces.env_to_module.get(mid)
+            if pipeline is not None and len(pipeline):
+                starts = np.array([e["start"] for e in entries])
+                obs = pipeline(obs, episode_starts=starts)
+            for i, entry in enumerate(entries):
+                entry["obs"] = cast(Array, obs)[i]
+                if entry["acts"]:
+                    ep = self._episodes[cast(int, entry["env"])]
+                    ep.obs[cast(AgentID, entry["agent"])] = cast(Array, obs)[i]
+
+    def _collect(self) -> SampleResult:
+        """The closed rows as per-module batches, ordered by slot, then time."""
+        result: SampleResult = {}
+        for mid in self._module_ids:
+            rows = sorted(
+                (r for r in self._closed if r["module"] == mid),
+                key=lambda r: (cast(int, r["slot"]), cast(int, r["id"])),
+            )
+            if not rows:
+                continue
+            for r in rows:  # None: done without a next obs, the row's own obs stands in
+                next_entry = cast("Row | None", r.pop("next"))
+                r[Columns.NEXT_OBS] = r[Columns.OBS] if next_entry is None else next_entry["obs"]
+            keys = [k for k in rows[0] if k not in ("slot", "id", "module")]
+            batch = {k: np.stack([np.asarray(r[k]) for r in rows]) for k in keys}
+            batch[Columns.REWARDS] = batch[Columns.REWARDS].astype(np.float32)
+            eps = batch[Columns.EPS_ID]
+            ends = cast(BoolArray, batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS])
+            ends[:-1] |= eps[1:] != eps[:-1]  # a new agent-episode (eps_ids differ per slot)
+            ends[-1] = True
+            batch[Columns.SEQ_ENDS] = ends
+            add_action_logp(batch, self.module[mid])
+            result[mid] = batch
+        self._closed = []
+        return result
+
+    # ------------------------------------------------------------------ metrics and state
+    def get_metrics(self) -> MetricsDict:
+        metrics = {
+            **self._stats.export(),
+            "num_env_steps": self._num_env_steps,
+            "num_agent_steps": self._num_agent_steps,
+            "num_sub_env_restarts": 0,
+        }
+        self._num_env_steps = self._num_agent_steps = 0
+        return metrics
+
+    def get_state(
+        self,
+        components: Components = None,
+        *,
+        not_components: Components = None,
+        **kwargs: object,
+    ) -> StateDict:
+        weights = self.module.get_state(inference_only=True)
+        return {
+            "rl_module": {mid: {k: v.numpy() for k, v in s.items()} for mid, s in weights.items()},
+            "env_to_module": {
+                mid: s for mid, p in self._spaces.env_to_module.items() if (s := p.get_state())
+            },
+        }
+
+    def set_state(self, state: StateDict) -> None:
+        """Restores the weights and env-to-module states of `get_state()` (either may be
+        missing)."""
+        state = self._drop_stale_weights(state)
+        if "rl_module" in state:
+            self.module.set_state(cast(dict, state["rl_module"]))
+        for mid, s in cast(
+            "dict[ModuleID, dict[str, object]]", state.get("env_to_module", {})
+        ).items():
+            self._spaces.env_to_module[mid].set_state(s)
+
+    def stop(self) -> None:
+        for env in self.envs:
+            env.close()
