@@ -75,6 +75,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+_NO_SLOTS: IntArray = np.zeros(0, np.int64)
+"""An env's acting slots when none of its agents acts next."""
+
+
 class MultiAgentEnvRunner(EnvRunner):
     """Steps `num_envs_per_env_runner` MultiAgentEnvs; one forward pass per execution group
     (stack group, or unstacked module) per step.
@@ -409,7 +413,9 @@ class MultiAgentEnvRunner(EnvRunner):
         self._step_obs = StepObservations()
         self._num_acting = 0  # acting agents so far in this step
         self._acting_agents = [()] * self.num_envs
-        self._acting_slots = list(self._acting_slots)
+        # no env's agents act next until _set_acting says so (an env whose observers were
+        # all done acts with nobody: it must not keep an earlier step's slots)
+        self._acting_slots = [_NO_SLOTS] * self.num_envs
         self._acting_offset = [0] * self.num_envs
 
     def _add_observations(

@@ -1,0 +1,104 @@
+"""Stacked against unstacked `train()`: the default (`stack_modules=True`, groups of at least
+rlmod.core.stacked.MIN_STACK_SIZE) must be within 5% of the faster of the two at every
+point, and within 20% with a CPU-bound torch process running on each core (`--busy`).
+
+MultiAgentCartPole with 2 agents per module, PPO's defaults except `num_epochs`; each
+case is a fresh child process that builds the Algorithm, runs one untimed `train()`
+(first-call costs) and times the second; default and unstacked alternate in each round.
+
+    python benchmarks/stacking_default.py [--modules 2 10 100] [--epochs 1 5 30]
+        [--rounds 2] [--busy]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from _common import header, summary, table
+
+CHILD = r"""
+import sys, time
+from rlmod.algorithms.ppo import PPOConfig
+from rlmod.testing import MultiAgentCartPole
+stack, m, epochs = sys.argv[1] == "1", int(sys.argv[2]), int(sys.argv[3])
+config = (
+    PPOConfig()
+    .environment(MultiAgentCartPole, env_config={"num_agents": 2 * m})
+    .multi_agent(
+        policies={f"p{i}" for i in range(m)},
+        policy_mapping_fn=lambda aid, ep, m=m, **kw: f"p{aid % m}",
+        stack_modules=stack,
+    )
+    .training(num_epochs=epochs)
+)
+algo = config.build_algo()
+algo.train()
+start = time.perf_counter()
+algo.train()
+print(time.perf_counter() - start)
+"""
+
+HOG = "import torch\ntorch.set_num_threads(1)\na = torch.randn(256, 256)\nwhile True: a = torch.tanh(a @ a)"
+
+
+def timed(stack: bool, modules: int, epochs: int) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(int(stack)), str(modules), str(epochs)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--modules", type=int, nargs="+", default=[2, 10, 100])
+    parser.add_argument("--epochs", type=int, nargs="+", default=[1, 5, 30])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--busy", action="store_true", help="a CPU-bound process per core")
+    args = parser.parse_args()
+    header("Stacked vs unstacked train(): the default against the faster of the two")
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(2)] if args.busy else []
+    rows, worst = [], 0.0
+    try:
+        for m in args.modules:
+            for epochs in args.epochs:
+                times: dict[bool, list[float]] = {True: [], False: []}
+                for r in range(args.rounds):
+                    for stack in (True, False) if r % 2 == 0 else (False, True):
+                        times[stack].append(timed(stack, m, epochs))
+                default, alone = min(times[True]), min(times[False])
+                ratio = default / min(default, alone)
+                worst = max(worst, ratio)
+                rows.append(
+                    {
+                        "modules": m,
+                        "epochs": epochs,
+                        "default s": f"{default:.2f}",
+                        "unstacked s": f"{alone:.2f}",
+                        "default / faster": f"{ratio:.2f}",
+                    }
+                )
+    finally:
+        for hog in hogs:
+            hog.kill()
+    load = "beside 2 CPU-bound processes" if args.busy else "quiet"
+    table(rows, ["modules", "epochs", "default s", "unstacked s", "default / faster"])
+    print(
+        f"second train(), least of {args.rounds} rounds, {load}; target <= "
+        f"{1.20 if args.busy else 1.05}"
+    )
+    summary(
+        "stacked vs unstacked train(), the default against the faster",
+        rlmod=f"default, worst point {worst:.2f} of the faster",
+        peer="-",
+        limit="the faster of stacked / unstacked",
+        ratio=f"{worst:.2f}",
+    )
+
+
+if __name__ == "__main__":
+    main()
