@@ -42,6 +42,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "off_policy": (SEEDS, ["--seeds", "0"]),
     "offline": ([], ["--seeds", "0", "--read-rounds", "15"]),
     "ray_sampling": ([], ["--steps", "32000", "--repeats", "2"]),
+    "stacking_default": ([], ["--modules", "2", "10", "100", "--epochs", "1", "5"]),
 }
 
 
