@@ -189,7 +189,6 @@ class TrainStack:
         self.module_ids = group.module_ids
         self.fast_train = StackedTraining.of(group)  # forward_train's fast path, or None
         self.ids: list[ModuleID] = []
-        self.position: dict[ModuleID, int] = {}
         self.order = np.zeros(0, dtype=np.int64)
         self.configs: list[AlgorithmConfig] = []
         self.work: GroupAdam | None = None
@@ -205,7 +204,7 @@ class TrainStack:
         self._in_order: list[TensorDict] | None = None  # whole-batch minibatches, cached
         self._logs: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = defaultdict(list)
         self._pending: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        # early stops (Learner.stop_early_group): per working position, and this
+        # early stops (Learner.stop_early with a bucket): per working position, and this
         # minibatch's request (exceeded, checked)
         self.stopped = np.zeros(0, dtype=bool)
         self.stop_checked = np.zeros(0, dtype=bool)
@@ -237,7 +236,6 @@ class TrainStack:
         by_rows = np.argsort(-k, kind="stable")
         self.order = np.array([present[j][0] for j in by_rows.tolist()], dtype=np.int64)
         self.ids = [present[j][1] for j in by_rows.tolist()]
-        self.position = {m: j for j, m in enumerate(self.ids)}
         self.stopped = np.zeros(len(self.ids), dtype=bool)
         self.stop_checked = np.zeros(len(self.ids), dtype=bool)
         self.configs = [configs[m] for m in self.ids]
@@ -398,7 +396,7 @@ class TrainStack:
         limits: torch.Tensor,
         positions: slice[int, int, None] | None = None,
     ) -> None:
-        """Learner.stop_early_group for the current minibatch: `values`, `limits` `[W]` or
+        """Learner.stop_early of a bucket, for the current minibatch: `values`, `limits` `[W]` or
         those of the modules at working `positions` (an inf limit: no check)."""
         exceeded, checked = values.detach() > limits, torch.isfinite(limits)
         if positions is None:
