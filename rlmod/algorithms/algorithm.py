@@ -25,7 +25,6 @@ from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.rl_module import RLModule
 from rlmod.env.env_runner_group import EnvRunnerGroup
 from rlmod.errors import CheckpointError, UnknownModuleIDError
-from rlmod.fast_paths import use_plain_paths
 from rlmod.utils import checkpoints
 from rlmod.utils.checkpoints import Checkpointable, read_metadata, select_components
 from rlmod.utils.metrics import EpisodeMetrics
@@ -86,7 +85,6 @@ class Algorithm(Checkpointable):
         threads, callbacks, metric windows and loggers, no evaluation group yet."""
         config = self.config
         seed_everything(config.seed)
-        use_plain_paths(config)  # before anything is built: rlmod/fast_paths.py
         torch.set_num_threads(config.num_threads_per_learner or 1)  # None: auto (1 here)
         self.callbacks = Callbacks.from_config(config)
         self.metrics_logger = MetricsLogger()  # Algorithm-side hooks log here: result[key]

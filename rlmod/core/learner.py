@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar, cast
 
@@ -428,13 +428,12 @@ class Learner(Checkpointable):
         assert isinstance(total, torch.Tensor)
         total.backward()
         for stack, loss_vec in group_losses:
-            self.stacked.step(
-                stack,
-                loss_vec,
-                guard=self._guard_non_finite,
-                on_skip=self._count_non_finite,
-                on_step=self._reset_streaks,
+            group_stepped = self.stacked.step(
+                stack, loss_vec, guard=self._guard_non_finite, on_skip=self._count_non_finite
             )
+            if any(self._non_finite_streak.values()):  # stepped modules end their run
+                for i in np.flatnonzero(group_stepped).tolist():
+                    self._non_finite_streak[stack.ids[i]] = 0
         if self._world_size > 1:
             data_parallel.all_reduce_gradients(self._optimizers, _num_rows(mb), self.device)
         for mid in mb:
@@ -468,12 +467,6 @@ class Learner(Checkpointable):
         """`compute_losses` of a stacked group's row bucket, `[m]`."""
         fwd = bucket.call_padded("forward_train", cols)
         return self.compute_losses(group=bucket, configs=bucket.configs, batch=cols, fwd_out=fwd)
-
-    def _reset_streaks(self, stepped: Iterable[ModuleID]) -> None:
-        """Modules stepped in a stacked group end their run of non-finite minibatches."""
-        if any(self._non_finite_streak.values()):
-            for mid in stepped:
-                self._non_finite_streak[mid] = 0
 
     def _skip_non_finite(
         self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor | None, marks: Mapping[str, int]

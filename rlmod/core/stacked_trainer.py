@@ -21,7 +21,7 @@ from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.optim import AdamSlot, GroupAdam
 from rlmod.core.stacked import MIN_STACK_SIZE, find_stack_groups
-from rlmod.core.types import IntArray
+from rlmod.core.types import BoolArray, IntArray
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
@@ -141,12 +141,11 @@ class StackedTrainer:
         *,
         guard: bool,
         on_skip: SkipHook,
-        on_step: Callable[[Iterable[ModuleID]], None],
-    ) -> None:
+    ) -> BoolArray:
         """The step of a group after backward, per module as a module alone steps
         (gradient norm, non-finite guard, clipping, Adam) on `[W]` vectors; a module
-        with a NaN/inf loss or gradient (`on_skip`), or stopped early, is not stepped;
-        `on_step` gets the modules that stepped."""
+        with a NaN/inf loss or gradient (`on_skip`), or stopped early, is not stepped.
+        Returns which of `stack.ids` stepped."""
         active = ~stack.resolve_stops()  # [W] numpy: the modules that step
         clip_list = [math.inf if c.grad_clip is None else float(c.grad_clip) for c in stack.configs]
         any_clip = any(math.isfinite(c) for c in clip_list)
@@ -162,7 +161,7 @@ class StackedTrainer:
             stack.log({"gradients_default_optimizer_global_norm": norms}, torch.isfinite(clips))
         stack.commit(torch.from_numpy(active).to(self.device))
         stack.step(active)
-        on_step(stack.ids[i] for i in np.flatnonzero(active).tolist())
+        return active
 
     # ------------------------------------------------------------------ from the loss
     def log(

@@ -61,15 +61,15 @@ class PPOLearner(Learner):
         # its gradient would be exactly 0 (bit-identical weights, fewer backward kernels)
         kl_in_loss = any(use_kl)
         entropy_in_loss = any(c.entropy_coeff for c in configs)
-        dist = group.action_dist(fwd_out[Columns.ACTION_DIST_INPUTS])
+        dist_inputs = fwd_out[Columns.ACTION_DIST_INPUTS]
+        old_inputs = batch[Columns.ACTION_DIST_INPUTS]
+        dist = group.action_dist(dist_inputs)
         logp = dist.logp(batch[Columns.ACTIONS])  # [M, B]
         ratio = torch.exp(logp - batch[Columns.ACTION_LOGP])
         advantages = batch[Columns.ADVANTAGES]
         surrogate = torch.min(
             ratio * advantages, _clamp(ratio, 1.0 - clip, 1.0 + clip) * advantages
         )
-        dist_inputs = fwd_out[Columns.ACTION_DIST_INPUTS]
-        old_inputs = batch[Columns.ACTION_DIST_INPUTS]
         # Diagnostics the loss does not need are logged as rows (`log_rows`): for a module
         # trained alone, computed once per update for all minibatches.
         early_stop = any(c.kl_early_stop is not None for c in configs)
@@ -92,7 +92,8 @@ class PPOLearner(Learner):
         vf_targets = batch[Columns.VALUE_TARGETS]
         vf_loss_unclipped = (vf_preds - vf_targets).pow(2)
         vf_loss = vf_loss_unclipped
-        if any(c.vf_clip_param is not None for c in configs):
+        vf_clipped = any(c.vf_clip_param is not None for c in configs)
+        if vf_clipped:
             vf_loss = _clamp(vf_loss_unclipped, None, setting("vf_clip_param", column=True))
         vf_loss = group.mean(vf_loss)
         policy_loss = -group.mean(surrogate)
@@ -111,9 +112,7 @@ class PPOLearner(Learner):
             total_loss=total,
             policy_loss=policy_loss,
             vf_loss=vf_loss,
-            vf_loss_unclipped=vf_loss
-            if not any(c.vf_clip_param is not None for c in configs)
-            else group.mean(vf_loss_unclipped.detach()),
+            vf_loss_unclipped=group.mean(vf_loss_unclipped.detach()) if vf_clipped else vf_loss,
         )
         self.log_rows(group, "vf_explained_var", _explained_var, vf_targets, vf_preds)
         self.log_rows(group, "clip_fraction", partial(_clip_fraction, clip), ratio)
