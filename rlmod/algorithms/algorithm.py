@@ -333,12 +333,13 @@ class Algorithm(Checkpointable):
         hold what they held before the call.
         """
         _check_counters(state)
-        unknown = sorted(set(state) - set(self._state_setters()))
+        parts = sorted(self._state_setters())
+        unknown = sorted(set(state) - set(parts))
         if unknown:
             raise CheckpointError(
                 f"The state holds parts this {type(self).__name__} does not have: "
-                f"{unknown}.{did_you_mean(unknown[0], self._state_setters())} Its parts are "
-                f"{sorted(self._state_setters())}; nothing was changed."
+                f"{unknown}.{did_you_mean(unknown[0], parts)} Its parts are {parts}; nothing "
+                "was changed."
             )
         with self._all_or_nothing(self._state_backup(state)):
             self._apply_state(state)
