@@ -9,7 +9,6 @@ in RLlib, in `compute_loss_for_module` (then modules train one by one).
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar, cast
@@ -23,19 +22,14 @@ from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
 from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack
 from rlmod.core.loss_group import ColumnMap, LossGroup, OneModule
-from rlmod.core.minibatch_stats import GroupReduce, Logged, RowStat, mean_over_minibatches
+from rlmod.core.minibatch_stats import GroupReduce, RowStat
 from rlmod.core.module_weights import numpy_weights
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.optim import (
-    Adam,
-    AdamSlot,
-    OptimizerStates,
-    grad_norm,
-    update_is_finite,
-)
+from rlmod.core.optim import Adam, AdamSlot, OptimizerStates
 from rlmod.core.stacked_trainer import StackedTrainer
+from rlmod.core.train_alone import TrainAlone
 from rlmod.core.types import Array, Components, IntArray, StateDict, StateValue
-from rlmod.errors import NonFiniteUpdateError
+from rlmod.core.update_guard import NonFiniteGuard
 from rlmod.fast_paths import plain_paths, use_plain_paths
 from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.gc_pause import gc_paused
@@ -49,8 +43,6 @@ _R = TypeVar("_R")
 
 LR_KEY = "default_optimizer_learning_rate"
 """RLlib's result key of a module's learning rate (`<optimizer name>_learning_rate`)."""
-GRAD_NORM_KEY = "gradients_default_optimizer_global_norm"
-"""RLlib's result key of a module's gradient norm before clipping."""
 
 NumpyBatch = Mapping[ModuleID, Mapping[str, Array]]
 """Per module ID, its rows as numpy columns: what Learners receive (a `SampleResult`)."""
@@ -66,18 +58,15 @@ class Learner(Checkpointable):
     Modules not in `policies_to_train` are never stepped. A module that brings its own
     loss (`compute_self_supervised_loss`, e.g. a curiosity model) is trained with it.
 
-    Stacking (`stack_modules`, on by default): trainable modules of one architecture
-    (rlmod.core.stacked) train as one group: one `compute_losses` call, one
-    backward pass and one GroupAdam step per group and minibatch, with each module's own
-    lr, schedule, gradient clip, guard and logs; `_optimizers[module_id]` is then that
-    module's AdamSlot. Results, checkpoints and weights are those of training each module
-    alone (within float rounding). Learners that train data-parallel, or whose loss is
-    RLlib's per-module `compute_loss_for_module` only, train module by module.
-
-    Numerical guard: a minibatch whose loss or gradient norm is NaN/inf does not step that
-    module (weights and optimizer state stay bit-identical) and its logged diagnostics are
-    left out of the means; `num_non_finite_updates` counts such minibatches per module, and
-    `max_consecutive_non_finite_updates` in a row raise NonFiniteUpdateError.
+    Modules train in step units, each stepped by one `NonFiniteGuard.step`
+    (rlmod.core.update_guard: early stop, clipping, the NaN/inf guard, Adam): a module
+    alone (TrainAlone), or with `stack_modules` (on by default) a group of modules of one
+    architecture (StackedTrainer: one `compute_losses` call, one backward pass and one
+    GroupAdam step per group and minibatch, each module with its own lr, schedule, clip,
+    guard and logs; `_optimizers[module_id]` is then that module's AdamSlot). Results,
+    checkpoints and weights are those of training each module alone (within float
+    rounding). Learners that train data-parallel, or whose loss is RLlib's per-module
+    `compute_loss_for_module`, train module by module.
     """
 
     def __init__(self, *, config: AlgorithmConfig, module_spec: MultiRLModuleSpec) -> None:
@@ -86,17 +75,12 @@ class Learner(Checkpointable):
         self.module_spec = module_spec
         self.module: MultiRLModule | None = None
         self._optimizers: dict[ModuleID, Adam | AdamSlot] = {}
-        self._group_means: dict[ModuleID, dict[str, float]] = {}
         self._optimizer_states = OptimizerStates(self._optimizers)
-        self._logged: dict[ModuleID, dict[str, list[Logged]]] = {}
-        self._num_non_finite: dict[ModuleID, int] = {}  # skipped minibatches, this update
-        self._non_finite_streak: dict[ModuleID, int] = {}  # skipped in a row, across updates
-        # early stops (stop_early) of modules trained one by one: this minibatch's
-        # requests, and the modules checked / stopped in this update
-        self._stop_requests: dict[ModuleID, tuple[torch.Tensor, float]] = {}
-        self._stop_checked: set[ModuleID] = set()
-        self._stopped: set[ModuleID] = set()
-        self._guard_non_finite = True  # benchmarks/guard_overhead.py turns it off to compare
+        self._alone: dict[ModuleID, TrainAlone] = {}  # the modules not stacked
+        self._group_means: dict[ModuleID, dict[str, float]] = {}  # stacked, last update
+        self.trained_module_ids: list[ModuleID] = []
+        """The modules the last (or current) update trained."""
+        self.guard = NonFiniteGuard(config.max_consecutive_non_finite_updates)
         self._defer_diagnostics = not plain_paths()  # log_rows of one module: per update
         self._rng = np.random.default_rng(config.seed)
         self._world_size = 1  # Learners training data-parallel (setup_data_parallel)
@@ -126,11 +110,15 @@ class Learner(Checkpointable):
         trainable = {mid: [p for _, p in pairs] for mid, pairs in named.items()}
         names = {mid: [n for n, _ in pairs] for mid, pairs in named.items()}
         slots = self._build_stacks(trainable, names)
+        self._alone = {}
         for mid, params in trainable.items():  # module order, stacked or not
             cfg = self.config.get_config_for_module(mid)
-            self._optimizers[mid] = slots.get(mid) or Adam(
-                params, lr=scheduled_value(cfg.lr, 0), names=names[mid]
-            )
+            if mid in slots:
+                self._optimizers[mid] = slots[mid]
+                continue
+            adam = Adam(params, lr=scheduled_value(cfg.lr, 0), names=names[mid])
+            self._optimizers[mid] = adam
+            self._alone[mid] = TrainAlone(mid, adam, cfg)
         # Counted once: a sum over all parameters on every update was 4% of a DQN step.
         self._num_parameters = {
             mid: sum(p.numel() for p in sub.parameters()) for mid, sub in self.module.items()
@@ -161,21 +149,16 @@ class Learner(Checkpointable):
     def _can_stack(self) -> bool:
         """Whether this Learner trains stacked groups: `stack_modules` is on, it trains on
         one process, its MultiRLModule is the plain one (a subclass may route batches
-        through shared parts), and its loss is `compute_losses` (a class that overrides
-        `compute_loss_for_module` below the one that implements `compute_losses` may
-        compute something else per module: it is trained module by module)."""
-
-        def owner(name: str) -> type:
-            return next(k for k in type(self).__mro__ if name in k.__dict__)
-
-        group_owner = owner("compute_losses")
+        through shared parts), and its loss is `compute_losses` alone (a class that
+        overrides `compute_loss_for_module` may compute something else per module)."""
+        cls = type(self)
         return (
             bool(getattr(self.config, "stack_modules", False))
             and not plain_paths()
             and self._world_size == 1
             and type(self.module) is MultiRLModule
-            and group_owner is not Learner
-            and issubclass(group_owner, owner("compute_loss_for_module"))
+            and cls.compute_losses is not Learner.compute_losses
+            and cls.compute_loss_for_module is Learner.compute_loss_for_module
         )
 
     def setup_data_parallel(self, *, rank: int, world_size: int, init_method: str) -> None:
@@ -267,16 +250,26 @@ class Learner(Checkpointable):
             ok = None if valid is None else torch.tensor(list(valid), device=self.device)
             self.stacked.log(where, tensors, ok)
             return
-        if valid is not None and not valid[0]:
-            return
-        module_id = where if isinstance(where, str) else where.module_ids[0]
-        bucket = self._logged.setdefault(module_id, defaultdict(list))
-        for key, value in values.items():
-            bucket[key].append(
-                value.detach()  # 0-d, or [1] from a LossGroup of one module
-                if isinstance(value, torch.Tensor)
-                else torch.tensor(float(value), device=self.device)
+        if valid is None or valid[0]:
+            self._alone_of(where).log(
+                {
+                    k: v
+                    if isinstance(v, torch.Tensor)
+                    else torch.tensor(float(v), device=self.device)
+                    for k, v in values.items()
+                }
             )
+
+    def _alone_of(self, where: ModuleID | LossGroup) -> TrainAlone:
+        """The TrainAlone of a module ID or of a LossGroup of one module."""
+        mid = where if isinstance(where, str) else where.module_ids[0]
+        if mid not in self._alone:
+            raise ValueError(
+                f"Module {mid!r} does not train alone in this Learner (it is stacked, not "
+                "trainable, or unknown): log and stop_early take a stacked module's values "
+                "through the group of compute_losses."
+            )
+        return self._alone[mid]
 
     def log_rows(
         self, where: LossGroup, key: str, reduce: GroupReduce, *rows: torch.Tensor
@@ -289,9 +282,8 @@ class Learner(Checkpointable):
         per minibatch; rlmod.core.minibatch_stats); the rows are kept (detached) until
         then. For a stacked group it is computed now."""
         if isinstance(where, OneModule) and self._defer_diagnostics:
-            entries = self._logged.setdefault(where.module_ids[0], defaultdict(list))
             rows_alone = tuple(r.detach() for r in rows)  # [1, B, ...]
-            entries[key].append(RowStat(partial(reduce, where.rows), rows_alone))
+            self._alone_of(where).log({key: RowStat(partial(reduce, where.rows), rows_alone)})
             return
         with torch.no_grad():
             self.log(where, **{key: reduce(where, *rows)})
@@ -311,18 +303,16 @@ class Learner(Checkpointable):
             limits = torch.as_tensor(limit, device=self.device).expand(len(where))
             self.stacked.request_stop(where, value, limits)
             return
-        module_id = where if isinstance(where, str) else where.module_ids[0]
         limit = float(limit.reshape(-1)[0]) if isinstance(limit, torch.Tensor) else limit
         if math.isfinite(limit):
-            self._stop_requests[module_id] = (value.detach().reshape(()), limit)
+            self._alone_of(where).request_stop(value, limit)
 
     def logged_mean(self, module_id: ModuleID, key: str) -> float | None:
         """The mean of what `module_id` logged under `key` in the last update, over the
         minibatches it was stepped in (None if it logged nothing under `key`)."""
-        if module_id in self._group_means:
-            return self._group_means[module_id].get(key)
-        values = self._logged.get(module_id, {}).get(key)
-        return mean_over_minibatches(values) if values else None
+        if module_id in self._alone:
+            return self._alone[module_id].logged_mean(key)
+        return self._group_means.get(module_id, {}).get(key)
 
     def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
         """Hook after all epochs of an update (e.g. PPO's adaptive KL coefficient)."""
@@ -354,10 +344,11 @@ class Learner(Checkpointable):
         for mid in trainable:
             for group in self._optimizers[mid].param_groups:
                 group["lr"] = scheduled_value(configs[mid].lr, now)
-        self._logged = {}
+            if mid in self._alone:
+                self._alone[mid].start_update(configs[mid])
+        self.trained_module_ids = trainable
         self._group_means = {}
-        self._num_non_finite = dict.fromkeys(trainable, 0)
-        self._stop_checked, self._stopped = set(), set()
+        self.guard.start_update(trainable)
         num_rows = _num_rows({m: batch[m] for m in trainable})
         num_steps, size = self._minibatch_plan(num_rows)
         try:
@@ -371,21 +362,19 @@ class Learner(Checkpointable):
         finally:  # the working rows go back into the modules, also when a guard raised
             self.stacked.finish_update()
         self.after_gradient_based_update(timesteps=timesteps)
-        results = {
-            mid: {k: mean_over_minibatches(v) for k, v in logged.items() if v}
-            for mid, logged in self._logged.items()
-        }
-        for mid, means in self._group_means.items():
-            results.setdefault(mid, {}).update(means)
-        stops.update((mid, mid in self._stopped) for mid in self._stop_checked)
-        for mid, stopped in stops.items():
-            results.setdefault(mid, {})["early_stopped"] = float(stopped)
+        results: dict[str, dict[str, float]] = {}
         for mid in trainable:
-            results.setdefault(mid, {})[LR_KEY] = self._optimizers[mid].param_groups[0]["lr"]
+            alone = self._alone.get(mid)
+            results[mid] = alone.means() if alone else self._group_means.get(mid, {})
+            if alone:
+                stops.update(alone.early_stops())
+            if mid in stops:
+                results[mid]["early_stopped"] = float(stops[mid])
+            results[mid][LR_KEY] = self._optimizers[mid].param_groups[0]["lr"]
             results[mid]["num_module_steps_trained"] = num_rows[mid] * self.config.num_epochs
-            results[mid]["num_non_finite_updates"] = self._num_non_finite[mid]
+            results[mid]["num_non_finite_updates"] = self.guard.counts[mid]
         results[ALL_MODULES] = {
-            "num_non_finite_updates": sum(self._num_non_finite.values()),
+            "num_non_finite_updates": sum(self.guard.counts.values()),
             "num_module_steps_trained": sum(num_rows.values()) * self.config.num_epochs,
             "num_trainable_parameters": sum(self._num_parameters[m] for m in trainable),
         }
@@ -398,118 +387,33 @@ class Learner(Checkpointable):
         configs: Mapping[ModuleID, AlgorithmConfig],
     ) -> None:
         """One minibatch: every module's loss (stacked groups' as one `[M]` vector), one
-        backward pass for all, then a guarded, clipped optimizer step per module/group."""
+        backward pass for all, then one guarded step per module alone or group."""
         assert self.module is not None
-        total: torch.Tensor | float = 0.0
-        losses: dict[ModuleID, torch.Tensor] = {}
-        # logged entries before this minibatch, so a skipped minibatch's can be dropped
-        marks = {mid: {k: len(v) for k, v in self._logged.get(mid, {}).items()} for mid in mb}
         # One forward_train of the MultiRLModule, so that a subclass can route all
         # modules' batches through shared parts (RLlib's Learner does the same).
         fwd_outs = self.module.forward_train(mb) if mb else {}
+        total: torch.Tensor | float = 0.0
+        units: list[tuple[TrainAlone | TrainStack, torch.Tensor]] = []
         for mid, cols in mb.items():
-            module = self.module[mid]
-            fwd_out = fwd_outs[mid]
-            own_loss = find_self_supervised_loss(module)
-            if own_loss is not None:
-                loss = own_loss(
-                    learner=self, module_id=mid, config=configs[mid], batch=cols, fwd_out=fwd_out
-                )
-            else:
-                loss = self.compute_loss_for_module(
-                    module_id=mid, config=configs[mid], batch=cols, fwd_out=fwd_out
-                )
-            losses[mid] = loss
+            own_loss = find_self_supervised_loss(self.module[mid])
+            loss_of = partial(own_loss, learner=self) if own_loss else self.compute_loss_for_module
+            loss = loss_of(module_id=mid, config=configs[mid], batch=cols, fwd_out=fwd_outs[mid])
             total = total + loss
+            units.append((self._alone[mid], loss.detach().reshape(1)))
+            self._optimizers[mid].zero_grad(set_to_none=True)
         stacked_total, group_losses = self.stacked.losses(stack_mbs, self._bucket_losses)
         total = total + stacked_total
-        for mid in mb:
-            self._optimizers[mid].zero_grad(set_to_none=True)
         assert isinstance(total, torch.Tensor)
         total.backward()
-        for stack, loss_vec in group_losses:
-            group_stepped = self.stacked.step(
-                stack, loss_vec, guard=self._guard_non_finite, on_skip=self._count_non_finite
-            )
-            if any(self._non_finite_streak.values()):  # stepped modules end their run
-                for i in np.flatnonzero(group_stepped).tolist():
-                    self._non_finite_streak[stack.ids[i]] = 0
         if self._world_size > 1:
             data_parallel.all_reduce_gradients(self._optimizers, _num_rows(mb), self.device)
-        for mid in mb:
-            if (request := self._stop_requests.pop(mid, None)) is not None:
-                self._stop_checked.add(mid)
-                if float(request[0]) > request[1]:
-                    self._stopped.add(mid)
-            if mid in self._stopped:
-                self._drop_logged(mid, marks[mid])
-                continue
-            clip = configs[mid].grad_clip
-            optimizer = self._optimizers[mid]
-            if clip is None and self._guard_non_finite and isinstance(optimizer, Adam):
-                # the check on the step's own gradient list (Adam.step, guard_loss)
-                stepped = optimizer.step(guard_loss=losses[mid])
-                norm = None
-            else:
-                params = optimizer.params
-                norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None else None
-                stepped = not self._guard_non_finite or update_is_finite(losses[mid], norm, params)
-                if stepped:
-                    optimizer.step()
-            if not stepped:
-                self._skip_non_finite(mid, losses[mid], norm, marks[mid])
-                continue
-            self._non_finite_streak[mid] = 0
-            if norm is not None:
-                self.log(mid, **{GRAD_NORM_KEY: norm})
+        for unit, losses in [*units, *group_losses]:
+            self.guard.step(unit, losses)
 
     def _bucket_losses(self, bucket: StackBucket, cols: dict[str, torch.Tensor]) -> torch.Tensor:
         """`compute_losses` of a stacked group's row bucket, `[m]`."""
         fwd = bucket.call_padded("forward_train", cols)
         return self.compute_losses(group=bucket, configs=bucket.configs, batch=cols, fwd_out=fwd)
-
-    def _skip_non_finite(
-        self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor | None, marks: Mapping[str, int]
-    ) -> None:
-        """Leaves module `mid` unstepped for this minibatch, drops what it logged for it
-        from the means, and raises after `max_consecutive_non_finite_updates` in a row."""
-        terms = {
-            k: float(e.value() if isinstance(e := v[-1], RowStat) else e)
-            for k, v in self._logged.get(mid, {}).items()
-            if len(v) > marks.get(k, 0)
-        }
-        self._drop_logged(mid, marks)
-        self._count_non_finite(mid, loss, norm, terms)
-
-    def _drop_logged(self, mid: ModuleID, marks: Mapping[str, int]) -> None:
-        """Drops what `mid` logged since `marks` (entries per key before this minibatch)
-        from its means."""
-        for k, v in self._logged.get(mid, {}).items():
-            del v[marks.get(k, 0) :]
-
-    def _count_non_finite(
-        self,
-        mid: ModuleID,
-        loss: torch.Tensor,
-        norm: torch.Tensor | None,
-        terms: Mapping[str, float],
-    ) -> None:
-        """Counts a skipped minibatch of `mid`; raises after
-        `max_consecutive_non_finite_updates` in a row."""
-        self._num_non_finite[mid] = self._num_non_finite.get(mid, 0) + 1
-        streak = self._non_finite_streak.get(mid, 0) + 1
-        self._non_finite_streak[mid] = streak
-        limit = self.config.max_consecutive_non_finite_updates
-        if streak >= limit:
-            if norm is None:  # not clipped: the check did not need the norm, the message does
-                norm = grad_norm(self._optimizers[mid].params)
-            raise NonFiniteUpdateError(
-                f"Module {mid!r}: the loss or its gradient was NaN/inf in {streak} "
-                f"minibatches in a row (max_consecutive_non_finite_updates={limit}); its "
-                f"weights were kept as they were before the first. Last loss={float(loss.detach())}, "
-                f"gradient norm={float(norm)}, loss terms={terms}. Look for NaN/inf in the "
-                "batch (rewards, observations), a too-high lr or a log of 0 in a custom loss."
-            )
 
     def _minibatch_plan(self, num_rows: Mapping[ModuleID, int]) -> tuple[int, int | None]:
         """(minibatches per epoch, rows per module and minibatch (None: all its rows)):
