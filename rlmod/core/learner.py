@@ -81,6 +81,10 @@ class Learner(Checkpointable):
         self.trained_module_ids: list[ModuleID] = []
         """The modules the last (or current) update trained."""
         self.guard = NonFiniteGuard(config.max_consecutive_non_finite_updates)
+        # RLlib's per-module hook overridden: the loss is that, modules train one by one
+        self._loss_per_module = (
+            type(self).compute_loss_for_module is not Learner.compute_loss_for_module
+        )
         self._defer_diagnostics = not plain_paths()  # log_rows of one module: per update
         self._rng = np.random.default_rng(config.seed)
         self._world_size = 1  # Learners training data-parallel (setup_data_parallel)
@@ -151,14 +155,13 @@ class Learner(Checkpointable):
         one process, its MultiRLModule is the plain one (a subclass may route batches
         through shared parts), and its loss is `compute_losses` alone (a class that
         overrides `compute_loss_for_module` may compute something else per module)."""
-        cls = type(self)
         return (
             bool(getattr(self.config, "stack_modules", False))
             and not plain_paths()
             and self._world_size == 1
             and type(self.module) is MultiRLModule
-            and cls.compute_losses is not Learner.compute_losses
-            and cls.compute_loss_for_module is Learner.compute_loss_for_module
+            and type(self).compute_losses is not Learner.compute_losses
+            and not self._loss_per_module
         )
 
     def setup_data_parallel(self, *, rank: int, world_size: int, init_method: str) -> None:
@@ -196,7 +199,7 @@ class Learner(Checkpointable):
     ) -> torch.Tensor:
         """The scalar loss of one module on one minibatch (RLlib's hook); log diagnostics
         with `log`. By default `compute_losses` of this module alone (M = 1); a Learner
-        that overrides only this method trains its modules one by one."""
+        that overrides this method trains its modules one by one, through it."""
         assert self.module is not None
         group = OneModule(module_id, self.module[module_id], batch, fwd_out)
         losses = self.compute_losses(
@@ -386,8 +389,8 @@ class Learner(Checkpointable):
         stack_mbs: Sequence[tuple[TrainStack, StackMinibatch]],
         configs: Mapping[ModuleID, AlgorithmConfig],
     ) -> None:
-        """One minibatch: every module's loss (stacked groups' as one `[M]` vector), one
-        backward pass for all, then one guarded step per module alone or group."""
+        """One minibatch: every module's loss (stacked groups' as one `[M]` vector per row
+        bucket), one backward pass for all, then one guarded step per step unit."""
         assert self.module is not None
         # One forward_train of the MultiRLModule, so that a subclass can route all
         # modules' batches through shared parts (RLlib's Learner does the same).
@@ -395,25 +398,36 @@ class Learner(Checkpointable):
         total: torch.Tensor | float = 0.0
         units: list[tuple[TrainAlone | TrainStack, torch.Tensor]] = []
         for mid, cols in mb.items():
-            own_loss = find_self_supervised_loss(self.module[mid])
-            loss_of = partial(own_loss, learner=self) if own_loss else self.compute_loss_for_module
-            loss = loss_of(module_id=mid, config=configs[mid], batch=cols, fwd_out=fwd_outs[mid])
+            self._alone[mid].optimizer.zero_grad(set_to_none=True)
+            kwargs = {"module_id": mid, "config": configs[mid], "batch": cols}
+            if own_loss := find_self_supervised_loss(self.module[mid]):
+                loss = own_loss(learner=self, fwd_out=fwd_outs[mid], **kwargs)  # type: ignore[arg-type]
+            elif self._loss_per_module:  # RLlib's hook, overridden
+                loss = self.compute_loss_for_module(fwd_out=fwd_outs[mid], **kwargs)  # type: ignore[arg-type]
+            else:
+                one = OneModule(mid, self.module[mid], cols, fwd_outs[mid])
+                loss = self.compute_losses(
+                    group=one, configs=[configs[mid]], batch=one.batch, fwd_out=one.fwd_out
+                )[0]
             total = total + loss
             units.append((self._alone[mid], loss.detach().reshape(1)))
-            self._optimizers[mid].zero_grad(set_to_none=True)
-        stacked_total, group_losses = self.stacked.losses(stack_mbs, self._bucket_losses)
-        total = total + stacked_total
+        for stack, buckets in stack_mbs:
+            stack.zero_grad()
+            losses = torch.zeros(len(stack), device=self.device)
+            for bucket, cols in buckets:
+                fwd = bucket.call_padded("forward_train", cols)
+                vec = self.compute_losses(
+                    group=bucket, configs=bucket.configs, batch=cols, fwd_out=fwd
+                )
+                losses[bucket.start : bucket.stop] = vec.detach()
+                total = total + vec.sum()
+            units.append((stack, losses))
         assert isinstance(total, torch.Tensor)
         total.backward()
         if self._world_size > 1:
             data_parallel.all_reduce_gradients(self._optimizers, _num_rows(mb), self.device)
-        for unit, losses in [*units, *group_losses]:
-            self.guard.step(unit, losses)
-
-    def _bucket_losses(self, bucket: StackBucket, cols: dict[str, torch.Tensor]) -> torch.Tensor:
-        """`compute_losses` of a stacked group's row bucket, `[m]`."""
-        fwd = bucket.call_padded("forward_train", cols)
-        return self.compute_losses(group=bucket, configs=bucket.configs, batch=cols, fwd_out=fwd)
+        for unit, unit_losses in units:
+            unit.step(self.guard.check(unit, unit_losses))
 
     def _minibatch_plan(self, num_rows: Mapping[ModuleID, int]) -> tuple[int, int | None]:
         """(minibatches per epoch, rows per module and minibatch (None: all its rows)):

@@ -4,13 +4,14 @@ Used by Learner (rlmod.core.learner) when `stack_modules` is on and its loss is
 `compute_losses` (written once for a module alone and for a group, rlmod.core.loss_group).
 The Learner keeps epochs, minibatches, the per-module path and the non-finite guard's
 counts; this object keeps what only stacking needs: the groups (TrainStack, each with its
-GroupAdam and row buckets, rlmod.core.learner_stacks), which module is in which, and
-their losses; each group then steps as a module alone does (rlmod.core.update_guard).
+GroupAdam and row buckets, rlmod.core.learner_stacks) and which module is in which; the
+Learner computes each bucket's `compute_losses` and steps each group as a module alone
+(rlmod.core.update_guard).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
-GroupLosses = Callable[[StackBucket, dict[str, torch.Tensor]], torch.Tensor]
-"""`(bucket, columns [m, width, ...]) -> [m]`: the Learner's loss of a bucket."""
 
 
 class StackedTrainer:
@@ -111,25 +110,6 @@ class StackedTrainer:
     def minibatch(self, step: int) -> list[tuple[TrainStack, StackMinibatch]]:
         """Minibatch `step` of this epoch, per group with rows."""
         return [(st, st.minibatch(step)) for st in self.stacks if len(st)]
-
-    # ------------------------------------------------------------------ a step
-    def losses(
-        self, minibatch: Sequence[tuple[TrainStack, StackMinibatch]], group_losses: GroupLosses
-    ) -> tuple[torch.Tensor | float, list[tuple[TrainStack, torch.Tensor]]]:
-        """Every group's losses on its minibatch: their sum (for one backward pass with
-        the rest) and, per group, the `[W]` losses of its modules (for the guard)."""
-        total: torch.Tensor | float = 0.0
-        per_stack = []
-        for stack, buckets in minibatch:
-            losses = torch.zeros(len(stack), device=self.device)
-            for bucket, cols in buckets:
-                loss_vec = group_losses(bucket, cols)
-                losses[bucket.start : bucket.stop] = loss_vec.detach()
-                total = total + loss_vec.sum()
-            per_stack.append((stack, losses))
-        for stack, _ in minibatch:
-            stack.zero_grad()
-        return total, per_stack
 
     # ------------------------------------------------------------------ from the loss
     def log(

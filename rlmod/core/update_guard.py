@@ -1,9 +1,10 @@
-"""The optimizer step of a minibatch, written once for a module alone and a stacked group.
+"""What may step after a minibatch's backward pass, written once for a module alone and a group.
 
 A Learner's modules train in step units: one module alone (TrainAlone, M = 1) or a stacked
-group (TrainStack, M modules). After the backward pass, `NonFiniteGuard.step` runs the same
-code on each unit's `[M]` vectors: early stops, gradient norms, the non-finite guard,
-clipping as `torch.nn.utils.clip_grad_norm_` does, the logs it keeps or drops, and Adam.
+group (TrainStack, M modules). After the backward pass, `NonFiniteGuard.check` runs the
+same code on each unit's `[M]` vectors: early stops, gradient norms, the non-finite guard,
+clipping as `torch.nn.utils.clip_grad_norm_` does, the logs it keeps or drops; then
+`unit.step(mask)` takes one Adam step of the modules it allows.
 
 The guard (`max_consecutive_non_finite_updates`): a module whose minibatch loss or gradient
 norm is NaN/inf is not stepped (weights and optimizer state stay bit-identical) and what it
@@ -85,9 +86,10 @@ class NonFiniteGuard:
         """Counts this update's skips of `module_ids` from 0."""
         self.counts = dict.fromkeys(module_ids, 0)
 
-    def step(self, unit: StepUnit, losses: torch.Tensor) -> BoolArray:
-        """The step of `unit` after backward, given its modules' detached losses `[M]`;
-        returns which modules stepped."""
+    def check(self, unit: StepUnit, losses: torch.Tensor) -> BoolArray:
+        """Readies `unit`'s step after backward, given its modules' detached losses `[M]`:
+        returns which modules may step (`unit.step(...)` takes it), with their gradients
+        clipped and their logs of this minibatch kept (the others' dropped)."""
         active = ~unit.resolve_stops()
         max_norms = [math.inf if c.grad_clip is None else float(c.grad_clip) for c in unit.configs]
         clipped = any(math.isfinite(c) for c in max_norms)
@@ -102,7 +104,6 @@ class NonFiniteGuard:
             unit.clip(norms, limits)
             unit.log({GRAD_NORM_KEY: norms}, np.isfinite(max_norms))
         unit.commit(active)
-        unit.step(active)
         if self._streaks:  # a stepped module ends its run of skips
             for i in np.flatnonzero(active).tolist():
                 self._streaks.pop(unit.ids[i], None)

@@ -31,13 +31,20 @@ def backward(net: nn.Module, seed: int) -> torch.Tensor:
     return loss.detach().reshape(1)
 
 
+def step(guard: NonFiniteGuard, alone: TrainAlone, losses: torch.Tensor) -> np.ndarray:
+    """What the Learner does after backward: the guard's check, then the unit's step."""
+    allowed = guard.check(alone, losses)
+    alone.step(allowed)
+    return allowed
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 @pytest.mark.parametrize("where", ["loss", "weight", "bias"])
 def test_a_non_finite_loss_or_gradient_changes_nothing_and_drops_the_minibatch_logs(bad, where):
     net, alone = unit()
     guard = NonFiniteGuard(3)
     guard.start_update(["m"])
-    guard.step(alone, backward(net, 0))
+    step(guard, alone, backward(net, 0))
     before = {k: v.clone() for k, v in net.state_dict().items()}
     state = alone.optimizer.state_dict()
     loss = backward(net, 1)
@@ -46,7 +53,7 @@ def test_a_non_finite_loss_or_gradient_changes_nothing_and_drops_the_minibatch_l
     else:
         getattr(net[0], where).grad.view(-1)[0] = bad
     alone.log({"policy_loss": loss[0]})
-    assert guard.step(alone, loss).tolist() == [False]
+    assert step(guard, alone, loss).tolist() == [False]
     assert all(torch.equal(v, net.state_dict()[k]) for k, v in before.items())
     after = alone.optimizer.state_dict()
     assert after["step"] == state["step"] == 1
@@ -61,13 +68,13 @@ def test_skips_in_a_row_raise_naming_module_and_terms_and_a_step_ends_the_run():
     guard = NonFiniteGuard(2)
     guard.start_update(["m"])
     alone.log({"policy_loss": torch.tensor(float("nan"))})
-    guard.step(alone, torch.tensor([float("nan")]))
-    guard.step(alone, backward(net, 0))  # finite: the run of skips ends
+    step(guard, alone, torch.tensor([float("nan")]))
+    step(guard, alone, backward(net, 0))  # finite: the run of skips ends
     alone.log({"policy_loss": torch.tensor(float("nan"))})
-    guard.step(alone, torch.tensor([float("nan")]))
+    step(guard, alone, torch.tensor([float("nan")]))
     alone.log({"policy_loss": torch.tensor(float("nan"))})
     with pytest.raises(NonFiniteUpdateError, match=r"Module 'm'.*2 minibatches.*policy_loss"):
-        guard.step(alone, torch.tensor([float("nan")]))
+        step(guard, alone, torch.tensor([float("nan")]))
 
 
 def test_clipping_is_clip_grad_norm_bit_for_bit_and_logs_the_norm():
@@ -83,7 +90,7 @@ def test_clipping_is_clip_grad_norm_bit_for_bit_and_logs_the_norm():
     net, alone = unit(grad_clip=0.05)
     guard = NonFiniteGuard(3)
     guard.start_update(["m"])
-    guard.step(alone, backward(net, 3))
+    step(guard, alone, backward(net, 3))
     assert alone.means()[GRAD_NORM_KEY] == pytest.approx(float(norm))
     assert float(norm) > 0.05  # the clip was active
 
@@ -93,7 +100,7 @@ def test_guard_off_steps_a_non_finite_minibatch():
     guard = NonFiniteGuard(1, enabled=False)
     guard.start_update(["m"])
     backward(net, 0)
-    assert guard.step(alone, torch.tensor([float("nan")])).tolist() == [True]
+    assert step(guard, alone, torch.tensor([float("nan")])).tolist() == [True]
     assert alone.optimizer.step_count == 1 and guard.counts == {"m": 0}
 
 
@@ -101,10 +108,10 @@ def test_an_early_stop_keeps_the_module_unstepped_for_the_rest_of_the_update():
     net, alone = unit()
     guard = NonFiniteGuard(3)
     alone.request_stop(torch.tensor(0.5), 1.0)  # below the limit: steps
-    assert guard.step(alone, backward(net, 0)).tolist() == [True]
+    assert step(guard, alone, backward(net, 0)).tolist() == [True]
     alone.request_stop(torch.tensor(2.0), 1.0)
-    assert guard.step(alone, backward(net, 1)).tolist() == [False]
-    assert guard.step(alone, backward(net, 2)).tolist() == [False]  # no new request
+    assert step(guard, alone, backward(net, 1)).tolist() == [False]
+    assert step(guard, alone, backward(net, 2)).tolist() == [False]  # no new request
     assert alone.early_stops() == {"m": True} and alone.optimizer.step_count == 1
     alone.start_update(alone.configs[0])
     assert alone.early_stops() == {} and not alone.resolve_stops().any()
