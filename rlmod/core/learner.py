@@ -8,10 +8,8 @@ in RLlib, in `compute_loss_for_module` (then modules train one by one).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import partial
-from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 import torch
@@ -20,18 +18,24 @@ from rlmod.core import data_parallel
 from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
-from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack
+from rlmod.core.learner_batches import (
+    NumpyBatch,
+    TensorBatch,
+    minibatch_plan,
+    num_rows,
+    shuffled_rows,
+    to_tensor_batch,
+)
+from rlmod.core.learner_stacks import StackMinibatch, TrainStack
+from rlmod.core.learner_state import LearnerState
 from rlmod.core.loss_group import ColumnMap, LossGroup, OneModule
-from rlmod.core.minibatch_stats import GroupReduce, RowStat
-from rlmod.core.module_weights import numpy_weights
+from rlmod.core.loss_reports import LossReports
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, AdamSlot, OptimizerStates
 from rlmod.core.stacked_trainer import StackedTrainer
 from rlmod.core.train_alone import TrainAlone
-from rlmod.core.types import Array, Components, IntArray, StateDict, StateValue
 from rlmod.core.update_guard import NonFiniteGuard
 from rlmod.fast_paths import plain_paths, use_plain_paths
-from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.gc_pause import gc_paused
 from rlmod.utils.schedules import scheduled_value
 
@@ -44,13 +48,8 @@ _R = TypeVar("_R")
 LR_KEY = "default_optimizer_learning_rate"
 """RLlib's result key of a module's learning rate (`<optimizer name>_learning_rate`)."""
 
-NumpyBatch = Mapping[ModuleID, Mapping[str, Array]]
-"""Per module ID, its rows as numpy columns: what Learners receive (a `SampleResult`)."""
-TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
-"""Per module ID, its rows as tensor columns: what learner connectors and losses see."""
 
-
-class Learner(Checkpointable):
+class Learner(LossReports, LearnerState):
     """Turns episodes into train batches (learner connector) and runs SGD on them.
 
     One Adam optimizer per trainable module, with that module's config
@@ -58,15 +57,17 @@ class Learner(Checkpointable):
     Modules not in `policies_to_train` are never stepped. A module that brings its own
     loss (`compute_self_supervised_loss`, e.g. a curiosity model) is trained with it.
 
-    Modules train in step units, each stepped by one `NonFiniteGuard.step`
-    (rlmod.core.update_guard: early stop, clipping, the NaN/inf guard, Adam): a module
+    Modules train in step units, each readied by one `NonFiniteGuard.check`
+    (rlmod.core.update_guard: early stop, clipping, the NaN/inf guard) and stepped: a module
     alone (TrainAlone), or with `stack_modules` (on by default) a group of modules of one
     architecture (StackedTrainer: one `compute_losses` call, one backward pass and one
     GroupAdam step per group and minibatch, each module with its own lr, schedule, clip,
     guard and logs; `_optimizers[module_id]` is then that module's AdamSlot). Results,
     checkpoints and weights are those of training each module alone (within float
     rounding). Learners that train data-parallel, or whose loss is RLlib's per-module
-    `compute_loss_for_module`, train module by module.
+    `compute_loss_for_module`, train module by module. What a loss logs and its early
+    stops: LossReports (rlmod.core.loss_reports); weights and checkpoint state:
+    LearnerState (rlmod.core.learner_state).
     """
 
     def __init__(self, *, config: AlgorithmConfig, module_spec: MultiRLModuleSpec) -> None:
@@ -233,90 +234,6 @@ class Learner(Checkpointable):
             "compute_loss_for_module: its modules then train one by one)."
         )
 
-    def log(
-        self,
-        where: ModuleID | LossGroup,
-        valid: Sequence[bool] | None = None,
-        /,
-        **values: torch.Tensor | float,
-    ) -> None:
-        """Records diagnostics; `update()` returns their mean over minibatches.
-
-        `where` is a module ID (scalar values) or the LossGroup of `compute_losses`
-        (`[M]` values, one per module; a float: the same for all); `valid` (M bools,
-        positional) marks the modules the values apply to (None: all)."""
-        if isinstance(where, StackBucket):
-            m = len(where)
-            tensors = {
-                k: torch.as_tensor(v, device=self.device).expand(m) for k, v in values.items()
-            }
-            ok = None if valid is None else torch.tensor(list(valid), device=self.device)
-            self.stacked.log(where, tensors, ok)
-            return
-        if valid is None or valid[0]:
-            self._alone_of(where).log(
-                {
-                    k: v
-                    if isinstance(v, torch.Tensor)
-                    else torch.tensor(float(v), device=self.device)
-                    for k, v in values.items()
-                }
-            )
-
-    def _alone_of(self, where: ModuleID | LossGroup) -> TrainAlone:
-        """The TrainAlone of a module ID or of a LossGroup of one module."""
-        mid = where if isinstance(where, str) else where.module_ids[0]
-        if mid not in self._alone:
-            raise ValueError(
-                f"Module {mid!r} does not train alone in this Learner (it is stacked, not "
-                "trainable, or unknown): log and stop_early take a stacked module's values "
-                "through the group of compute_losses."
-            )
-        return self._alone[mid]
-
-    def log_rows(
-        self, where: LossGroup, key: str, reduce: GroupReduce, *rows: torch.Tensor
-    ) -> None:
-        """Records a diagnostic the loss does not need, `reduce(group, *rows) -> [M]` (rows
-        `[M, B, ...]`, reduced with `group.mean` / `group.var`), as `log` does.
-
-        For a module trained alone it is computed later, once per update on every
-        minibatch's rows stacked (`[N, B, ...]`: one set of kernels per update instead of
-        per minibatch; rlmod.core.minibatch_stats); the rows are kept (detached) until
-        then. For a stacked group it is computed now."""
-        if isinstance(where, OneModule) and self._defer_diagnostics:
-            rows_alone = tuple(r.detach() for r in rows)  # [1, B, ...]
-            self._alone_of(where).log({key: RowStat(partial(reduce, where.rows), rows_alone)})
-            return
-        with torch.no_grad():
-            self.log(where, **{key: reduce(where, *rows)})
-
-    def stop_early(
-        self, where: ModuleID | LossGroup, value: torch.Tensor, limit: float | torch.Tensor
-    ) -> None:
-        """An early stop of an update (e.g. PPO's kl_early_stop), called from the loss:
-        where `value` (a statistic of this minibatch, such as its mean KL) exceeds `limit`,
-        the module is not stepped on this minibatch nor on any later one of this update,
-        and what it logs from then on is left out of its means. The update's results say
-        per checked module whether it stopped (`early_stopped`).
-
-        `where` as in `log`: a module ID with scalars, or a LossGroup with `[M]` values and
-        limits (an inf limit: no check for that module)."""
-        if isinstance(where, StackBucket):
-            limits = torch.as_tensor(limit, device=self.device).expand(len(where))
-            self.stacked.request_stop(where, value, limits)
-            return
-        limit = float(limit.reshape(-1)[0]) if isinstance(limit, torch.Tensor) else limit
-        if math.isfinite(limit):
-            self._alone_of(where).request_stop(value, limit)
-
-    def logged_mean(self, module_id: ModuleID, key: str) -> float | None:
-        """The mean of what `module_id` logged under `key` in the last update, over the
-        minibatches it was stepped in (None if it logged nothing under `key`)."""
-        if module_id in self._alone:
-            return self._alone[module_id].logged_mean(key)
-        return self._group_means.get(module_id, {}).get(key)
-
     def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
         """Hook after all epochs of an update (e.g. PPO's adaptive KL coefficient)."""
 
@@ -352,13 +269,13 @@ class Learner(Checkpointable):
         self.trained_module_ids = trainable
         self._group_means = {}
         self.guard.start_update(trainable)
-        num_rows = _num_rows({m: batch[m] for m in trainable})
-        num_steps, size = self._minibatch_plan(num_rows)
+        rows = num_rows({m: batch[m] for m in trainable})
+        num_steps, size = self._minibatch_plan(rows)
         try:
             self.stacked.start_update(self.module, batch, configs, size if num_steps > 1 else None)
             for _ in range(self.config.num_epochs):
                 for mb, stack_mbs in self._minibatches(
-                    {m: batch[m] for m in trainable}, num_rows, num_steps, size
+                    {m: batch[m] for m in trainable}, rows, num_steps, size
                 ):
                     self._sgd_step(mb, stack_mbs, configs)
             self._group_means, stops = self.stacked.results()
@@ -374,11 +291,11 @@ class Learner(Checkpointable):
             if mid in stops:
                 results[mid]["early_stopped"] = float(stops[mid])
             results[mid][LR_KEY] = self._optimizers[mid].param_groups[0]["lr"]
-            results[mid]["num_module_steps_trained"] = num_rows[mid] * self.config.num_epochs
+            results[mid]["num_module_steps_trained"] = rows[mid] * self.config.num_epochs
             results[mid]["num_non_finite_updates"] = self.guard.counts[mid]
         results[ALL_MODULES] = {
             "num_non_finite_updates": sum(self.guard.counts.values()),
-            "num_module_steps_trained": sum(num_rows.values()) * self.config.num_epochs,
+            "num_module_steps_trained": sum(rows.values()) * self.config.num_epochs,
             "num_trainable_parameters": sum(self._num_parameters[m] for m in trainable),
         }
         return results
@@ -425,144 +342,48 @@ class Learner(Checkpointable):
         assert isinstance(total, torch.Tensor)
         total.backward()
         if self._world_size > 1:
-            data_parallel.all_reduce_gradients(self._optimizers, _num_rows(mb), self.device)
+            data_parallel.all_reduce_gradients(self._optimizers, num_rows(mb), self.device)
         for unit, unit_losses in units:
             unit.step(self.guard.check(unit, unit_losses))
 
-    def _minibatch_plan(self, num_rows: Mapping[ModuleID, int]) -> tuple[int, int | None]:
-        """(minibatches per epoch, rows per module and minibatch (None: all its rows)):
-        round(rows / minibatch_size) minibatches of the module with the most rows, one
-        (of every row, in order) where that is 1 or `minibatch_size` is None."""
-        size = self.config.minibatch_size
-        longest = max(num_rows.values(), default=0)
-        whole = size is None or size >= longest
-        num_steps = 0 if longest == 0 else 1 if whole else max(1, round(longest / size))
+    def _minibatch_plan(self, rows: Mapping[ModuleID, int]) -> tuple[int, int | None]:
+        """`minibatch_plan` (rlmod.core.learner_batches), the same on every Learner of a
+        data-parallel group (the most minibatches any of them has)."""
+        num_steps, size = minibatch_plan(rows, self.config.minibatch_size)
         if self._world_size > 1:
             num_steps = data_parallel.agree_max(num_steps, self.device)
-        return num_steps, None if num_steps <= 1 or size is None else size
+            size = None if num_steps <= 1 else self.config.minibatch_size
+        return num_steps, size
 
     def _minibatches(
-        self, batch: TensorBatch, num_rows: Mapping[ModuleID, int], num_steps: int, size: int | None
+        self, batch: TensorBatch, rows: Mapping[ModuleID, int], num_steps: int, size: int | None
     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, StackMinibatch]]]]:
         """One epoch's shuffled minibatches of `size` rows per module (`_minibatch_plan`),
         `num_steps` of them (the few rows past a multiple of the size wait for the next
-        epoch's shuffle); modules with fewer rows cycle through theirs again, as RLlib's
-        cyclic iterator does.
-
-        Yields the unstacked modules' minibatch and each stacked group's (in buckets).
-        Every module draws its shuffle from the RNG in the same order, stacked or not, so
-        both ways train on the same minibatches.
-        """
+        epoch's shuffle). Yields the unstacked modules' minibatch and each stacked group's
+        (in buckets). Every module draws its shuffle from the RNG in the same order,
+        stacked or not, so both ways train on the same minibatches."""
         if num_steps == 0:
             return  # no trainable module (policies_to_train) has rows: nothing to step
-        stacked = self.stacked
-        own = {m: cols for m, cols in batch.items() if m not in stacked}
         if size is None:
-            stacked.start_epoch(None, 1)
-            yield own, stacked.minibatch(0)
+            self.stacked.start_epoch(None, 1)
+            yield (
+                {m: c for m, c in batch.items() if m not in self.stacked},
+                self.stacked.minibatch(0),
+            )
             return
-        # One gather per column and epoch, in shuffled order; minibatches are then slices
-        # (views), not a gather per column and minibatch (small gathers cost ~4 us each).
-        shuffled: TensorBatch = {}
-        perms: dict[ModuleID, IntArray] = {}  # of stacked modules
-        for mid, n in num_rows.items():
-            if n > 0:
-                perm = self._rng.permutation(n)
-                if mid in stacked:
-                    perms[mid] = perm
-                    continue
-                rows = torch.from_numpy(np.resize(perm, num_steps * min(size, n))).to(self.device)
-                shuffled[mid] = {c: v[rows] for c, v in batch[mid].items()}
-        stacked.start_epoch(perms, num_steps)
+        perms = {mid: self._rng.permutation(n) for mid, n in rows.items() if n > 0}
+        alone = {m: p for m, p in perms.items() if m not in self.stacked}
+        shuffled = shuffled_rows(batch, alone, num_steps, size)
+        self.stacked.start_epoch({m: p for m, p in perms.items() if m in self.stacked}, num_steps)
         for i in range(num_steps):
             mb: TensorBatch = {}
             for mid, cols in shuffled.items():
-                k = min(size, num_rows[mid])
+                k = min(size, rows[mid])
                 mb[mid] = {c: v[i * k : (i + 1) * k] for c, v in cols.items()}
-            yield mb, stacked.minibatch(i)
+            yield mb, self.stacked.minibatch(i)
 
     def _to_tensors(self, batches: NumpyBatch | Sequence[NumpyBatch]) -> TensorBatch:
-        """Concatenates per module and wraps as tensors on `self.device` (zero-copy on
-        the CPU where possible)."""
+        """This Learner's modules' rows as tensors on its device (`to_tensor_batch`)."""
         assert self.module is not None
-        seq = [batches] if isinstance(batches, Mapping) else list(batches)
-        out: TensorBatch = {}
-        for mid in sorted({m for b in seq for m in b}):  # sorted: no hash-order dependence
-            if mid not in self.module:
-                continue
-            parts = [b[mid] for b in seq if mid in b]
-            # Writable and contiguous: arrays from Ray's object store are read-only (copied
-            # here once; torch warns on a read-only view), local ones are taken as they are.
-            out[mid] = {
-                col: torch.from_numpy(
-                    np.require(
-                        parts[0][col]
-                        if len(parts) == 1
-                        else np.concatenate([p[col] for p in parts]),
-                        requirements=("C", "W"),
-                    )
-                ).to(self.device)
-                for col in parts[0]
-            }
-        return out
-
-    # ------------------------------------------------------------------ weights and state
-    def get_weights(
-        self,
-        module_ids: Sequence[ModuleID] | None = None,
-        *,
-        inference_only: bool = False,
-        copy: bool = True,
-    ) -> dict[ModuleID, dict[str, Array]]:
-        """Numpy copies of the weights by module ID: all modules (learner-only ones
-        included) unless `module_ids` names some, as RLlib's `get_weights`.
-
-        `inference_only` (rlmod's addition) keeps only what inference-only twins hold;
-        weight sync to EnvRunners uses it with the IDs of the modules they have.
-        `copy=False` (rlmod's addition) gives views of the live weights instead, for a
-        caller that copies them at once (a weight sync's `ray.put`).
-        """
-        assert self.module is not None
-        ids = self.module.keys() if module_ids is None else list(module_ids)
-        # Copies (a CPU tensor's .numpy() shares its memory), stacked groups in one each.
-        return numpy_weights(self.module, ids, inference_only=inference_only, copy=copy)
-
-    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]) -> None:
-        """Loads weights by module ID (RLlib's name for `set_state({"rl_module": ...})`)."""
-        assert self.module is not None
-        self.module.set_state(weights)
-
-    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
-        assert self.module is not None
-        return [("rl_module", self.module), ("optimizer", self._optimizer_states)]
-
-    def get_state(
-        self, components: Components = None, *, not_components: Components = None, **kwargs: object
-    ) -> StateDict:
-        """Module weights, optimizer states and the minibatch-shuffling RNG: everything a
-        restored Learner needs to make the same update as the uninterrupted one."""
-        assert self.module is not None
-        state: StateDict = {}
-        for name, part in self.get_checkpointable_components():
-            wanted, inc, exc = select_components(components, not_components, name)
-            if wanted:
-                state[name] = part.get_state(inc, not_components=exc)
-        if components is None:
-            state["rng"] = self._rng.bit_generator.state
-        return state
-
-    def set_state(self, state: Mapping[str, StateValue]) -> None:
-        assert self.module is not None
-        if "rl_module" in state:
-            self.module.set_state(
-                cast("Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]", state["rl_module"])
-            )
-        if "optimizer" in state:
-            self._optimizer_states.set_state(cast(StateDict, state["optimizer"]))
-        if "rng" in state:
-            self._rng.bit_generator.state = cast("dict[str, object]", state["rng"])
-
-
-def _num_rows(batch: TensorBatch) -> dict[ModuleID, int]:
-    """Rows per module of a batch (every column of a module has its rows)."""
-    return {m: next(iter(cols.values())).shape[0] for m, cols in batch.items()}
+        return to_tensor_batch(batches, self.module, self.device)
