@@ -155,7 +155,6 @@ class StackBucket:
             method == "forward_train"
             and self.fast_train is not None
             and not args
-            and StackedTraining.enabled
             and torch.is_grad_enabled()
         ):
             return self.fast_train(batch[Columns.OBS], self.params, self.workspace)
