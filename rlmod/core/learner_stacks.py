@@ -375,6 +375,11 @@ class TrainStack:
                 squares[start : start + g.shape[0]] += norm * norm
         return squares.sqrt()
 
+    def finite(self, losses: torch.Tensor, norms: torch.Tensor | None) -> BoolArray:
+        """`[W]`: whether each module's loss and gradient norm are finite (one sync)."""
+        norms = self.grad_norms() if norms is None else norms
+        return torch.isfinite(losses + norms).cpu().numpy()
+
     def clip(self, norms: torch.Tensor, max_norms: torch.Tensor) -> None:
         """Scales each module's gradient rows by min(1, max_norm / (norm + 1e-6)), as
         `torch.nn.utils.clip_grad_norm_` does per module (inf: no clipping)."""

@@ -49,6 +49,11 @@ class StepUnit(Protocol):
         """`[M]`: each module's global L2 gradient norm."""
         ...
 
+    def finite(self, losses: torch.Tensor, norms: torch.Tensor | None) -> BoolArray:
+        """`[M]`: whether each module's loss and gradients are finite (`norms`: the
+        gradient norms if clipping computed them)."""
+        ...
+
     def clip(self, norms: torch.Tensor, max_norms: torch.Tensor) -> None:
         """Scales each module's gradients by min(1, max_norm / (norm + 1e-6))."""
         ...
@@ -93,11 +98,14 @@ class NonFiniteGuard:
         active = ~unit.resolve_stops()
         max_norms = [math.inf if c.grad_clip is None else float(c.grad_clip) for c in unit.configs]
         clipped = any(math.isfinite(c) for c in max_norms)
-        norms = unit.grad_norms() if clipped or self.enabled else None
-        if self.enabled and norms is not None:
-            finite = torch.isfinite(losses + norms).cpu().numpy()  # one sync per unit
-            for i in np.flatnonzero(active & ~finite).tolist():
-                self._skip(unit.ids[i], losses[i], norms[i], unit.pending_terms(i))
+        norms = unit.grad_norms() if clipped else None
+        if self.enabled:
+            finite = unit.finite(losses, norms)
+            skipped = np.flatnonzero(active & ~finite).tolist()
+            if skipped:
+                shown = unit.grad_norms() if norms is None else norms  # for the error
+                for i in skipped:
+                    self._skip(unit.ids[i], losses[i], shown[i], unit.pending_terms(i))
             active &= finite
         if clipped and norms is not None:
             limits = torch.tensor(max_norms, device=norms.device)

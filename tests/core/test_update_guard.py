@@ -116,3 +116,24 @@ def test_an_early_stop_keeps_the_module_unstepped_for_the_rest_of_the_update():
     alone.start_update(alone.configs[0])
     assert alone.early_stops() == {} and not alone.resolve_stops().any()
     assert isinstance(alone.resolve_stops(), np.ndarray)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), None])
+@pytest.mark.parametrize("where", ["loss", "weight", "bias"])
+def test_a_module_alones_cheap_check_decides_as_torch_isfinite_and_leaves_gradients_alone(
+    bad, where
+):
+    net, alone = unit()
+    loss = backward(net, 0)
+    if bad is not None:
+        if where == "loss":
+            loss = torch.tensor([bad])
+        else:
+            getattr(net[0], where).grad.view(-1)[1] = bad
+    grads = [p.grad.clone() for p in net.parameters()]
+    plain = bool(torch.isfinite(loss).all()) and all(bool(torch.isfinite(g).all()) for g in grads)
+    assert alone.finite(loss, None).tolist() == [plain]
+    assert alone.finite(loss, alone.grad_norms()).tolist() == [plain]
+    assert alone.finite(loss, None).tolist() == [plain]  # its flag was reset
+    for p, g in zip(net.parameters(), grads, strict=True):  # bit for bit, NaNs included
+        assert torch.equal(p.grad.view(torch.int32), g.view(torch.int32))
