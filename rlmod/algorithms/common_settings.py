@@ -283,6 +283,17 @@ class CommonSettings:
         check=s.optional(s.number(low=0.0, low_open=True)),
         doc="Clip each module's global gradient norm to this value.",
     )
+    grad_clip_by = Setting(
+        "global_norm",
+        section="training",
+        check=s.one_of("global_norm", "norm", "value"),
+        doc=(
+            "How grad_clip clips (RLlib's setting and values): 'global_norm' scales all of a "
+            "module's gradients by grad_clip / their global norm, 'norm' each tensor by its "
+            "own norm, 'value' clamps every element to [-grad_clip, grad_clip]. Modules "
+            "clipped by 'norm' or 'value' are trained alone, not stacked."
+        ),
+    )
     learner_class = Setting(
         None,
         section="training",
@@ -307,9 +318,12 @@ class CommonSettings:
         None,
         section="rl_module",
         check=s.spec_or_none,
+        view=lambda c, user: c.merged_rl_module_spec(user),
         doc=(
             "An RLModuleSpec for the default module, or a MultiRLModuleSpec (several modules, "
-            "learner-only ones included); unset fields come from the algorithm's default."
+            "learner-only ones included); unset fields come from the algorithm's default. "
+            "Reading it gives that merge, as RLlib's property (the algorithm's default spec "
+            "when unset); to_dict() keeps what was set."
         ),
     )
     model_config = Setting(

@@ -29,6 +29,7 @@ from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpe
 from rlmod.core.optim import (
     Adam,
     AdamSlot,
+    GroupLayout,
     OptimizerStates,
     grad_norm,
     update_is_finite,
@@ -49,6 +50,9 @@ _R = TypeVar("_R")
 
 LR_KEY = "default_optimizer_learning_rate"
 """RLlib's result key of a module's learning rate (`<optimizer name>_learning_rate`)."""
+
+LearningRate = float | list[list[float]]
+"""A learning rate or a piecewise-linear schedule [[env_step, lr], ...]."""
 GRAD_NORM_KEY = "gradients_default_optimizer_global_norm"
 """RLlib's result key of a module's gradient norm before clipping."""
 
@@ -86,6 +90,8 @@ class Learner(Checkpointable):
         self.module_spec = module_spec
         self.module: MultiRLModule | None = None
         self._optimizers: dict[ModuleID, Adam | AdamSlot] = {}
+        self._lr_schedules: dict[ModuleID, list[tuple[str, LearningRate, int]]] = {}
+        """Modules with several optimizer groups (`optimizer_groups`): (name, lr, size)."""
         self._group_means: dict[ModuleID, dict[str, float]] = {}
         self._optimizer_states = OptimizerStates(self._optimizers)
         self._logged: dict[ModuleID, dict[str, list[Logged]]] = {}
@@ -125,9 +131,27 @@ class Learner(Checkpointable):
         }
         trainable = {mid: [p for _, p in pairs] for mid, pairs in named.items()}
         names = {mid: [n for n, _ in pairs] for mid, pairs in named.items()}
+        self._lr_schedules = {}
+        for mid in trainable:
+            cfg = self.config.get_config_for_module(mid)
+            groups = self.optimizer_groups(mid, cfg)
+            if groups:  # parameters reordered by group; names follow
+                order = _group_order(mid, names[mid], groups)
+                trainable[mid] = [trainable[mid][i] for _, idx in order for i in idx]
+                names[mid] = [names[mid][i] for _, idx in order for i in idx]
+                self._lr_schedules[mid] = [(g, groups[g][1], len(idx)) for g, idx in order]
         slots = self._build_stacks(trainable, names)
         for mid, params in trainable.items():  # module order, stacked or not
             cfg = self.config.get_config_for_module(mid)
+            if mid in self._lr_schedules:
+                layout = [
+                    GroupLayout(g, n, scheduled_value(lr, 0))
+                    for g, lr, n in self._lr_schedules[mid]
+                ]
+                self._optimizers[mid] = Adam(
+                    params, lr=layout[0].lr, names=names[mid], groups=layout
+                )
+                continue
             self._optimizers[mid] = slots.get(mid) or Adam(
                 params, lr=scheduled_value(cfg.lr, 0), names=names[mid]
             )
@@ -140,6 +164,17 @@ class Learner(Checkpointable):
             getattr(default, "observation_space", None), getattr(default, "action_space", None)
         )
 
+    def optimizer_groups(
+        self, module_id: ModuleID, config: AlgorithmConfig
+    ) -> dict[str, tuple[tuple[str, ...], LearningRate]] | None:
+        """Separate learning rates for parts of a module, as RLlib's Learners register
+        several optimizers (SAC: "policy", "qf", "alpha"): {optimizer name: (parameter
+        name prefixes, lr or schedule)}, every trainable parameter in exactly one group;
+        results then hold `<name>_learning_rate` per group instead of
+        `default_optimizer_learning_rate`. None (the default): one group with `config.lr`.
+        Such modules are trained alone, not stacked."""
+        return None
+
     def _build_stacks(
         self,
         trainable: Mapping[ModuleID, list[torch.nn.Parameter]],
@@ -151,7 +186,13 @@ class Learner(Checkpointable):
         self.stacked = StackedTrainer([], self.device)
         if not self._can_stack():
             return {}
-        eligible = [m for m in trainable if find_self_supervised_loss(self.module[m]) is None]
+        eligible = [
+            m
+            for m in trainable
+            if find_self_supervised_loss(self.module[m]) is None
+            and _clips_by_global_norm(self.config.get_config_for_module(m))
+            and m not in self._lr_schedules
+        ]
         lrs = {m: scheduled_value(self.config.get_config_for_module(m).lr, 0) for m in eligible}
         self.stacked, slots = StackedTrainer.build(
             self.module, eligible, lrs, trainable, names, self.device
@@ -352,6 +393,12 @@ class Learner(Checkpointable):
         ]
         configs = {m: self.config.get_config_for_module(m) for m in trainable}
         for mid in trainable:
+            if mid in self._lr_schedules:
+                for group, (_, lr, _) in zip(
+                    self._optimizers[mid].param_groups, self._lr_schedules[mid], strict=True
+                ):
+                    group["lr"] = scheduled_value(lr, now)
+                continue
             for group in self._optimizers[mid].param_groups:
                 group["lr"] = scheduled_value(configs[mid].lr, now)
         self._logged = {}
@@ -381,7 +428,13 @@ class Learner(Checkpointable):
         for mid, stopped in stops.items():
             results.setdefault(mid, {})["early_stopped"] = float(stopped)
         for mid in trainable:
-            results.setdefault(mid, {})[LR_KEY] = self._optimizers[mid].param_groups[0]["lr"]
+            if mid in self._lr_schedules:  # RLlib's "<optimizer name>_learning_rate"
+                for (gname, _, _), group in zip(
+                    self._lr_schedules[mid], self._optimizers[mid].param_groups, strict=True
+                ):
+                    results.setdefault(mid, {})[f"{gname}_learning_rate"] = group["lr"]
+            else:
+                results.setdefault(mid, {})[LR_KEY] = self._optimizers[mid].param_groups[0]["lr"]
             results[mid]["num_module_steps_trained"] = num_rows[mid] * self.config.num_epochs
             results[mid]["num_non_finite_updates"] = self._num_non_finite[mid]
         results[ALL_MODULES] = {
@@ -452,7 +505,7 @@ class Learner(Checkpointable):
                 norm = None
             else:
                 params = optimizer.params
-                norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None else None
+                norm = clip_gradients(params, clip, configs[mid].grad_clip_by)
                 stepped = not self._guard_non_finite or update_is_finite(losses[mid], norm, params)
                 if stepped:
                     optimizer.step()
@@ -605,7 +658,7 @@ class Learner(Checkpointable):
         caller that copies them at once (a weight sync's `ray.put`).
         """
         assert self.module is not None
-        ids = self.module.keys() if module_ids is None else list(module_ids)
+        ids = list(self.module.keys() if module_ids is None else module_ids)
         # Copies (a CPU tensor's .numpy() shares its memory), stacked groups in one each.
         return numpy_weights(self.module, ids, inference_only=inference_only, copy=copy)
 
@@ -648,3 +701,52 @@ class Learner(Checkpointable):
 def _num_rows(batch: TensorBatch) -> dict[ModuleID, int]:
     """Rows per module of a batch (every column of a module has its rows)."""
     return {m: next(iter(cols.values())).shape[0] for m, cols in batch.items()}
+
+
+def _clips_by_global_norm(config: AlgorithmConfig) -> bool:
+    """Whether a module's gradients are clipped by their global norm, or not at all (what
+    a stacked group's step does); `grad_clip_by="value"` or `"norm"` trains it alone."""
+    return config.grad_clip is None or config.grad_clip_by == "global_norm"
+
+
+def clip_gradients(
+    params: list[torch.nn.Parameter], clip: float | None, clip_by: str
+) -> torch.Tensor | None:
+    """Clips `params`' gradients in place as RLlib's torch Learner does (`grad_clip_by`):
+    "global_norm" scales them all by `clip / global norm` where that norm exceeds `clip`,
+    "norm" does so per tensor, "value" clamps each element to [-clip, clip]. Returns the
+    global norm before clipping for "global_norm" (RLlib logs only that one), else None."""
+    if clip is None:
+        return None
+    if clip_by == "global_norm":
+        return torch.nn.utils.clip_grad_norm_(params, clip)
+    grads = [p.grad for p in params if p.grad is not None]
+    if clip_by == "value":
+        for g in grads:
+            g.clamp_(-clip, clip)
+    else:
+        for g in grads:
+            norm = g.norm(2).nan_to_num(neginf=-1e9, posinf=1e9)
+            if norm > clip:
+                g.mul_(clip / norm)
+    return None
+
+
+def _group_order(
+    module_id: ModuleID,
+    names: Sequence[str],
+    groups: Mapping[str, tuple[tuple[str, ...], LearningRate]],
+) -> list[tuple[str, list[int]]]:
+    """Each optimizer group's parameter positions (module order within a group); a
+    parameter in no group, or in two, is an error naming it."""
+    order: list[tuple[str, list[int]]] = [(g, []) for g in groups]
+    for i, name in enumerate(names):
+        hits = [k for k, (g, _) in enumerate(order) if name.startswith(groups[g][0])]
+        if len(hits) != 1:
+            where = "no" if not hits else "more than one"
+            raise ValueError(
+                f"Parameter {name!r} of module {module_id!r} is in {where} optimizer group "
+                f"of {sorted(groups)}: each trainable parameter needs exactly one."
+            )
+        order[hits[0]][1].append(i)
+    return [(g, idx) for g, idx in order if idx]

@@ -342,6 +342,12 @@ class RLModuleSpec:
                 "rlmod.core.RLModule."
             )
 
+    @property
+    def model_config_dict(self) -> None:
+        """RLlib's deprecated field (RLlib's `RLModuleSpec` refuses it when given and holds
+        None); always None here too. Use `model_config`."""
+        return None
+
     def build(self) -> RLModule:
         """Instantiates the module; all of class and spaces must be known by now."""
         for name in ("module_class", "observation_space", "action_space"):
