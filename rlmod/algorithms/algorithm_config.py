@@ -448,9 +448,7 @@ class AlgorithmConfig(CommonSettings):
         """The user's learner connectors; subclasses append their own (GAE for PPO)."""
         pieces: list[Connector] = []
         if self.learner_connector is not None:
-            pieces = as_connector_list(
-                self.learner_connector(observation_space, action_space), setting="learner_connector"
-            )
+            pieces = learner_pieces(self.learner_connector(observation_space, action_space))
         return ConnectorPipeline(pieces)
 
     def build_env_to_module_connector(
@@ -704,6 +702,40 @@ class AlgorithmConfig(CommonSettings):
         defaults = self.defaults()
         changed = {n: self.__dict__[n] for n in self.settings() if self.__dict__[n] != defaults[n]}
         return f"{type(self).__name__}({changed})"
+
+
+def learner_pieces(made: Any) -> list[Connector]:
+    """What a `learner_connector` factory returned, as learner pipeline pieces: rlmod's
+    LearnerConnectors as they are, RLlib-style ConnectorV2 pieces run through
+    ConnectorV2LearnerPiece (RLlib's keyword call on episodes of the batch). A piece
+    rlmod cannot run there (an env-to-module or module-to-env piece) is refused with what
+    to use instead."""
+    from rlmod.connectors.connector_v2 import ConnectorV2, SingleAgentObservationPreprocessor
+    from rlmod.connectors.env_to_module import EnvToModule
+    from rlmod.connectors.learner import LearnerConnector
+    from rlmod.connectors.learner_v2 import ConnectorV2LearnerPiece
+    from rlmod.connectors.module_to_env import ModuleToEnv
+
+    out: list[Connector] = []
+    for piece in as_connector_list(made, setting="learner_connector"):
+        if isinstance(piece, SingleAgentObservationPreprocessor | EnvToModule | ModuleToEnv):
+            raise TypeError(
+                f"the learner_connector factory returned {type(piece).__name__}, an "
+                "env-to-module/module-to-env piece, which rlmod "
+                "cannot run on a Learner's batch. Pass it to env_runners(env_to_module_"
+                "connector=...) (Learners train on the observations the module saw), or "
+                "write a ConnectorV2 whose __call__ works on the episodes."
+            )
+        if isinstance(piece, ConnectorV2):
+            out.append(ConnectorV2LearnerPiece(piece))
+        elif isinstance(piece, LearnerConnector):
+            out.append(piece)
+        else:
+            raise TypeError(
+                f"the learner_connector factory returned {piece!r}, which is neither a "
+                "ConnectorV2 nor an rlmod LearnerConnector."
+            )
+    return out
 
 
 def call_connector_factory(factory: Callable, env: Any, *args: Any) -> Any:

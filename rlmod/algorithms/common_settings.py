@@ -307,10 +307,13 @@ class CommonSettings:
     learner_connector = Setting(
         None,
         section="training",
-        check=s.callable_or_none,
+        check=s.learner_connector_factory,
         doc=(
-            "callable(observation_space, action_space) -> LearnerConnector(s), run before the "
-            "algorithm's own learner pieces (e.g. GAE)."
+            "callable(observation_space, action_space) -> piece(s), run before the "
+            "algorithm's own learner pieces (e.g. GAE): rlmod LearnerConnectors, or "
+            "ConnectorV2 pieces written as RLlib's (called with rl_module, batch, episodes, "
+            "...; the episodes are the batch's sequences). Pieces rlmod cannot run there "
+            "are refused when set."
         ),
     )
     # --- rl_module ---

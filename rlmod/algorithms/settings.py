@@ -441,6 +441,26 @@ def learner_class_or_none(v: Any) -> Any:
     return v
 
 
+def learner_connector_factory(v: Any) -> Any:
+    """`learner_connector`: a callable; what it returns is checked now where it can be
+    made without spaces (RLlib's factories mostly ignore them), so a piece rlmod cannot
+    run on a Learner is refused here rather than at the first update."""
+    callable_or_none(v)
+    if v is None:
+        return v
+    try:
+        made = v(None, None)
+    except Exception:  # needs the real spaces: checked when the Learner builds it
+        return v
+    from rlmod.algorithms.algorithm_config import learner_pieces
+
+    try:
+        learner_pieces(made)
+    except TypeError as e:
+        raise InvalidKind(str(e)) from None
+    return v
+
+
 def spec_or_none(v: Any) -> Any:
     """`rl_module_spec`: an RLModuleSpec, a MultiRLModuleSpec or None."""
     if v is not None and not isinstance(v, RLModuleSpec | MultiRLModuleSpec):
