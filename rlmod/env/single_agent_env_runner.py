@@ -17,7 +17,7 @@ import torch
 from rlmod.connectors.connector_v2 import row_of
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
-from rlmod.core.rl_module import TensorDict
+from rlmod.core.rl_module import TensorDict, acting_forward
 from rlmod.core.types import Array, ArrayTree, BoolArray, Components, MetricsDict, StateDict
 from rlmod.env.env_runner import (
     ENV_SINGLE_SPACES_KEY,
@@ -249,7 +249,7 @@ class SingleAgentEnvRunner(EnvRunner):
         # Steps earlier calls gave each ongoing episode: on_sample_end gets chunks of
         # this call's steps only (RLlib's), which add up to the steps sampled.
         self._chunk_starts = {id(ep): (ep, len(ep)) for ep in self._episodes if ep is not None}
-        forward = self.module.forward_exploration if explore else self.module.forward_inference
+        forward = acting_forward(self.module, explore)
         with torch.inference_mode():
             if num_episodes is None:
                 assert num_timesteps is not None
