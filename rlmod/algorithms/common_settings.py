@@ -644,6 +644,38 @@ class CommonSettings:
             "small cluster cannot starve it."
         ),
     )
+    iter_batches_kwargs = Setting(
+        {},
+        section="offline_data",
+        check=s.mapping,
+        doc=(
+            "With input_read_method='read_parquet': keyword arguments of Ray Data's "
+            "iter_batches by which each Learner draws its batches (RLlib's name), e.g. "
+            "{'prefetch_batches': 2}; batch size, format and shuffling are rlmod's."
+        ),
+    )
+    dataset_num_iters_per_learner = Setting(
+        None,
+        section="offline_data",
+        check=s.optional(s.integer(min=1)),
+        doc=(
+            "Updates each Learner runs per train() of an offline algorithm, each on its own "
+            "batch of train_batch_size_per_learner rows (RLlib's setting; BC and MARWIL "
+            "default to 1, as RLlib's). RLlib's None (a whole pass over each Learner's "
+            "data) is not offered: give a number."
+        ),
+    )
+    output_write_episodes = Setting(
+        True,
+        section="offline_data",
+        check=s.boolean,
+        doc=(
+            "RLlib's choice between whole episodes (True) and columnar rows (False) in "
+            "offline_data(output=...). rlmod writes one format that is both: columnar "
+            "Parquet rows with episode IDs, each episode whole and in time order "
+            "(rlmod.offline), so either value gives the same files."
+        ),
+    )
     # --- checkpointing ---
     checkpoint_frequency = Setting(
         0,
