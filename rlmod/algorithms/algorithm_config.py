@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -123,6 +124,8 @@ class AlgorithmConfig(CommonSettings):
         into its own config class (PPOConfig), as RLlib's does."""
         if algo_class is not None:
             self.__dict__["algo_class"] = algo_class
+        if "ray.tune" in sys.modules:  # Tune loaded: a config is Tune's param_space
+            _register_with_tune()
         self.__dict__["_frozen"] = False
         self.__dict__["_per_module_configs"] = {}
         for name, value in self.defaults().items():
@@ -587,6 +590,13 @@ class AlgorithmConfig(CommonSettings):
 
     def validate(self) -> None:
         """Checks the rules that span several settings; raises ValueError naming them."""
+        unresolved = s.search_spaces(self)
+        if unresolved:
+            raise ValueError(
+                f"Settings {unresolved} hold Ray Tune search spaces, which Tune resolves per "
+                "trial: pass this config to tune.Tuner(PPO.as_trainable(), param_space="
+                "config) instead of building it."
+            )
         if self.input_ != "sampler" and not self.reads_offline_data:
             raise ValueError(
                 f"offline_data(input_={self.input_!r}) is read by offline algorithms (BC, "
@@ -702,6 +712,18 @@ class AlgorithmConfig(CommonSettings):
         defaults = self.defaults()
         changed = {n: self.__dict__[n] for n in self.settings() if self.__dict__[n] != defaults[n]}
         return f"{type(self).__name__}({changed})"
+
+
+def _register_with_tune() -> None:
+    """Makes AlgorithmConfig a (virtual) subclass of Ray Tune's config base, so
+    `tune.Tuner(..., param_space=config)` takes it through `to_dict()`, as it takes RLlib's
+    AlgorithmConfig (which subclasses that base). Called once Ray Tune is imported."""
+    try:
+        from ray.tune.tune import _Config
+    except ImportError:  # another Ray version: param_space=config.to_dict() still works
+        return
+    if not issubclass(AlgorithmConfig, _Config):
+        _Config.register(AlgorithmConfig)
 
 
 def learner_pieces(made: Any) -> list[Connector]:

@@ -102,14 +102,28 @@ class Setting:
         obj.__dict__["_per_module_configs"] = {}
 
     def validate(self, value: Any) -> Any:
-        if self.check is None:
-            return value
+        if self.check is None or is_search_space(value):
+            return value  # a Tune search space: each trial's value is checked in the trial
         try:
             return self.check(value)
         except InvalidKind as e:
             raise TypeError(f"{self.name}={value!r} is of the wrong kind: {e}") from None
         except Invalid as e:
             raise ValueError(f"{self.name}={value!r} is invalid: {e}") from None
+
+
+def is_search_space(value: Any) -> bool:
+    """Whether `value` is a Ray Tune search space (`tune.grid_search([...])`, a
+    `tune.uniform(...)` etc. Domain): settings accept them, as RLlib's config does, for
+    Tune to resolve per trial (decided without importing Ray)."""
+    if isinstance(value, dict):
+        return set(value) == {"grid_search"} and isinstance(value["grid_search"], list)
+    return type(value).__module__.startswith("ray.tune.search")
+
+
+def search_spaces(config: Any) -> list[str]:
+    """The settings of `config` that hold a Tune search space."""
+    return [n for n in type(config).settings() if is_search_space(config.__dict__[n])]
 
 
 class SectionSetter:

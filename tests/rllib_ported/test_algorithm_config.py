@@ -1,8 +1,8 @@
 """RLlib's `rllib/algorithms/tests/test_algorithm_config.py`, as rlmod's own tests of the
 same behaviour, one per RLlib test and named alike (see port.py for running RLlib's file
-itself: of its 12 tests up to `test_to_dict_with_tune_search_space`, 10 pass on rlmod;
-`test_rl_module_api` is a deliberate difference, tested here too; the Tune search-space
-one is not offered yet). Plus what those needed: PolicySpec, `grad_clip_by`."""
+itself: of its 12 tests up to `test_to_dict_with_tune_search_space`, 11 pass on rlmod;
+`test_rl_module_api` is a deliberate difference, tested here too). Plus what those
+needed: PolicySpec, `grad_clip_by`, Tune search spaces in a config."""
 
 from __future__ import annotations
 
@@ -277,3 +277,17 @@ def test_to_dict_roundtrip_new_api_stack() -> None:
 
 def test_default_module_id_constant() -> None:
     assert DEFAULT_MODULE_ID == "default_policy"
+
+
+def test_to_dict_with_tune_search_space() -> None:
+    tune = pytest.importorskip("ray.tune")
+    config = PPOConfig().training(train_batch_size_per_learner=tune.qrandint(256, 2048, 64))
+    data = config.to_dict()  # must not compute the derived total from a search space
+    assert isinstance(data["_train_batch_size_per_learner"], tune.search.sample.Domain)
+    assert config.training(lr=tune.grid_search([1e-3, 1e-4])).lr == {"grid_search": [1e-3, 1e-4]}
+    with pytest.raises(ValueError, match="Tune search spaces"):
+        config.validate()
+    trial = PPOConfig().update_from_dict({**data, "_train_batch_size_per_learner": 320, "lr": 1e-3})
+    assert trial.total_train_batch_size == 320  # a trial's resolved values are checked
+    with pytest.raises(ValueError, match="lr"):
+        PPOConfig().update_from_dict({"lr": -1.0})
