@@ -38,7 +38,7 @@ class VPGTorchRLModule(RLModule):
     """A one-hidden-layer policy net; `model_config["hidden_dim"]` sets its width.
 
     Example:
-        >>> import gymnasium as gym
+        >>> import gymnasium as gym, torch
         >>> from rlmod.core import RLModuleSpec
         >>> env = gym.make("CartPole-v1")
         >>> module = RLModuleSpec(module_class=VPGTorchRLModule,
