@@ -749,4 +749,6 @@ def _group_order(
                 f"of {sorted(groups)}: each trainable parameter needs exactly one."
             )
         order[hits[0]][1].append(i)
-    return [(g, idx) for g, idx in order if idx]
+    # Groups by where their first parameter is: parameters keep the module's order where
+    # groups are contiguous (so optimizer states saved before grouping still fit).
+    return sorted(((g, idx) for g, idx in order if idx), key=lambda gi: gi[1][0])

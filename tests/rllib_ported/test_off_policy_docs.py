@@ -84,6 +84,12 @@ def test_sac_parts_step_with_their_own_learning_rates() -> None:
             "weights": np.ones(n, np.float32),
         }
     }
+    # The groups keep the module's parameter order: optimizer states saved before
+    # SAC had separate learning rates load unchanged.
+    own = [p for p in module.parameters() if p.requires_grad]
+    assert all(
+        a is b for a, b in zip(learner._optimizers[DEFAULT_MODULE_ID].params, own, strict=True)
+    )
     learner.update(batch)
     step = {k: float((v - before[k]).abs().max()) for k, v in module.state_dict().items()}
     assert max(v for k, v in step.items() if k.startswith(("pi.", "pi_encoder."))) < 1.5e-6
