@@ -60,6 +60,7 @@ class Algorithm(Checkpointable):
     """
 
     def __init__(self, *, config: Any) -> None:
+        config = self._as_own_config(config)
         config.validate()
         self.config = config.copy()
         self.config.freeze()
@@ -94,6 +95,22 @@ class Algorithm(Checkpointable):
         self._last_evaluation: dict[str, Any] | None = None
         self._eval_thread: ThreadPoolExecutor | None = None
         self._timers: dict[str, float] = {}
+
+    @classmethod
+    def _as_own_config(cls, config: Any) -> Any:
+        """A config of another class (a plain `AlgorithmConfig(algo_class=PPO)`) becomes
+        one of this algorithm's config class holding its settings, as RLlib's Algorithm
+        does (`default_config.update_from_dict(config.to_dict())`)."""
+        try:
+            default = cls.get_default_config()
+        except TypeError:  # an Algorithm with no config class of its own
+            return config
+        if isinstance(config, type(default)) or not isinstance(default, type(config)):
+            return config
+        for name in config.settings():
+            if name in default.settings():
+                setattr(default, name, config.__dict__[name])
+        return default
 
     @classmethod
     def get_default_config(cls) -> Any:

@@ -47,6 +47,10 @@ def encode_setting(value: Any, setting: str, *, allow_unnamed: bool = False) -> 
     """
     if value is None or isinstance(value, bool | int | float | str):
         return value
+    from rlmod.algorithms.settings import is_search_space
+
+    if is_search_space(value):  # for Tune's param_space: Tune resolves it per trial
+        return value
     if isinstance(value, gym.Space):
         return {"__space__": space_to_dict(value)}
     if isinstance(value, RLModuleSpec):

@@ -31,7 +31,8 @@ from rlmod.core.learner_state import LearnerState
 from rlmod.core.loss_group import ColumnMap, LossGroup, OneModule
 from rlmod.core.loss_reports import LossReports
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.optim import Adam, AdamSlot, OptimizerStates
+from rlmod.core.optim import Adam, AdamSlot, GroupLayout, OptimizerStates
+from rlmod.core.optimizer_groups import LearningRate, OptimizerGroups, group_order
 from rlmod.core.stacked_trainer import StackedTrainer
 from rlmod.core.train_alone import TrainAlone
 from rlmod.core.update_guard import NonFiniteGuard
@@ -44,9 +45,6 @@ if TYPE_CHECKING:
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-LR_KEY = "default_optimizer_learning_rate"
-"""RLlib's result key of a module's learning rate (`<optimizer name>_learning_rate`)."""
 
 
 class Learner(LossReports, LearnerState):
@@ -77,6 +75,8 @@ class Learner(LossReports, LearnerState):
         self.module: MultiRLModule | None = None
         self._optimizers: dict[ModuleID, Adam | AdamSlot] = {}
         self._optimizer_states = OptimizerStates(self._optimizers)
+        # modules with several optimizer groups (`optimizer_groups`): (name, lr, size)
+        self._lr_schedules: dict[ModuleID, list[tuple[str, LearningRate, int]]] = {}
         self._alone: dict[ModuleID, TrainAlone] = {}  # the modules not stacked
         self._group_means: dict[ModuleID, dict[str, float]] = {}  # stacked, last update
         self.trained_module_ids: list[ModuleID] = []
@@ -114,6 +114,14 @@ class Learner(LossReports, LearnerState):
         }
         trainable = {mid: [p for _, p in pairs] for mid, pairs in named.items()}
         names = {mid: [n for n, _ in pairs] for mid, pairs in named.items()}
+        self._lr_schedules = {}
+        for mid in trainable:
+            groups = self.optimizer_groups(mid, self.config.get_config_for_module(mid))
+            if groups:  # parameters reordered by group; names follow
+                order = group_order(mid, names[mid], groups)
+                trainable[mid] = [trainable[mid][i] for _, idx in order for i in idx]
+                names[mid] = [names[mid][i] for _, idx in order for i in idx]
+                self._lr_schedules[mid] = [(g, groups[g][1], len(idx)) for g, idx in order]
         slots = self._build_stacks(trainable, names)
         self._alone = {}
         for mid, params in trainable.items():  # module order, stacked or not
@@ -121,7 +129,12 @@ class Learner(LossReports, LearnerState):
             if mid in slots:
                 self._optimizers[mid] = slots[mid]
                 continue
-            adam = Adam(params, lr=scheduled_value(cfg.lr, 0), names=names[mid])
+            layout = [
+                GroupLayout(g, n, scheduled_value(lr, 0))
+                for g, lr, n in self._lr_schedules.get(mid, [])
+            ]
+            lr = layout[0].lr if layout else scheduled_value(cfg.lr, 0)
+            adam = Adam(params, lr=lr, names=names[mid], groups=layout or None)
             self._optimizers[mid] = adam
             self._alone[mid] = TrainAlone(mid, adam, cfg)
         # Counted once: a sum over all parameters on every update was 4% of a DQN step.
@@ -132,6 +145,17 @@ class Learner(LossReports, LearnerState):
         self._learner_connector = self.config.build_learner_connector(
             getattr(default, "observation_space", None), getattr(default, "action_space", None)
         )
+
+    def optimizer_groups(
+        self, module_id: ModuleID, config: AlgorithmConfig
+    ) -> OptimizerGroups | None:
+        """Separate learning rates for parts of a module, as RLlib's Learners register
+        several optimizers (SAC: "policy", "qf", "alpha"): {optimizer name: (parameter
+        name prefixes, lr or schedule)}, every trainable parameter in exactly one group;
+        results then hold `<name>_learning_rate` per group instead of
+        `default_optimizer_learning_rate`. None (the default): one group with `config.lr`.
+        Such modules are trained alone, not stacked."""
+        return None
 
     def _build_stacks(
         self,
@@ -144,7 +168,13 @@ class Learner(LossReports, LearnerState):
         self.stacked = StackedTrainer([], self.device)
         if not self._can_stack():
             return {}
-        eligible = [m for m in trainable if find_self_supervised_loss(self.module[m]) is None]
+        eligible = [  # a stacked group's step clips by the global norm, with one lr
+            m
+            for m in trainable
+            if find_self_supervised_loss(self.module[m]) is None
+            and self.config.get_config_for_module(m).grad_clip_by == "global_norm"
+            and m not in self._lr_schedules
+        ]
         lrs = {m: scheduled_value(self.config.get_config_for_module(m).lr, 0) for m in eligible}
         self.stacked, slots = StackedTrainer.build(
             self.module, eligible, lrs, trainable, names, self.device
@@ -262,8 +292,10 @@ class Learner(LossReports, LearnerState):
         ]
         configs = {m: self.config.get_config_for_module(m) for m in trainable}
         for mid in trainable:
-            for group in self._optimizers[mid].param_groups:
-                group["lr"] = scheduled_value(configs[mid].lr, now)
+            for group, (_, lr) in zip(
+                self._optimizers[mid].param_groups, self._lrs(mid, configs[mid]), strict=True
+            ):
+                group["lr"] = scheduled_value(lr, now)
             if mid in self._alone:
                 self._alone[mid].start_update(configs[mid])
         self.trained_module_ids = trainable
@@ -290,7 +322,10 @@ class Learner(LossReports, LearnerState):
                 stops.update(alone.early_stops())
             if mid in stops:
                 results[mid]["early_stopped"] = float(stops[mid])
-            results[mid][LR_KEY] = self._optimizers[mid].param_groups[0]["lr"]
+            for group, (name, _) in zip(  # RLlib's "<optimizer name>_learning_rate"
+                self._optimizers[mid].param_groups, self._lrs(mid, configs[mid]), strict=True
+            ):
+                results[mid][f"{name}_learning_rate"] = group["lr"]
             results[mid]["num_module_steps_trained"] = rows[mid] * self.config.num_epochs
             results[mid]["num_non_finite_updates"] = self.guard.counts[mid]
         results[ALL_MODULES] = {
@@ -299,6 +334,11 @@ class Learner(LossReports, LearnerState):
             "num_trainable_parameters": sum(self._num_parameters[m] for m in trainable),
         }
         return results
+
+    def _lrs(self, mid: ModuleID, config: AlgorithmConfig) -> list[tuple[str, LearningRate]]:
+        """Per optimizer group of module `mid`, its name and lr or schedule."""
+        groups = self._lr_schedules.get(mid)
+        return [(g, lr) for g, lr, _ in groups] if groups else [("default_optimizer", config.lr)]
 
     def _sgd_step(
         self,

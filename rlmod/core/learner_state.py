@@ -44,7 +44,7 @@ class LearnerState(Checkpointable):
         caller that copies them at once (a weight sync's `ray.put`).
         """
         assert self.module is not None
-        ids = self.module.keys() if module_ids is None else list(module_ids)
+        ids = list(self.module.keys() if module_ids is None else module_ids)
         # Copies (a CPU tensor's .numpy() shares its memory), stacked groups in one each.
         return numpy_weights(self.module, ids, inference_only=inference_only, copy=copy)
 

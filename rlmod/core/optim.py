@@ -11,8 +11,8 @@ module giving each its own Adam interface and checkpoint state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import SupportsFloat, TypedDict, cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple, SupportsFloat, TypedDict, cast
 
 import numpy as np
 import torch
@@ -71,6 +71,16 @@ class ParamGroup(TypedDict):
     params: list[torch.nn.Parameter]
 
 
+class GroupLayout(NamedTuple):
+    """One named parameter group of an Adam: `size` parameters (consecutive, after the
+    previous groups') stepped with their own learning rate (e.g. SAC's policy, qf and
+    alpha, as RLlib's separate optimizers with actor_lr, critic_lr and alpha_lr)."""
+
+    name: str
+    size: int
+    lr: float
+
+
 class AdamState(TypedDict):
     """An optimizer's `state_dict()`: plain tensors and numbers, per module."""
 
@@ -96,10 +106,27 @@ class Adam:
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         names: Iterable[str] | None = None,
+        groups: Sequence[GroupLayout] | None = None,
     ) -> None:
         self.params = list(params)
         self.param_names = _names(names, len(self.params))
         self.param_groups: list[ParamGroup] = [{"lr": lr, "params": self.params}]
+        self.group_names: list[str] = []
+        self._group_of: list[int] | None = None  # param index -> group index (groups only)
+        if groups:
+            if sum(g.size for g in groups) != len(self.params):
+                raise ValueError(
+                    f"Adam groups cover {sum(g.size for g in groups)} parameters, "
+                    f"not the {len(self.params)} given."
+                )
+            self.param_groups, self._group_of, start = [], [], 0
+            for i, g in enumerate(groups):
+                self.param_groups.append(
+                    {"lr": g.lr, "params": self.params[start : start + g.size]}
+                )
+                self._group_of += [i] * g.size
+                start += g.size
+            self.group_names = [g.name for g in groups]
         self.betas = betas
         self.eps = eps
         self.step_count = 0
@@ -118,19 +145,33 @@ class Adam:
             return
         params: list[torch.Tensor] = [self.params[i] for i in with_grad]
         grads: list[torch.Tensor] = [g for i in with_grad if (g := self.params[i].grad) is not None]
-        m = [self.exp_avg[i] for i in with_grad]
-        v = [self.exp_avg_sq[i] for i in with_grad]
         self.step_count += 1
-        _adam_kernel(
-            params,
-            grads,
-            m,
-            v,
-            step=self.step_count,
-            lr=self.param_groups[0]["lr"],
-            betas=self.betas,
-            eps=self.eps,
-        )
+        if self._group_of is None:
+            parts = [(with_grad, params, grads, self.param_groups[0]["lr"])]
+        else:  # one kernel call per group, each with its own lr
+            parts = []
+            for gi, group in enumerate(self.param_groups):
+                pos = [k for k, i in enumerate(with_grad) if self._group_of[i] == gi]
+                if pos:
+                    parts.append(
+                        (
+                            [with_grad[k] for k in pos],
+                            [params[k] for k in pos],
+                            [grads[k] for k in pos],
+                            group["lr"],
+                        )
+                    )
+        for idx, ps, gs, lr in parts:
+            _adam_kernel(
+                ps,
+                gs,
+                [self.exp_avg[i] for i in idx],
+                [self.exp_avg_sq[i] for i in idx],
+                step=self.step_count,
+                lr=lr,
+                betas=self.betas,
+                eps=self.eps,
+            )
         if self.step_count % FLUSH_EVERY == 0:
             self._flush_tiny_moments()
 

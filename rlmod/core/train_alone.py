@@ -19,6 +19,7 @@ import torch
 from rlmod.core.minibatch_stats import Logged, RowStat, mean_over_minibatches
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.optim import Adam, grad_norm
+from rlmod.core.optimizer_groups import clip_gradients
 from rlmod.core.types import BoolArray
 
 if TYPE_CHECKING:
@@ -97,7 +98,12 @@ class TrainAlone:
         return np.array([ok])
 
     def clip(self, norms: torch.Tensor, max_norms: torch.Tensor) -> None:
-        """As `torch.nn.utils.clip_grad_norm_` scales (the same floats)."""
+        """By the module's `grad_clip_by`: "global_norm" as `torch.nn.utils.clip_grad_norm_`
+        scales (the same floats), "norm" and "value" as RLlib (`clip_gradients`)."""
+        clip_by = self.configs[0].grad_clip_by
+        if clip_by != "global_norm":
+            clip_gradients(self.optimizer.params, float(max_norms[0]), clip_by)
+            return
         coef = torch.clamp(max_norms / (norms + 1e-6), max=1.0).reshape(())
         grads = [p.grad for p in self.optimizer.params if p.grad is not None]
         if grads:

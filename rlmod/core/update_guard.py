@@ -55,7 +55,7 @@ class StepUnit(Protocol):
         ...
 
     def clip(self, norms: torch.Tensor, max_norms: torch.Tensor) -> None:
-        """Scales each module's gradients by min(1, max_norm / (norm + 1e-6))."""
+        """Clips each module's gradients to its max_norm (by its `grad_clip_by`)."""
         ...
 
     def log(self, values: Mapping[str, torch.Tensor], valid: BoolArray | None = None) -> None:
@@ -110,7 +110,9 @@ class NonFiniteGuard:
         if clipped and norms is not None:
             limits = torch.tensor(max_norms, device=norms.device)
             unit.clip(norms, limits)
-            unit.log({GRAD_NORM_KEY: norms}, np.isfinite(max_norms))
+            # RLlib logs the global norm, of modules clipped by it (grad_clip_by)
+            by_global = [c.grad_clip_by == "global_norm" for c in unit.configs]
+            unit.log({GRAD_NORM_KEY: norms}, np.isfinite(max_norms) & by_global)
         unit.commit(active)
         if self._streaks:  # a stepped module ends its run of skips
             for i in np.flatnonzero(active).tolist():

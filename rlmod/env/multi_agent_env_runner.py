@@ -43,7 +43,7 @@ from rlmod.core.types import (
 )
 from rlmod.env.agent_slots import AgentSlots
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
-from rlmod.env.episodes import MultiAgentEpisode
+from rlmod.env.episodes import MultiAgentEpisode, chunk_start
 from rlmod.env.grouped_rows import GroupedRows
 from rlmod.env.module_groups import ModuleGroups
 from rlmod.env.module_spaces import ModuleSpaces
@@ -216,6 +216,8 @@ class MultiAgentEnvRunner(EnvRunner):
         # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
         self._ma_episodes: list[MultiAgentEpisode | None] = [None] * self.num_envs
         self._ma_episodes_done: list[MultiAgentEpisode] = []
+        # id(episode) -> (episode, its length when this sample() call began)
+        self._chunk_starts: dict[int, tuple[object, int]] = {}
         self._num_env_steps = 0
         self._num_agent_steps = 0
         self.num_env_steps_sampled_lifetime = 0
@@ -675,6 +677,7 @@ class MultiAgentEnvRunner(EnvRunner):
         first_done = len(self._stats)
         self._done_eps = []
         self._ma_episodes_done = []
+        self._chunk_starts = {id(ep): (ep, len(ep)) for ep in self._ma_episodes if ep is not None}
         env_steps = agent_steps = 0
         with torch.inference_mode():
             while (
@@ -698,12 +701,14 @@ class MultiAgentEnvRunner(EnvRunner):
         self.num_env_steps_sampled_lifetime += env_steps
         self.num_agent_steps_sampled_lifetime += agent_steps
         if self._track_episodes:
-            ongoing = [ep for ep in self._ma_episodes if ep is not None and len(ep)]
+            starts = self._chunk_starts  # this call's steps only, as RLlib's chunks
+            chunks = [
+                ep.chunk(chunk_start(starts, ep))
+                for ep in [*self._ma_episodes_done, *self._ma_episodes]
+                if ep is not None and len(ep) > chunk_start(starts, ep)
+            ]
             self.callbacks.call(
-                "on_sample_end",
-                env_runner=self,
-                metrics_logger=self.metrics,
-                samples=self._ma_episodes_done + ongoing,
+                "on_sample_end", env_runner=self, metrics_logger=self.metrics, samples=chunks
             )
         return result
 

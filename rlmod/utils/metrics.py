@@ -67,7 +67,8 @@ class EpisodeMetrics:
             "num_agent_steps_sampled": num_agent_steps,
             "num_agent_steps_sampled_lifetime": self.num_agent_steps_lifetime,
             "module_episode_returns_mean": {k: _mean(v) for k, v in self.module_returns.items()},
-            "agent_episode_returns_mean": {k: _mean(v) for k, v in self.agent_returns.items()},
+            # Keyed by str(agent_id), as RLlib's (ray 2.60 logs (..., str(agent_id))).
+            "agent_episode_returns_mean": {str(k): _mean(v) for k, v in self.agent_returns.items()},
             **guards,
         }
 

@@ -34,7 +34,7 @@ config.lamda_ = 0.9                                -> AttributeError
 PPOConfig.from_dict({"lamda_": 0.9})               -> ValueError
     PPOConfig.from_dict: unknown setting 'lamda_'. Did you mean 'lambda_'?
 frozen config: config.lr = 1e-3                    -> AttributeError
-    Cannot set lr: this config is frozen ... Change a config.copy() instead.
+    Cannot set attribute (lr) of an already frozen AlgorithmConfig ... Change a config.copy() instead.
 minibatch_size=200 > train_batch_size=100, validate() -> ValueError
     minibatch_size (200) is larger than train_batch_size_per_learner (100); ...
 train_batch_size=2, num_learners=3, validate()     -> ValueError
@@ -260,8 +260,8 @@ CASES = [
         "frozen",
         frozen_lr,
         AttributeError,
-        "Cannot set lr: this config is frozen (it belongs to a built Algorithm or is a per-module "
-        "copy). Change a config.copy() instead.",
+        "Cannot set attribute (lr) of an already frozen AlgorithmConfig (RLlib's words): it "
+        "belongs to a built Algorithm or is a per-module copy. Change a config.copy() instead.",
     ),
     # --- cross-field rules in validate()
     (

@@ -115,6 +115,8 @@ def test_prioritized_replay_gets_td_errors_and_result_keys() -> None:
         assert {
             "qf_loss",
             "qf_mean",
+            "qf_max",
+            "qf_min",
             "td_error_mean",
             "epsilon",
             "default_optimizer_learning_rate",
