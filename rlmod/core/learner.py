@@ -21,9 +21,9 @@ from rlmod.core.devices import learner_device
 from rlmod.core.learner_batches import (
     NumpyBatch,
     TensorBatch,
+    epoch_minibatches,
     minibatch_plan,
     num_rows,
-    shuffled_rows,
     to_tensor_batch,
 )
 from rlmod.core.learner_stacks import StackMinibatch, TrainStack
@@ -32,7 +32,7 @@ from rlmod.core.loss_group import ColumnMap, LossGroup, OneModule
 from rlmod.core.loss_reports import LossReports
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, AdamSlot, GroupLayout, OptimizerStates
-from rlmod.core.optimizer_groups import LearningRate, OptimizerGroups, group_order
+from rlmod.core.optimizer_groups import LearningRate, OptimizerGroups, by_group
 from rlmod.core.stacked_trainer import StackedTrainer
 from rlmod.core.train_alone import TrainAlone
 from rlmod.core.update_guard import NonFiniteGuard
@@ -55,17 +55,13 @@ class Learner(LossReports, LearnerState):
     Modules not in `policies_to_train` are never stepped. A module that brings its own
     loss (`compute_self_supervised_loss`, e.g. a curiosity model) is trained with it.
 
-    Modules train in step units, each readied by one `NonFiniteGuard.check`
-    (rlmod.core.update_guard: early stop, clipping, the NaN/inf guard) and stepped: a module
-    alone (TrainAlone), or with `stack_modules` (on by default) a group of modules of one
-    architecture (StackedTrainer: one `compute_losses` call, one backward pass and one
-    GroupAdam step per group and minibatch, each module with its own lr, schedule, clip,
-    guard and logs; `_optimizers[module_id]` is then that module's AdamSlot). Results,
-    checkpoints and weights are those of training each module alone (within float
-    rounding). Learners that train data-parallel, or whose loss is RLlib's per-module
-    `compute_loss_for_module`, train module by module. What a loss logs and its early
-    stops: LossReports (rlmod.core.loss_reports); weights and checkpoint state:
-    LearnerState (rlmod.core.learner_state).
+    Modules train in step units, each readied by `NonFiniteGuard.check` (early stop,
+    clipping, the NaN/inf guard; rlmod.core.update_guard) and stepped: a module alone
+    (TrainAlone), or with `stack_modules` a group of one architecture (StackedTrainer: one
+    `compute_losses` call and one GroupAdam step per group and minibatch, each module with
+    its own lr, clip, guard and logs), with the results of training each alone. Learners
+    that train data-parallel, or override RLlib's `compute_loss_for_module`, train module
+    by module. Logs and early stops: LossReports; weights and state: LearnerState.
     """
 
     def __init__(self, *, config: AlgorithmConfig, module_spec: MultiRLModuleSpec) -> None:
@@ -116,12 +112,10 @@ class Learner(LossReports, LearnerState):
         names = {mid: [n for n, _ in pairs] for mid, pairs in named.items()}
         self._lr_schedules = {}
         for mid in trainable:
-            groups = self.optimizer_groups(mid, self.config.get_config_for_module(mid))
-            if groups:  # parameters reordered by group; names follow
-                order = group_order(mid, names[mid], groups)
-                trainable[mid] = [trainable[mid][i] for _, idx in order for i in idx]
-                names[mid] = [names[mid][i] for _, idx in order for i in idx]
-                self._lr_schedules[mid] = [(g, groups[g][1], len(idx)) for g, idx in order]
+            if groups := self.optimizer_groups(mid, self.config.get_config_for_module(mid)):
+                trainable[mid], names[mid], self._lr_schedules[mid] = by_group(
+                    mid, trainable[mid], names[mid], groups
+                )
         slots = self._build_stacks(trainable, names)
         self._alone = {}
         for mid, params in trainable.items():  # module order, stacked or not
@@ -168,14 +162,15 @@ class Learner(LossReports, LearnerState):
         self.stacked = StackedTrainer([], self.device)
         if not self._can_stack():
             return {}
+        cfg = {m: self.config.get_config_for_module(m) for m in trainable}
         eligible = [  # a stacked group's step clips by the global norm, with one lr
             m
             for m in trainable
             if find_self_supervised_loss(self.module[m]) is None
-            and self.config.get_config_for_module(m).grad_clip_by == "global_norm"
+            and cfg[m].grad_clip_by == "global_norm"
             and m not in self._lr_schedules
         ]
-        lrs = {m: scheduled_value(self.config.get_config_for_module(m).lr, 0) for m in eligible}
+        lrs = {m: scheduled_value(cfg[m].lr, 0) for m in eligible}
         self.stacked, slots = StackedTrainer.build(
             self.module, eligible, lrs, trainable, names, self.device
         )
@@ -196,14 +191,9 @@ class Learner(LossReports, LearnerState):
         )
 
     def setup_data_parallel(self, *, rank: int, world_size: int, init_method: str) -> None:
-        """Joins a torch.distributed group (gloo) of `world_size` Learners; call before
-        `build()`, in every Learner at once (LearnerGroup does, in each Learner actor).
-
-        Each Learner then trains on its own share of the batch: after every backward pass
-        the gradients are averaged over all Learners, weighted by their minibatch rows, so
-        each step is the step of one Learner on the union of the minibatches (for losses
-        that are means over rows), and all Learners hold identical weights throughout.
-        """
+        """Joins a torch.distributed group (gloo) of `world_size` Learners before `build()`,
+        in every Learner at once (LearnerGroup does, in each Learner actor); see
+        rlmod.core.data_parallel for what each step then averages."""
         from rlmod.utils.seeding import seed_everything
 
         seed_everything(self.config.seed)  # this process's RNG: as the driver's at build
@@ -398,30 +388,8 @@ class Learner(LossReports, LearnerState):
     def _minibatches(
         self, batch: TensorBatch, rows: Mapping[ModuleID, int], num_steps: int, size: int | None
     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, StackMinibatch]]]]:
-        """One epoch's shuffled minibatches of `size` rows per module (`_minibatch_plan`),
-        `num_steps` of them (the few rows past a multiple of the size wait for the next
-        epoch's shuffle). Yields the unstacked modules' minibatch and each stacked group's
-        (in buckets). Every module draws its shuffle from the RNG in the same order,
-        stacked or not, so both ways train on the same minibatches."""
-        if num_steps == 0:
-            return  # no trainable module (policies_to_train) has rows: nothing to step
-        if size is None:
-            self.stacked.start_epoch(None, 1)
-            yield (
-                {m: c for m, c in batch.items() if m not in self.stacked},
-                self.stacked.minibatch(0),
-            )
-            return
-        perms = {mid: self._rng.permutation(n) for mid, n in rows.items() if n > 0}
-        alone = {m: p for m, p in perms.items() if m not in self.stacked}
-        shuffled = shuffled_rows(batch, alone, num_steps, size)
-        self.stacked.start_epoch({m: p for m, p in perms.items() if m in self.stacked}, num_steps)
-        for i in range(num_steps):
-            mb: TensorBatch = {}
-            for mid, cols in shuffled.items():
-                k = min(size, rows[mid])
-                mb[mid] = {c: v[i * k : (i + 1) * k] for c, v in cols.items()}
-            yield mb, self.stacked.minibatch(i)
+        """One epoch's minibatches (`epoch_minibatches`), shuffled by this Learner's RNG."""
+        return epoch_minibatches(batch, rows, num_steps, size, self._rng, self.stacked)
 
     def _to_tensors(self, batches: NumpyBatch | Sequence[NumpyBatch]) -> TensorBatch:
         """This Learner's modules' rows as tensors on its device (`to_tensor_batch`)."""

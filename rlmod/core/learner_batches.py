@@ -5,13 +5,18 @@ Pure functions of the batch (no Learner state), used by Learner.update (rlmod.co
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.types import Array, IntArray
+
+if TYPE_CHECKING:
+    from rlmod.core.learner_stacks import StackMinibatch, TrainStack
+    from rlmod.core.stacked_trainer import StackedTrainer
 
 NumpyBatch = Mapping[ModuleID, Mapping[str, Array]]
 """Per module ID, its rows as numpy columns: what Learners receive (a `SampleResult`)."""
@@ -76,3 +81,35 @@ def shuffled_rows(
         rows = torch.from_numpy(np.resize(perm, num_steps * min(size, len(perm)))).to(device)
         out[mid] = {c: v[rows] for c, v in cols.items()}
     return out
+
+
+def epoch_minibatches(
+    batch: TensorBatch,
+    rows: Mapping[ModuleID, int],
+    num_steps: int,
+    size: int | None,
+    rng: np.random.Generator,
+    stacked: StackedTrainer,
+) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, StackMinibatch]]]]:
+    """One epoch's shuffled minibatches of `size` rows per module (`minibatch_plan`),
+    `num_steps` of them (the few rows past a multiple of the size wait for the next
+    epoch's shuffle). Yields the minibatch of the modules trained alone and each stacked
+    group's (in buckets). Every module draws its shuffle from `rng` in the same order,
+    stacked or not, so both ways train on the same minibatches."""
+    if num_steps == 0:
+        return  # no trainable module (policies_to_train) has rows: nothing to step
+    if size is None:
+        stacked.start_epoch(None, 1)
+        yield {m: c for m, c in batch.items() if m not in stacked}, stacked.minibatch(0)
+        return
+    perms = {mid: rng.permutation(n) for mid, n in rows.items() if n > 0}
+    shuffled = shuffled_rows(
+        batch, {m: p for m, p in perms.items() if m not in stacked}, num_steps, size
+    )
+    stacked.start_epoch({m: p for m, p in perms.items() if m in stacked}, num_steps)
+    for i in range(num_steps):
+        mb: TensorBatch = {}
+        for mid, cols in shuffled.items():
+            k = min(size, rows[mid])
+            mb[mid] = {c: v[i * k : (i + 1) * k] for c, v in cols.items()}
+        yield mb, stacked.minibatch(i)

@@ -21,6 +21,22 @@ OptimizerGroups = Mapping[str, tuple[tuple[str, ...], LearningRate]]
 """{optimizer name: (parameter name prefixes, lr or schedule)}."""
 
 
+def by_group(
+    module_id: ModuleID,
+    params: list[torch.nn.Parameter],
+    names: list[str],
+    groups: OptimizerGroups,
+) -> tuple[list[torch.nn.Parameter], list[str], list[tuple[str, LearningRate, int]]]:
+    """`params` and their `names` reordered group by group, and each group's (name, lr
+    or schedule, number of parameters), in that order."""
+    order = group_order(module_id, names, groups)
+    return (
+        [params[i] for _, idx in order for i in idx],
+        [names[i] for _, idx in order for i in idx],
+        [(g, groups[g][1], len(idx)) for g, idx in order],
+    )
+
+
 def group_order(
     module_id: ModuleID, names: Sequence[str], groups: OptimizerGroups
 ) -> list[tuple[str, list[int]]]:
