@@ -73,9 +73,7 @@ def curve(
     return grid, values.mean(axis=0), values.min(axis=0), values.max(axis=0)
 
 
-def run(args: argparse.Namespace) -> int:
-    from rlmod.cli.runs import read_groups
-
+def _pyplot() -> Any:
     try:
         import matplotlib
 
@@ -85,25 +83,43 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(
             "rlmod plot needs matplotlib: pip install 'rlmod[plot]' (or pip install matplotlib)."
         ) from None
-    if args.output.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise CLIError(f"--output {args.output}: use a .png, .svg or .pdf file name.")
-    groups = read_groups(args.runs)
-    x_key, x_label = X_AXES[args.x]
+    return plt
+
+
+def draw(
+    groups: list[Group], *, metric: str = RETURN_KEY, x: str = "steps", title: str = ""
+) -> Any:
+    """A matplotlib Figure of the groups' curves (the caller saves and closes it)."""
+    plt = _pyplot()
+    x_key, x_label = X_AXES[x]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for group in groups:
-        xs, mean, low, high = curve(group, args.metric, x_key)
+        xs, mean, low, high = curve(group, metric, x_key)
         label = group.label if len(group.runs) == 1 else f"{group.label} ({len(group.runs)} runs)"
         (line,) = ax.plot(xs, mean, label=label)
         if len(group.runs) > 1:
             ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel(x_label)
-    ax.set_ylabel(args.metric)
-    ax.set_title(args.title or args.metric)
+    ax.set_ylabel(metric)
+    ax.set_title(title or metric)
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
+    return fig
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlmod.cli.runs import read_groups
+
+    if args.output.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise CLIError(f"--output {args.output}: use a .png, .svg or .pdf file name.")
+    plt = _pyplot()
+    groups = read_groups(args.runs)
+    fig = draw(groups, metric=args.metric, x=args.x, title=args.title or "")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.output)
     plt.close(fig)
-    print(f"Wrote {args.output} ({len(groups)} curve(s) of {args.metric} against {x_label}).")
+    print(
+        f"Wrote {args.output} ({len(groups)} curve(s) of {args.metric} against {X_AXES[args.x][1]})."
+    )
     return EXIT_OK

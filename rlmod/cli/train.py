@@ -285,8 +285,6 @@ def train_one(args: argparse.Namespace) -> int:
     ):
         print("No stop criterion given: training until Ctrl-C (or SIGTERM).", file=sys.stderr)
     evaluating = bool(algo.config.evaluation_interval)
-    if args.stop_on == "eval" and not evaluating:
-        raise CLIError("--stop-on eval needs evaluation: pass --eval-every N.")
     print(
         f"{'Resuming' if args.resume else 'Training'} {algo_name} on {env_name} with seed "
         f"{config.seed}{', tuned settings ' + json.dumps(tuned) if tuned else ''}; logs in {run_dir}",

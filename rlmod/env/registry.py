@@ -80,8 +80,9 @@ def _gym_make(env: str, env_config: dict) -> Any:  # type: ignore[explicit-any]
     try:
         return gym.make(env, **env_config)
     except ModuleNotFoundError as e:
+        module = env.split(":")[0] if ":" in env else e.name
         raise ValueError(
-            f"env={env!r}: gymnasium cannot import {e.name!r} to make it ({e}); install it, or "
+            f"env={env!r}: gymnasium cannot import {module!r} to make it ({e}) Install it, or "
             "check the module name before the ':'."
         ) from None
     except gym.error.Error as e:  # NameNotFound, NamespaceNotFound, VersionNotFound, ...
