@@ -78,7 +78,15 @@ def add_parser(commands: Any) -> None:
         nargs="+",
         metavar="SEED",
         help="Train once per seed, one after another, each in RUN_DIR/seed_<SEED>; then "
-        "print the comparison table of the runs (rlmod compare RUN_DIR).",
+        "print the comparison table of the runs (rlmod compare RUN_DIR); --seed-workers N runs N at a time.",
+    )
+    train.add_argument(
+        "--seed-workers",
+        type=a.count(1),
+        default=1,
+        metavar="N",
+        help="With --seeds: train N seeds at a time, each in its own process (output in "
+        "RUN_DIR/seed_<SEED>/train.log). Default: 1, one after another.",
     )
     train.add_argument(
         "--stop-reward",
@@ -168,6 +176,8 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """`rlmod train ...`: one run, or one per --seeds."""
+    if args.seed_workers > 1 and not args.seeds:
+        raise CLIError("--seed-workers runs several --seeds at once; pass --seeds too.")
     if args.seeds:
         from rlmod.cli.seeds import train_seeds
 

@@ -133,6 +133,19 @@ def test_seeds_train_one_run_dir_each_and_print_their_table(tmp_path: Path) -> N
     assert curves[0] != curves[1]  # two seeds, two runs
 
 
+def test_seed_workers_train_seeds_in_parallel_processes(tmp_path: Path) -> None:
+    parent = tmp_path / "seeds"
+    out = rlmod(
+        "train", "--env", "CartPole-v1", "--seeds", "0", "1", "--seed-workers", "2",
+        "--stop-iters", "1", "--no-tensorboard", "--config", SMALL, "--run-dir", parent,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    for seed in (0, 1):
+        log = (parent / f"seed_{seed}" / "train.log").read_text()
+        assert f"with seed {seed}" in log and "Done: PPO on CartPole-v1" in log
+    assert "2 at a time" in out.stderr and "  seed_1" in out.stdout
+
+
 def test_seeds_refuse_a_repeated_seed_and_a_resume(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -140,3 +153,5 @@ def test_seeds_refuse_a_repeated_seed_and_a_resume(
     assert "a seed is repeated" in capsys.readouterr().err
     assert main(["train", "--seeds", "1", "--resume", str(tmp_path)]) == 2
     assert "does not go with --resume" in capsys.readouterr().err
+    assert main(["train", "--env", "CartPole-v1", "--seed-workers", "2"]) == 2
+    assert "pass --seeds too" in capsys.readouterr().err
