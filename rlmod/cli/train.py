@@ -151,6 +151,17 @@ def add_parser(commands: Any) -> None:
         "--no-tensorboard", action="store_true", help="Do not write TensorBoard event files."
     )
     train.add_argument(
+        "--logger",
+        nargs="+",
+        choices=["csv", "tensorboard", "wandb", "mlflow"],
+        metavar="NAME",
+        help="Where results go: csv (progress.csv and result.jsonl, always written), "
+        "tensorboard, wandb, mlflow (default: csv tensorboard). W&B and MLflow get the config, "
+        "every scalar by env steps and the final and best checkpoints as artifacts; they "
+        "follow their own settings (WANDB_MODE=offline, MLFLOW_TRACKING_URI). Needs "
+        "pip install 'rlmod[wandb]' or 'rlmod[mlflow]'.",
+    )
+    train.add_argument(
         "--checkpoint-every",
         type=a.count(0),
         metavar="N",
@@ -313,9 +324,17 @@ def train_one(args: argparse.Namespace) -> int:
     last_checkpoint = ""
     best = BestCheckpoint(run_dir)
     bar = ProgressBar(total_env_steps=args.stop_timesteps)
+    loggers = set(args.logger or ["csv", "tensorboard"])
+    tensorboard = "tensorboard" in loggers and not args.no_tensorboard
+    trackers = [name for name in ("wandb", "mlflow") if name in loggers]
     with run_control.SigtermAsInterrupt() as sigterm:  # SIGTERM stops as Ctrl-C does
         try:
-            with RunLogger(run_dir, config=algo.config, tensorboard=not args.no_tensorboard) as run:
+            run = RunLogger(run_dir, config=algo.config, tensorboard=tensorboard, trackers=trackers)
+        except ImportError as e:
+            algo.stop()
+            raise CLIError(str(e)) from None
+        try:
+            try:
                 while not reason:
                     result = algo.train()
                     run.log(result)
@@ -326,22 +345,28 @@ def train_one(args: argparse.Namespace) -> int:
                         last_checkpoint = algo.save_checkpoint_to_dir(
                             checkpoint_dir, keep_last_n=args.keep_last_n
                         )
-        except run_control.Terminated:
-            reason = "terminated (SIGTERM)"
-        except KeyboardInterrupt:
-            reason = "interrupted (Ctrl-C)"
-        finally:
-            sigterm.finishing()
-            bar.close()
-            try:  # the final checkpoint, also after Ctrl-C or SIGTERM: no training is lost
-                if algo.iteration and not last_checkpoint.endswith(
-                    checkpoints.checkpoint_name(algo.iteration)
-                ):
-                    last_checkpoint = algo.save_checkpoint_to_dir(
-                        checkpoint_dir, keep_last_n=args.keep_last_n
-                    )
+            except run_control.Terminated:
+                reason = "terminated (SIGTERM)"
+            except KeyboardInterrupt:
+                reason = "interrupted (Ctrl-C)"
             finally:
-                algo.stop()
+                sigterm.finishing()
+                bar.close()
+                try:  # the final checkpoint, also after Ctrl-C or SIGTERM: no training is lost
+                    if algo.iteration and not last_checkpoint.endswith(
+                        checkpoints.checkpoint_name(algo.iteration)
+                    ):
+                        last_checkpoint = algo.save_checkpoint_to_dir(
+                            checkpoint_dir, keep_last_n=args.keep_last_n
+                        )
+                finally:
+                    algo.stop()
+            if trackers and last_checkpoint:
+                run.log_checkpoint(last_checkpoint, alias="latest")
+            if trackers and best.best is not None:
+                run.log_checkpoint(best.path, alias="best")
+        finally:
+            run.close()
     wall_s = time.perf_counter() - start
     window = min(config.metrics_num_episodes_for_smoothing, result.get("num_episodes_lifetime", 0))
     reached = reward_reached(result, args.stop_reward, on=args.stop_on)
@@ -355,7 +380,7 @@ def train_one(args: argparse.Namespace) -> int:
             window=window,
             checkpoint=last_checkpoint,
             stop_reward=args.stop_reward,
-            tensorboard=not args.no_tensorboard,
+            tensorboard=tensorboard,
             reached=reached,
             extra_lines=best.summary_lines(),
         )

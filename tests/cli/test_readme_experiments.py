@@ -4,6 +4,7 @@ tuned DQN solving CartPole-v1 from the CLI with a best checkpoint that evaluates
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -31,20 +32,29 @@ def _mean_return(stdout: str) -> float:
 def test_the_section_lists_the_workflow() -> None:
     commands = experiments_commands()
     assert [c.split()[1] for c in commands] == [
-        "train", "compare", "plot", "evaluate", "train", "evaluate",
+        "train", "compare", "plot", "evaluate", "train", "evaluate", "train",
     ]  # fmt: skip
 
 
 @pytest.mark.slow
 def test_every_experiments_command_runs_as_written(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    for package in ("matplotlib", "wandb", "mlflow"):
+        pytest.importorskip(package)
+    env = {
+        **os.environ,
+        "WANDB_MODE": "offline",  # no network
+        "MLFLOW_TRACKING_URI": f"file:{tmp_path / 'mlruns'}",
+        "MLFLOW_ALLOW_FILE_STORE": "true",
+    }
     outputs = []
     for command in experiments_commands():
         argv = [sys.executable, "-m", "rlmod.cli", *shlex.split(command)[1:]]
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        out = subprocess.run(
+            argv, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env
+        )
         assert out.returncode == 0, f"{command}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
         outputs.append(out.stdout)
-    seeds, table, plot, ppo_best, dqn, dqn_best = outputs
+    seeds, table, plot, ppo_best, dqn, dqn_best, tracked = outputs
     runs = tmp_path / "runs" / "ppo-cartpole"
     for seed in (0, 1, 2):
         assert (runs / f"seed_{seed}" / "best" / "metadata.json").is_file()
@@ -55,3 +65,6 @@ def test_every_experiments_command_runs_as_written(tmp_path: Path) -> None:
     assert "stop reward 475      reached" in dqn
     assert _mean_return(ppo_best) >= 475
     assert _mean_return(dqn_best) >= 475
+    assert "iterations           5" in tracked
+    assert list((tmp_path / "runs" / "ppo-tracked" / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert list((tmp_path / "mlruns").glob("*/*/metrics"))
