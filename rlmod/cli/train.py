@@ -162,6 +162,14 @@ def add_parser(commands: Any) -> None:
         "pip install 'rlmod[wandb]' or 'rlmod[mlflow]'.",
     )
     train.add_argument(
+        "--video-every",
+        type=a.count(1),
+        metavar="N",
+        help="Every N iterations (and after the last), record one greedy episode of the "
+        "current policy into RUN_DIR/videos/iteration_<N>/ (gymnasium's RecordVideo; needs "
+        "pip install 'rlmod[video]', and pygame for classic-control envs).",
+    )
+    train.add_argument(
         "--checkpoint-every",
         type=a.count(0),
         metavar="N",
@@ -318,6 +326,16 @@ def train_one(args: argparse.Namespace) -> int:
             f"best evaluation's checkpoint goes to {run_dir / 'best'}",
             file=sys.stderr,
         )
+    if args.video_every:
+        from rlmod.cli.videos import check_can_record, record_video
+
+        try:
+            check_can_record(algo.config)
+        except CLIError:
+            algo.stop()
+            raise
+    env_module = config.env.split(":")[0] if isinstance(config.env, str) else ""
+    video_trust = [*args.trust, *([env_module] if ":" in str(config.env) else [])]
     result: dict[str, Any] = {}
     reason = ""
     checkpoint_dir = run_dir / "checkpoints"
@@ -341,6 +359,8 @@ def train_one(args: argparse.Namespace) -> int:
                     bar.update(result)
                     best.update(algo, result)
                     reason = _stop_reason(args, result, time.perf_counter() - start)
+                    if args.video_every and (reason or algo.iteration % args.video_every == 0):
+                        record_video(algo, run_dir, seed=config.seed, trusted_modules=video_trust)
                     if args.checkpoint_every and algo.iteration % args.checkpoint_every == 0:
                         last_checkpoint = algo.save_checkpoint_to_dir(
                             checkpoint_dir, keep_last_n=args.keep_last_n

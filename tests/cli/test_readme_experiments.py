@@ -1,6 +1,7 @@
 """Every command of the README's "Experiments" section, run as written through the real
-`rlmod` entry point: three seeds stopped on evaluation, a comparison table, a plot, and the
-tuned DQN solving CartPole-v1 from the CLI with a best checkpoint that evaluates >= 475."""
+`rlmod` entry point: three seeds stopped on evaluation, a comparison table, a plot, the
+tuned DQN solving CartPole-v1 from the CLI with a best checkpoint that evaluates >= 475, a
+tracked run (W&B offline, MLflow on a file store) and videos."""
 
 from __future__ import annotations
 
@@ -32,13 +33,13 @@ def _mean_return(stdout: str) -> float:
 def test_the_section_lists_the_workflow() -> None:
     commands = experiments_commands()
     assert [c.split()[1] for c in commands] == [
-        "train", "compare", "plot", "evaluate", "train", "evaluate", "train",
+        "train", "compare", "plot", "evaluate", "train", "evaluate", "train", "train",
     ]  # fmt: skip
 
 
 @pytest.mark.slow
 def test_every_experiments_command_runs_as_written(tmp_path: Path) -> None:
-    for package in ("matplotlib", "wandb", "mlflow"):
+    for package in ("matplotlib", "wandb", "mlflow", "moviepy", "pygame"):
         pytest.importorskip(package)
     env = {
         **os.environ,
@@ -54,7 +55,7 @@ def test_every_experiments_command_runs_as_written(tmp_path: Path) -> None:
         )
         assert out.returncode == 0, f"{command}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
         outputs.append(out.stdout)
-    seeds, table, plot, ppo_best, dqn, dqn_best, tracked = outputs
+    seeds, table, plot, ppo_best, dqn, dqn_best, tracked, _ = outputs
     runs = tmp_path / "runs" / "ppo-cartpole"
     for seed in (0, 1, 2):
         assert (runs / f"seed_{seed}" / "best" / "metadata.json").is_file()
@@ -68,3 +69,8 @@ def test_every_experiments_command_runs_as_written(tmp_path: Path) -> None:
     assert "iterations           5" in tracked
     assert list((tmp_path / "runs" / "ppo-tracked" / "wandb").glob("offline-run-*/run-*.wandb"))
     assert list((tmp_path / "mlruns").glob("*/*/metrics"))
+    videos = tmp_path / "runs" / "ppo-video" / "videos"
+    assert sorted(p.parent.name for p in videos.glob("*/*.mp4")) == [
+        "iteration_000002",
+        "iteration_000004",
+    ]
