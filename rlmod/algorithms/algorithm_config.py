@@ -234,7 +234,9 @@ class AlgorithmConfig(CommonSettings):
             "callable or a list of callables, called after the classes' methods, in order."
         ),
     )
-    reporting = SectionSetter("reporting", doc="Sets how metrics are smoothed.")
+    reporting = SectionSetter(
+        "reporting", doc="Sets how metrics are smoothed and how much work one train() call does."
+    )
     offline_data = SectionSetter(
         "offline_data",
         doc=("Sets where offline algorithms read episodes and where EnvRunners write them."),
@@ -602,6 +604,13 @@ class AlgorithmConfig(CommonSettings):
                 f"offline_data(input_={self.input_!r}) is read by offline algorithms (BC, "
                 f"MARWIL); {type(self).__name__} trains on what its EnvRunners sample. Use "
                 "BCConfig or MARWILConfig, or leave input_ at 'sampler'."
+            )
+        if self.reads_offline_data and self.min_sample_timesteps_per_iteration:
+            raise ValueError(
+                f"min_sample_timesteps_per_iteration={self.min_sample_timesteps_per_iteration}: "
+                f"{type(self).__name__} trains offline and samples no env steps, so train() "
+                "would never return; set it to 0 and size iterations with "
+                "min_train_timesteps_per_iteration or min_time_s_per_iteration."
             )
         per_learner = self.train_batch_size_per_learner
         if per_learner < 1:

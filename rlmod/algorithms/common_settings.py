@@ -587,6 +587,37 @@ class CommonSettings:
         check=s.integer(min=1),
         doc=("Episodes in the window of episode_return_mean and friends."),
     )
+    min_time_s_per_iteration = Setting(
+        None,
+        section="reporting",
+        check=s.optional(s.number(low=0.0)),
+        doc=(
+            "One train() call repeats training_step() until at least this many seconds "
+            "passed (and the two step minimums below are met); None or 0: no minimum "
+            "(RLlib's name and meaning; RLlib's SAC: 1)."
+        ),
+    )
+    min_sample_timesteps_per_iteration = Setting(
+        0,
+        section="reporting",
+        check=s.integer(min=0),
+        doc=(
+            "One train() call repeats training_step() until at least this many env steps were "
+            "sampled (RLlib's name and meaning; RLlib's DQN: 1000, SAC: 100), so an iteration, "
+            "its result, its evaluation and its log line cover that much sampling. 0: one "
+            "training_step() is enough. Needs EnvRunners: offline algorithms sample nothing."
+        ),
+    )
+    min_train_timesteps_per_iteration = Setting(
+        0,
+        section="reporting",
+        check=s.integer(min=0),
+        doc=(
+            "One train() call repeats training_step() until at least this many rows were "
+            "trained on (summed over modules and epochs: env steps single-agent, agent steps "
+            "multi-agent; RLlib's name and meaning). 0: no minimum."
+        ),
+    )
     # --- offline_data ---
     input_ = Setting(
         "sampler",

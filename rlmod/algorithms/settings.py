@@ -383,12 +383,13 @@ def env_or_none(v: Any) -> Any:
     own envs, one per sub-env."""
     if v is None or isinstance(v, str) or callable(v):
         return v
-    instance = (
-        " (an env instance; pass its class or a creator instead)" if isinstance(v, gym.Env) else ""
-    )
+    if isinstance(v, gym.Env):
+        from rlmod.env.registry import _instance_message
+
+        raise InvalidKind(_instance_message(v))
     raise InvalidKind(
         "expected a gymnasium ID, a name registered with rlmod.register_env, or a "
-        f"callable(env_config) -> env such as an env class{instance}."
+        "callable(env_config) -> env such as an env class."
     )
 
 

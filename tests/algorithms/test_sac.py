@@ -43,6 +43,7 @@ def test_tanh_gaussian_logp_matches_a_monte_carlo_density() -> None:
 def test_inference_only_sac_module_holds_the_actor_alone() -> None:
     config = (
         SACConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("Pendulum-v1")
         .debugging(seed=0)
         .training(num_steps_sampled_before_learning_starts=8, train_batch_size=8)
@@ -125,6 +126,7 @@ def test_auto_target_entropy() -> None:
 def test_discrete_sac_trains_on_cartpole_briefly() -> None:
     config = (
         SACConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("CartPole-v1")
         .debugging(seed=0)
         .training(
@@ -162,6 +164,7 @@ def test_twin_q_and_initial_alpha_reach_the_module() -> None:
 def _small_pendulum() -> SACConfig:
     return (
         SACConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("Pendulum-v1")
         .debugging(seed=0)
         .env_runners(rollout_fragment_length=4)
@@ -216,6 +219,7 @@ def test_multi_agent_sac_trains_one_module_and_buffer_per_policy() -> None:
 
     config = (
         SACConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment(MultiAgentCartPole, env_config={"num_agents": 2})
         .debugging(seed=0)
         .env_runners(rollout_fragment_length=4)

@@ -97,6 +97,9 @@ class SACConfig(OffPolicyConfig):
         "tau": 5e-3,
         "target_network_update_freq": 0,
         "num_steps_sampled_before_learning_starts": 1500,
+        # RLlib's SAC: one train() samples at least 100 env steps and lasts at least 1 s.
+        "min_sample_timesteps_per_iteration": 100,
+        "min_time_s_per_iteration": 1,
         "replay_buffer_config": {
             "type": "PrioritizedEpisodeReplayBuffer",
             "capacity": 1_000_000,
