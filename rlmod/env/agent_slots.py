@@ -15,9 +15,9 @@ import numpy as np
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.types import Array, IntArray
 from rlmod.env.module_spaces import ModuleSpaces
-from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
+from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv, unknown_agent_error
 from rlmod.env.multi_agent_rows import EpisodeInfo
-from rlmod.errors import EnvError, UnknownModuleIDError
+from rlmod.errors import UnknownModuleIDError
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
@@ -85,11 +85,7 @@ class AgentSlots:
         try:
             local = np.fromiter(map(self.agent_index.__getitem__, keys), np.int64, len(keys))
         except KeyError as err:
-            raise EnvError(
-                f"env={self.config.env!r} (env {e}) returned data for agent {err.args[0]!r}, "
-                f"which is not in its possible_agents {self.agents[:8]}; every agent ID must "
-                "be in possible_agents."
-            ) from None
+            raise unknown_agent_error(self.config.env, e, err.args[0], self.agents) from None
         slots = local + e * len(self.agents)
         stale = self.episode_of[slots] != episode.id_
         if stale.any():

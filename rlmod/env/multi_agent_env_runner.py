@@ -45,9 +45,10 @@ from rlmod.env.agent_slots import AgentSlots
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
 from rlmod.env.episodes import MultiAgentEpisode
 from rlmod.env.grouped_rows import GroupedRows
+from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import ModuleGroups
 from rlmod.env.module_spaces import ModuleSpaces
-from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
+from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv, make_multi_agent_env
 from rlmod.env.multi_agent_metrics import EpisodeStats
 from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
 from rlmod.env.multi_agent_recording import RowRecorder
@@ -61,7 +62,6 @@ from rlmod.env.multi_agent_rows import (
     EpisodeInfo,
     step_flags,
 )
-from rlmod.env.registry import make_env
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
 from rlmod.errors import EnvError
 from rlmod.fast_paths import plain_paths
@@ -125,8 +125,6 @@ class MultiAgentEnvRunner(EnvRunner):
                 env_context=dict(config.env_config),
             )
         self._agents: list[AgentID] = list(self.env0.possible_agents)
-        if not self._agents:
-            raise EnvError(f"env={config.env!r} has no possible_agents; set them in __init__.")
         # Raw spaces per module, from the env's agents (SETUP_EPISODE); checks the mapping.
         self._spaces = ModuleSpaces(config, self.envs, self._agents)
         self._spec = config.get_multi_rl_module_spec(
@@ -222,15 +220,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self.num_agent_steps_sampled_lifetime = 0
 
     def _make_env(self) -> MultiAgentEnv:
-        env = make_env(self.config.env, self.config.env_config)
-        if not isinstance(env, MultiAgentEnv):
-            raise TypeError(
-                f"env={self.config.env!r} made a {type(env).__name__}, not an rlmod "
-                "MultiAgentEnv. Wrap PettingZoo parallel envs in "
-                "rlmod.env.pettingzoo_env.ParallelPettingZooEnv; a single-agent gymnasium "
-                "env needs no .multi_agent() setup."
-            )
-        return env
+        return make_multi_agent_env(self.config.env, self.config.env_config)
 
     # ------------------------------------------------------------------ spaces
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
@@ -547,14 +537,8 @@ class MultiAgentEnvRunner(EnvRunner):
         return out
 
     def _raise_step_failed(self, e: int, err: BaseException) -> NoReturn:
-        raise EnvError(
-            f"env={self.config.env!r} (env {e} of this EnvRunner) raised in "
-            f"step() at step {self._ep_len[e] + 1} of its episode (step "
-            f"{self._num_steps + 1} of this EnvRunner): {err!r}. This sample() "
-            "call's rows are dropped (episodes finished earlier are kept in the "
-            "metrics) and the next sample() starts every env afresh; "
-            "config.fault_tolerance(restart_failed_sub_environments=True) "
-            "recreates a failing env instead and goes on."
+        raise step_failed_error(
+            self.config.env, e, int(self._ep_len[e]) + 1, self._num_steps + 1, err
         ) from err
 
     def _book_rewards(self, returns: EnvReturns, slots: IntArray) -> None:
