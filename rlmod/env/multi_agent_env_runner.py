@@ -11,7 +11,7 @@ through ONE forward pass. Rows are grouped by execution group with array operati
 sort per step), never with a Python loop per module. Per-(env, agent) bookkeeping lives in
 flat numpy arrays indexed by a "slot" `env_index * len(possible_agents) + agent_index`
 (AgentSlots), so Python touches each agent only to read and build the env's dicts; the rows
-and forward passes of a call live in GroupedRows.
+and forward passes of a call live in RowStore.
 
 A row of the batch is one action of one agent: `obs` is what the agent acted on, `rewards`
 everything the agent received until it next observed (rewards between its acting steps
@@ -41,36 +41,35 @@ from rlmod.core.types import (
     MetricsDict,
     StateDict,
 )
-from rlmod.env.agent_slots import AgentSlots
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
-from rlmod.env.episodes import MultiAgentEpisode
-from rlmod.env.grouped_rows import GroupedRows
+from rlmod.env.episodes import EpisodeInfo, MultiAgentEpisode
 from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import ModuleGroups
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv, make_multi_agent_env
 from rlmod.env.multi_agent_metrics import EpisodeStats
 from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
-from rlmod.env.multi_agent_recording import RowRecorder
-from rlmod.env.multi_agent_records import (
+from rlmod.env.multi_agent_rows import (
+    SLOT,
+    AgentSlots,
     ClosedRows,
     EnvReturns,
     FlaggedEnv,
+    RowStore,
     StepObservations,
-)
-from rlmod.env.multi_agent_rows import (
-    EpisodeInfo,
     step_flags,
 )
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
-from rlmod.errors import EnvError
+from rlmod.errors import EnvError, OfflineDataError
 from rlmod.fast_paths import plain_paths
+from rlmod.offline.writer import AGENT_ID, EpisodeWriter
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.gc_pause import gc_paused
 from rlmod.utils.seeding import derive_seed
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
+    from rlmod.connectors.pipeline import ConnectorPipeline
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +198,7 @@ class MultiAgentEnvRunner(EnvRunner):
             derive_seed(self.config.seed, self.seed_index, e) for e in range(self.num_envs)
         ]
         # Per sample() call: rows and who acts next, per execution group.
-        self._rows = GroupedRows(
+        self._rows = RowStore(
             self._groups,
             module_ids=self._module_ids,
             spaces=self._spaces,
@@ -411,7 +410,7 @@ class MultiAgentEnvRunner(EnvRunner):
     def _add_observations(
         self, slots: IntArray, obs: list, acts_next: BoolArray, episode_starts: BoolArray
     ) -> None:
-        """Queues observations for `GroupedRows.process` (`obs`: per-env chunks from
+        """Queues observations for `RowStore.process` (`obs`: per-env chunks from
         `ObservationIntake.chunk`); see `StepObservations`."""
         queued = self._step_obs
         queued.slots.append(slots)
@@ -692,7 +691,7 @@ class MultiAgentEnvRunner(EnvRunner):
         return result
 
     def _collect(self, keep_eps: IntArray | None) -> tuple[SampleResult, int]:
-        """This call's per-module batches (see GroupedRows.collect), recorded if asked; and
+        """This call's per-module batches (see RowStore.collect), recorded if asked; and
         how many rows acted in this call belonged to dropped episodes."""
         drop = np.concatenate(self._dropped_eps) if self._dropped_eps else None
         self._dropped_eps = []
@@ -765,3 +764,55 @@ class MultiAgentEnvRunner(EnvRunner):
             self._writer.writer.close()
         for env in self.envs:
             env.close()
+
+
+class RowRecorder:
+    """An EpisodeWriter fed with per-module batches whose `SLOT` column names the agent."""
+
+    def __init__(self, writer: EpisodeWriter, agents: list[AgentID]) -> None:
+        self.writer = writer
+        self.agents = agents
+        self._names = np.array([str(a) for a in agents], dtype=object)
+
+    @classmethod
+    def create(
+        cls,
+        config: AlgorithmConfig,
+        *,
+        module_ids: list[ModuleID],
+        spaces: ModuleSpaces,
+        module_to_env: dict[ModuleID, ConnectorPipeline],
+        env_spaces: dict[str, tuple[gym.Space, gym.Space]],
+        agents: list[AgentID],
+        worker_index: int,
+    ) -> RowRecorder | None:
+        """A recorder when `config.output` is set (else None); an OfflineDataError where a
+        module's connectors would make the recorded rows differ from the env's (the
+        single-agent EnvRunner records raw data in every case)."""
+        if config.output is None:
+            return None
+        for mid in module_ids:
+            pipeline = spaces.env_to_module.get(mid)
+            if (pipeline is not None and len(pipeline)) or len(module_to_env[mid]) > 1:
+                raise OfflineDataError(
+                    f"offline_data(output=...) with a MultiAgentEnvRunner records what the "
+                    f"modules see; module {mid!r} sees transformed observations ({pipeline}) "
+                    "or maps its actions into the env's space, which would make the "
+                    "recorded rows differ from the env's. Record envs with flat float32 Box "
+                    "observations and Discrete actions starting at 0, or leave output unset."
+                )
+        writer = EpisodeWriter(
+            config.output,
+            spaces=env_spaces,
+            max_rows_per_file=config.output_max_rows_per_file,
+            file_prefix=f"env_runner_{worker_index}",
+        )
+        return cls(writer, agents)
+
+    def write(self, module_id: ModuleID, batch: dict[str, Array]) -> None:
+        """Hands a module's rows to the writer with each row's agent ID (the slot column
+        is popped off the batch)."""
+        slots = batch.pop(SLOT)
+        self.writer.add_batch(
+            {module_id: {**batch, AGENT_ID: self._names[slots % len(self.agents)]}}
+        )

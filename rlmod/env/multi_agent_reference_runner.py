@@ -47,6 +47,7 @@ from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.types import Array, BoolArray, Components, MetricsDict, StateDict
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
+from rlmod.env.episodes import EpisodeInfo
 from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import env_actions_per_row
 from rlmod.env.module_spaces import ModuleSpaces
@@ -58,7 +59,6 @@ from rlmod.env.multi_agent_env import (
 )
 from rlmod.env.multi_agent_metrics import EpisodeStats
 from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
-from rlmod.env.multi_agent_rows import EpisodeInfo
 from rlmod.errors import EnvError, UnknownModuleIDError
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
