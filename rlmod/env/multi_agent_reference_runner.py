@@ -46,7 +46,7 @@ from rlmod.connectors.module_to_env import add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.types import Array, BoolArray, Components, MetricsDict, StateDict
-from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
+from rlmod.env.env_runner import EnvRunner, SampleResult
 from rlmod.env.episodes import EpisodeInfo
 from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import env_actions_per_row
@@ -124,21 +124,14 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
         self._agent_index = {a: i for i, a in enumerate(self._agents)}
         self._spaces = ModuleSpaces(config, self.envs, self._agents)
         spec = config.get_multi_rl_module_spec(
-            env=self.envs[0], spaces=self._env_spaces(), inference_only=True
+            env=self.envs[0], spaces=self._spaces.runner_spaces(), inference_only=True
         )
         with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
             self._module: MultiRLModule = spec.build().eval()
         self._spaces.attach(self._module)
         self._module_ids: list[ModuleID] = list(self._module.keys())
         self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
-        self._module_to_env = {
-            mid: config.build_module_to_env_connector(
-                self.envs[0],
-                cast(gym.Space, sub.observation_space),
-                cast(gym.Space, self._spaces.raw.get(mid, (None, sub.action_space))[1]),
-            )
-            for mid, sub in self._module.items()
-        }
+        self._module_to_env = self._spaces.module_to_env(self._module)
         self._checks = ObservationIntake(
             env_name=config.env,
             spaces=self._spaces,
@@ -166,22 +159,7 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
         return list(self._module_ids)
 
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        spaces = self._env_spaces()
-        for mid, sub in self._module.items():  # modules no agent mapped to at set-up
-            spaces.setdefault(
-                mid, cast("tuple[gym.Space, gym.Space]", (sub.observation_space, sub.action_space))
-            )
-        return spaces
-
-    def _env_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        """The first agent's spaces and those of each module its agents' spaces give."""
-        first, env0 = self._agents[0], self.envs[0]
-        spaces = {ENV_SPACES_KEY: (env0.get_observation_space(first), env0.get_action_space(first))}
-        for mid, pipeline in self._spaces.env_to_module.items():
-            spaces[mid] = cast(
-                "tuple[gym.Space, gym.Space]", (pipeline.observation_space, pipeline.action_space)
-            )
-        return spaces
+        return self._spaces.runner_spaces(self._module.items())
 
     # ------------------------------------------------------------------ sampling
     def sample(

@@ -42,7 +42,6 @@ class AgentSlots:
             (-1 there: not mapped yet).
         episode_of: The env episode the agent was last mapped in.
         agent_episode_of: The agent-episode ID (the batch's eps_id column).
-        open_row: The row awaiting its outcome (its ID in its group's buffer), or -1.
         pending_reward: Reward since the agent last acted.
         episode_return: The agent's return in its current episode.
         observed: The agent has observed in its current episode.
@@ -68,7 +67,6 @@ class AgentSlots:
         self.module_of = np.zeros(n, np.int64)
         self.episode_of = np.full(n, -1, np.int64)
         self.agent_episode_of = np.zeros(n, np.int64)
-        self.open_row = np.full(n, -1, np.int64)
         self.pending_reward = np.zeros(n)
         self.episode_return = np.zeros(n)
         self.observed = np.zeros(n, bool)
@@ -142,14 +140,28 @@ class ActingRows(NamedTuple):
 
 
 class ClosedRows(NamedTuple):
-    """Rows completed in one step: each row's outcome (K rows, of any groups)."""
+    """Rows completed in one step, queued until the step's observations are stored (K rows,
+    of any groups)."""
 
     group: IntArray  # [K] execution group index
     row: IntArray  # [K] row ID in that group's GroupBuffer
-    new_obs: Array  # [K] int: the next observation (index; -1: none, the row's obs stands in)
+    new_obs_pos: IntArray  # [K] step position of the next observation (-1: none)
     reward: FloatArray  # [K] everything the agent received since it acted
-    terminated: Array  # [K] bool
-    truncated: Array  # [K] bool
+    terminated: BoolArray  # [K]
+    truncated: BoolArray  # [K]
+
+
+class RowOutcomes(NamedTuple):
+    """What `ClosedRows` become once the step's observations are stored: the same rows,
+    the next observation as an index into the group's GroupBuffer."""
+
+    group: IntArray  # [K]
+    row: IntArray  # [K]
+    next_obs_idx: IntArray  # [K] index into the group's stored observations (-1: none,
+    # the row's own obs stands in)
+    reward: FloatArray  # [K]
+    terminated: BoolArray  # [K]
+    truncated: BoolArray  # [K]
 
 
 @dataclasses.dataclass
@@ -157,15 +169,13 @@ class StepObservations:
     """One step's observations of all envs, queued for `RowStore.process`: per env
     (and per reset), the agents' slots, their modules (taken before a reset remaps the
     slots), the observations (see `ObservationIntake.chunk`), who acts next, who observes
-    first in its episode; and the rows completed (their `new_obs` indexes these
-    observations)."""
+    first in its episode."""
 
     slots: list[IntArray] = dataclasses.field(default_factory=list)
     modules: list[IntArray] = dataclasses.field(default_factory=list)
     obs: list = dataclasses.field(default_factory=list)
     acts_next: list[BoolArray] = dataclasses.field(default_factory=list)
     episode_starts: list[BoolArray] = dataclasses.field(default_factory=list)
-    closings: list[ClosedRows] = dataclasses.field(default_factory=list)
 
 
 class FlaggedEnv(NamedTuple):
@@ -257,7 +267,7 @@ class GroupBuffer:
     whose each row is) and the observations they index.
 
     `obs` holds module-space observations (what the modules acted on, plus final
-    observations); rows refer to them by index (`obs_idx`), closings by `new_obs_idx`.
+    observations); rows refer to them by index (`obs_idx`), outcomes by `next_obs_idx`.
     """
 
     def __init__(self) -> None:
@@ -293,8 +303,7 @@ class RowStore:
         module_ids: The runner's module IDs (module index -> ID).
         spaces: Raw spaces and env-to-module pipelines per module.
         intake: Stacks and checks observations.
-        open_row: `[num_slots]` the open row of each (env, agent) slot, or -1 (the
-            runner's array, updated in place here).
+        num_slots: How many (env, agent) slots the runner has.
         agent_episode_of_slot: `[num_slots]` each slot's eps_id (the runner's array).
     """
 
@@ -305,14 +314,16 @@ class RowStore:
         module_ids: list[ModuleID],
         spaces: ModuleSpaces,
         intake: ObservationIntake,
-        open_row: Array,
+        num_slots: int,
         agent_episode_of_slot: Array,
     ) -> None:
         self.groups = groups
         self.module_ids = module_ids
         self.spaces = spaces
         self.intake = intake
-        self.open_row = open_row
+        self.open_row = np.full(num_slots, -1, np.int64)
+        """`[num_slots]` each slot's open row (its row ID in its group's GroupBuffer), or
+        -1; written here only."""
         self.agent_episode_of_slot = agent_episode_of_slot
         # Per group: modules with a non-empty env-to-module pipeline (run module by module).
         self.with_pipeline = [
@@ -326,7 +337,9 @@ class RowStore:
         """Forgets every row (the next call starts every env afresh)."""
         self.buffers = [GroupBuffer() for _ in self.groups.groups]
         self.num_carried = [0] * len(self.groups.groups)  # rows carried into the buffers
-        self.closings: list[ClosedRows] = []
+        self.open_row[:] = -1
+        self.closed_now: list[ClosedRows] = []  # this step's, until process() stores its obs
+        self.outcomes: list[RowOutcomes] = []  # this call's
 
     # ------------------------------------------------------------------ each step
     def process(self, queued: StepObservations) -> None:
@@ -384,12 +397,13 @@ class RowStore:
                         act_rank[pa],
                     )
                 )
-        for closing in queued.closings:  # step positions of new observations -> store indices
-            pos = cast(IntArray, closing.new_obs)  # int positions
-            new_obs = np.full(len(pos), -1)
+        for closed in self.closed_now:  # step positions of next observations -> store indices
+            pos = closed.new_obs_pos
+            next_idx = np.full(len(pos), -1)
             seen = pos >= 0
-            new_obs[seen] = store_idx[pos[seen]]
-            self.closings.append(closing._replace(new_obs=new_obs))
+            next_idx[seen] = store_idx[pos[seen]]
+            self.outcomes.append(RowOutcomes(closed.group, closed.row, next_idx, *closed[3:]))
+        self.closed_now = []
         self.acting = acting
 
     def _to_module_space(self, g: int, raw: ArrayTree, mods: Array, starts: Array) -> Array:
@@ -414,6 +428,35 @@ class RowStore:
         """Module sort ranks as uint16 where they fit: numpy then sorts (stably) by radix,
         3-7x faster than its sort of int64 at 14k-64k agents (2-core EPYC, numpy 2.4)."""
         return keys.astype(np.uint16) if len(self.module_ids) <= 2**16 else keys
+
+    def close(
+        self,
+        slots: IntArray,
+        groups: IntArray,
+        rewards: FloatArray,
+        term: BoolArray,
+        trunc: BoolArray,
+        new_obs_pos: IntArray,
+    ) -> BoolArray:
+        """Closes the open rows of `slots` (of execution `groups`) with their outcomes;
+        `new_obs_pos`: step positions of their next observations (-1: none). Returns
+        which of `slots` had an open row (the others are left alone)."""
+        rows = self.open_row[slots]
+        has = rows >= 0
+        if has.all():
+            closed = ClosedRows(groups, rows, new_obs_pos, rewards, term, trunc)
+        else:
+            closed = ClosedRows(
+                groups[has], rows[has], new_obs_pos[has], rewards[has], term[has], trunc[has]
+            )
+        if len(closed.row):
+            self.closed_now.append(closed)
+            self.open_row[slots[has]] = -1
+        return has
+
+    def forget_open(self, slots: slice[int, int, None] | IntArray) -> None:
+        """Forgets the open rows of `slots` (a restarted env's: dropped at collect)."""
+        self.open_row[slots] = -1
 
     def act(self, explore: bool, num_acting: int) -> list:
         """One forward pass per execution group; records a row per acting agent and returns
@@ -469,9 +512,9 @@ class RowStore:
             "trunc": np.zeros(total, bool),
             "new_obs": np.full(total, -1),
         }
-        if self.closings:
+        if self.outcomes:
             groups, rows, new_obs, rew, term, trunc = (
-                np.concatenate(c) for c in zip(*self.closings, strict=True)
+                np.concatenate(c) for c in zip(*self.outcomes, strict=True)
             )
             where = offsets[groups] + rows
             outcome["closed"][where] = True
@@ -509,7 +552,7 @@ class RowStore:
                     self.groups.add_action_logp(g, batch)  # all the group's rows at once
                     result += split_by_module(batch)
             self._rebase(g, store, acting.get(g), carried)
-        self.closings = []
+        self.outcomes = []
         return result, dropped_rows
 
     def _rebase(
