@@ -16,6 +16,7 @@ import pytest
 MULTI_AGENT = """
 import gc, json, sys
 from rlmod.algorithms.ppo import PPOConfig
+from rlmod.env import MultiAgentEnvRunner
 from rlmod.testing import MultiAgentCartPole
 import rlmod.fast_paths as fast_paths
 from rlmod.utils.gc_pause import gc_paused
@@ -23,6 +24,7 @@ config = (PPOConfig().environment(MultiAgentCartPole, env_config={"num_agents": 
     .multi_agent(policies={f"p{i}" for i in range(4)},
                  policy_mapping_fn=lambda aid, ep, **kw: f"p{aid}")
     .rl_module(model_config={"fcnet_hiddens": [16]})
+    .env_runners(env_runner_cls=MultiAgentEnvRunner)  # the runner that stacks modules
     .training(train_batch_size=128, minibatch_size=32, num_epochs=1)
     .debugging(seed=0, plain_paths=sys.argv[1] == "config"))
 algo = config.build_algo()

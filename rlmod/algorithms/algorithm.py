@@ -190,8 +190,12 @@ class Algorithm(Checkpointable):
             if self._eval_thread is None:
                 self._eval_thread = ThreadPoolExecutor(max_workers=1)
             parallel = self._eval_thread.submit(self._evaluate, sync_weights=False)
-        try:
-            learner_results, num_training_steps = self._training_steps()
+        try:  # training_step() until the iteration's minimums are met (as RLlib's)
+            budget, steps = IterationBudget(self.config), []
+            while not budget.met():
+                steps.append(self.training_step())
+                budget.add(sampled=self._after_training_step(), trained=rows_trained(steps[-1]))
+            learner_results, num_training_steps = merge_learner_results(steps), len(steps)
         finally:
             if parallel is not None:
                 self._last_evaluation = parallel.result()
@@ -231,30 +235,24 @@ class Algorithm(Checkpointable):
         )
         return result
 
-    def _training_steps(self) -> tuple[dict[str, Any], int]:
-        """`training_step()` until the iteration's minimums are met (RLlib's
-        `min_time_s_per_iteration`, `min_sample_timesteps_per_iteration`,
-        `min_train_timesteps_per_iteration`); after each, the EnvRunners' connector states
-        are synced and their metrics counted. Returns the merged Learner results and the
-        number of training steps."""
-        budget = IterationBudget(self.config)
+    def _after_training_step(self) -> int:
+        """Syncs the EnvRunners' connector states and counts their metrics after a
+        `training_step()`; returns the env steps it sampled (for the iteration's
+        minimums: `min_time_s_per_iteration`, `min_sample_timesteps_per_iteration`,
+        `min_train_timesteps_per_iteration`)."""
         group = self.env_runner_group
-        results: list[dict[str, Any]] = []
-        while not budget.met():
-            out = self.training_step()
-            results.append(out)
-            sampled = 0
-            if group is not None:
-                with self._timer("sync_env_runner_states_time_s"):
-                    group.sync_env_runner_states()
-                runner_metrics: list[dict[str, Any]] = group.get_metrics()
-                self.metrics.ingest(runner_metrics)
-                for m in runner_metrics:
-                    sampled += m["num_env_steps"]
-                    if "metrics_logger" in m:
-                        self._env_runner_logger.merge_period(m["metrics_logger"])
-            budget.add(sampled=sampled, trained=rows_trained(out))
-        return merge_learner_results(results), budget.num_training_steps
+        if group is None:
+            return 0
+        with self._timer("sync_env_runner_states_time_s"):
+            group.sync_env_runner_states()
+        runner_metrics: list[dict[str, Any]] = group.get_metrics()
+        self.metrics.ingest(runner_metrics)
+        sampled = 0
+        for m in runner_metrics:
+            sampled += m["num_env_steps"]
+            if "metrics_logger" in m:
+                self._env_runner_logger.merge_period(m["metrics_logger"])
+        return sampled
 
     def save_checkpoint_to_dir(
         self, directory: str | os.PathLike | None = None, *, keep_last_n: int | None = None

@@ -105,7 +105,12 @@ class CommonSettings:
         None,
         section="env_runners",
         check=s.callable_or_none,
-        doc=("EnvRunner class; None picks the single- or multi-agent one."),
+        doc=(
+            "EnvRunner class (RLlib's name); None picks SingleAgentEnvRunner, or for "
+            "multi-agent configs ReferenceMultiAgentEnvRunner (plain, as fast for up to 16 "
+            "agents x sub-envs) or MultiAgentEnvRunner (vectorized) by "
+            "rlmod.env.env_runner_group.default_multi_agent_runner_cls."
+        ),
     )
     on_non_finite_env_data = Setting(
         "raise",

@@ -68,7 +68,8 @@ def rows_trained(learner_results: Mapping[str, Any]) -> int:
 def merge_learner_results(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One iteration's `result["learners"]` from its training steps' (the empty ones of
     steps that did not train left out): per module, counters (`num_*`) summed, other
-    numbers averaged, `*_lifetime` counters and anything else the last step's. One step's
+    numbers averaged; `*_lifetime` counters, learning rates, PPO's KL coefficient, DQN's
+    epsilon (states, not per-step statistics) and anything else the last step's. One step's
     results come back as they are."""
     results = [r for r in results if r]
     if len(results) <= 1:
@@ -92,8 +93,12 @@ def _merge(key: str, values: list[Any]) -> Any:
     numbers = all(
         isinstance(v, int | float | np.number) and not isinstance(v, bool) for v in values
     )
-    if not numbers or key.endswith("_lifetime") or key == "num_trainable_parameters":
-        return values[-1]
+    if (
+        not numbers
+        or key.endswith(("_lifetime", "_learning_rate", "curr_kl_coeff", "epsilon"))
+        or key == "num_trainable_parameters"
+    ):
+        return values[-1]  # a state at the iteration's end, as RLlib reports it
     if key.startswith("num_"):
         return sum(values)
     return sum(values) / len(values)

@@ -18,7 +18,7 @@ import gymnasium as gym
 from rlmod.core.columns import DEFAULT_MODULE_ID
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
-from rlmod.env.multi_agent_rows import SETUP_EPISODE
+from rlmod.env.episodes import SETUP_EPISODE
 from rlmod.errors import UnknownModuleIDError
 from rlmod.utils.naming import did_you_mean
 
@@ -209,7 +209,7 @@ def env_spaces_by_module(
     """{module_id: (first agent mapped to it, its raw obs space, its raw action space)}.
 
     Reverse-maps `env.possible_agents` through `policy_mapping_fn(agent_id,
-    SETUP_EPISODE)` (an EpisodeInfo with `id_=-1`, see rlmod.env.multi_agent_rows);
+    SETUP_EPISODE)` (an EpisodeInfo with `id_=-1`, see rlmod.env.episodes);
     raises if an agent maps to an unknown or a learner-only module, or if two agents
     with different spaces map to one module.
     """

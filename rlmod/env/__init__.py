@@ -2,9 +2,9 @@
 
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner
 from rlmod.env.env_runner_group import EnvRunnerGroup
-from rlmod.env.episodes import MultiAgentEpisode, SingleAgentEpisode
+from rlmod.env.episodes import EpisodeInfo, MultiAgentEpisode, SingleAgentEpisode
 from rlmod.env.multi_agent_env import MultiAgentEnv, make_multi_agent
-from rlmod.env.multi_agent_env_runner import EpisodeInfo, MultiAgentEnvRunner
+from rlmod.env.multi_agent_env_runner import MultiAgentEnvRunner
 from rlmod.env.registry import make_env, register_env
 from rlmod.env.single_agent_env_runner import SingleAgentEnvRunner
 

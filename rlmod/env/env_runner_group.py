@@ -87,9 +87,7 @@ class EnvRunnerGroup:
     @staticmethod
     def _default_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
         if config.is_multi_agent:
-            from rlmod.env.multi_agent_env_runner import MultiAgentEnvRunner
-
-            return MultiAgentEnvRunner
+            return default_multi_agent_runner_cls(config)
         from rlmod.env.single_agent_env_runner import SingleAgentEnvRunner
 
         return SingleAgentEnvRunner
@@ -419,3 +417,38 @@ class _RemoteEnvRunnerState(Checkpointable):
             "class": _class_path(self._group.env_runner_cls),
             **cast("dict[str, object]", self._group._first_remote("get_metadata")),
         }
+
+
+PLAIN_RUNNER_MAX_AGENT_SLOTS = 16
+"""Up to this many agents x sub-envs (`len(possible_agents) * num_envs_per_env_runner`) the
+plain ReferenceMultiAgentEnvRunner is the default multi-agent EnvRunner: it samples as
+fast as the vectorized MultiAgentEnvRunner or faster there (reference / vectorized env
+steps/s on MultiAgentCartPole, one module per agent / one shared: 1.35 / 1.39 at 2
+agents x envs, 1.03 / 0.99 at 16, 0.91 / 0.83 at 32, 0.17 / 0.24 at 800; 2-core Intel Xeon,
+2026-12-07, `benchmarks/investigations/multi_agent_runners.py --rounds 7 --steps 64`)."""
+
+
+def default_multi_agent_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
+    """The multi-agent EnvRunner class when `config.env_runner_cls` is None: the plain
+    ReferenceMultiAgentEnvRunner for at most PLAIN_RUNNER_MAX_AGENT_SLOTS agents x
+    sub-envs unless a setting needs the vectorized one (recording, restarting failed envs,
+    episode callbacks); else MultiAgentEnvRunner. Counts the agents on one env made here
+    (closed again); an env that fails to make gets MultiAgentEnvRunner, which names why."""
+    from rlmod.env.multi_agent_env import make_multi_agent_env
+    from rlmod.env.multi_agent_env_runner import MultiAgentEnvRunner
+    from rlmod.env.multi_agent_reference_runner import (
+        ReferenceMultiAgentEnvRunner,
+        unsupported_features,
+    )
+
+    if unsupported_features(config):
+        return MultiAgentEnvRunner
+    try:
+        env = make_multi_agent_env(config.env, config.env_config)
+    except Exception:  # noqa: BLE001 - the runner makes it again and raises with context
+        return MultiAgentEnvRunner
+    num_agents = len(env.possible_agents)
+    env.close()
+    if num_agents * config.num_envs_per_env_runner <= PLAIN_RUNNER_MAX_AGENT_SLOTS:
+        return ReferenceMultiAgentEnvRunner
+    return MultiAgentEnvRunner

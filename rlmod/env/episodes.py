@@ -1,4 +1,5 @@
-"""Episode objects for callbacks: what RLlib's episode hooks receive as `episode`.
+"""Episode objects: what `policy_mapping_fn` receives as `episode` (EpisodeInfo) and what
+RLlib's episode hooks receive (MultiAgentEpisode, SingleAgentEpisode).
 
 Built by EnvRunners only when a callback overrides an episode hook (on_episode_start,
 on_episode_step, on_episode_end, on_sample_end); sampling itself never needs them (it
@@ -8,6 +9,7 @@ writes flat column arrays), so runs without such callbacks pay nothing.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, TypeAlias, TypeVar, cast
@@ -25,6 +27,31 @@ AgentIDs: TypeAlias = "AgentID | Collection[AgentID] | None"
 VectorInfos: TypeAlias = "Mapping[str, Array | VectorInfos]"
 """A gymnasium vector env's infos: per key an array over sub-envs (and its mask `_key`),
 or a nested dict of them."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeInfo:
+    """What `policy_mapping_fn(agent_id, episode)` receives as `episode`.
+
+    The mapping function is called once per agent per episode, when the agent first
+    appears; EnvRunners cache its answer for the rest of the episode. When the config
+    infers module spaces from an env's `possible_agents` (at set-up, before any episode),
+    the function gets `SETUP_EPISODE`: `id_ == -1`, env 0 of worker 0. It is never
+    called with `episode=None`.
+
+    Attributes:
+        id_: The env episode's ID, unique within one EnvRunner.
+        env_index: Which of the EnvRunner's envs plays the episode.
+        worker_index: The EnvRunner's index (0: the local one).
+    """
+
+    id_: int
+    env_index: int
+    worker_index: int
+
+
+SETUP_EPISODE = EpisodeInfo(id_=-1, env_index=0, worker_index=0)
+"""The `episode` policy_mapping_fn gets at set-up, when module spaces are inferred."""
 
 
 def _pick(items: list[_T], indices: Indices) -> _T | list[_T]:

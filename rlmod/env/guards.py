@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlmod.core.types import Array, BoolArray
+from rlmod.errors import EnvError
 
 
 def _leaves(x: object, key: str) -> list[tuple[str, Array]]:
@@ -164,3 +165,18 @@ class SubEnvGuard(gym.Wrapper[object, object, object, object]):
         if self._last_obs is not None:
             return self._last_obs
         return self.observation_space.sample()
+
+
+def step_failed_error(
+    env: object, e: int, episode_step: int, runner_step: int, err: BaseException
+) -> EnvError:
+    """The EnvError of a multi-agent sub-env whose `step()` raised (without restart mode):
+    `episode_step` and `runner_step` count the failed step."""
+    return EnvError(
+        f"env={env!r} (env {e} of this EnvRunner) raised in step() at step {episode_step} "
+        f"of its episode (step {runner_step} of this EnvRunner): {err!r}. This sample() "
+        "call's rows are dropped (episodes finished earlier are kept in the metrics) and "
+        "the next sample() starts every env afresh; "
+        "config.fault_tolerance(restart_failed_sub_environments=True) recreates a failing "
+        "env instead and goes on."
+    )

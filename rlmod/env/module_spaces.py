@@ -1,5 +1,5 @@
 """ModuleSpaces: the raw spaces of each module's agents and each module's env-to-module
-pipeline, for MultiAgentEnvRunner.
+pipeline, for both multi-agent EnvRunners (and the spaces they report and build with).
 
 Agents mapped to one module must all see that module's spaces. Agents that share one space
 object pair form a group, so a mapping is checked once per (module, group), not once per
@@ -8,13 +8,16 @@ agent: cheap with thousands of agents.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, cast
 
 import gymnasium as gym
 import numpy as np
 
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
+from rlmod.core.rl_module import RLModule, RLModuleSpec
 from rlmod.core.types import Array
+from rlmod.env.env_runner import ENV_SPACES_KEY
 from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
 
 if TYPE_CHECKING:
@@ -62,6 +65,42 @@ class ModuleSpaces:
         self._equal: dict[tuple[int, int], tuple[gym.Space, gym.Space]] = {}
         self._shared: gym.spaces.Box | None | bool = False  # False: not computed yet
         self._module: MultiRLModule | None = None
+
+    def runner_spaces(
+        self, modules: Iterable[tuple[ModuleID, RLModule | RLModuleSpec]] = ()
+    ) -> dict[str, tuple[gym.Space, gym.Space]]:
+        """What a multi-agent EnvRunner's `get_spaces()` returns: `"__env__"` -> the first
+        possible agent's spaces (cheap with thousands of agents, and every agent's in the
+        common case of alike agents); each module -> the spaces after its env-to-module
+        pipeline, or, for `modules` ((ID, RLModule or its spec) pairs) no agent maps to, their
+        own."""
+        first = self.agents[0]
+        spaces = {
+            ENV_SPACES_KEY: (
+                self.env0.get_observation_space(first),
+                self.env0.get_action_space(first),
+            )
+        }
+        for mid, pipeline in self.env_to_module.items():
+            spaces[mid] = cast(  # set: built with input spaces
+                "tuple[gym.Space, gym.Space]", (pipeline.observation_space, pipeline.action_space)
+            )
+        for mid, sub in modules:
+            spaces.setdefault(
+                mid, cast("tuple[gym.Space, gym.Space]", (sub.observation_space, sub.action_space))
+            )
+        return spaces
+
+    def module_to_env(self, module: MultiRLModule) -> dict[ModuleID, ConnectorPipeline]:
+        """Each module's module-to-env pipeline, into its agents' raw action space."""
+        return {
+            mid: self.config.build_module_to_env_connector(
+                self.env0,
+                cast(gym.Space, sub.observation_space),
+                cast(gym.Space, self.raw.get(mid, (None, sub.action_space))[1]),
+            )
+            for mid, sub in module.items()
+        }
 
     def replace_env(self, e: int, env: MultiAgentEnv) -> None:
         """Env `e` was recreated (restart after a failure): its space groups anew."""

@@ -13,6 +13,8 @@ from typing import cast
 
 import gymnasium as gym
 
+from rlmod.errors import EnvError
+
 AgentID = Hashable
 """The ID of one agent: any hashable value, usually a str or an int."""
 
@@ -212,3 +214,28 @@ def _preview(ids: list[AgentID], limit: int = 8) -> str:
         return "no entries"
     shown = ", ".join(repr(i) for i in ids[:limit])
     return f"[{shown}{', ...' if len(ids) > limit else ''}] ({len(ids)} in all)"
+
+
+def make_multi_agent_env(env: object, env_config: dict | None = None) -> MultiAgentEnv:
+    """One MultiAgentEnv from `config.env` (see rlmod.env.registry.make_env); a TypeError
+    with the fix when it makes something else (the multi-agent EnvRunners' first check)."""
+    from rlmod.env.registry import make_env
+
+    made = make_env(env, env_config)
+    if not isinstance(made, MultiAgentEnv):
+        raise TypeError(
+            f"env={env!r} made a {type(made).__name__}, not an rlmod MultiAgentEnv. Wrap "
+            "PettingZoo parallel envs in rlmod.env.pettingzoo_env.ParallelPettingZooEnv; a "
+            "single-agent gymnasium env needs no .multi_agent() setup."
+        )
+    if not made.possible_agents:
+        raise EnvError(f"env={env!r} has no possible_agents; set them in __init__.")
+    return made
+
+
+def unknown_agent_error(env: object, e: int, agent: AgentID, agents: list[AgentID]) -> EnvError:
+    """The error for an env that returned data for an agent not in its possible_agents."""
+    return EnvError(
+        f"env={env!r} (env {e}) returned data for agent {agent!r}, which is not in its "
+        f"possible_agents {agents[:8]}; every agent ID must be in possible_agents."
+    )

@@ -1,22 +1,51 @@
-"""MultiAgentEnvRunner: samples several MultiAgentEnvs at once with an inference-only MultiRLModule.
+"""MultiAgentEnvRunner: samples several MultiAgentEnvs at once, vectorized over all agents.
 
-Built by EnvRunnerGroup when `config.is_multi_agent`; its modules come from
-`config.get_multi_rl_module_spec(env=..., spaces=self.get_spaces(), inference_only=True)`,
-so learner-only modules are never built here.
+The default multi-agent EnvRunner beyond a few agents x sub-envs (EnvRunnerGroup's rule);
+ReferenceMultiAgentEnvRunner (rlmod/env/multi_agent_reference_runner.py) states the same
+semantics in plain Python and is its oracle in the tests. Its modules come from
+`config.get_multi_rl_module_spec(env=..., spaces=..., inference_only=True)`, so
+learner-only modules are never built here. Three files: this one (envs, episodes, guards,
+recording), multi_agent_rows.py (per-slot arrays, the rows of a call, batches) and
+module_groups.py (which modules share one forward pass).
 
-How a step runs (all envs together): each agent that received an observation acts in the
-next step; all acting agents of all envs whose modules form one execution group (a stack
-group of modules that share an architecture, or one module alone; see ModuleGroups) go
-through ONE forward pass. Rows are grouped by execution group with array operations (one
-sort per step), never with a Python loop per module. Per-(env, agent) bookkeeping lives in
-flat numpy arrays indexed by a "slot" `env_index * len(possible_agents) + agent_index`
-(AgentSlots), so Python touches each agent only to read and build the env's dicts; the rows
-and forward passes of a call live in GroupedRows.
+A row is one action of one agent: `obs` is what the agent acted on, `rewards` everything
+the agent received until it next observed (rewards between its acting steps add up),
+`new_obs` that next observation (the final one at its episode's end), and the flags are
+the agent's own (`"__all__"` applies to agents without a flag of their own).
 
-A row of the batch is one action of one agent: `obs` is what the agent acted on, `rewards`
-everything the agent received until it next observed (rewards between its acting steps
-add up), `new_obs` that next observation (the final one at its episode's end), and the
-flags are the agent's own (`"__all__"` applies to agents without a flag of their own).
+A row's life, all envs together, in array operations (Python touches an agent only to
+read and build the env's dicts):
+
+1. open (RowStore.act): all acting agents of one execution group (a stack group of
+   modules that share an architecture, or one module alone) go through ONE forward pass;
+   each gets a row in its group's GroupBuffer, and `RowStore.open_row[slot]` its row ID.
+2. close (`_close` -> RowStore.close): when the agent next observes, is flagged done
+   without an observation, or its episode ends, its row gets its outcome as ClosedRows
+   (next observation as a step position) and `open_row[slot]` goes back to -1;
+   RowStore.process then stores the step's observations (one sort by group) and turns
+   them into RowOutcomes (next observation as an index into the group's stored ones).
+3. collect (RowStore.collect, at the end of `sample()`): the closed rows with their
+   outcomes become per-module batches (module, slot, then time order); rows still open
+   are carried into the next call's buffers.
+
+Index spaces (all int64 arrays or ints):
+
+| index | counts | lives in |
+|---|---|---|
+| slot | (env, agent): `env_index * len(possible_agents) + agent_index` | AgentSlots arrays, `RowStore.open_row`, rows' `slot` |
+| module index | position in `module_ids` | `AgentSlots.module_of`, rows' `module` |
+| group | execution group (position in `ModuleGroups.groups`) | `ModuleGroups.group_of_module`, `RowStore.buffers`, ClosedRows / RowOutcomes `.group` |
+| index in group | a module's weights inside its StackedGroup | `ModuleGroups.index_in_group` (forward passes only) |
+| sort rank | a module's position, modules ordered group by group | `ModuleGroups.sort_rank` (row order only) |
+| row ID | a row in its group's GroupBuffer, this call | `RowStore.open_row` values, ClosedRows / RowOutcomes `.row` |
+| obs index | an observation stored in its group's GroupBuffer, this call | rows' `obs_idx`, `ActingRows.obs_idx`, `RowOutcomes.next_obs_idx` |
+| step position | one of this step's observations (all envs, in queue order) | StepObservations, `ClosedRows.new_obs_pos` |
+| acting rank | an action in the step's acting order (what the envs get) | `ActingRows.rank`, `_acting_offset` |
+
+One owner per array: AgentSlots' arrays (mapping, rewards, returns, who observed) are
+written by this runner and AgentSlots' methods only; `RowStore.open_row`, the buffers, the
+acting rows and the outcomes by RowStore's methods only (this runner reads `open_row`).
+Everything that needs the modules is built once, by `make_module()`.
 """
 
 from __future__ import annotations
@@ -41,36 +70,34 @@ from rlmod.core.types import (
     MetricsDict,
     StateDict,
 )
-from rlmod.env.agent_slots import AgentSlots
-from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
-from rlmod.env.episodes import MultiAgentEpisode, chunk_start
-from rlmod.env.grouped_rows import GroupedRows
+from rlmod.env.env_runner import EnvRunner, SampleResult
+from rlmod.env.episodes import EpisodeInfo, MultiAgentEpisode, chunk_start
+from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import ModuleGroups
 from rlmod.env.module_spaces import ModuleSpaces
-from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv
+from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv, make_multi_agent_env
 from rlmod.env.multi_agent_metrics import EpisodeStats
 from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
-from rlmod.env.multi_agent_recording import RowRecorder
-from rlmod.env.multi_agent_records import (
-    ClosedRows,
+from rlmod.env.multi_agent_rows import (
+    SLOT,
+    AgentSlots,
     EnvReturns,
     FlaggedEnv,
+    RowStore,
     StepObservations,
-)
-from rlmod.env.multi_agent_rows import (
-    EpisodeInfo,
     step_flags,
 )
-from rlmod.env.registry import make_env
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
-from rlmod.errors import EnvError
+from rlmod.errors import EnvError, OfflineDataError
 from rlmod.fast_paths import plain_paths
+from rlmod.offline.writer import AGENT_ID, EpisodeWriter
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.gc_pause import gc_paused
 from rlmod.utils.seeding import derive_seed
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
+    from rlmod.connectors.pipeline import ConnectorPipeline
 
 logger = logging.getLogger(__name__)
 
@@ -125,28 +152,12 @@ class MultiAgentEnvRunner(EnvRunner):
                 env_context=dict(config.env_config),
             )
         self._agents: list[AgentID] = list(self.env0.possible_agents)
-        if not self._agents:
-            raise EnvError(f"env={config.env!r} has no possible_agents; set them in __init__.")
         # Raw spaces per module, from the env's agents (SETUP_EPISODE); checks the mapping.
         self._spaces = ModuleSpaces(config, self.envs, self._agents)
         self._spec = config.get_multi_rl_module_spec(
-            env=self.env0, spaces=self.get_spaces(), inference_only=True
+            env=self.env0, spaces=self._spaces.runner_spaces(), inference_only=True
         )
-        # The modules are built by make_module(), on first need (a remote EnvRunner answers
-        # get_spaces() first); a custom MultiRLModule class now, its module IDs are its own.
-        self._module: MultiRLModule | None = None
-        self._groups: ModuleGroups  # and the bookkeeping: by make_module()
-        self._made = False
         self._rng_before_module = self._torch_rng_state
-        if not is_plain(self._spec):
-            self._build_module()
-        subs = (
-            self._module.items()
-            if self._module is not None
-            else (self._spec.rl_module_specs.items())
-        )
-        self._module_ids: list[ModuleID] = [mid for mid, _ in subs]
-        self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
         self._restart = config.restart_failed_sub_environments
         self._failure_streaks = SubEnvFailureStreaks(  # restart mode's bound
             env=config.env,
@@ -160,21 +171,13 @@ class MultiAgentEnvRunner(EnvRunner):
             check_obs=config.check_agent_observations,
             locate=self._locate,
         )
-        self._module_to_env = {}
-        for mid, sub in subs:
-            raw_act = self._spaces.raw.get(mid, (None, sub.action_space))[1]
-            self._module_to_env[mid] = config.build_module_to_env_connector(  # complete spec
-                self.env0, cast(gym.Space, sub.observation_space), cast(gym.Space, raw_act)
-            )
-        self._writer = RowRecorder.create(  # config.offline_data(output=DIR)
-            config,
-            module_ids=self._module_ids,
-            spaces=self._spaces,
-            module_to_env=self._module_to_env,
-            env_spaces=self.get_spaces(),
-            agents=self._agents,
-            worker_index=self.worker_index,
-        )
+        # The modules and all that needs them are built by make_module(), once, on first
+        # need (a remote EnvRunner answers get_spaces() first). A custom MultiRLModule
+        # class names its own modules: then get_spaces() needs them now.
+        self._module: MultiRLModule | None = None
+        self._writer: RowRecorder | None = None  # config.offline_data(output=DIR)
+        if not is_plain(self._spec):
+            self.make_module()
 
     def _init_bookkeeping(self) -> None:
         self._slots = AgentSlots(
@@ -201,12 +204,12 @@ class MultiAgentEnvRunner(EnvRunner):
             derive_seed(self.config.seed, self.seed_index, e) for e in range(self.num_envs)
         ]
         # Per sample() call: rows and who acts next, per execution group.
-        self._rows = GroupedRows(
+        self._rows = RowStore(
             self._groups,
             module_ids=self._module_ids,
             spaces=self._spaces,
             intake=self._intake,
-            open_row=self._slots.open_row,
+            num_slots=len(self._slots),
             agent_episode_of_slot=self._slots.agent_episode_of,
         )
         self._begin_step()
@@ -224,45 +227,19 @@ class MultiAgentEnvRunner(EnvRunner):
         self.num_agent_steps_sampled_lifetime = 0
 
     def _make_env(self) -> MultiAgentEnv:
-        env = make_env(self.config.env, self.config.env_config)
-        if not isinstance(env, MultiAgentEnv):
-            raise TypeError(
-                f"env={self.config.env!r} made a {type(env).__name__}, not an rlmod "
-                "MultiAgentEnv. Wrap PettingZoo parallel envs in "
-                "rlmod.env.pettingzoo_env.ParallelPettingZooEnv; a single-agent gymnasium "
-                "env needs no .multi_agent() setup."
-            )
-        return env
+        return make_multi_agent_env(self.config.env, self.config.env_config)
 
     # ------------------------------------------------------------------ spaces
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        first = self._agents[0]
-        spaces = {
-            ENV_SPACES_KEY: (
-                self.env0.get_observation_space(first),
-                self.env0.get_action_space(first),
-            )
-        }
-        for mid, pipeline in self._spaces.env_to_module.items():
-            spaces[mid] = cast(
-                "tuple[gym.Space, gym.Space]",  # set: built with input spaces
-                (pipeline.observation_space, pipeline.action_space),
-            )
-        if hasattr(self, "_spec"):  # modules no env agent maps to: spaces from their spec
-            subs = (
-                self._spec.rl_module_specs.items()
-                if self._module is None
-                else (self._module.items())
-            )
-            for mid, sub in subs:
-                spaces.setdefault(
-                    mid,
-                    cast("tuple[gym.Space, gym.Space]", (sub.observation_space, sub.action_space)),
-                )
-        return spaces
+        """See ModuleSpaces.runner_spaces; modules no agent maps to: from the spec until
+        the modules are built."""
+        return self._spaces.runner_spaces(
+            (self._spec.rl_module_specs if self._module is None else self._module).items()
+        )
 
     @property
     def module_ids(self) -> list[ModuleID]:
+        self.make_module()
         return list(self._module_ids)
 
     @property
@@ -276,31 +253,37 @@ class MultiAgentEnvRunner(EnvRunner):
 
     @gc_paused()  # thousands of modules: rlmod/utils/gc_pause.py
     def make_module(self) -> None:
-        """Builds the modules and what runs them, if not yet (RLlib's name). Called by
-        everything that needs them; EnvRunnerGroup calls it on remote EnvRunners right
+        """Builds the modules and everything that runs them, once (RLlib's name). Called
+        by everything that needs them; EnvRunnerGroup calls it on remote EnvRunners right
         after the first one's get_spaces(), so they build while the driver builds its
         Learner. Modules whose class allows it are built without initialisers: the
         first weight sync sets them, or `_init_pending_modules` initialises them first."""
-        if self._made:
+        if self._module is not None:
             return
-        if self._module is None:
-            self._build_module()
-        assert self._module is not None
+        with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
+            module, deferred = build_deferred(self._spec)
+        self._pending_init = PendingInit(self._spec, deferred, self._rng_before_module)
+        self._module = module.eval()
         self._spaces.attach(self._module)
+        self._module_ids: list[ModuleID] = list(self._module.keys())
+        self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
+        self._module_to_env = self._spaces.module_to_env(self._module)
         self._groups = ModuleGroups(
             self._module,
             self._module_ids,
             self._module_to_env,
             stack=self.config.stack_modules and not plain_paths(),
         )
+        self._writer = RowRecorder.create(
+            self.config,
+            module_ids=self._module_ids,
+            spaces=self._spaces,
+            module_to_env=self._module_to_env,
+            env_spaces=self.get_spaces(),
+            agents=self._agents,
+            worker_index=self.worker_index,
+        )
         self._init_bookkeeping()
-        self._made = True
-
-    def _build_module(self) -> None:
-        with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
-            module, deferred = build_deferred(self._spec)
-        self._pending_init = PendingInit(self._spec, deferred, self._rng_before_module)
-        self._module = module.eval()
 
     def _init_pending_modules(self) -> None:
         """Runs the initialisers of the modules built without them that got no weights
@@ -322,11 +305,9 @@ class MultiAgentEnvRunner(EnvRunner):
     # ------------------------------------------------------------------ episodes
     def _reset_all(self) -> None:
         """Starts every env afresh; rows of unfinished episodes are dropped."""
-        writer = getattr(self, "_writer", None)  # None while __init__ runs
-        if writer is not None:
-            writer.writer.drop_pending()  # episodes cut off by this reset are never written
+        if self._writer is not None:  # episodes cut off by this reset are never written
+            self._writer.writer.drop_pending()
         self._rows.reset()
-        self._slots.open_row[:] = -1
         self._slots.clear_episode(slice(None))
         self._begin_step()
         for e in range(self.num_envs):
@@ -365,7 +346,7 @@ class MultiAgentEnvRunner(EnvRunner):
     def _end_episode(self, e: int, terminated: bool) -> None:
         """Closes the episode's open rows (flags from "__all__") and records its returns."""
         block, first = self._slots.block(e), e * len(self._agents)
-        open_local = np.flatnonzero(self._slots.open_row[block] >= 0)
+        open_local = np.flatnonzero(self._rows.open_row[block] >= 0)
         if open_local.size:
             k = open_local.size
             self._close(
@@ -423,7 +404,7 @@ class MultiAgentEnvRunner(EnvRunner):
     def _add_observations(
         self, slots: IntArray, obs: list, acts_next: BoolArray, episode_starts: BoolArray
     ) -> None:
-        """Queues observations for `GroupedRows.process` (`obs`: per-env chunks from
+        """Queues observations for `RowStore.process` (`obs`: per-env chunks from
         `ObservationIntake.chunk`); see `StepObservations`."""
         queued = self._step_obs
         queued.slots.append(slots)
@@ -438,23 +419,15 @@ class MultiAgentEnvRunner(EnvRunner):
         self._acting_offset[e] = self._num_acting
         self._num_acting += len(keys)
 
-    def _close(self, slots: Array, term: Array, trunc: Array, new_obs_pos: Array) -> None:
-        """Completes the open rows of `slots`; `new_obs_pos` indexes this step's
-        observations (-1: no new observation, the row's own obs stands in)."""
-        rows = self._slots.open_row[slots]
-        has = rows >= 0
-        if not has.all():
-            slots, rows, term, trunc, new_obs_pos = (
-                x[has] for x in (slots, rows, term, trunc, new_obs_pos)
-            )
-        if not len(slots):
-            return
+    def _close(
+        self, slots: IntArray, term: BoolArray, trunc: BoolArray, new_obs_pos: IntArray
+    ) -> None:
+        """Completes the open rows of `slots` (RowStore.close); `new_obs_pos` indexes this
+        step's observations (-1: no new observation, the row's own obs stands in)."""
         groups = self._groups.group_of_module[self._slots.module_of[slots]]
-        self._step_obs.closings.append(
-            ClosedRows(groups, rows, new_obs_pos, self._slots.pending_reward[slots], term, trunc)
-        )
-        self._slots.open_row[slots] = -1
-        self._slots.pending_reward[slots] = 0.0
+        rewards = self._slots.pending_reward[slots]
+        closed = self._rows.close(slots, groups, rewards, term, trunc, new_obs_pos)
+        self._slots.pending_reward[slots if closed.all() else slots[closed]] = 0.0
 
     def _step_envs(self, actions: list) -> int:
         """Steps every env with its agents' actions and books what came back: rewards,
@@ -549,14 +522,8 @@ class MultiAgentEnvRunner(EnvRunner):
         return out
 
     def _raise_step_failed(self, e: int, err: BaseException) -> NoReturn:
-        raise EnvError(
-            f"env={self.config.env!r} (env {e} of this EnvRunner) raised in "
-            f"step() at step {self._ep_len[e] + 1} of its episode (step "
-            f"{self._num_steps + 1} of this EnvRunner): {err!r}. This sample() "
-            "call's rows are dropped (episodes finished earlier are kept in the "
-            "metrics) and the next sample() starts every env afresh; "
-            "config.fault_tolerance(restart_failed_sub_environments=True) "
-            "recreates a failing env instead and goes on."
+        raise step_failed_error(
+            self.config.env, e, int(self._ep_len[e]) + 1, self._num_steps + 1, err
         ) from err
 
     def _book_rewards(self, returns: EnvReturns, slots: IntArray) -> None:
@@ -613,7 +580,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._dropped_eps.append(self._slots.agent_episode_of[block][took_part])
         # Its steps in this call, the failed one included (earlier ones were counted then).
         self._num_dropped_env_steps += min(int(self._ep_len[e]), self._num_steps - self._call_start)
-        self._slots.open_row[block] = -1
+        self._rows.forget_open(block)
         self._slots.clear_episode(block)
         self._slots.episode_of[block] = -1
         try:
@@ -713,7 +680,7 @@ class MultiAgentEnvRunner(EnvRunner):
         return result
 
     def _collect(self, keep_eps: IntArray | None) -> tuple[SampleResult, int]:
-        """This call's per-module batches (see GroupedRows.collect), recorded if asked; and
+        """This call's per-module batches (see RowStore.collect), recorded if asked; and
         how many rows acted in this call belonged to dropped episodes."""
         drop = np.concatenate(self._dropped_eps) if self._dropped_eps else None
         self._dropped_eps = []
@@ -786,3 +753,55 @@ class MultiAgentEnvRunner(EnvRunner):
             self._writer.writer.close()
         for env in self.envs:
             env.close()
+
+
+class RowRecorder:
+    """An EpisodeWriter fed with per-module batches whose `SLOT` column names the agent."""
+
+    def __init__(self, writer: EpisodeWriter, agents: list[AgentID]) -> None:
+        self.writer = writer
+        self.agents = agents
+        self._names = np.array([str(a) for a in agents], dtype=object)
+
+    @classmethod
+    def create(
+        cls,
+        config: AlgorithmConfig,
+        *,
+        module_ids: list[ModuleID],
+        spaces: ModuleSpaces,
+        module_to_env: dict[ModuleID, ConnectorPipeline],
+        env_spaces: dict[str, tuple[gym.Space, gym.Space]],
+        agents: list[AgentID],
+        worker_index: int,
+    ) -> RowRecorder | None:
+        """A recorder when `config.output` is set (else None); an OfflineDataError where a
+        module's connectors would make the recorded rows differ from the env's (the
+        single-agent EnvRunner records raw data in every case)."""
+        if config.output is None:
+            return None
+        for mid in module_ids:
+            pipeline = spaces.env_to_module.get(mid)
+            if (pipeline is not None and len(pipeline)) or len(module_to_env[mid]) > 1:
+                raise OfflineDataError(
+                    f"offline_data(output=...) with a MultiAgentEnvRunner records what the "
+                    f"modules see; module {mid!r} sees transformed observations ({pipeline}) "
+                    "or maps its actions into the env's space, which would make the "
+                    "recorded rows differ from the env's. Record envs with flat float32 Box "
+                    "observations and Discrete actions starting at 0, or leave output unset."
+                )
+        writer = EpisodeWriter(
+            config.output,
+            spaces=env_spaces,
+            max_rows_per_file=config.output_max_rows_per_file,
+            file_prefix=f"env_runner_{worker_index}",
+        )
+        return cls(writer, agents)
+
+    def write(self, module_id: ModuleID, batch: dict[str, Array]) -> None:
+        """Hands a module's rows to the writer with each row's agent ID (the slot column
+        is popped off the batch)."""
+        slots = batch.pop(SLOT)
+        self.writer.add_batch(
+            {module_id: {**batch, AGENT_ID: self._names[slots % len(self.agents)]}}
+        )

@@ -1,4 +1,4 @@
-"""EpisodeStats: what MultiAgentEnvRunner reports of the episodes finished since its last
+"""EpisodeStats: what the multi-agent EnvRunners report of the episodes finished since its last
 `get_metrics()`: returns and lengths, overall, per module and per agent.
 
 Recorded once per finished env episode with array operations over its agents, grouped by
@@ -13,7 +13,6 @@ import numpy as np
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.types import Array, MetricsDict
 from rlmod.env.multi_agent_env import AgentID
-from rlmod.env.multi_agent_rows import returns_by_agent
 
 
 class EpisodeStats:
@@ -88,3 +87,19 @@ class EpisodeStats:
             self.module_ids[module[i]]: part.tolist()
             for i, part in zip(firsts, np.split(sums, cuts), strict=True)
         }
+
+
+def returns_by_agent(
+    agent_returns: list[tuple[Array, Array]], agents: list[AgentID]
+) -> dict[AgentID, list[float]]:
+    """Each agent's episode returns, in episode order, from (agent indices, returns) per
+    finished episode; grouped once per get_metrics() rather than per agent and episode."""
+    if not agent_returns:
+        return {}
+    idx = np.concatenate([a for a, _ in agent_returns])
+    rets = np.concatenate([r for _, r in agent_returns])
+    order = np.argsort(idx, kind="stable")  # stable: keeps episode order per agent
+    idx, rets = idx[order], rets[order]
+    cuts = np.flatnonzero(idx[1:] != idx[:-1]) + 1
+    firsts = np.concatenate([[0], cuts]).tolist()
+    return {agents[idx[i]]: r.tolist() for i, r in zip(firsts, np.split(rets, cuts), strict=True)}

@@ -1,5 +1,7 @@
-"""ObservationIntake: stacks one step's agent observations and checks them, for
-MultiAgentEnvRunner.
+"""Agent observations, stacked and checked, for both multi-agent EnvRunners:
+`stack_observations` (per-agent values into one batch) and ObservationIntake (the
+vectorized runner's per-step stacking; its checks name the agent, the reference runner
+uses them too).
 
 Stacking runs per env while the env's arrays are hot in the cache, then once per step over
 all envs; checks run once per step on the stacked arrays (shape and dtype with
@@ -9,7 +11,7 @@ inside their space, always), and name the agent where one fails.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from itertools import chain
 from typing import NamedTuple, NoReturn, cast
 
@@ -20,7 +22,6 @@ from rlmod.core.types import Array, ArrayTree
 from rlmod.env.guards import bad_observation, non_finite_rows
 from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import AgentID
-from rlmod.env.multi_agent_rows import join_box_values, stack_observations
 from rlmod.errors import EnvError
 from rlmod.utils.space_checks import out_of_space_rows, outside_space_problem
 
@@ -163,3 +164,45 @@ class ObservationIntake:
             f"env={self.env_name!r}: observations of this step do not stack "
             "into their spaces' shapes."
         )
+
+
+def stack_observations(space: gym.Space, values: Sequence[object]) -> ArrayTree:
+    """Stacks per-agent observations of `space` into a batch (Dict/Tuple: per part)."""
+    if isinstance(space, gym.spaces.Dict):  # then each value is a dict ...
+        return {
+            k: stack_observations(s, [cast("Mapping[str, object]", v)[k] for v in values])
+            for k, s in space.spaces.items()
+        }
+    if isinstance(space, gym.spaces.Tuple):  # ... or a tuple
+        return tuple(
+            stack_observations(s, [cast("tuple[object, ...]", v)[i] for v in values])
+            for i, s in enumerate(space.spaces)
+        )
+    if isinstance(space, gym.spaces.Box):
+        stacked = join_box_values(space, values)
+        if stacked is not None:
+            return stacked
+    return np.asarray(values)
+
+
+def join_box_values(space: gym.spaces.Box, values: Collection) -> Array | None:
+    """Stacks arrays of `space`'s dtype and shape by joining their bytes (~6x faster than
+    np.asarray on a list of small arrays); None where that does not apply.
+
+    It needs C-contiguous arrays (TypeError otherwise) and trusts the first one's dtype for
+    all (the byte count catches other item sizes).
+    """
+    if not values:
+        return None
+    first = next(iter(values))
+    if not (
+        isinstance(first, np.ndarray) and first.dtype == space.dtype and first.shape == space.shape
+    ):
+        return None
+    try:
+        buf = bytearray().join(values)
+    except TypeError:
+        return None
+    if len(buf) != first.nbytes * len(values):
+        return None
+    return np.frombuffer(buf, space.dtype).reshape(len(values), *space.shape)

@@ -1,8 +1,10 @@
 """ReferenceMultiAgentEnvRunner: the multi-agent EnvRunner in plain Python, dicts per agent.
 
-The oracle for MultiAgentEnvRunner (tests/env/test_multi_agent_reference_runner.py): it
-builds its modules, spaces and connectors with the same config helpers and samples the same
-rows with a Python loop per env step and per agent, so its code states the semantics.
+The default multi-agent EnvRunner where it is as fast as the vectorized MultiAgentEnvRunner
+(few agents x sub-envs: see EnvRunnerGroup's rule), and its oracle
+(tests/env/test_multi_agent_reference_runner.py): both build modules, spaces and
+connectors with the same config helpers and return the same rows; this one with a Python
+loop per env step and per agent, so its code states the semantics.
 
 A row is one action of one agent. It opens when the agent acts and closes when the agent
 next observes (`new_obs` is that observation, the final one at its episode's end), when a
@@ -19,33 +21,46 @@ rewards of a step, then agents flagged done without an observation, then reset e
 `sample(num_episodes=N)` starts every env afresh and returns only the rows of episodes
 that ended in the call; rows still open then are forgotten.
 
-Not covered (the vectorized runner's): stacked forward passes, env failures and restarts,
-episode callbacks, offline recording and the observation checks. With `explore=True` both
-runners draw from one torch stream in the same order only where no modules are stacked
-(unstacked, modules run one after another in module order); greedy sampling
-(`explore=False`) agrees on every layout, stacked outputs within float tolerance.
+Guards as the vectorized runner's: non-finite observations and rewards, observations that
+do not fit their module's space, unknown agents and modules raise errors naming the agent;
+an env that raises is named with its step. A failed `sample()` returns nothing and leaves
+no trace in the metrics; the next call starts every env afresh. Not here (the vectorized
+runner's, which the default rule then picks): stacked forward passes, restarting failed
+envs, episode callbacks and offline recording. With `explore=True` both runners draw from
+one torch stream in the same order where no modules are stacked (modules act one after
+another in module order); greedy actions agree on every layout.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, cast
 
 import gymnasium as gym
 import numpy as np
 import torch
 
+from rlmod.callbacks import EPISODE_HOOKS, Callbacks
 from rlmod.connectors.module_to_env import add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.types import Array, BoolArray, Components, MetricsDict, StateDict
-from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner, SampleResult
+from rlmod.env.env_runner import EnvRunner, SampleResult
+from rlmod.env.episodes import EpisodeInfo
+from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import env_actions_per_row
 from rlmod.env.module_spaces import ModuleSpaces
-from rlmod.env.multi_agent_env import ALL_AGENTS, AgentID, MultiAgentEnv
+from rlmod.env.multi_agent_env import (
+    ALL_AGENTS,
+    AgentID,
+    make_multi_agent_env,
+    unknown_agent_error,
+)
 from rlmod.env.multi_agent_metrics import EpisodeStats
-from rlmod.env.multi_agent_rows import EpisodeInfo, stack_observations
-from rlmod.env.registry import make_env
+from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
+from rlmod.errors import EnvError, UnknownModuleIDError
+from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
 
 if TYPE_CHECKING:
@@ -87,34 +102,48 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
 
     def __init__(self, *, config: AlgorithmConfig, worker_index: int = 0) -> None:
         super().__init__(config=config, worker_index=worker_index)
+        missing = unsupported_features(config)
+        if missing:
+            raise ValueError(
+                f"ReferenceMultiAgentEnvRunner does not support {', '.join(missing)}; leave "
+                "config.env_runners(env_runner_cls=None) to get MultiAgentEnvRunner for them."
+            )
         self.num_envs = config.num_envs_per_env_runner
-        self.envs: list[MultiAgentEnv] = [
-            cast(MultiAgentEnv, make_env(config.env, config.env_config))
-            for _ in range(self.num_envs)
+        self.envs = [
+            make_multi_agent_env(config.env, config.env_config) for _ in range(self.num_envs)
         ]
+        for env in self.envs:
+            self.callbacks.call(
+                "on_environment_created",
+                env_runner=self,
+                metrics_logger=self.metrics,
+                env=env,
+                env_context=dict(config.env_config),
+            )
         self._agents: list[AgentID] = list(self.envs[0].possible_agents)
+        self._agent_index = {a: i for i, a in enumerate(self._agents)}
         self._spaces = ModuleSpaces(config, self.envs, self._agents)
-        self._module: MultiRLModule | None = None
         spec = config.get_multi_rl_module_spec(
-            env=self.envs[0], spaces=self.get_spaces(), inference_only=True
+            env=self.envs[0], spaces=self._spaces.runner_spaces(), inference_only=True
         )
-        with self.own_torch_rng():
-            self._module = spec.build().eval()
+        with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
+            self._module: MultiRLModule = spec.build().eval()
         self._spaces.attach(self._module)
         self._module_ids: list[ModuleID] = list(self._module.keys())
-        self._module_to_env = {
-            mid: config.build_module_to_env_connector(
-                self.envs[0],
-                cast(gym.Space, sub.observation_space),
-                cast(gym.Space, self._spaces.raw.get(mid, (None, sub.action_space))[1]),
-            )
-            for mid, sub in self._module.items()
-        }
+        self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
+        self._module_to_env = self._spaces.module_to_env(self._module)
+        self._checks = ObservationIntake(
+            env_name=config.env,
+            spaces=self._spaces,
+            check_obs=config.check_agent_observations,
+            locate=self._locate,
+        )
+        self._checking: list[Row] = []  # the queue entries being checked (errors name them)
         self._seeds = [derive_seed(config.seed, self.seed_index, e) for e in range(self.num_envs)]
         self._episodes: list[_Episode] = []  # empty: the next sample() resets every env
-        self._next_episode_id = 0
-        self._next_eps_id = 0
+        self._next_episode_id = self._next_eps_id = 0
         self._next_row_id = 0  # time order of rows
+        self._num_steps = 0  # steps of all envs together, named in errors
         self._closed: list[Row] = []  # closed in this call
         self._done_eps: set[int] = set()  # agent-episodes of episodes ended in this call
         self._stats = EpisodeStats(self._module_ids, self._agents)
@@ -123,7 +152,6 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
 
     @property
     def module(self) -> MultiRLModule:
-        assert self._module is not None
         return self._module
 
     @property
@@ -131,18 +159,7 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
         return list(self._module_ids)
 
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        first = self._agents[0]
-        env0 = self.envs[0]
-        spaces = {ENV_SPACES_KEY: (env0.get_observation_space(first), env0.get_action_space(first))}
-        for mid, pipeline in self._spaces.env_to_module.items():
-            spaces[mid] = cast(
-                "tuple[gym.Space, gym.Space]", (pipeline.observation_space, pipeline.action_space)
-            )
-        for mid, sub in self._module.items() if self._module is not None else ():
-            spaces.setdefault(
-                mid, cast("tuple[gym.Space, gym.Space]", (sub.observation_space, sub.action_space))
-            )
-        return spaces
+        return self._spaces.runner_spaces(self._module.items())
 
     # ------------------------------------------------------------------ sampling
     def sample(
@@ -161,19 +178,24 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
             num_timesteps = self.config.get_rollout_fragment_length() * self.num_envs
         self._closed, self._done_eps = [], set()
         env_steps = agent_steps = 0
-        first_done = len(self._stats)
-        with self.own_torch_rng(), torch.inference_mode():
-            if num_episodes is not None or not self._episodes:
-                self._reset_all()  # whole episodes only: start every env afresh
-            while (
-                len(self._stats) - first_done < num_episodes
-                if num_episodes is not None
-                else env_steps < (num_timesteps or 0)
-            ):
-                actions = self._act(explore)
-                agent_steps += sum(len(a) for a in actions)
-                self._step(actions)
-                env_steps += self.num_envs
+        first_done = mark = self._stats.mark()
+        try:
+            with self.own_torch_rng(), torch.inference_mode():
+                if num_episodes is not None or not self._episodes:
+                    self._reset_all()  # whole episodes only: start every env afresh
+                while (
+                    len(self._stats) - first_done < num_episodes
+                    if num_episodes is not None
+                    else env_steps < (num_timesteps or 0)
+                ):
+                    actions = self._act(explore)
+                    agent_steps += sum(len(a) for a in actions)
+                    self._step(actions)
+                    env_steps += self.num_envs
+        except BaseException:  # nothing of this call counts; the next starts afresh
+            self._stats.rollback(mark)
+            self._episodes = []
+            raise
         if num_episodes is not None:  # rows of unfinished episodes are dropped
             self._closed = [r for r in self._closed if r[Columns.EPS_ID] in self._done_eps]
             for ep in self._episodes:
@@ -192,25 +214,49 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
     def _reset(self, e: int, queue: list[Row]) -> _Episode:
         """Resets env `e`; its agents' first observations join the step's `queue`."""
         seed, self._seeds[e] = self._seeds[e], None  # seed once; later resets continue its RNG
-        obs, _ = self.envs[e].reset(seed=seed)
+        try:
+            obs, _ = self.envs[e].reset(seed=seed)
+        except Exception as err:
+            raise EnvError(f"env={self.config.env!r} raised in reset(): {err!r}") from err
         ep = _Episode(EpisodeInfo(self._next_episode_id, e, self.worker_index))
         self._next_episode_id += 1
         for agent, o in obs.items():
-            self._map(ep, agent)
-            queue.append(
-                {"env": e, "agent": agent, "module": ep.module_of[agent], "raw": o}
-                | {"start": True, "acts": True}
-            )
+            queue.append(self._entry(e, ep, agent, o, acts=True))
         ep.observed, ep.acting = set(obs), list(obs)
         return ep
 
-    def _map(self, ep: _Episode, agent: AgentID) -> None:
+    def _map(self, e: int, ep: _Episode, agent: AgentID) -> None:
         """Maps an agent to its module once per episode, when it first appears."""
-        if agent not in ep.module_of:
-            ep.module_of[agent] = self.config.policy_mapping_fn(agent, ep.info)
-            ep.eps_id[agent] = self._next_eps_id
-            self._next_eps_id += 1
-            ep.returns[agent] = ep.pending_reward[agent] = 0.0
+        if agent in ep.module_of:
+            return
+        if agent not in self._agent_index:
+            raise unknown_agent_error(self.config.env, e, agent, self._agents)
+        mid = self.config.policy_mapping_fn(agent, ep.info)
+        if mid not in self._module_index:
+            raise UnknownModuleIDError(self.config.mapping_error_message(agent, mid))
+        index = np.array([self._module_index[mid]]), np.array([self._agent_index[agent]])
+        self._spaces.check_new_agents(e, self.envs[e], [agent], [mid], *index)
+        ep.module_of[agent], ep.eps_id[agent] = mid, self._next_eps_id
+        self._next_eps_id += 1
+        ep.returns[agent] = ep.pending_reward[agent] = 0.0
+
+    def _entry(self, e: int, ep: _Episode, agent: AgentID, raw: object, acts: bool) -> Row:
+        """An observation queued for the env-to-module pipelines (`start`: the agent's
+        first in its episode; `t`: its episode's step, named in errors)."""
+        self._map(e, ep, agent)
+        start = agent not in ep.observed
+        return {"env": e, "agent": agent, "module": ep.module_of[agent], "raw": raw} | {
+            "acts": acts,
+            "start": start,
+            "t": ep.length,
+        }
+
+    def _locate(self, i: int) -> AgentPlace:
+        """Where the i-th of the observations being checked came from (for errors)."""
+        entry = self._checking[i]
+        space = self._spaces.raw[cast(ModuleID, entry["module"])][0]
+        e, agent, t = cast(int, entry["env"]), cast(AgentID, entry["agent"]), cast(int, entry["t"])
+        return AgentPlace(e, agent, t, self._num_steps, space)
 
     def _act(self, explore: bool) -> list[dict[AgentID, object]]:
         """One forward pass per module over its acting agents (all envs); opens their rows
@@ -224,27 +270,26 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
             who = by_module.get(mid, [])
             if not who:
                 continue
-            module = self.module[mid]
+            module = self._module[mid]
             obs = np.stack([self._episodes[e].obs[a] for e, a in who])
             batch = {Columns.OBS: torch.from_numpy(obs)}
             out = module.forward_exploration(batch) if explore else module.forward_inference(batch)
             data = self._module_to_env[mid](out, rl_module=module, explore=explore)
             acts = env_actions_per_row(data, len(who))
+            logp = cast("torch.Tensor | None", data.get(Columns.ACTION_LOGP))
             for i, (e, agent) in enumerate(who):
-                row: Row = {
-                    "slot": e * len(self._agents) + self._agents.index(agent),
+                ep = self._episodes[e]
+                ep.open_row[agent] = {
+                    "slot": e * len(self._agents) + self._agent_index[agent],
                     "id": self._next_row_id,
                     "module": mid,
-                    Columns.EPS_ID: self._episodes[e].eps_id[agent],
+                    Columns.EPS_ID: ep.eps_id[agent],
                     Columns.OBS: obs[i],
                     Columns.ACTIONS: cast(torch.Tensor, data[Columns.ACTIONS])[i].numpy(),
                     Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS][i].numpy(),
+                    **({} if logp is None else {Columns.ACTION_LOGP: logp[i].numpy()}),
                 }
-                if Columns.ACTION_LOGP in data:
-                    logp = cast(torch.Tensor, data[Columns.ACTION_LOGP])
-                    row[Columns.ACTION_LOGP] = logp[i].numpy()
                 self._next_row_id += 1
-                self._episodes[e].open_row[agent] = row
                 a = acts[i]
                 env_actions[(e, agent)] = a.item() if isinstance(a, np.generic) else a
         return [{a: env_actions[(e, a)] for a in ep.acting} for e, ep in enumerate(self._episodes)]
@@ -252,14 +297,24 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
     def _step(self, actions: list[dict[AgentID, object]]) -> None:
         """Steps every env and books what came back; resets envs whose episode is over."""
         returns = []  # every env steps before flags are read (the order eps_ids follow)
+        self._num_steps += 1
         for e, (env, ep) in enumerate(zip(self.envs, self._episodes, strict=True)):
-            obs, rewards, te, tr, _ = env.step(actions[e])
+            try:
+                obs, rewards, te, tr, _ = env.step(actions[e])
+            except Exception as err:
+                raise step_failed_error(
+                    self.config.env, e, ep.length + 1, self._num_steps, err
+                ) from err
             ep.length += 1
             for agent in (*obs, *rewards):
-                self._map(ep, agent)
+                self._map(e, ep, agent)
             for agent, r in rewards.items():
-                ep.pending_reward[agent] += float(cast(float, r))
-                ep.returns[agent] += float(cast(float, r))
+                reward = float(cast(float, r))
+                if not math.isfinite(reward):
+                    self._checking = [self._entry(e, ep, agent, None, acts=False)]
+                    self._checks.raise_non_finite(np.zeros(1, np.int64), "rewards")
+                ep.pending_reward[agent] += reward
+                ep.returns[agent] += reward
             returns.append((obs, te, tr))
         queue: list[Row] = []
         over: list[tuple[int, bool]] = []
@@ -271,18 +326,16 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
                 term, trunc = bool(te.get(agent)), bool(tr.get(agent))
                 if (te_all or tr_all) and not (term or trunc):  # "__all__": agents w/o flags
                     term, trunc = te_all, not te_all
-                entry = {"env": e, "agent": agent, "module": ep.module_of[agent], "raw": o}
-                entry["acts"] = not (term or trunc)
-                entry["start"] = agent not in ep.observed  # first obs of its episode
-                ep.observed.add(agent)
+                entry = self._entry(e, ep, agent, o, acts=not (term or trunc))
                 queue.append(entry)
+                ep.observed.add(agent)
                 self._close(ep, agent, term, trunc, new_obs=entry)
                 if entry["acts"]:
                     ep.acting.append(agent)
             done_te = [a for a, v in te.items() if v and a != ALL_AGENTS and a not in obs]
             done_tr = [a for a, v in tr.items() if v and a != ALL_AGENTS and a not in obs]
             for agent in dict.fromkeys((*done_te, *done_tr)):  # done without a final obs
-                self._map(ep, agent)
+                self._map(e, ep, agent)
                 self._close(ep, agent, agent in done_te, agent not in done_te, new_obs=None)
             if te_all or tr_all:
                 over.append((e, te_all))
@@ -290,12 +343,12 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
             ep = self._episodes[e]
             for agent in list(ep.open_row):  # episode over: open rows close with "__all__"
                 self._close(ep, agent, terminated, not terminated, new_obs=None)
-            part = sorted(ep.module_of, key=self._agents.index)  # agents that took part
+            part = sorted(ep.module_of, key=self._agent_index.__getitem__)  # took part
             self._stats.add(
                 ep.length,
-                np.array([self._agents.index(a) for a in part], np.int64),
+                np.array([self._agent_index[a] for a in part], np.int64),
                 np.array([ep.returns[a] for a in part]),
-                np.array([self._module_ids.index(ep.module_of[a]) for a in part], np.int64),
+                np.array([self._module_index[ep.module_of[a]] for a in part], np.int64),
             )
             self._done_eps.update(ep.eps_id.values())
             self._episodes[e] = self._reset(e, queue)
@@ -316,17 +369,19 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
         self._closed.append(row)
 
     def _to_module_space(self, queue: list[Row]) -> None:
-        """Runs each module's env-to-module pipeline on its agents' observations of the
-        step (all envs, in queue order); stores what each agent acts on next."""
+        """Checks each module's observations of the step (all envs, in queue order), runs
+        them through its env-to-module pipeline and stores what each agent acts on next."""
         by_module: dict[ModuleID, list[Row]] = {}
         for entry in queue:
             by_module.setdefault(cast(ModuleID, entry["module"]), []).append(entry)
         for mid, entries in by_module.items():
-            obs = stack_observations(self._spaces.raw[mid][0], [e["raw"] for e in entries])
+            self._checking = entries
+            raw = [e["raw"] for e in entries]
+            where = np.arange(len(entries))
+            obs = self._checks.stack_checked(self._spaces.raw[mid][0], raw, where)
             pipeline = self._spaces.env_to_module.get(mid)
             if pipeline is not None and len(pipeline):
-                starts = np.array([e["start"] for e in entries])
-                obs = pipeline(obs, episode_starts=starts)
+                obs = pipeline(obs, episode_starts=np.array([e["start"] for e in entries]))
             for i, entry in enumerate(entries):
                 entry["obs"] = cast(Array, obs)[i]
                 if entry["acts"]:
@@ -354,7 +409,7 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
             ends[:-1] |= eps[1:] != eps[:-1]  # a new agent-episode (eps_ids differ per slot)
             ends[-1] = True
             batch[Columns.SEQ_ENDS] = ends
-            add_action_logp(batch, self.module[mid])
+            add_action_logp(batch, self._module[mid])
             result[mid] = batch
         self._closed = []
         return result
@@ -367,35 +422,49 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
             "num_agent_steps": self._num_agent_steps,
             "num_sub_env_restarts": 0,
         }
+        if self.metrics:
+            metrics["metrics_logger"] = self.metrics.export_period()
         self._num_env_steps = self._num_agent_steps = 0
         return metrics
 
     def get_state(
-        self,
-        components: Components = None,
-        *,
-        not_components: Components = None,
-        **kwargs: object,
+        self, components: Components = None, *, not_components: Components = None, **kwargs: object
     ) -> StateDict:
-        weights = self.module.get_state(inference_only=True)
-        return {
-            "rl_module": {mid: {k: v.numpy() for k, v in s.items()} for mid, s in weights.items()},
+        state: StateDict = {
             "env_to_module": {
                 mid: s for mid, p in self._spaces.env_to_module.items() if (s := p.get_state())
             },
+            "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
+            "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
         }
+        if select_components(components, not_components, "rl_module")[0]:
+            weights = self._module.get_state(inference_only=True)
+            state["rl_module"] = {
+                mid: {k: v.numpy() for k, v in s.items()} for mid, s in weights.items()
+            }
+        return state
 
     def set_state(self, state: StateDict) -> None:
-        """Restores the weights and env-to-module states of `get_state()` (either may be
-        missing)."""
+        """Restores any subset of `get_state()`."""
         state = self._drop_stale_weights(state)
         if "rl_module" in state:
-            self.module.set_state(cast(dict, state["rl_module"]))
-        for mid, s in cast(
-            "dict[ModuleID, dict[str, object]]", state.get("env_to_module", {})
-        ).items():
+            self._module.set_state(cast(dict, state["rl_module"]))
+        for mid, s in cast("dict[ModuleID, dict]", state.get("env_to_module", {})).items():
             self._spaces.env_to_module[mid].set_state(s)
+        for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
+            if key in state:
+                setattr(self, key, int(cast(int, state[key])))
 
     def stop(self) -> None:
         for env in self.envs:
             env.close()
+
+
+def unsupported_features(config: AlgorithmConfig) -> list[str]:
+    """The settings of `config` that need the vectorized MultiAgentEnvRunner."""
+    wanted = {
+        "offline_data(output=...)": config.output is not None,
+        "restart_failed_sub_environments": config.restart_failed_sub_environments,
+        "episode callbacks": Callbacks.from_config(config).any_of(EPISODE_HOOKS),
+    }
+    return [name for name, on in wanted.items() if on]

@@ -1,77 +1,207 @@
-"""The pieces MultiAgentEnvRunner builds on: the episode handle its mapping function
-receives, the per-group row store of one `sample()` call, fast readers of the dicts a
-MultiAgentEnv returns, and the assembly of batches and metrics from what was recorded.
+"""The vectorized MultiAgentEnvRunner's bookkeeping: per-(env, agent) slot arrays
+(AgentSlots), the records passed between the phases of a step, and the rows of one
+`sample()` call by execution group (RowStore, GroupBuffer), turned into per-module
+batches at the end of the call (group_batch, split_by_module).
+
+The row lifecycle (open -> close -> collect) and the index spaces are in
+rlmod/env/multi_agent_env_runner.py's docstring. Arrays are over agents of all envs at
+once (`[N]`, `[K]`); Python touches an agent only to read the env's dicts.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping, Sequence
-from typing import cast
+import operator
+from itertools import chain
+from typing import TYPE_CHECKING, NamedTuple, cast
 
-import gymnasium as gym
 import numpy as np
+import torch
 
 from rlmod.core.columns import Columns
-from rlmod.core.types import Array, ArrayTree, BoolArray, IntArray
-from rlmod.env.multi_agent_env import ALL_AGENTS, AgentID
+from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.types import Array, ArrayTree, BoolArray, FloatArray, IntArray
+from rlmod.env.episodes import EpisodeInfo
+from rlmod.env.module_groups import ModuleGroups, env_actions_per_row
+from rlmod.env.module_spaces import ModuleSpaces
+from rlmod.env.multi_agent_env import ALL_AGENTS, AgentID, MultiAgentEnv, unknown_agent_error
+from rlmod.env.multi_agent_observations import ObservationIntake
+from rlmod.errors import UnknownModuleIDError
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
+
+# ---------------------------------------------------------------------- per (env, agent) slot
 
 
-@dataclasses.dataclass(frozen=True)
-class EpisodeInfo:
-    """What `policy_mapping_fn(agent_id, episode)` receives as `episode`.
-
-    The mapping function is called once per agent per episode, when the agent first
-    appears; EnvRunners cache its answer for the rest of the episode. When the config
-    infers module spaces from an env's `possible_agents` (at set-up, before any episode),
-    the function gets `SETUP_EPISODE`: `id_ == -1`, env 0 of worker 0. It is never
-    called with `episode=None`.
+class AgentSlots:
+    """Per slot: the agent's module, episode and row state.
 
     Attributes:
-        id_: The env episode's ID, unique within one EnvRunner.
-        env_index: Which of the EnvRunner's envs plays the episode.
-        worker_index: The EnvRunner's index (0: the local one).
+        module_of: The agent's module index, valid in the env episode `episode_of` names
+            (-1 there: not mapped yet).
+        episode_of: The env episode the agent was last mapped in.
+        agent_episode_of: The agent-episode ID (the batch's eps_id column).
+        pending_reward: Reward since the agent last acted.
+        episode_return: The agent's return in its current episode.
+        observed: The agent has observed in its current episode.
     """
 
-    id_: int
-    env_index: int
-    worker_index: int
+    def __init__(
+        self,
+        config: AlgorithmConfig,
+        *,
+        agents: list[AgentID],
+        num_envs: int,
+        module_index: dict[ModuleID, int],
+        spaces: ModuleSpaces,
+        envs: list[MultiAgentEnv],
+    ) -> None:
+        self.config = config
+        self.agents = agents
+        self.agent_index = {a: i for i, a in enumerate(agents)}
+        self.module_index = module_index
+        self.spaces = spaces
+        self.envs = envs  # the runner's list (a restarted env replaces its entry)
+        n = num_envs * len(agents)
+        self.module_of = np.zeros(n, np.int64)
+        self.episode_of = np.full(n, -1, np.int64)
+        self.agent_episode_of = np.zeros(n, np.int64)
+        self.pending_reward = np.zeros(n)
+        self.episode_return = np.zeros(n)
+        self.observed = np.zeros(n, bool)
+        self.next_agent_episode_id = 0  # one per (env episode, agent)
+
+    def __len__(self) -> int:
+        return len(self.module_of)
+
+    def block(self, e: int) -> slice[int, int, None]:
+        """Env e's slots."""
+        return slice(e * len(self.agents), (e + 1) * len(self.agents))
+
+    def locate(self, slot: int) -> tuple[int, AgentID]:
+        """(env index, agent ID) of a slot."""
+        return slot // len(self.agents), self.agents[slot % len(self.agents)]
+
+    def clear_episode(self, where: slice[int, int, None] | Array) -> None:
+        """Forgets rewards, returns and observations of these slots (a new episode)."""
+        self.pending_reward[where] = 0.0
+        self.episode_return[where] = 0.0
+        self.observed[where] = False
+
+    def slots_for(self, e: int, keys: tuple, episode: EpisodeInfo) -> IntArray:
+        """Slots of `keys` in env `e`; maps the agents that are new to the episode."""
+        try:
+            local = np.fromiter(map(self.agent_index.__getitem__, keys), np.int64, len(keys))
+        except KeyError as err:
+            raise unknown_agent_error(self.config.env, e, err.args[0], self.agents) from None
+        slots = local + e * len(self.agents)
+        stale = self.episode_of[slots] != episode.id_
+        if stale.any():
+            new = np.flatnonzero(stale)
+            self._map_agents(e, episode, [keys[i] for i in new.tolist()], local[new], slots[new])
+        return slots
+
+    def _map_agents(
+        self, e: int, episode: EpisodeInfo, agents: list, local: Array, slots: Array
+    ) -> None:
+        """Calls policy_mapping_fn once for each of these agents (new to the episode) and
+        caches the answers for the episode; checks IDs and spaces."""
+        fn, index = self.config.policy_mapping_fn, self.module_index
+        mids = [fn(agent, episode) for agent in agents]
+        try:
+            mods = np.fromiter(map(index.__getitem__, mids), np.int64, len(mids))
+        except (KeyError, TypeError):
+            bad = next(i for i, mid in enumerate(mids) if mid not in index)
+            raise UnknownModuleIDError(
+                self.config.mapping_error_message(agents[bad], mids[bad])
+            ) from None
+        self.spaces.check_new_agents(e, self.envs[e], agents, mids, mods, local)
+        self.module_of[slots] = mods
+        self.episode_of[slots] = episode.id_
+        first_id = self.next_agent_episode_id
+        self.agent_episode_of[slots] = np.arange(first_id, first_id + len(slots))
+        self.next_agent_episode_id += len(slots)
 
 
-SETUP_EPISODE = EpisodeInfo(id_=-1, env_index=0, worker_index=0)
-"""The `episode` policy_mapping_fn gets at set-up, when module spaces are inferred."""
+# ---------------------------------------------------------------------- records of a step
 
 
-class GroupBuffer:
-    """One execution group's rows of the current `sample()` call (a `module` column says
-    whose each row is) and the observations they index.
+class ActingRows(NamedTuple):
+    """One execution group's agents that act in the next step, over all envs (N of them),
+    module-major in the group (see `ModuleGroups.sort_rank`)."""
 
-    `obs` holds module-space observations (what the modules acted on, plus final
-    observations); rows refer to them by index (`obs_idx`), closings by `new_obs_idx`.
-    """
+    group: int  # index into ModuleGroups.groups
+    obs: Array  # [N, ...] what they act on, in their modules' observation space
+    obs_idx: IntArray  # [N] where those observations sit in the group's GroupBuffer
+    slots: IntArray  # [N] their (env, agent) slots
+    modules: IntArray  # [N] their module indices (the runner's module IDs)
+    rank: IntArray  # [N] their positions in the step's acting order (the actions' order)
 
-    def __init__(self) -> None:
-        self.obs: list[Array] = []
-        self.num_obs = 0
-        self.rows: dict[str, list[Array]] = {}
-        self.num_rows = 0
 
-    def add_obs(self, obs: Array) -> int:
-        base = self.num_obs
-        self.obs.append(obs)
-        self.num_obs += len(obs)
-        return base
+class ClosedRows(NamedTuple):
+    """Rows completed in one step, queued until the step's observations are stored (K rows,
+    of any groups)."""
 
-    def add_rows(self, **cols: Array) -> Array:
-        k = len(cols["slot"])
-        for key, value in cols.items():
-            self.rows.setdefault(key, []).append(value)
-        ids = np.arange(self.num_rows, self.num_rows + k)
-        self.num_rows += k
-        return ids
+    group: IntArray  # [K] execution group index
+    row: IntArray  # [K] row ID in that group's GroupBuffer
+    new_obs_pos: IntArray  # [K] step position of the next observation (-1: none)
+    reward: FloatArray  # [K] everything the agent received since it acted
+    terminated: BoolArray  # [K]
+    truncated: BoolArray  # [K]
 
-    def concat_rows(self) -> dict[str, Array]:
-        return {k: np.concatenate(v) for k, v in self.rows.items()}
+
+class RowOutcomes(NamedTuple):
+    """What `ClosedRows` become once the step's observations are stored: the same rows,
+    the next observation as an index into the group's GroupBuffer."""
+
+    group: IntArray  # [K]
+    row: IntArray  # [K]
+    next_obs_idx: IntArray  # [K] index into the group's stored observations (-1: none,
+    # the row's own obs stands in)
+    reward: FloatArray  # [K]
+    terminated: BoolArray  # [K]
+    truncated: BoolArray  # [K]
+
+
+@dataclasses.dataclass
+class StepObservations:
+    """One step's observations of all envs, queued for `RowStore.process`: per env
+    (and per reset), the agents' slots, their modules (taken before a reset remaps the
+    slots), the observations (see `ObservationIntake.chunk`), who acts next, who observes
+    first in its episode."""
+
+    slots: list[IntArray] = dataclasses.field(default_factory=list)
+    modules: list[IntArray] = dataclasses.field(default_factory=list)
+    obs: list = dataclasses.field(default_factory=list)
+    acts_next: list[BoolArray] = dataclasses.field(default_factory=list)
+    episode_starts: list[BoolArray] = dataclasses.field(default_factory=list)
+
+
+class FlaggedEnv(NamedTuple):
+    """An env where some terminated or truncated flag of this step is True."""
+
+    env: int
+    first_obs: int  # position of its first observation among the step's observations
+    terminateds: dict
+    truncateds: dict
+
+
+@dataclasses.dataclass
+class EnvReturns:
+    """What every env's `step()` returned, gathered per env in env order, so that the numpy
+    work then runs once for all envs."""
+
+    obs_agents: list[tuple] = dataclasses.field(default_factory=list)  # who observed
+    slots: list[IntArray] = dataclasses.field(default_factory=list)  # their slots
+    obs_chunks: list = dataclasses.field(default_factory=list)  # see ObservationIntake.chunk
+    # Rewards of exactly the agents that observed, in their order, and those agents' slots.
+    reward_dicts: list[dict] = dataclasses.field(default_factory=list)
+    reward_slots: list[IntArray] = dataclasses.field(default_factory=list)
+    flagged: list[FlaggedEnv] = dataclasses.field(default_factory=list)
+    failed: list[tuple[int, BaseException]] = dataclasses.field(default_factory=list)
+    num_obs: int = 0
+    agent_steps: int = 0
 
 
 def read_flags(flags: dict, keys: tuple) -> tuple[BoolArray, bool, tuple]:
@@ -89,48 +219,6 @@ def read_flags(flags: dict, keys: tuple) -> tuple[BoolArray, bool, tuple]:
     key_set = set(keys)
     extra = tuple(a for a, v in flags.items() if v and a != ALL_AGENTS and a not in key_set)
     return per_agent, flag_all, extra
-
-
-def stack_observations(space: gym.Space, values: Sequence[object]) -> ArrayTree:
-    """Stacks per-agent observations of `space` into a batch (Dict/Tuple: per part)."""
-    if isinstance(space, gym.spaces.Dict):  # then each value is a dict ...
-        return {
-            k: stack_observations(s, [cast("Mapping[str, object]", v)[k] for v in values])
-            for k, s in space.spaces.items()
-        }
-    if isinstance(space, gym.spaces.Tuple):  # ... or a tuple
-        return tuple(
-            stack_observations(s, [cast("tuple[object, ...]", v)[i] for v in values])
-            for i, s in enumerate(space.spaces)
-        )
-    if isinstance(space, gym.spaces.Box):
-        stacked = join_box_values(space, values)
-        if stacked is not None:
-            return stacked
-    return np.asarray(values)
-
-
-def join_box_values(space: gym.spaces.Box, values: Collection) -> Array | None:
-    """Stacks arrays of `space`'s dtype and shape by joining their bytes (~6x faster than
-    np.asarray on a list of small arrays); None where that does not apply.
-
-    It needs C-contiguous arrays (TypeError otherwise) and trusts the first one's dtype for
-    all (the byte count catches other item sizes).
-    """
-    if not values:
-        return None
-    first = next(iter(values))
-    if not (
-        isinstance(first, np.ndarray) and first.dtype == space.dtype and first.shape == space.shape
-    ):
-        return None
-    try:
-        buf = bytearray().join(values)
-    except TypeError:
-        return None
-    if len(buf) != first.nbytes * len(values):
-        return None
-    return np.frombuffer(buf, space.dtype).reshape(len(values), *space.shape)
 
 
 def step_flags(
@@ -163,11 +251,336 @@ def step_flags(
     return term, trunc, over, extras
 
 
+# ---------------------------------------------------------------------- rows of a call
+
+
 SLOT = "_slot"
 """Batch column of `group_batch(with_slots=True)`: slot = env index * num agents + agent."""
 
+
 MODULE = "module"
 """Row column of GroupBuffer and `group_batch`: the row's module index (the runner's order)."""
+
+
+class GroupBuffer:
+    """One execution group's rows of the current `sample()` call (a `module` column says
+    whose each row is) and the observations they index.
+
+    `obs` holds module-space observations (what the modules acted on, plus final
+    observations); rows refer to them by index (`obs_idx`), outcomes by `next_obs_idx`.
+    """
+
+    def __init__(self) -> None:
+        self.obs: list[Array] = []
+        self.num_obs = 0
+        self.rows: dict[str, list[Array]] = {}
+        self.num_rows = 0
+
+    def add_obs(self, obs: Array) -> int:
+        base = self.num_obs
+        self.obs.append(obs)
+        self.num_obs += len(obs)
+        return base
+
+    def add_rows(self, **cols: Array) -> Array:
+        k = len(cols["slot"])
+        for key, value in cols.items():
+            self.rows.setdefault(key, []).append(value)
+        ids = np.arange(self.num_rows, self.num_rows + k)
+        self.num_rows += k
+        return ids
+
+    def concat_rows(self) -> dict[str, Array]:
+        return {k: np.concatenate(v) for k, v in self.rows.items()}
+
+
+class RowStore:
+    """Per execution group: the observations and rows of the current `sample()` call, and
+    the agents that act next.
+
+    Args:
+        groups: The runner's execution groups.
+        module_ids: The runner's module IDs (module index -> ID).
+        spaces: Raw spaces and env-to-module pipelines per module.
+        intake: Stacks and checks observations.
+        num_slots: How many (env, agent) slots the runner has.
+        agent_episode_of_slot: `[num_slots]` each slot's eps_id (the runner's array).
+    """
+
+    def __init__(
+        self,
+        groups: ModuleGroups,
+        *,
+        module_ids: list[ModuleID],
+        spaces: ModuleSpaces,
+        intake: ObservationIntake,
+        num_slots: int,
+        agent_episode_of_slot: Array,
+    ) -> None:
+        self.groups = groups
+        self.module_ids = module_ids
+        self.spaces = spaces
+        self.intake = intake
+        self.open_row = np.full(num_slots, -1, np.int64)
+        """`[num_slots]` each slot's open row (its row ID in its group's GroupBuffer), or
+        -1; written here only."""
+        self.agent_episode_of_slot = agent_episode_of_slot
+        # Per group: modules with a non-empty env-to-module pipeline (run module by module).
+        self.with_pipeline = [
+            [m for m in g.modules.tolist() if len(spaces.env_to_module.get(module_ids[m], ()))]
+            for g in groups.groups
+        ]
+        self.acting: list[ActingRows] | None = None  # per group with agents acting next
+        self.reset()
+
+    def reset(self) -> None:
+        """Forgets every row (the next call starts every env afresh)."""
+        self.buffers = [GroupBuffer() for _ in self.groups.groups]
+        self.num_carried = [0] * len(self.groups.groups)  # rows carried into the buffers
+        self.open_row[:] = -1
+        self.closed_now: list[ClosedRows] = []  # this step's, until process() stores its obs
+        self.outcomes: list[RowOutcomes] = []  # this call's
+
+    # ------------------------------------------------------------------ each step
+    def process(self, queued: StepObservations) -> None:
+        """Groups the step's observations by execution group (one sort), runs env-to-module
+        pipelines (all envs at once), stores the observations and prepares the next
+        forward passes (one per group)."""
+        slots = np.concatenate(queued.slots)
+        mods = np.concatenate(queued.modules)
+        acts_next = np.concatenate(queued.acts_next)
+        starts = np.concatenate(queued.episode_starts)
+        act_rank = np.cumsum(acts_next) - 1  # position among this step's acting agents
+        store_idx = np.empty(len(slots), np.int64)
+        # Group-major, module-major within a group (radix sort, see _sort_key).
+        order = np.argsort(self._sort_key(self.groups.sort_rank[mods]), kind="stable")
+        sorted_groups = self.groups.group_of_module[mods[order]]
+        cuts = np.flatnonzero(sorted_groups[1:] != sorted_groups[:-1]) + 1
+        acting = []
+        stacked = self.intake.stack_shared(slots, queued.obs)
+        values = (
+            None
+            if stacked is not None
+            else list(chain.from_iterable(c for c in queued.obs if len(c)))
+        )
+        for pos in np.split(order, cuts) if len(order) else []:  # one group's positions
+            g = int(self.groups.group_of_module[mods[pos[0]]])
+            if stacked is not None:
+                raw: ArrayTree = np.take(stacked, pos, axis=0)
+            else:
+                assert values is not None
+                picked = (
+                    (values[int(pos[0])],)
+                    if len(pos) == 1
+                    else operator.itemgetter(*pos.tolist())(values)
+                )
+                space = self.spaces.raw[self.module_ids[int(mods[pos[0]])]][0]
+                raw = self.intake.stack_checked(space, picked, slots[pos])
+            obs = self._to_module_space(g, raw, mods[pos], starts[pos])
+            base = self.buffers[g].add_obs(obs)
+            store_idx[pos] = np.arange(base, base + len(pos))
+            a = acts_next[pos]
+            if a.all():
+                acting.append(
+                    ActingRows(g, obs, store_idx[pos], slots[pos], mods[pos], act_rank[pos])
+                )
+            elif a.any():
+                pa = pos[a]
+                # np.compress: 5x faster than a boolean mask on the rows of a 2-D array.
+                acting.append(
+                    ActingRows(
+                        g,
+                        np.compress(a, obs, axis=0),
+                        store_idx[pa],
+                        slots[pa],
+                        mods[pa],
+                        act_rank[pa],
+                    )
+                )
+        for closed in self.closed_now:  # step positions of next observations -> store indices
+            pos = closed.new_obs_pos
+            next_idx = np.full(len(pos), -1)
+            seen = pos >= 0
+            next_idx[seen] = store_idx[pos[seen]]
+            self.outcomes.append(RowOutcomes(closed.group, closed.row, next_idx, *closed[3:]))
+        self.closed_now = []
+        self.acting = acting
+
+    def _to_module_space(self, g: int, raw: ArrayTree, mods: Array, starts: Array) -> Array:
+        """Group g's raw observations through their modules' env-to-module pipelines (rows
+        module-major; modules without connectors take them as they are). A pipeline may
+        keep per-module state (MeanStdFilter), so each module's rows run through its own."""
+        with_pipeline = self.with_pipeline[g]
+        if not with_pipeline:  # then the raw observations are the module's arrays
+            return cast(Array, raw)
+        pipelines = self.spaces.env_to_module
+        if len(self.groups.groups[g].modules) == 1:
+            return pipelines[self.module_ids[with_pipeline[0]]](raw, episode_starts=starts)
+        cuts = [0, *(np.flatnonzero(mods[1:] != mods[:-1]) + 1).tolist(), len(mods)]
+        pieces = []
+        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+            pipeline = pipelines[self.module_ids[int(mods[lo])]]
+            part = cast(Array, raw)[lo:hi]  # several modules: a Box space they share
+            pieces.append(pipeline(part, episode_starts=starts[lo:hi]) if len(pipeline) else part)
+        return np.concatenate(pieces)
+
+    def _sort_key(self, keys: Array) -> Array:
+        """Module sort ranks as uint16 where they fit: numpy then sorts (stably) by radix,
+        3-7x faster than its sort of int64 at 14k-64k agents (2-core EPYC, numpy 2.4)."""
+        return keys.astype(np.uint16) if len(self.module_ids) <= 2**16 else keys
+
+    def close(
+        self,
+        slots: IntArray,
+        groups: IntArray,
+        rewards: FloatArray,
+        term: BoolArray,
+        trunc: BoolArray,
+        new_obs_pos: IntArray,
+    ) -> BoolArray:
+        """Closes the open rows of `slots` (of execution `groups`) with their outcomes;
+        `new_obs_pos`: step positions of their next observations (-1: none). Returns
+        which of `slots` had an open row (the others are left alone)."""
+        rows = self.open_row[slots]
+        has = rows >= 0
+        if has.all():
+            closed = ClosedRows(groups, rows, new_obs_pos, rewards, term, trunc)
+        else:
+            closed = ClosedRows(
+                groups[has], rows[has], new_obs_pos[has], rewards[has], term[has], trunc[has]
+            )
+        if len(closed.row):
+            self.closed_now.append(closed)
+            self.open_row[slots[has]] = -1
+        return has
+
+    def forget_open(self, slots: slice[int, int, None] | IntArray) -> None:
+        """Forgets the open rows of `slots` (a restarted env's: dropped at collect)."""
+        self.open_row[slots] = -1
+
+    def act(self, explore: bool, num_acting: int) -> list:
+        """One forward pass per execution group; records a row per acting agent and returns
+        the env actions of all `num_acting` agents in acting order."""
+        assert self.acting is not None
+        pieces = []
+        for g, obs, obs_idx, slots, mods, rank in self.acting:
+            out, data = self.groups.forward(g, obs, mods, explore=explore)
+            row = {
+                "obs_idx": obs_idx,
+                "slot": slots,
+                MODULE: mods,
+                Columns.EPS_ID: self.agent_episode_of_slot[slots],
+                Columns.ACTIONS: cast(torch.Tensor, data[Columns.ACTIONS]).numpy(),
+                Columns.ACTION_DIST_INPUTS: out[Columns.ACTION_DIST_INPUTS].numpy(),
+            }
+            if Columns.ACTION_LOGP in data:  # else computed per group batch in collect()
+                row[Columns.ACTION_LOGP] = cast(torch.Tensor, data[Columns.ACTION_LOGP]).numpy()
+            self.open_row[slots] = self.buffers[g].add_rows(**row)
+            pieces.append((rank, env_actions_per_row(data, len(slots))))
+        if not pieces:
+            return []
+        first = pieces[0][1]
+        if all(p.shape[1:] == first.shape[1:] and p.dtype == first.dtype for _, p in pieces):
+            actions = np.empty((num_acting, *first.shape[1:]), first.dtype)
+            for rank, p in pieces:
+                actions[rank] = p
+            return actions.tolist() if actions.ndim == 1 else list(actions)
+        out_list: list = [None] * num_acting  # modules with differently shaped actions
+        for rank, p in pieces:
+            for i, a in zip(rank.tolist(), p, strict=True):
+                out_list[i] = a.item() if isinstance(a, np.generic) else a
+        return out_list
+
+    # ------------------------------------------------------------------ end of a call
+    def collect(
+        self, keep_eps: Array | None, drop: Array | None, *, with_slots: bool
+    ) -> tuple[list[tuple[int, dict[str, Array]]], int]:
+        """Turns the group buffers into flat per-module batches, (module index, batch),
+        rows of each (env, agent) sequence contiguous and in time order; carries rows still
+        open into the next call. `keep_eps`: only rows of these agent-episodes (the rest
+        are dropped); `drop`: agent-episodes of restarted envs, dropped. Also returns how
+        many rows acted in this call belonged to dropped episodes."""
+        result = []
+        dropped_rows = 0
+        # Outcomes of the closed rows, scattered into group-major arrays of all rows.
+        offsets = np.cumsum([0, *(buf.num_rows for buf in self.buffers)])
+        total = int(offsets[-1])
+        outcome = {
+            "closed": np.zeros(total, bool),
+            "rewards": np.zeros(total, np.float32),
+            "term": np.zeros(total, bool),
+            "trunc": np.zeros(total, bool),
+            "new_obs": np.full(total, -1),
+        }
+        if self.outcomes:
+            groups, rows, new_obs, rew, term, trunc = (
+                np.concatenate(c) for c in zip(*self.outcomes, strict=True)
+            )
+            where = offsets[groups] + rows
+            outcome["closed"][where] = True
+            outcome["rewards"][where] = rew
+            outcome["term"][where] = term
+            outcome["trunc"][where] = trunc
+            outcome["new_obs"][where] = new_obs
+        acting = {a.group: i for i, a in enumerate(self.acting or [])}
+        for g, buf in enumerate(self.buffers):
+            if buf.num_rows == 0 and buf.num_obs == 0:
+                continue
+            store = np.concatenate(buf.obs) if buf.obs else None
+            carried: dict[str, Array] | None = None
+            if buf.num_rows:
+                part = slice(offsets[g], offsets[g + 1])
+                cols = buf.concat_rows()
+                if drop is not None:
+                    in_drop = np.isin(cols[Columns.EPS_ID], drop)
+                    dropped_rows += int(in_drop[self.num_carried[g] :].sum())
+                    cols = {k: v[~in_drop] for k, v in cols.items()}
+                    part = np.flatnonzero(~in_drop) + offsets[g]
+                batch, carried = group_batch(
+                    cols,
+                    cast(Array, store),
+                    {k: v[part] for k, v in outcome.items()},
+                    keep_eps,
+                    module_key=self.groups.sort_rank,
+                    slot_radix=len(self.open_row) <= 2**16,
+                    module_radix=len(self.module_ids) <= 2**16,
+                    with_slots=with_slots,
+                )
+                if keep_eps is not None:  # rows of unfinished episodes are dropped: the
+                    self.open_row[cols["slot"]] = -1  # next call starts them afresh
+                if batch is not None:
+                    self.groups.add_action_logp(g, batch)  # all the group's rows at once
+                    result += split_by_module(batch)
+            self._rebase(g, store, acting.get(g), carried)
+        self.outcomes = []
+        return result, dropped_rows
+
+    def _rebase(
+        self,
+        g: int,
+        store: Array | None,
+        acting_index: int | None,
+        carried: dict[str, Array] | None,
+    ) -> None:
+        """Starts group g's next buffer with the observations still needed: those its
+        agents act on next, and those of rows carried over."""
+        buf = GroupBuffer()
+        self.buffers[g] = buf
+        self.num_carried[g] = 0 if carried is None else len(carried["slot"])
+        if acting_index is not None and self.acting is not None:
+            acting = self.acting[acting_index]
+            base = buf.add_obs(acting.obs)
+            self.acting[acting_index] = acting._replace(
+                obs_idx=np.arange(base, base + len(acting.obs))
+            )
+        if carried is not None:
+            obs = carried.pop("obs")
+            base = buf.add_obs(obs)
+            carried["obs_idx"] = np.arange(base, base + len(obs))
+            self.open_row[carried["slot"]] = buf.add_rows(**carried)
+
+
+# ---------------------------------------------------------------------- batches
 
 
 def group_batch(
@@ -255,19 +668,3 @@ def split_by_module(batch: dict[str, Array]) -> list[tuple[int, dict[str, Array]
         (int(mods[a]), {k: v[a:b] for k, v in items})
         for a, b in zip(cuts[:-1], cuts[1:], strict=True)
     ]
-
-
-def returns_by_agent(
-    agent_returns: list[tuple[Array, Array]], agents: list[AgentID]
-) -> dict[AgentID, list[float]]:
-    """Each agent's episode returns, in episode order, from (agent indices, returns) per
-    finished episode; grouped once per get_metrics() rather than per agent and episode."""
-    if not agent_returns:
-        return {}
-    idx = np.concatenate([a for a, _ in agent_returns])
-    rets = np.concatenate([r for _, r in agent_returns])
-    order = np.argsort(idx, kind="stable")  # stable: keeps episode order per agent
-    idx, rets = idx[order], rets[order]
-    cuts = np.flatnonzero(idx[1:] != idx[:-1]) + 1
-    firsts = np.concatenate([[0], cuts]).tolist()
-    return {agents[idx[i]]: r.tolist() for i, r in zip(firsts, np.split(rets, cuts), strict=True)}

@@ -18,6 +18,7 @@ from rlmod.algorithms.ppo import DefaultPPORLModule, PPOConfig
 from rlmod.core import MultiRLModuleSpec, RLModuleSpec
 from rlmod.core.deferred_init import build_deferred, supports_deferred_init
 from rlmod.env import MultiAgentEnvRunner
+from rlmod.env.multi_agent_reference_runner import ReferenceMultiAgentEnvRunner
 from rlmod.testing import MultiAgentCartPole
 
 pytestmark = pytest.mark.fast_path  # rlmod/fast_paths.py
@@ -155,12 +156,13 @@ def test_all_weights_set_first_never_run_the_initialisers(monkeypatch: pytest.Mo
             np.testing.assert_array_equal(value, 1.0)
 
 
-def test_an_algorithm_runner_holds_the_learner_weights_after_build() -> None:
+@pytest.mark.parametrize("runner_cls", [MultiAgentEnvRunner, ReferenceMultiAgentEnvRunner])
+def test_an_algorithm_runner_holds_the_learner_weights_after_build(runner_cls: type) -> None:
     config = _config().training(train_batch_size=64, minibatch_size=None)
-    algo = config.build_algo()
+    algo = config.env_runners(env_runner_cls=runner_cls).build_algo()  # the plain one: eager
     try:
         runner = algo.env_runner
-        assert not runner._pending_init  # the first sync set every module
+        assert not getattr(runner, "_pending_init", None)  # the first sync set every module
         learner = algo.learner_group.get_weights(module_ids=runner.module_ids, inference_only=True)
         for mid, state in _weights(runner).items():
             for name, value in state.items():

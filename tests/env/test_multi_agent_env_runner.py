@@ -20,14 +20,24 @@ import torch
 
 from rlmod import register_env
 from rlmod.algorithms.ppo import PPOConfig
+from rlmod.callbacks import RLlibCallback
 from rlmod.core import MultiRLModuleSpec, RLModule, RLModuleSpec
-from rlmod.env import ENV_SPACES_KEY, MultiAgentEnv, MultiAgentEnvRunner
+from rlmod.env import ENV_SPACES_KEY, EnvRunnerGroup, MultiAgentEnv, MultiAgentEnvRunner
 from rlmod.env.multi_agent_env import ALL_AGENTS
+from rlmod.env.multi_agent_reference_runner import ReferenceMultiAgentEnvRunner
 from rlmod.errors import UnknownModuleIDError
 from rlmod.testing import MultiAgentCartPole
 
 BOX2 = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
 TWO = gym.spaces.Discrete(2)
+
+
+@pytest.fixture(
+    params=[MultiAgentEnvRunner, ReferenceMultiAgentEnvRunner], ids=["vectorized", "reference"]
+)
+def runner_cls(request: pytest.FixtureRequest) -> type:
+    """Both multi-agent EnvRunners: they must pass the same tests."""
+    return request.param
 
 
 # ---------------------------------------------------------------------- test envs
@@ -229,12 +239,12 @@ def ma_config(
 
 
 # ---------------------------------------------------------------------- rows vs reference
-def test_rows_match_the_reference_on_the_turn_env():
+def test_rows_match_the_reference_on_the_turn_env(runner_cls):
     code = {"a": "pa", "b": "pb", "c": "pa"}
     config = ma_config(
         "rec_turn", {}, num_envs=1, policies={"pa", "pb"}, mapping=lambda aid, episode: code[aid]
     )
-    runner = MultiAgentEnvRunner(config=config)
+    runner = runner_cls(config=config)
     batches = [runner.sample(num_timesteps=n) for n in (4, 7, 9, 5)]  # cuts mid-episode
     for b in batches:
         check_sequences(b)
@@ -254,7 +264,7 @@ def test_rows_match_the_reference_on_the_turn_env():
     assert np.frombuffer(a_last[4], np.float32).tolist() == [0, 6] and a_last[5]
 
 
-def test_rows_match_the_reference_on_cartpole_with_three_modules():
+def test_rows_match_the_reference_on_cartpole_with_three_modules(runner_cls):
     config = ma_config(
         "rec_cartpole",
         {"num_agents": 6},
@@ -262,7 +272,7 @@ def test_rows_match_the_reference_on_cartpole_with_three_modules():
         policies={"p0", "p1", "p2"},
         mapping=lambda aid, ep: f"p{aid % 3}",
     )
-    runner = MultiAgentEnvRunner(config=config)
+    runner = runner_cls(config=config)
     batches = [runner.sample(num_timesteps=90), runner.sample(num_timesteps=150)]
     for b in batches:
         check_sequences(b)
@@ -282,8 +292,8 @@ def test_rows_match_the_reference_on_cartpole_with_three_modules():
     assert sorted(metrics["agent_episode_returns"]) == list(range(6))
 
 
-def test_action_logp_of_each_module_is_the_log_prob_of_its_recorded_actions():
-    runner = MultiAgentEnvRunner(config=ma_config(num_envs=2))
+def test_action_logp_of_each_module_is_the_log_prob_of_its_recorded_actions(runner_cls):
+    runner = runner_cls(config=ma_config(num_envs=2))
     runner.sample(num_timesteps=30)
     for mid, cols in runner.sample(num_timesteps=60).items():  # incl. rows carried over
         dist = runner.module[mid].action_dist(torch.from_numpy(cols["action_dist_inputs"]))
@@ -291,8 +301,8 @@ def test_action_logp_of_each_module_is_the_log_prob_of_its_recorded_actions():
         np.testing.assert_allclose(cols["action_logp"], expected, rtol=1e-6, err_msg=mid)
 
 
-def test_num_episodes_returns_whole_episodes_only():
-    runner = MultiAgentEnvRunner(config=ma_config(num_envs=3))
+def test_num_episodes_returns_whole_episodes_only(runner_cls):
+    runner = runner_cls(config=ma_config(num_envs=3))
     batch = runner.sample(num_episodes=4)
     metrics = runner.get_metrics()
     assert len(metrics["episode_returns"]) >= 4
@@ -305,7 +315,7 @@ def test_num_episodes_returns_whole_episodes_only():
 
 
 # ---------------------------------------------------------------------- one pass per module
-def test_one_forward_pass_per_module_per_step_and_one_mapping_per_agent_episode():
+def test_one_forward_pass_per_module_per_step_and_one_mapping_per_agent_episode(runner_cls):
     """With stacking off (stacked groups: tests/env/test_module_groups.py)."""
     calls: list = []
 
@@ -315,7 +325,7 @@ def test_one_forward_pass_per_module_per_step_and_one_mapping_per_agent_episode(
         return f"p{aid % 2}"
 
     config = ma_config(env_config={"num_agents": 8}, num_envs=4, mapping=mapping)
-    runner = MultiAgentEnvRunner(config=config.multi_agent(stack_modules=False))
+    runner = runner_cls(config=config.multi_agent(stack_modules=False))
     forwards = defaultdict(list)
 
     def counting(orig, mid):
@@ -362,11 +372,11 @@ class DiscreteObsEnv(MultiAgentEnv):
         return obs, rew, {ALL_AGENTS: True}, {ALL_AGENTS: False}, {}
 
 
-def test_spaces_per_module_are_after_the_env_to_module_connectors():
+def test_spaces_per_module_are_after_the_env_to_module_connectors(runner_cls):
     config = ma_config(
         DiscreteObsEnv, {}, num_envs=2, policies={"x", "y"}, mapping=lambda aid, ep: aid[0]
     )
-    runner = MultiAgentEnvRunner(config=config)
+    runner = runner_cls(config=config)
     spaces = runner.get_spaces()
     assert spaces[ENV_SPACES_KEY] == (gym.spaces.Discrete(5), TWO)  # the first agent's
     assert spaces["x"] == (gym.spaces.Box(0.0, 1.0, (5,), np.float32), TWO)  # one-hot
@@ -379,7 +389,7 @@ def test_spaces_per_module_are_after_the_env_to_module_connectors():
     assert batch["y"]["actions"].max() <= 2
 
 
-def test_pettingzoo_team_spaces():
+def test_pettingzoo_team_spaces(runner_cls):
     pytest.importorskip("pettingzoo")
     from rlmod.env.pettingzoo_env import ParallelPettingZooEnv
     from rlmod.testing.pettingzoo_envs import TwoTeamGuessingEnv
@@ -388,7 +398,7 @@ def test_pettingzoo_team_spaces():
     config = ma_config(
         "two_teams_test", {}, policies={"red", "blue"}, mapping=lambda aid, ep: aid.split("_")[0]
     )
-    runner = MultiAgentEnvRunner(config=config)
+    runner = runner_cls(config=config)
     spaces = runner.get_spaces()
     assert spaces["red"][0].shape == (3,) and spaces["blue"][0].shape == (5,)
     assert spaces["blue"][1] == gym.spaces.Discrete(5)
@@ -421,8 +431,8 @@ def learner_only_config(**kwargs) -> PPOConfig:
     )
 
 
-def test_env_runner_never_builds_a_learner_only_module_but_the_learner_does():
-    algo = learner_only_config().build_algo()
+def test_env_runner_never_builds_a_learner_only_module_but_the_learner_does(runner_cls):
+    algo = learner_only_config().env_runners(env_runner_cls=runner_cls).build_algo()
     runner = algo.env_runner
     assert sorted(runner.module.keys()) == ["p0", "p1"]
     assert sorted(runner.get_spaces()) == [ENV_SPACES_KEY, "p0", "p1"]
@@ -435,8 +445,8 @@ def test_env_runner_never_builds_a_learner_only_module_but_the_learner_does():
     algo.stop()
 
 
-def test_weight_sync_carries_no_learner_only_weights():
-    algo = learner_only_config().build_algo()
+def test_weight_sync_carries_no_learner_only_weights(runner_cls):
+    algo = learner_only_config().env_runners(env_runner_cls=runner_cls).build_algo()
     sent: list = []
     runner = algo.env_runner
     orig = runner.set_state
@@ -513,33 +523,33 @@ def test_policies_to_train_naming_an_unknown_module_fails_at_validate():
 
 
 # ---------------------------------------------------------------------- mapping errors
-def test_mapping_to_an_unknown_module_names_agent_and_module():
+def test_mapping_to_an_unknown_module_names_agent_and_module(runner_cls):
     config = ma_config(mapping=lambda aid, ep: "p9" if aid == 3 else "p0")
     with pytest.raises(UnknownModuleIDError, match=r"agent 3 to module 'p9'.*not among"):
-        MultiAgentEnvRunner(config=config)
+        runner_cls(config=config)
 
 
-def test_mapping_unknown_only_at_run_time_is_caught_when_sampling():
+def test_mapping_unknown_only_at_run_time_is_caught_when_sampling(runner_cls):
     config = ma_config(mapping=lambda aid, ep: f"p{aid % 2}" if ep.id_ <= 0 else "px")
-    runner = MultiAgentEnvRunner(config=config)
+    runner = runner_cls(config=config)
     with pytest.raises(UnknownModuleIDError, match=r"agent 0 to module 'px'"):
         runner.sample(num_timesteps=2 * 600)
 
 
-def test_mapping_to_a_learner_only_module_is_an_error():
+def test_mapping_to_a_learner_only_module_is_an_error(runner_cls):
     config = learner_only_config(mapping=lambda aid, ep: "icm" if aid == 2 else "p0")
     with pytest.raises(UnknownModuleIDError, match=r"agent 2 to module 'icm'.*learner-only"):
-        MultiAgentEnvRunner(config=config)
+        runner_cls(config=config)
 
 
-def test_two_agents_with_different_spaces_on_one_module_names_both():
+def test_two_agents_with_different_spaces_on_one_module_names_both(runner_cls):
     config = ma_config(DiscreteObsEnv, {}, policies={"p"}, mapping=lambda aid, ep: "p")
     with pytest.raises(
         ValueError,
         match=r"Agents 'x0' and 'y0' are both mapped to module 'p'"
         r".*Discrete\(5\).*Box",
     ):
-        MultiAgentEnvRunner(config=config)
+        runner_cls(config=config)
 
 
 def test_space_checks_compare_each_pair_of_space_objects_once():
@@ -555,16 +565,16 @@ def test_space_checks_compare_each_pair_of_space_objects_once():
     assert not spaces._same(box, other)
 
 
-def test_a_single_agent_env_is_refused_with_a_hint():
+def test_a_single_agent_env_is_refused_with_a_hint(runner_cls):
     config = ma_config("CartPole-v1", {})
     with pytest.raises(TypeError, match="not an rlmod MultiAgentEnv.*ParallelPettingZooEnv"):
-        MultiAgentEnvRunner(config=config)
+        runner_cls(config=config)
 
 
 # ---------------------------------------------------------------------- state
-def test_get_state_set_state_round_trip():
-    a = MultiAgentEnvRunner(config=ma_config())
-    b = MultiAgentEnvRunner(config=ma_config().debugging(seed=1))
+def test_get_state_set_state_round_trip(runner_cls):
+    a = runner_cls(config=ma_config())
+    b = runner_cls(config=ma_config().debugging(seed=1))
     state = a.get_state()
     assert sorted(state["rl_module"]) == ["p0", "p1"]
     assert all(isinstance(v, np.ndarray) for w in state["rl_module"].values() for v in w.values())
@@ -578,8 +588,8 @@ def test_get_state_set_state_round_trip():
             )
 
 
-def test_train_reports_module_and_agent_returns():
-    algo = ma_config(num_envs=4).build_algo()
+def test_train_reports_module_and_agent_returns(runner_cls):
+    algo = ma_config(num_envs=4).env_runners(env_runner_cls=runner_cls).build_algo()
     result = {}
     for _ in range(3):
         result = algo.train()
@@ -588,3 +598,42 @@ def test_train_reports_module_and_agent_returns():
     assert sorted(env_runners["agent_episode_returns_mean"]) == ["0", "1", "2", "3"]  # RLlib: str
     assert env_runners["num_agent_steps_sampled"] > env_runners["num_env_steps_sampled"]
     algo.stop()
+
+
+# ---------------------------------------------------------------------- which runner
+@pytest.mark.parametrize(
+    ("num_agents", "num_envs", "expected"),
+    [
+        (2, 1, ReferenceMultiAgentEnvRunner),
+        (4, 4, ReferenceMultiAgentEnvRunner),  # 16 agents x envs: the threshold
+        (4, 5, MultiAgentEnvRunner),
+        (100, 1, MultiAgentEnvRunner),
+    ],
+)
+def test_the_plain_runner_is_the_default_for_few_agents_x_envs(num_agents, num_envs, expected):
+    config = ma_config(env_config={"num_agents": num_agents}, num_envs=num_envs)
+    group = EnvRunnerGroup(config=config)
+    assert type(group.local_env_runner) is expected
+    group.stop()
+
+
+def test_settings_the_plain_runner_lacks_pick_the_vectorized_one(tmp_path):
+    class EpisodeHook(RLlibCallback):
+        def on_episode_end(self, **kwargs):
+            pass
+
+    settings = [
+        lambda c: c.fault_tolerance(restart_failed_sub_environments=True),
+        lambda c: c.offline_data(output=str(tmp_path)),
+        lambda c: c.callbacks(EpisodeHook),
+    ]
+    for setting in settings:
+        config = setting(ma_config(num_envs=1))
+        assert EnvRunnerGroup._default_runner_cls(config) is MultiAgentEnvRunner
+        with pytest.raises(ValueError, match="ReferenceMultiAgentEnvRunner does not support"):
+            ReferenceMultiAgentEnvRunner(config=config)
+    assert EnvRunnerGroup._default_runner_cls(ma_config(num_envs=1)) is (
+        ReferenceMultiAgentEnvRunner
+    )
+    chosen = ma_config(num_envs=1).env_runners(env_runner_cls=MultiAgentEnvRunner)
+    assert type(EnvRunnerGroup(config=chosen).local_env_runner) is MultiAgentEnvRunner

@@ -11,9 +11,18 @@ import pytest
 
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.env import MultiAgentEnv, MultiAgentEnvRunner
+from rlmod.env.multi_agent_reference_runner import ReferenceMultiAgentEnvRunner
 from rlmod.errors import EnvError
 
 BOX = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+
+@pytest.fixture(
+    params=[MultiAgentEnvRunner, ReferenceMultiAgentEnvRunner], ids=["vectorized", "reference"]
+)
+def runner_cls(request: pytest.FixtureRequest) -> type:
+    """Both multi-agent EnvRunners: they must pass the same tests."""
+    return request.param
 
 
 class _Pair(MultiAgentEnv):
@@ -50,6 +59,8 @@ class _Pair(MultiAgentEnv):
             }.get(kind, obs["y"])
             if kind == "inf_reward":
                 rew["y"] = -np.inf
+            if kind == "stranger":
+                obs["z"] = np.zeros(2, np.float32)
         over = self.t >= 5
         return obs, rew, {"__all__": False}, {"__all__": over}, {}
 
@@ -83,16 +94,23 @@ def _config(env_config: dict, num_envs: int = 2) -> PPOConfig:
         ("shape", r"observation of agent 'y' .* has shape \(3,\)"),
     ],
 )
-def test_bad_agent_observations_and_rewards_are_named(kind, phrase):
-    runner = MultiAgentEnvRunner(config=_config({"kind": kind}))
+def test_bad_agent_observations_and_rewards_are_named(kind, phrase, runner_cls):
+    runner = runner_cls(config=_config({"kind": kind}))
     with pytest.raises(EnvError, match=phrase):
         runner.sample(num_timesteps=20)
     runner.stop()
 
 
-def test_the_observation_check_can_be_turned_off():
+def test_an_agent_outside_possible_agents_is_named(runner_cls):
+    runner = runner_cls(config=_config({"kind": "stranger"}))
+    with pytest.raises(EnvError, match=r"agent 'z', which is not in its possible_agents"):
+        runner.sample(num_timesteps=20)
+    runner.stop()
+
+
+def test_the_observation_check_can_be_turned_off(runner_cls):
     config = _config({"kind": "float64"}).env_runners(check_agent_observations=False)
-    runner = MultiAgentEnvRunner(config=config)
+    runner = runner_cls(config=config)
     with pytest.raises(Exception) as info:  # noqa: PT011 - whatever torch or numpy says
         runner.sample(num_timesteps=20)
     assert not isinstance(info.value, EnvError)
@@ -100,9 +118,10 @@ def test_the_observation_check_can_be_turned_off():
 
 
 @pytest.mark.parametrize("where", ["step", "policy_mapping_fn"])
-def test_after_an_env_or_mapping_error_the_algorithm_stays_usable(where):
+def test_after_an_env_or_mapping_error_the_algorithm_stays_usable(where, runner_cls):
     armed = [True]
     config = _config({"kind": "raise", "armed": armed if where == "step" else [False]})
+    config.env_runners(env_runner_cls=runner_cls)
     if where == "policy_mapping_fn":
         calls = [0]
 
@@ -193,7 +212,7 @@ class _Actions(MultiAgentEnv):
         )
 
 
-def test_multi_agent_actions_are_inside_each_agents_space():
+def test_multi_agent_actions_are_inside_each_agents_space(runner_cls):
     seen: list = []
     config = (
         PPOConfig()
@@ -202,7 +221,7 @@ def test_multi_agent_actions_are_inside_each_agents_space():
         .multi_agent(policies={"pt", "pd"}, policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}")
         .debugging(seed=0)
     )
-    runner = MultiAgentEnvRunner(config=config)
+    runner = runner_cls(config=config)
     runner.sample(num_timesteps=40)
     assert len(seen) == 80
     for agent, action in seen:
@@ -211,16 +230,14 @@ def test_multi_agent_actions_are_inside_each_agents_space():
     runner.stop()
 
 
-def test_policy_mapping_fn_gets_a_documented_episode_at_set_up_too():
+def test_policy_mapping_fn_gets_a_documented_episode_at_set_up_too(runner_cls):
     seen = []
 
     def mapping(aid, episode, **kw):
         seen.append(episode.id_)  # was: AttributeError on episode=None at set-up
         return f"p{aid}" if episode.env_index >= 0 else "nope"
 
-    runner = MultiAgentEnvRunner(
-        config=_config({"armed": [False]}).multi_agent(policy_mapping_fn=mapping)
-    )
+    runner = runner_cls(config=_config({"armed": [False]}).multi_agent(policy_mapping_fn=mapping))
     runner.sample(num_timesteps=10)
     assert -1 in seen and max(seen) >= 0
     runner.stop()

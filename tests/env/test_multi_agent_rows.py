@@ -6,7 +6,8 @@ import gymnasium as gym
 import numpy as np
 
 from rlmod.env.multi_agent_env import ALL_AGENTS
-from rlmod.env.multi_agent_rows import join_box_values, read_flags, stack_observations
+from rlmod.env.multi_agent_observations import join_box_values, stack_observations
+from rlmod.env.multi_agent_rows import read_flags
 
 BOX = gym.spaces.Box(-1.0, 1.0, (2, 3), np.float32)
 
