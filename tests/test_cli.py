@@ -1,4 +1,4 @@
-"""Tests of the `rlmod` command (rlmod/cli.py) and the run-dir logs it writes."""
+"""Tests of the `rlmod` command (rlmod/cli/) and the run-dir logs it writes."""
 
 from __future__ import annotations
 

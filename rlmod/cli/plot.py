@@ -25,8 +25,8 @@ def add_parser(commands: Any) -> None:
         "plot",
         help="Plot return curves of runs into an image (needs matplotlib).",
         description="One curve per RUN_DIR: a run dir, or a directory of run dirs (e.g. what "
-        "rlmod train --seeds makes) drawn as their mean with a band from min to max. Needs "
-        "matplotlib: pip install 'rlmod[plot]'.",
+        "rlmod train --seeds makes) drawn as their mean with a band from min to max, up to where "
+        "the shortest of them ends. Needs matplotlib: pip install 'rlmod[plot]'.",
     )
     plot.set_defaults(command="plot", run=run)
     plot.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR")

@@ -17,7 +17,7 @@ from rlmod.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_US
 def train_seeds(args: argparse.Namespace, train_one: Callable[[argparse.Namespace], int]) -> int:
     """Runs `train_one` per seed; returns the first interrupt's exit code, else the largest."""
     from rlmod.cli.compare import print_table
-    from rlmod.cli.runs import read_groups
+    from rlmod.cli.runs import EVAL_RETURN_KEY, RETURN_KEY, read_groups
     from rlmod.utils import run_control
 
     if args.resume is not None:
@@ -50,7 +50,8 @@ def train_seeds(args: argparse.Namespace, train_one: Callable[[argparse.Namespac
     if stopped:
         return stopped[0]
     print(f"\nRuns of {len(args.seeds)} seeds in {parent}:")
-    print_table(read_groups([parent]), threshold=args.stop_reward, per_run=True)
+    metric = EVAL_RETURN_KEY if args.stop_on == "eval" else RETURN_KEY
+    print_table(read_groups([parent]), metric=metric, threshold=args.stop_reward, per_run=True)
     return max(codes, default=EXIT_OK)
 
 

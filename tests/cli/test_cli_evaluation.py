@@ -144,3 +144,24 @@ def test_best_checkpoint_is_replaced_only_by_a_better_evaluation(
         assert json.loads((tmp_path / "best.json").read_text())["evaluation_return_mean"] == 30.0
     finally:
         algo.stop()
+
+
+def test_resume_takes_the_evaluation_options(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The checkpoint's settings, with --eval-every and --stop-window on top."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    common = ["--no-tensorboard", "--run-dir"]
+    base = ["train", "--env", "CartPole-v1", "--stop-iters", "1", "--config", SMALL]
+    assert main([*base, *common, str(first)]) == 0
+    code = main(
+        [
+            "train", "--resume", str(first), "--stop-iters", "2", "--eval-every", "1",
+            "--eval-episodes", "2", "--stop-window", "5", *common, str(second),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    params = json.loads((second / "params.json").read_text())
+    assert params["evaluation_interval"] == 1 and params["evaluation_duration"] == 2
+    assert params["metrics_num_episodes_for_smoothing"] == 5
+    assert params["train_batch_size"] == 128  # from the checkpoint
+    assert (second / "best" / "metadata.json").is_file()
+    assert "best evaluation" in capsys.readouterr().out
