@@ -419,13 +419,15 @@ class _RemoteEnvRunnerState(Checkpointable):
         }
 
 
-PLAIN_RUNNER_MAX_AGENT_SLOTS = 16
+PLAIN_RUNNER_MAX_AGENT_SLOTS = 10
 """Up to this many agents x sub-envs (`len(possible_agents) * num_envs_per_env_runner`) the
-plain ReferenceMultiAgentEnvRunner is the default multi-agent EnvRunner: it samples as
-fast as the vectorized MultiAgentEnvRunner or faster there (reference / vectorized env
-steps/s on MultiAgentCartPole, one module per agent / one shared: 1.35 / 1.39 at 2
-agents x envs, 1.03 / 0.99 at 16, 0.91 / 0.83 at 32, 0.17 / 0.24 at 800; 2-core Intel Xeon,
-2026-12-07, `benchmarks/investigations/multi_agent_runners.py --rounds 7 --steps 64`)."""
+plain ReferenceMultiAgentEnvRunner is the default multi-agent EnvRunner: there it samples
+as fast as the vectorized MultiAgentEnvRunner or faster. Reference / vectorized env steps/s
+on MultiAgentCartPole, one module per agent / one shared module: 1.27 / 1.28 at 2 agents x
+envs, 1.04 / 1.06 at 8, 1.08 / 0.99 at 10, 1.18 / 0.88 (2 x 8) and 1.08 / 0.83 (4 x 4) at
+16, 0.93 / 0.56 at 32, 0.17 / 0.21 at 800 (2-core Intel Xeon, 2026-12-07, commit a3adf46,
+`benchmarks/investigations/multi_agent_runners.py --agents 2 4 10 100 --num-envs 1 4 8
+--rounds 7`)."""
 
 
 def default_multi_agent_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
