@@ -123,7 +123,7 @@ def learning(rounds: int, *, grad_clip: float | None) -> dict[str, str]:
 
     def run(guard: bool) -> None:
         learner.set_state(state)  # same start each time: same work (restoring is ~1% of it)
-        learner._guard_non_finite = guard
+        learner.guard.enabled = guard
         learner.update(batch)
 
     out = _rounds(run, rounds)

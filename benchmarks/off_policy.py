@@ -29,6 +29,8 @@ from rlmod.tuned import TUNED_DQN
 seed, max_steps = int(sys.argv[1]), int(sys.argv[2])
 config = DQNConfig().environment("CartPole-v1").debugging(seed=seed).evaluation(
     evaluation_duration=10, evaluation_config=DQNConfig.overrides(explore=False))
+# One fragment (256 steps) per train(), so the check below runs every 2560 steps as SB3's.
+config.reporting(min_sample_timesteps_per_iteration=0)
 for k, v in TUNED_DQN["CartPole-v1"].items():
     setattr(config, k, v)
 algo = config.build_algo()
@@ -73,8 +75,10 @@ import json, sys
 from rlmod.algorithms.sac import SACConfig
 from rlmod.tuned import TUNED_SAC
 seed, max_steps = int(sys.argv[1]), int(sys.argv[2])
+# One fragment per train() (not RLlib's 100 steps / 1 s): the stop is checked every step.
 config = SACConfig().environment("Pendulum-v1").debugging(seed=seed).reporting(
-    metrics_num_episodes_for_smoothing=10)
+    metrics_num_episodes_for_smoothing=10, min_sample_timesteps_per_iteration=0,
+    min_time_s_per_iteration=None)
 for k, v in TUNED_SAC["Pendulum-v1"].items():
     setattr(config, k, v)
 algo = config.build_algo()

@@ -345,7 +345,7 @@ class IntrinsicCuriosityModelConnector(LearnerConnector):
         if self.module_id not in rl_module:
             raise UnknownModuleIDError(
                 f"IntrinsicCuriosityModelConnector(module_id={self.module_id!r}) found no such "
-                f"module on the Learner (modules: {rl_module.keys()[:10]}). Add it to "
+                f"module on the Learner (modules: {list(rl_module.keys())[:10]}). Add it to "
                 "config.rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs={..., "
                 f"{self.module_id!r}: RLModuleSpec(module_class=IntrinsicCuriosityModel, "
                 "learner_only=True)}))."

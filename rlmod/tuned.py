@@ -97,7 +97,9 @@ TUNED_SAC: dict[str, dict[str, Any]] = {
     # 64x64 networks 6,000 / 4,800 / 5,600 (128x128, seed 0: 5,800), and 6,400 median
     # before with 64x64, gamma 0.98, 1,000 learning starts and 8-step fragments.
     "Pendulum-v1": {
-        "lr": 1e-3,
+        "actor_lr": 1e-3,
+        "critic_lr": 1e-3,
+        "alpha_lr": 1e-3,
         "gamma": 0.99,
         "rollout_fragment_length": 1,
         "training_intensity": 256,
@@ -110,7 +112,9 @@ TUNED_SAC: dict[str, dict[str, Any]] = {
     # let the mean return over 20 episodes rise from 26 to about 200 within 6k env steps
     # (seed 0), where it stayed (near 220 at 20k).
     "CartPole-v1": {
-        "lr": 1e-3,
+        "actor_lr": 1e-3,
+        "critic_lr": 1e-3,
+        "alpha_lr": 1e-3,
         "train_batch_size": 64,
         "rollout_fragment_length": 8,
         "training_intensity": 64,

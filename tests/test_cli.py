@@ -343,6 +343,7 @@ def test_dqn_resumes_with_its_replay_buffer_when_asked(tmp_path: Path) -> None:
     settings = json.dumps(
         {
             "store_buffer_in_checkpoints": True,
+            "min_sample_timesteps_per_iteration": 0,  # one fragment per iteration
             "train_batch_size": 8,
             "num_steps_sampled_before_learning_starts": 16,
             "rollout_fragment_length": 4,
@@ -385,6 +386,8 @@ def test_off_policy_algorithms_train_from_the_cli(
             "num_steps_sampled_before_learning_starts": 16,
             "rollout_fragment_length": 4,
             "model_config": {"fcnet_hiddens": [16]},
+            "min_sample_timesteps_per_iteration": 0,  # one fragment per iteration
+            "min_time_s_per_iteration": None,
         }
     )
     assert (

@@ -80,7 +80,7 @@ class _LogStub:
 # ---------------------------------------------------------------------- placement and sync
 def test_icm_is_built_on_the_learner_and_on_no_env_runner(algo):
     learner = algo.learner_group.learner
-    assert learner.module.keys() == [DEFAULT_MODULE_ID, "icm"]
+    assert list(learner.module.keys()) == [DEFAULT_MODULE_ID, "icm"]
     assert isinstance(learner.module["icm"], IntrinsicCuriosityModel)
     assert learner.module["icm"].learner_only
     runner = algo.env_runner
@@ -341,7 +341,7 @@ def test_json_config_equals_the_examples_config_and_trains_through_the_cli():
         result = algo.train()
     finally:
         algo.stop()
-    assert algo.learner_group.learner.module.keys() == [DEFAULT_MODULE_ID, "icm"]
+    assert list(algo.learner_group.learner.module.keys()) == [DEFAULT_MODULE_ID, "icm"]
     assert algo.env_runner.module_ids == [DEFAULT_MODULE_ID]
     assert result["learners"]["icm"]["default_optimizer_learning_rate"] == 1e-3
     assert config.env is make_with_terminal_time_limit  # the task's step limit is terminal

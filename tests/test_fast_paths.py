@@ -49,7 +49,7 @@ config = (PPOConfig().environment("CartPole-v1")
 algo = config.build_algo()
 results = [algo.train()["learners"]["default_policy"] for _ in range(2)]
 learner = algo.learner_group.learner
-deferred = any(type(e).__name__ == "RowStat" for v in learner._logged["default_policy"].values()
+deferred = any(type(e).__name__ == "RowStat" for v in learner._alone["default_policy"]._logs.values()
                for e in v)
 weights = {k: v.tolist() for k, v in learner.module["default_policy"].get_state().items()}
 print(json.dumps({"results": results, "weights": weights, "deferred": deferred}))

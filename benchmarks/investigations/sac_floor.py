@@ -156,6 +156,7 @@ def _rlmod() -> tuple[Callable[[], None], Callable[[], None]]:
     from rlmod.tuned import TUNED_SAC
 
     config = SACConfig().environment("Pendulum-v1").debugging(seed=0)
+    config.reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
     for k, v in TUNED_SAC["Pendulum-v1"].items():
         setattr(config, k, v)
     algo = config.build_algo()

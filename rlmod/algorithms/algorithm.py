@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rlmod.algorithms.config_json import MUST_PASS
+from rlmod.algorithms.iteration import IterationBudget, merge_learner_results, rows_trained
 from rlmod.callbacks import Callbacks
 from rlmod.core.columns import DEFAULT_MODULE_ID
 from rlmod.core.learner_group import LearnerGroup
@@ -60,6 +61,7 @@ class Algorithm(Checkpointable):
     """
 
     def __init__(self, *, config: Any) -> None:
+        config = self._as_own_config(config)
         config.validate()
         self.config = config.copy()
         self.config.freeze()
@@ -94,6 +96,22 @@ class Algorithm(Checkpointable):
         self._last_evaluation: dict[str, Any] | None = None
         self._eval_thread: ThreadPoolExecutor | None = None
         self._timers: dict[str, float] = {}
+
+    @classmethod
+    def _as_own_config(cls, config: Any) -> Any:
+        """A config of another class (a plain `AlgorithmConfig(algo_class=PPO)`) becomes
+        one of this algorithm's config class holding its settings, as RLlib's Algorithm
+        does (`default_config.update_from_dict(config.to_dict())`)."""
+        try:
+            default = cls.get_default_config()
+        except TypeError:  # an Algorithm with no config class of its own
+            return config
+        if isinstance(config, type(default)) or not isinstance(default, type(config)):
+            return config
+        for name in config.settings():
+            if name in default.settings():
+                setattr(default, name, config.__dict__[name])
+        return default
 
     @classmethod
     def get_default_config(cls) -> Any:
@@ -173,24 +191,21 @@ class Algorithm(Checkpointable):
                 self._eval_thread = ThreadPoolExecutor(max_workers=1)
             parallel = self._eval_thread.submit(self._evaluate, sync_weights=False)
         try:
-            learner_results = self.training_step()
+            learner_results, num_training_steps = self._training_steps()
         finally:
             if parallel is not None:
                 self._last_evaluation = parallel.result()
         self.iteration += 1
         group = self.env_runner_group
+        env_runner_results = self.metrics.reduce()
         if group is not None:
-            with self._timer("sync_env_runner_states_time_s"):
-                group.sync_env_runner_states()
-            runner_metrics = group.get_metrics()
-            env_runner_results = self.metrics.add(runner_metrics)
-            env_runner_results.update(_merge_custom(self._env_runner_logger, runner_metrics))
+            if self._env_runner_logger:
+                env_runner_results.update(self._env_runner_logger.reduce())
             env_runner_results["num_healthy_env_runners"] = group.num_healthy_env_runners()
             env_runner_results["num_env_runner_restarts"] = group.num_remote_env_runner_restarts()
-        else:  # offline: nothing sampled
-            env_runner_results = self.metrics.add([])
         result: dict[str, Any] = {
             "training_iteration": self.iteration,
+            "num_training_step_calls_per_iteration": num_training_steps,
             "env_runners": env_runner_results,
             "learners": learner_results,
             "num_env_steps_sampled_lifetime": self.metrics.num_env_steps_lifetime,
@@ -215,6 +230,31 @@ class Algorithm(Checkpointable):
             "on_train_result", algorithm=self, metrics_logger=self.metrics_logger, result=result
         )
         return result
+
+    def _training_steps(self) -> tuple[dict[str, Any], int]:
+        """`training_step()` until the iteration's minimums are met (RLlib's
+        `min_time_s_per_iteration`, `min_sample_timesteps_per_iteration`,
+        `min_train_timesteps_per_iteration`); after each, the EnvRunners' connector states
+        are synced and their metrics counted. Returns the merged Learner results and the
+        number of training steps."""
+        budget = IterationBudget(self.config)
+        group = self.env_runner_group
+        results: list[dict[str, Any]] = []
+        while not budget.met():
+            out = self.training_step()
+            results.append(out)
+            sampled = 0
+            if group is not None:
+                with self._timer("sync_env_runner_states_time_s"):
+                    group.sync_env_runner_states()
+                runner_metrics: list[dict[str, Any]] = group.get_metrics()
+                self.metrics.ingest(runner_metrics)
+                for m in runner_metrics:
+                    sampled += m["num_env_steps"]
+                    if "metrics_logger" in m:
+                        self._env_runner_logger.merge_period(m["metrics_logger"])
+            budget.add(sampled=sampled, trained=rows_trained(out))
+        return merge_learner_results(results), budget.num_training_steps
 
     def save_checkpoint_to_dir(
         self, directory: str | os.PathLike | None = None, *, keep_last_n: int | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -41,6 +42,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = ["AlgorithmConfig", "call_connector_factory", "default_policy_mapping_fn"]
+
+_DICT_KEYS = {"train_batch_size_per_learner": "_train_batch_size_per_learner"}
+"""Settings `to_dict()` stores under RLlib's key (its raw field), not the setting's name."""
+_FROM_DICT_KEYS = {v: k for k, v in _DICT_KEYS.items()}
 
 _UNSET: Any = NOT_PROVIDED
 """Marks an argument the caller did not pass (None is a meaningful value)."""
@@ -113,7 +118,14 @@ class AlgorithmConfig(CommonSettings):
                 )
             cls.settings()[name].validate(value)
 
-    def __init__(self) -> None:
+    def __init__(self, algo_class: type[Algorithm] | None = None) -> None:
+        """`algo_class` (RLlib's argument): the Algorithm `build_algo()` builds, e.g.
+        `AlgorithmConfig(algo_class=PPO)`; the Algorithm then takes this config's settings
+        into its own config class (PPOConfig), as RLlib's does."""
+        if algo_class is not None:
+            self.__dict__["algo_class"] = algo_class
+        if "ray.tune" in sys.modules:  # Tune loaded: a config is Tune's param_space
+            _register_with_tune()
         self.__dict__["_frozen"] = False
         self.__dict__["_per_module_configs"] = {}
         for name, value in self.defaults().items():
@@ -187,6 +199,7 @@ class AlgorithmConfig(CommonSettings):
     multi_agent = SectionSetter(
         "multi_agent",
         accepts=("algorithm_config_overrides_per_module",),
+        prepare=s.policy_overrides,
         doc=(
             "Sets what only matters with several agents: modules and the agent mapping. "
             "`algorithm_config_overrides_per_module` is also accepted here, as RLlib still "
@@ -221,7 +234,9 @@ class AlgorithmConfig(CommonSettings):
             "callable or a list of callables, called after the classes' methods, in order."
         ),
     )
-    reporting = SectionSetter("reporting", doc="Sets how metrics are smoothed.")
+    reporting = SectionSetter(
+        "reporting", doc="Sets how metrics are smoothed and how much work one train() call does."
+    )
     offline_data = SectionSetter(
         "offline_data",
         doc=("Sets where offline algorithms read episodes and where EnvRunners write them."),
@@ -323,6 +338,7 @@ class AlgorithmConfig(CommonSettings):
                 rllib_only[key](value)
                 continue
             name = "lambda_" if key == "lambda" and "lambda_" in self.settings() else key
+            name = _FROM_DICT_KEYS.get(name, name)
             if name not in self.settings():
                 raise ValueError(
                     f"{type(self).__name__}.update_from_dict: unknown setting {key!r}."
@@ -345,20 +361,75 @@ class AlgorithmConfig(CommonSettings):
         """Env steps trained on per iteration, over all Learners."""
         return self.train_batch_size_per_learner * max(1, self.num_learners)
 
-    def get_rollout_fragment_length(self) -> int:
-        """Steps per sub-env per sample() call ('auto': the train batch split evenly)."""
+    def get_rollout_fragment_length(self, worker_index: int = 0) -> int:
+        """Steps per sub-env per sample() call of EnvRunner `worker_index` (RLlib's method
+        and arithmetic): 'auto' splits the train batch over all sub-envs of all EnvRunners;
+        where it does not divide evenly, the first EnvRunners take one step more, so the
+        sampled steps add up to the batch (or exceed it by less than one per sub-env),
+        and never fewer than 1."""
         if self.rollout_fragment_length != "auto":
             return int(self.rollout_fragment_length)
-        per_call = max(1, self.num_env_runners) * self.num_envs_per_env_runner
-        return max(1, -(-self.total_train_batch_size // per_call))
+        envs = self.num_envs_per_env_runner
+        sub_envs = envs * max(1, self.num_env_runners)
+        total = self.total_train_batch_size
+        base = total // sub_envs
+        if base * sub_envs == total:
+            return max(1, base)
+        remainder = total - base * sub_envs
+        return base + 1 if (worker_index - 1) * envs < remainder else max(1, base)
+
+    @property
+    def is_atari(self) -> bool:
+        """Whether `env` names an Atari env (RLlib's property): a gymnasium id of the ALE
+        (`"ale_py:ALE/Pong-v5"`, `"ALE/Breakout-v5"`). Callables and classes are never
+        detected, as in RLlib; rlmod decides from the name without making the env."""
+        return isinstance(self.env, str) and self.env.split(":")[-1].startswith("ALE/")
+
+    @property
+    def user_rl_module_spec(self) -> RLModuleSpec | MultiRLModuleSpec | None:
+        """The `rl_module_spec` as set (None if never), before the merge that reading
+        `rl_module_spec` shows."""
+        spec: RLModuleSpec | MultiRLModuleSpec | None = self.__dict__["rl_module_spec"]
+        return spec
+
+    def merged_rl_module_spec(
+        self, user: RLModuleSpec | MultiRLModuleSpec | None
+    ) -> RLModuleSpec | MultiRLModuleSpec | None:
+        """What reading `rl_module_spec` gives (RLlib's property): the algorithm's default
+        spec, with the fields `user` sets taken from `user`; a MultiRLModuleSpec keeps its
+        modules, each filled in from the default. None where there is neither (a plain
+        AlgorithmConfig without a spec)."""
+        try:
+            default = self.get_default_rl_module_spec()
+        except NotImplementedError:
+            return user
+        if user is None:
+            return default
+        if isinstance(user, RLModuleSpec):
+            if isinstance(default, MultiRLModuleSpec):
+                raise ValueError("Cannot merge MultiRLModuleSpec with RLModuleSpec!")
+            return default._merged_with(user)
+        merged = copy.deepcopy(user)
+        if isinstance(default, RLModuleSpec):
+            merged.rl_module_specs = {
+                mid: default._merged_with(sp) for mid, sp in user.rl_module_specs.items()
+            }
+        return merged
+
+    @property
+    def _per_module_overrides(self) -> dict[ModuleID, Any]:
+        """The per-module configs made so far by `get_config_for_module` (RLlib's cache)."""
+        cache: dict[ModuleID, Any] = self.__dict__["_per_module_configs"]
+        return cache
 
     @property
     def module_ids(self) -> list[ModuleID]:
         """All module IDs: `policies` (or the default one) plus extra sub-specs."""
         ids = list(self.policies or {DEFAULT_MODULE_ID: None})
-        if isinstance(self.rl_module_spec, MultiRLModuleSpec):
+        user = self.user_rl_module_spec
+        if isinstance(user, MultiRLModuleSpec):
             seen = set(ids)
-            ids += [m for m in self.rl_module_spec.rl_module_specs if m not in seen]
+            ids += [m for m in user.rl_module_specs if m not in seen]
         return ids
 
     def is_module_trainable(self, module_id: ModuleID, batch: Any = None) -> bool:
@@ -382,9 +453,7 @@ class AlgorithmConfig(CommonSettings):
         """The user's learner connectors; subclasses append their own (GAE for PPO)."""
         pieces: list[Connector] = []
         if self.learner_connector is not None:
-            pieces = as_connector_list(
-                self.learner_connector(observation_space, action_space), setting="learner_connector"
-            )
+            pieces = learner_pieces(self.learner_connector(observation_space, action_space))
         return ConnectorPipeline(pieces)
 
     def build_env_to_module_connector(
@@ -449,9 +518,23 @@ class AlgorithmConfig(CommonSettings):
         env: Any = None,
         spaces: Mapping[str, tuple] | None = None,
         inference_only: bool = False,
+        policy_dict: Mapping[ModuleID, Any] | None = None,
+        single_agent_rl_module_spec: RLModuleSpec | None = None,
     ) -> MultiRLModuleSpec:
         """One complete sub-spec per module (rule 2); learner-only ones dropped if
-        `inference_only` (see `rlmod.algorithms.module_specs.multi_rl_module_spec`)."""
+        `inference_only` (see `rlmod.algorithms.module_specs.multi_rl_module_spec`).
+
+        `policy_dict` ({module_id: PolicySpec}) and `single_agent_rl_module_spec` are
+        RLlib's: with them the specs are compiled from those PolicySpecs' spaces, the
+        given spec filling modules the configured spec does not name (see
+        `module_specs.multi_rl_module_spec_from_policies`)."""
+        if policy_dict is not None or single_agent_rl_module_spec is not None:
+            return module_specs.multi_rl_module_spec_from_policies(
+                self,
+                policy_dict=policy_dict,
+                single_spec=single_agent_rl_module_spec,
+                inference_only=inference_only,
+            )
         return module_specs.multi_rl_module_spec(
             self, env=env, spaces=spaces, inference_only=inference_only
         )
@@ -509,11 +592,25 @@ class AlgorithmConfig(CommonSettings):
 
     def validate(self) -> None:
         """Checks the rules that span several settings; raises ValueError naming them."""
+        unresolved = s.search_spaces(self)
+        if unresolved:
+            raise ValueError(
+                f"Settings {unresolved} hold Ray Tune search spaces, which Tune resolves per "
+                "trial: pass this config to tune.Tuner(PPO.as_trainable(), param_space="
+                "config) instead of building it."
+            )
         if self.input_ != "sampler" and not self.reads_offline_data:
             raise ValueError(
                 f"offline_data(input_={self.input_!r}) is read by offline algorithms (BC, "
                 f"MARWIL); {type(self).__name__} trains on what its EnvRunners sample. Use "
                 "BCConfig or MARWILConfig, or leave input_ at 'sampler'."
+            )
+        if self.reads_offline_data and self.min_sample_timesteps_per_iteration:
+            raise ValueError(
+                f"min_sample_timesteps_per_iteration={self.min_sample_timesteps_per_iteration}: "
+                f"{type(self).__name__} trains offline and samples no env steps, so train() "
+                "would never return; set it to 0 and size iterations with "
+                "min_train_timesteps_per_iteration or min_time_s_per_iteration."
             )
         per_learner = self.train_batch_size_per_learner
         if per_learner < 1:
@@ -558,8 +655,15 @@ class AlgorithmConfig(CommonSettings):
     def build_algo(self) -> Algorithm:
         """Validates this config and builds its Algorithm (on a frozen copy)."""
         if self.algo_class is None:
-            raise TypeError(f"{type(self).__name__} has no algo_class to build.")
+            raise TypeError(
+                f"{type(self).__name__} has no algo_class to build; use an algorithm's "
+                "config (PPOConfig, ...) or AlgorithmConfig(algo_class=PPO)."
+            )
         return self.algo_class(config=self)
+
+    def build(self) -> Algorithm:
+        """`build_algo()` (RLlib's older name, which RLlib still accepts)."""
+        return self.build_algo()
 
     def freeze(self) -> None:
         """Makes every setting read-only (a built Algorithm's config cannot change)."""
@@ -580,13 +684,17 @@ class AlgorithmConfig(CommonSettings):
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self, *, allow_unnamed: bool = False) -> dict[str, Any]:
-        """All settings as JSON-able values (classes and functions by import path).
+        """All settings as JSON-able values (classes and functions by import path), as set
+        (derived ones stay None). `train_batch_size_per_learner` is stored under RLlib's
+        key `_train_batch_size_per_learner`, the raw field RLlib's `to_dict()` holds.
 
         A lambda or closure has no import path: an error, unless `allow_unnamed`
         (checkpoints), where it is stored as "must be passed at load".
         """
         return {
-            name: encode_setting(self.__dict__[name], name, allow_unnamed=allow_unnamed)
+            _DICT_KEYS.get(name, name): encode_setting(
+                self.__dict__[name], name, allow_unnamed=allow_unnamed
+            )
             for name in self.settings()
         }  # as set: derived settings stay None
 
@@ -599,7 +707,8 @@ class AlgorithmConfig(CommonSettings):
         config from a stranger imports and runs nothing else.
         """
         config = cls()
-        for name, value in data.items():
+        for key, value in data.items():
+            name = _FROM_DICT_KEYS.get(key, key)
             if name not in cls.settings():
                 raise ValueError(
                     f"{cls.__name__}.from_dict: unknown setting {name!r}."
@@ -612,6 +721,52 @@ class AlgorithmConfig(CommonSettings):
         defaults = self.defaults()
         changed = {n: self.__dict__[n] for n in self.settings() if self.__dict__[n] != defaults[n]}
         return f"{type(self).__name__}({changed})"
+
+
+def _register_with_tune() -> None:
+    """Makes AlgorithmConfig a (virtual) subclass of Ray Tune's config base, so
+    `tune.Tuner(..., param_space=config)` takes it through `to_dict()`, as it takes RLlib's
+    AlgorithmConfig (which subclasses that base). Called once Ray Tune is imported."""
+    try:
+        from ray.tune.tune import _Config
+    except ImportError:  # another Ray version: param_space=config.to_dict() still works
+        return
+    if not issubclass(AlgorithmConfig, _Config):
+        _Config.register(AlgorithmConfig)
+
+
+def learner_pieces(made: Any) -> list[Connector]:
+    """What a `learner_connector` factory returned, as learner pipeline pieces: rlmod's
+    LearnerConnectors as they are, RLlib-style ConnectorV2 pieces run through
+    ConnectorV2LearnerPiece (RLlib's keyword call on episodes of the batch). A piece
+    rlmod cannot run there (an env-to-module or module-to-env piece) is refused with what
+    to use instead."""
+    from rlmod.connectors.connector_v2 import ConnectorV2, SingleAgentObservationPreprocessor
+    from rlmod.connectors.env_to_module import EnvToModule
+    from rlmod.connectors.learner import LearnerConnector
+    from rlmod.connectors.learner_v2 import ConnectorV2LearnerPiece
+    from rlmod.connectors.module_to_env import ModuleToEnv
+
+    out: list[Connector] = []
+    for piece in as_connector_list(made, setting="learner_connector"):
+        if isinstance(piece, SingleAgentObservationPreprocessor | EnvToModule | ModuleToEnv):
+            raise TypeError(
+                f"the learner_connector factory returned {type(piece).__name__}, an "
+                "env-to-module/module-to-env piece, which rlmod "
+                "cannot run on a Learner's batch. Pass it to env_runners(env_to_module_"
+                "connector=...) (Learners train on the observations the module saw), or "
+                "write a ConnectorV2 whose __call__ works on the episodes."
+            )
+        if isinstance(piece, ConnectorV2):
+            out.append(ConnectorV2LearnerPiece(piece))
+        elif isinstance(piece, LearnerConnector):
+            out.append(piece)
+        else:
+            raise TypeError(
+                f"the learner_connector factory returned {piece!r}, which is neither a "
+                "ConnectorV2 nor an rlmod LearnerConnector."
+            )
+    return out
 
 
 def call_connector_factory(factory: Callable, env: Any, *args: Any) -> Any:

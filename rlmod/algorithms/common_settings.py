@@ -288,6 +288,17 @@ class CommonSettings:
         check=s.optional(s.number(low=0.0, low_open=True)),
         doc="Clip each module's global gradient norm to this value.",
     )
+    grad_clip_by = Setting(
+        "global_norm",
+        section="training",
+        check=s.one_of("global_norm", "norm", "value"),
+        doc=(
+            "How grad_clip clips (RLlib's setting and values): 'global_norm' scales all of a "
+            "module's gradients by grad_clip / their global norm, 'norm' each tensor by its "
+            "own norm, 'value' clamps every element to [-grad_clip, grad_clip]. Modules "
+            "clipped by 'norm' or 'value' are trained alone, not stacked."
+        ),
+    )
     learner_class = Setting(
         None,
         section="training",
@@ -301,10 +312,13 @@ class CommonSettings:
     learner_connector = Setting(
         None,
         section="training",
-        check=s.callable_or_none,
+        check=s.learner_connector_factory,
         doc=(
-            "callable(observation_space, action_space) -> LearnerConnector(s), run before the "
-            "algorithm's own learner pieces (e.g. GAE)."
+            "callable(observation_space, action_space) -> piece(s), run before the "
+            "algorithm's own learner pieces (e.g. GAE): rlmod LearnerConnectors, or "
+            "ConnectorV2 pieces written as RLlib's (called with rl_module, batch, episodes, "
+            "...; the episodes are the batch's sequences). Pieces rlmod cannot run there "
+            "are refused when set."
         ),
     )
     # --- rl_module ---
@@ -312,9 +326,12 @@ class CommonSettings:
         None,
         section="rl_module",
         check=s.spec_or_none,
+        view=lambda c, user: c.merged_rl_module_spec(user),
         doc=(
             "An RLModuleSpec for the default module, or a MultiRLModuleSpec (several modules, "
-            "learner-only ones included); unset fields come from the algorithm's default."
+            "learner-only ones included); unset fields come from the algorithm's default. "
+            "Reading it gives that merge, as RLlib's property (the algorithm's default spec "
+            "when unset); to_dict() keeps what was set."
         ),
     )
     model_config = Setting(
@@ -575,6 +592,37 @@ class CommonSettings:
         check=s.integer(min=1),
         doc=("Episodes in the window of episode_return_mean and friends."),
     )
+    min_time_s_per_iteration = Setting(
+        None,
+        section="reporting",
+        check=s.optional(s.number(low=0.0)),
+        doc=(
+            "One train() call repeats training_step() until at least this many seconds "
+            "passed (and the two step minimums below are met); None or 0: no minimum "
+            "(RLlib's name and meaning; RLlib's SAC: 1)."
+        ),
+    )
+    min_sample_timesteps_per_iteration = Setting(
+        0,
+        section="reporting",
+        check=s.integer(min=0),
+        doc=(
+            "One train() call repeats training_step() until at least this many env steps were "
+            "sampled (RLlib's name and meaning; RLlib's DQN: 1000, SAC: 100), so an iteration, "
+            "its result, its evaluation and its log line cover that much sampling. 0: one "
+            "training_step() is enough. Needs EnvRunners: offline algorithms sample nothing."
+        ),
+    )
+    min_train_timesteps_per_iteration = Setting(
+        0,
+        section="reporting",
+        check=s.integer(min=0),
+        doc=(
+            "One train() call repeats training_step() until at least this many rows were "
+            "trained on (summed over modules and epochs: env steps single-agent, agent steps "
+            "multi-agent; RLlib's name and meaning). 0: no minimum."
+        ),
+    )
     # --- offline_data ---
     input_ = Setting(
         "sampler",
@@ -630,6 +678,38 @@ class CommonSettings:
             "Dataset.map_batches that runs the reading (RLlib's name), over rlmod's defaults "
             "{'num_cpus': 0}: reading reserves no CPU, so Learners that hold every CPU of a "
             "small cluster cannot starve it."
+        ),
+    )
+    iter_batches_kwargs = Setting(
+        {},
+        section="offline_data",
+        check=s.mapping,
+        doc=(
+            "With input_read_method='read_parquet': keyword arguments of Ray Data's "
+            "iter_batches by which each Learner draws its batches (RLlib's name), e.g. "
+            "{'prefetch_batches': 2}; batch size, format and shuffling are rlmod's."
+        ),
+    )
+    dataset_num_iters_per_learner = Setting(
+        None,
+        section="offline_data",
+        check=s.optional(s.integer(min=1)),
+        doc=(
+            "Updates each Learner runs per train() of an offline algorithm, each on its own "
+            "batch of train_batch_size_per_learner rows (RLlib's setting; BC and MARWIL "
+            "default to 1, as RLlib's). RLlib's None (a whole pass over each Learner's "
+            "data) is not offered: give a number."
+        ),
+    )
+    output_write_episodes = Setting(
+        True,
+        section="offline_data",
+        check=s.boolean,
+        doc=(
+            "RLlib's choice between whole episodes (True) and columnar rows (False) in "
+            "offline_data(output=...). rlmod writes one format that is both: columnar "
+            "Parquet rows with episode IDs, each episode whole and in time order "
+            "(rlmod.offline), so either value gives the same files."
         ),
     )
     # --- checkpointing ---

@@ -18,7 +18,7 @@ from rlmod.core.multi_rl_module import MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
 from rlmod.utils.naming import import_path
 from rlmod.utils.spaces import space_from_dict, space_to_dict
-from rlmod.utils.trust import resolve_import_path
+from rlmod.utils.trust import check_env_id, resolve_import_path
 
 IMPORT_KINDS: dict[str, str] = {
     "env": "env",
@@ -46,6 +46,10 @@ def encode_setting(value: Any, setting: str, *, allow_unnamed: bool = False) -> 
     load" instead of raising.
     """
     if value is None or isinstance(value, bool | int | float | str):
+        return value
+    from rlmod.algorithms.settings import is_search_space
+
+    if is_search_space(value):  # for Tune's param_space: Tune resolves it per trial
         return value
     if isinstance(value, gym.Space):
         return {"__space__": space_to_dict(value)}
@@ -77,6 +81,8 @@ def encode_setting(value: Any, setting: str, *, allow_unnamed: bool = False) -> 
 def decode_setting(value: Any, setting: str, *, trusted_modules: Iterable[str] = ()) -> Any:
     """Inverse of `encode_setting`; import paths resolve under the trust model."""
     trusted = tuple(trusted_modules)
+    if setting == "env" and isinstance(value, str):  # gymnasium's module:Env-v0 imports
+        check_env_id(value, setting=setting, trusted_modules=trusted)
     if isinstance(value, list):
         return [decode_setting(v, setting, trusted_modules=trusted) for v in value]
     if not isinstance(value, dict):

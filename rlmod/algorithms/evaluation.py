@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+import gymnasium as gym
+
 from rlmod.algorithms.inference import InferencePolicy
 from rlmod.env.registry import is_gym_id, make_env
 
@@ -49,8 +51,6 @@ def evaluate_checkpoint(
         env_config["render_mode"] = render
     env = make_env(config.env, env_config)
     if video_dir is not None:
-        import gymnasium as gym
-
         try:
             env = gym.wrappers.RecordVideo(env, str(video_dir), episode_trigger=lambda _: True)
         except gym.error.DependencyNotInstalled as e:
@@ -67,6 +67,8 @@ def evaluate_checkpoint(
                 total += float(reward)
                 done = terminated or truncated
             returns.append(total)
+    except gym.error.DependencyNotInstalled as e:  # rendering: pygame, mujoco, ...
+        raise ImportError(f"rendering {config.env!r} needs a package: {e}") from e
     finally:
         env.close()
     return returns

@@ -22,7 +22,7 @@ from rlmod.connectors.env_to_module import MeanStdFilter
 from rlmod.connectors.module_to_env import ENV_ACTIONS
 from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.columns import Columns
-from rlmod.core.rl_module import RLModule
+from rlmod.core.rl_module import RLModule, acting_forward
 from rlmod.errors import CheckpointError
 from rlmod.utils.checkpoints import read_metadata
 from rlmod.utils.spaces import space_from_dict
@@ -137,7 +137,7 @@ class InferencePolicy:
         starts = np.full(n, self._episode_start)
         self._episode_start = False
         obs = self.env_to_module(observations, episode_starts=starts)
-        forward = self.module.forward_exploration if self.explore else self.module.forward_inference
+        forward = acting_forward(self.module, self.explore)
         out = forward({Columns.OBS: torch.as_tensor(np.asarray(obs, dtype=np.float32))})
         data = self.module_to_env(out, rl_module=self.module, explore=self.explore)
         return np.asarray(data[ENV_ACTIONS])

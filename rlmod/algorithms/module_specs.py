@@ -54,7 +54,7 @@ def rl_module_spec(
     connectors), else the user's spec, else `.environment(observation_space=...,
     action_space=...)` (through the connectors). `inference_only=None` keeps the spec's.
     """
-    user = config.rl_module_spec
+    user = config.user_rl_module_spec
     if isinstance(user, MultiRLModuleSpec):
         acting = {m: sp for m, sp in user.rl_module_specs.items() if not sp.learner_only}
         if DEFAULT_MODULE_ID in acting:
@@ -107,7 +107,7 @@ def multi_rl_module_spec(
     in the single-agent case a module without any of these sees what the default
     module sees.
     """
-    user = config.rl_module_spec
+    user = config.user_rl_module_spec
     sub_specs = dict(user.rl_module_specs) if isinstance(user, MultiRLModuleSpec) else {}
     base = config.get_default_rl_module_spec()
     if isinstance(user, RLModuleSpec):
@@ -253,7 +253,7 @@ def mapping_error_message(config: AlgorithmConfig, agent_id: Any, module_id: Any
 
 def learner_only_module_ids(config: AlgorithmConfig) -> set[ModuleID]:
     """Modules whose spec says `learner_only=True` (in rl_module_spec or policies)."""
-    user = config.rl_module_spec
+    user = config.user_rl_module_spec
     specs = dict(user.rl_module_specs) if isinstance(user, MultiRLModuleSpec) else {}
     for mid, pspec in (config.policies or {}).items():
         if pspec is not None:
@@ -267,3 +267,85 @@ def plain_model_config(model_config: Any) -> dict[str, Any]:
     if isinstance(model_config, Mapping):
         return dict(model_config)
     return dataclasses.asdict(model_config)
+
+
+def multi_rl_module_spec_from_policies(
+    config: AlgorithmConfig,
+    *,
+    policy_dict: Mapping[ModuleID, Any] | None,
+    single_spec: RLModuleSpec | None,
+    inference_only: bool,
+) -> MultiRLModuleSpec:
+    """RLlib's `get_multi_rl_module_spec(policy_dict=..., single_agent_rl_module_spec=...)`.
+
+    One spec per module of `policy_dict` (PolicySpecs or RLlib's 4-tuples; default:
+    `policies`) and of a configured MultiRLModuleSpec. A module the configured
+    MultiRLModuleSpec names keeps its own spec; the others take `single_spec`, else the
+    configured RLModuleSpec, else the default one. Missing module classes come from the
+    default spec, missing spaces from the module's PolicySpec, and model configs are
+    `model_config` updated by the spec's own.
+    """
+    from rlmod.algorithms.policy_spec import PolicySpec
+
+    policies: dict[ModuleID, Any] = dict(
+        policy_dict if policy_dict is not None else (config.policies or {DEFAULT_MODULE_ID: None})
+    )
+    for mid, value in policies.items():
+        if isinstance(value, tuple):
+            policies[mid] = PolicySpec(*value)
+    default = config.get_default_rl_module_spec()
+    user = config.user_rl_module_spec
+    current = user if user is not None else default
+    multi_class: Any = None
+    shared_mc = None
+    if isinstance(current, RLModuleSpec):
+        fallback = single_spec or current
+        specs = {mid: fallback for mid in policies}
+    else:
+        multi_class, shared_mc = current.multi_rl_module_class, current.model_config
+        if isinstance(default, RLModuleSpec):
+            fallback = single_spec or default
+            ids = list(policies) + [m for m in current.rl_module_specs if m not in policies]
+            specs = {mid: current.rl_module_specs.get(mid, fallback) for mid in ids}
+        elif single_spec is None:
+            raise ValueError(
+                f"The configured MultiRLModuleSpec ({current}) names no RLModuleSpec to build "
+                "the modules from; pass get_multi_rl_module_spec(policy_dict=..., "
+                "single_agent_rl_module_spec=...)."
+            )
+        else:
+            specs = {mid: single_spec for mid in policies}
+    global_mc = plain_model_config(config.model_config)
+    out: dict[ModuleID, RLModuleSpec] = {}
+    for mid, spec in specs.items():
+        if inference_only and spec.learner_only:
+            continue
+        module_class = spec.module_class
+        if module_class is None:
+            if isinstance(default, RLModuleSpec):
+                module_class = default.module_class
+            elif mid in default.rl_module_specs:
+                module_class = default.rl_module_specs[mid].module_class
+            else:
+                raise ValueError(
+                    f"Module class for module {mid!r} cannot be inferred: neither the given "
+                    "spec nor the algorithm's default spec names one."
+                )
+        obs, act = spec.observation_space, spec.action_space
+        pspec = policies.get(mid, policies.get(DEFAULT_MODULE_ID))
+        if pspec is not None:
+            obs = obs if obs is not None else getattr(pspec, "observation_space", None)
+            act = act if act is not None else getattr(pspec, "action_space", None)
+        out[mid] = dataclasses.replace(
+            spec,
+            module_class=module_class,
+            observation_space=obs,
+            action_space=act,
+            inference_only=inference_only,
+            model_config={**global_mc, **plain_model_config(spec.model_config)},
+        )
+    if multi_class is None:
+        return MultiRLModuleSpec(rl_module_specs=out)
+    return MultiRLModuleSpec(
+        multi_rl_module_class=multi_class, model_config=shared_mc, rl_module_specs=out
+    )

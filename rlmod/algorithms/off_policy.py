@@ -151,18 +151,25 @@ class OffPolicyConfig(AlgorithmConfig):
         env: Any = None,
         spaces: Mapping[str, tuple] | None = None,
         inference_only: bool = False,
+        policy_dict: Mapping[str, Any] | None = None,
+        single_agent_rl_module_spec: RLModuleSpec | None = None,
     ) -> MultiRLModuleSpec:
         multi = super().get_multi_rl_module_spec(
-            env=env, spaces=spaces, inference_only=inference_only
+            env=env,
+            spaces=spaces,
+            inference_only=inference_only,
+            policy_dict=policy_dict,
+            single_agent_rl_module_spec=single_agent_rl_module_spec,
         )
-        return MultiRLModuleSpec(
+        return dataclasses.replace(
+            multi,
             rl_module_specs={
                 mid: self._with_module_flags(spec, self.get_config_for_module(mid))  # type: ignore[arg-type]
                 for mid, spec in multi.rl_module_specs.items()
-            }
+            },
         )
 
-    def get_rollout_fragment_length(self) -> int:
+    def get_rollout_fragment_length(self, worker_index: int = 0) -> int:
         """'auto' is `n_step` steps per sub-env per iteration (RLlib's DQN and SAC)."""
         if self.rollout_fragment_length == "auto":
             return self.n_step

@@ -54,7 +54,9 @@ class Setting:
 
     Reading returns the instance's value, or `derive(config)` where that value is None and
     the setting is derived when unset (RLlib's properties such as
-    `train_batch_size_per_learner`; `to_dict()` keeps the None the user left). Writing
+    `train_batch_size_per_learner`; `to_dict()` keeps the None the user left), or
+    `view(config, value)` where reading always shows a computed value (RLlib's
+    `rl_module_spec`: the user's spec merged into the default). Writing
     checks the value, refuses on a frozen config, and drops the cached per-module copies.
     """
 
@@ -66,8 +68,10 @@ class Setting:
         check: Check | None = None,
         doc: str = "",
         derive: Callable[[Any], Any] | None = None,
+        view: Callable[[Any, Any], Any] | None = None,
     ) -> None:
         self.default = default
+        self.view = view
         self.section = section
         self.check = check
         self.doc = doc
@@ -81,6 +85,8 @@ class Setting:
         if obj is None:
             return self
         value = obj.__dict__[self.name]
+        if self.view is not None:
+            return self.view(obj, value)
         if value is None and self.derive is not None:
             return self.derive(obj)
         return value
@@ -88,21 +94,36 @@ class Setting:
     def __set__(self, obj: Any, value: Any) -> None:
         if obj.__dict__.get("_frozen", False):
             raise AttributeError(
-                f"Cannot set {self.name}: this config is frozen (it belongs to a built "
-                "Algorithm or is a per-module copy). Change a config.copy() instead."
+                f"Cannot set attribute ({self.name}) of an already frozen AlgorithmConfig "
+                "(RLlib's words): it belongs to a built Algorithm or is a per-module copy. "
+                "Change a config.copy() instead."
             )
         obj.__dict__[self.name] = self.validate(value)
         obj.__dict__["_per_module_configs"] = {}
 
     def validate(self, value: Any) -> Any:
-        if self.check is None:
-            return value
+        if self.check is None or is_search_space(value):
+            return value  # a Tune search space: each trial's value is checked in the trial
         try:
             return self.check(value)
         except InvalidKind as e:
             raise TypeError(f"{self.name}={value!r} is of the wrong kind: {e}") from None
         except Invalid as e:
             raise ValueError(f"{self.name}={value!r} is invalid: {e}") from None
+
+
+def is_search_space(value: Any) -> bool:
+    """Whether `value` is a Ray Tune search space (`tune.grid_search([...])`, a
+    `tune.uniform(...)` etc. Domain): settings accept them, as RLlib's config does, for
+    Tune to resolve per trial (decided without importing Ray)."""
+    if isinstance(value, dict):
+        return set(value) == {"grid_search"} and isinstance(value["grid_search"], list)
+    return type(value).__module__.startswith("ray.tune.search")
+
+
+def search_spaces(config: Any) -> list[str]:
+    """The settings of `config` that hold a Tune search space."""
+    return [n for n in type(config).settings() if is_search_space(config.__dict__[n])]
 
 
 class SectionSetter:
@@ -362,12 +383,13 @@ def env_or_none(v: Any) -> Any:
     own envs, one per sub-env."""
     if v is None or isinstance(v, str) or callable(v):
         return v
-    instance = (
-        " (an env instance; pass its class or a creator instead)" if isinstance(v, gym.Env) else ""
-    )
+    if isinstance(v, gym.Env):
+        from rlmod.env.registry import _instance_message
+
+        raise InvalidKind(_instance_message(v))
     raise InvalidKind(
         "expected a gymnasium ID, a name registered with rlmod.register_env, or a "
-        f"callable(env_config) -> env such as an env class{instance}."
+        "callable(env_config) -> env such as an env class."
     )
 
 
@@ -434,6 +456,26 @@ def learner_class_or_none(v: Any) -> Any:
     return v
 
 
+def learner_connector_factory(v: Any) -> Any:
+    """`learner_connector`: a callable; what it returns is checked now where it can be
+    made without spaces (RLlib's factories mostly ignore them), so a piece rlmod cannot
+    run on a Learner is refused here rather than at the first update."""
+    callable_or_none(v)
+    if v is None:
+        return v
+    try:
+        made = v(None, None)
+    except Exception:  # needs the real spaces: checked when the Learner builds it
+        return v
+    from rlmod.algorithms.algorithm_config import learner_pieces
+
+    try:
+        learner_pieces(made)
+    except TypeError as e:
+        raise InvalidKind(str(e)) from None
+    return v
+
+
 def spec_or_none(v: Any) -> Any:
     """`rl_module_spec`: an RLModuleSpec, a MultiRLModuleSpec or None."""
     if v is not None and not isinstance(v, RLModuleSpec | MultiRLModuleSpec):
@@ -442,14 +484,23 @@ def spec_or_none(v: Any) -> Any:
 
 
 def policies(v: Any) -> dict[str, RLModuleSpec | None] | None:
-    """`policies`: module IDs (a collection) or module ID -> RLModuleSpec (or None), as a dict."""
+    """`policies`: module IDs (a collection) or module ID -> RLModuleSpec (or None), as a
+    dict. A PolicySpec or RLlib's 4-tuple gives its spaces; its config is taken by the
+    `multi_agent()` setter (`policy_overrides`)."""
     if v is None:
         return None
     if isinstance(v, Mapping):
-        for mid, spec in v.items():
+        from rlmod.algorithms.policy_spec import policy_entry
+
+        items = {}
+        for mid, value in v.items():
+            spec, _ = policy_entry(mid, value)  # PolicySpec / 4-tuple: its spaces
             if spec is not None and not isinstance(spec, RLModuleSpec):
-                raise InvalidKind(f"policies[{mid!r}] must be an RLModuleSpec or None.")
-        items = dict(v)
+                raise InvalidKind(
+                    f"policies[{mid!r}] must be an RLModuleSpec, a PolicySpec, RLlib's "
+                    "4-tuple or None."
+                )
+            items[mid] = spec
     elif isinstance(v, set | frozenset):
         # A set has no order of its own (its iteration order depends on PYTHONHASHSEED):
         # sorted, so module order, and with it every seeded result, is the same each run.
@@ -467,6 +518,30 @@ def policies(v: Any) -> dict[str, RLModuleSpec | None] | None:
     if not items:
         raise Invalid("needs at least one module ID.")
     return items
+
+
+def policy_overrides(config: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """`multi_agent(policies=...)`: the config of each PolicySpec / 4-tuple becomes that
+    module's `algorithm_config_overrides_per_module` entry (given overrides win)."""
+    given = values.get("policies")
+    if not isinstance(given, Mapping):
+        return values
+    from rlmod.algorithms.policy_spec import policy_entry
+
+    found = {}
+    for mid, value in given.items():
+        _, overrides = policy_entry(mid, value)
+        if overrides:
+            found[mid] = type(config).overrides(**overrides)
+    if found:
+        current = values.get(
+            "algorithm_config_overrides_per_module", config.algorithm_config_overrides_per_module
+        )
+        merged = {mid: dict(over) for mid, over in found.items()}
+        for mid, over in mapping(current).items():
+            merged[mid] = {**merged.get(mid, {}), **over}
+        values["algorithm_config_overrides_per_module"] = merged
+    return values
 
 
 def overrides_per_module(v: Any) -> dict[str, dict[str, Any]]:

@@ -9,7 +9,7 @@ lambda env, spaces, device: [...])`; ConnectorPipeline runs them through
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -52,6 +52,14 @@ class LatestObservationEpisode:
     @property
     def env_index(self) -> int:
         return self._index
+
+    @property
+    def id_(self) -> int:
+        """The row's index (rlmod keeps no episode IDs on the sampling path)."""
+        return self._index
+
+    module_id = None
+    agent_id = None
 
     def get_observations(self, indices: int | None = None) -> Any:
         if indices is None:
@@ -138,6 +146,112 @@ class ConnectorV2(Connector):
     ) -> Any:
         """Transforms `batch` and/or the episodes' latest observations; returns the batch."""
 
+    # RLlib's helpers for writing pieces (ray 2.60 connector_v2.py), same arguments.
+    @staticmethod
+    def single_agent_episode_iterator(
+        episodes: list[Any],
+        agents_that_stepped_only: bool = True,
+        zip_with_batch_column: Any = None,
+    ) -> Iterator[Any]:
+        """Yields the single-agent episodes (with `zip_with_batch_column`: pairs of an
+        episode and its item). rlmod's episodes in connectors are single-agent views
+        already (one per env row, or per sequence of a module's train-batch rows)."""
+        from rlmod.connectors.learner_v2 import iterate_single_agent_episodes
+
+        return iterate_single_agent_episodes(episodes, zip_with_batch_column)
+
+    @staticmethod
+    def add_batch_item(
+        batch: dict[str, Any],
+        column: str,
+        item_to_add: Any,
+        single_agent_episode: Any = None,
+    ) -> None:
+        """Appends `item_to_add` under `column`: to a list (no episode), else to the list
+        under the episode's key, `(eps_id,)` or `(eps_id, agent_id, module_id)` (RLlib's).
+
+        Example:
+            >>> batch = {}
+            >>> ConnectorV2.add_batch_item(batch, "col", 5)
+            >>> ConnectorV2.add_batch_item(batch, "col", 6)
+            >>> batch
+            {'col': [5, 6]}
+        """
+        from rlmod.connectors.learner_v2 import _key
+
+        if single_agent_episode is None:
+            batch.setdefault(column, []).append(item_to_add)
+            return
+        batch.setdefault(column, {}).setdefault(_key(single_agent_episode), []).append(item_to_add)
+
+    @staticmethod
+    def add_n_batch_items(
+        batch: dict[str, Any],
+        column: str,
+        items_to_add: Any,
+        num_items: int,
+        single_agent_episode: Any = None,
+    ) -> None:
+        """Adds `num_items` items: a list is added item by item, an already batched array
+        (`num_items` rows) as it is (RLlib's)."""
+        from rlmod.connectors.learner_v2 import _Batched, _key
+
+        if isinstance(items_to_add, list):
+            if len(items_to_add) != num_items:
+                raise ValueError(
+                    f"add_n_batch_items({column!r}): {len(items_to_add)} items, "
+                    f"num_items={num_items}."
+                )
+            for item in items_to_add:
+                ConnectorV2.add_batch_item(batch, column, item, single_agent_episode)
+            return
+        if len(items_to_add) != num_items:
+            raise ValueError(
+                f"add_n_batch_items({column!r}): {len(items_to_add)} rows, num_items={num_items}."
+            )
+        target = (
+            batch.setdefault(column, [])
+            if single_agent_episode is None
+            else batch.setdefault(column, {}).setdefault(_key(single_agent_episode), [])
+        )
+        target.append(_Batched(items_to_add))
+
+    @staticmethod
+    def foreach_batch_item_change_in_place(
+        batch: dict[str, Any],
+        column: str | list[str] | tuple[str, ...],
+        func: Callable[[Any, Any, Any, Any], Any],
+    ) -> None:
+        """Replaces every item under `column` (several columns: a tuple of items) with
+        `func(item, eps_id, agent_id, module_id)` (RLlib's). Items are those of lists, of
+        `(eps_id[, agent_id, module_id])`-keyed dicts of lists, or the rows of an array
+        (the env-to-module batch's observations: IDs are None there).
+
+        Example:
+            >>> batch = {"col1": {("e1",): [0, 1]}, "col2": np.array([1.0, 2.0])}
+            >>> ConnectorV2.foreach_batch_item_change_in_place(
+            ...     batch, "col1", lambda item, eps_id, *ids: f"{eps_id}:{item}")
+            >>> ConnectorV2.foreach_batch_item_change_in_place(batch, "col2", lambda x, *a: -x)
+            >>> batch["col1"], batch["col2"]
+            ({('e1',): ['e1:0', 'e1:1']}, array([-1., -2.]))
+        """
+        columns = [column] if isinstance(column, str) else list(column)
+        first = batch[columns[0]]
+        targets: list[tuple[list[Any], int, tuple[Any, Any, Any]]] = []
+        if isinstance(first, Mapping):
+            for key in list(first):
+                ids = (key[0], None, None) if len(key) == 1 else (key[0], key[1], key[2])
+                seqs = [batch[c][key] for c in columns]
+                targets += [(seqs, i, ids) for i in range(len(first[key]))]
+        else:
+            seqs = [batch[c] for c in columns]
+            targets = [(seqs, i, (None, None, None)) for i in range(len(first))]
+        for seqs, i, ids in targets:
+            items = [seq[i] for seq in seqs]
+            new = func(items[0] if len(columns) == 1 else tuple(items), *ids)
+            for seq, value in zip(seqs, [new] if len(columns) == 1 else new, strict=True):
+                seq[i] = value
+
     def call_on_arrays(
         self,
         obs: Any,
@@ -175,6 +289,13 @@ class ConnectorV2(Connector):
             raise TypeError(
                 f"{type(self).__name__}.__call__ must return the batch (a dict holding "
                 f"{Columns.OBS!r}), as RLlib's ConnectorV2 returns it; got {type(out).__name__}."
+            )
+        extra = sorted(set(out) - {Columns.OBS})
+        if extra:
+            raise ValueError(
+                f"{type(self).__name__} added {extra} to an env-to-module batch: rlmod's "
+                "env-to-module pieces pass observations only (the module's input). Put what "
+                "the module needs into the observation (and its space)."
             )
         return out[Columns.OBS]
 

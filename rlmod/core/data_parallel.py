@@ -1,6 +1,11 @@
 """What data-parallel Learners (`num_learners > 1`) exchange through torch.distributed:
-joining the group, averaging gradients, agreeing on a count. Each Learner actor trains on
-its own share of the batch; the Learner calls these only when its world size is above 1.
+joining the group, averaging gradients, agreeing on a count. The Learner calls these only
+when its world size is above 1.
+
+Each Learner trains on its own share of the batch: after every backward pass the gradients
+are averaged over all Learners, weighted by their minibatch rows, so each step is the step
+of one Learner on the union of the minibatches (for losses that are means over rows), and
+all Learners hold identical weights throughout.
 """
 
 from __future__ import annotations

@@ -8,13 +8,34 @@ forward pass of a small policy.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import gymnasium as gym
 import torch
 
 
 class Distribution:
-    """An action distribution over a batch: `[B, ...]` parameters, `[B, ...]` actions."""
+    """An action distribution over a batch: `[B, ...]` parameters, `[B, ...]` actions.
+
+    RLlib's distribution API (ray 2.60 `ray/rllib/core/distribution/distribution.py`):
+    `cls.from_logits(inputs)` builds one from a module's `action_dist_inputs`,
+    `to_deterministic()` gives the distribution of its most likely action (argmax, mean),
+    `sample()`, `logp(actions)`, `entropy()`, `kl(other)`.
+
+    Example:
+        >>> dist = Categorical.from_logits(torch.tensor([[0.0, 3.0]]))
+        >>> dist.to_deterministic().sample()
+        tensor([1])
+    """
+
+    @classmethod
+    def from_logits(cls, logits: torch.Tensor, **kwargs: object) -> Distribution:
+        """The distribution `logits` (a module's `action_dist_inputs`) parameterize."""
+        return cls(logits, **kwargs)  # type: ignore[call-arg]
+
+    def to_deterministic(self) -> Deterministic:
+        """The distribution that always gives this one's most likely action."""
+        return Deterministic(self.deterministic_sample())
 
     def sample(self) -> torch.Tensor:
         raise NotImplementedError
@@ -31,6 +52,31 @@ class Distribution:
     def kl(self, other: Distribution) -> torch.Tensor:
         """KL(self || other), per row."""
         raise NotImplementedError
+
+
+class Deterministic(Distribution):
+    """All mass on `loc` (RLlib's TorchDeterministic): `sample()` is `loc`, `logp` 0."""
+
+    def __init__(self, loc: torch.Tensor) -> None:
+        self.loc = loc
+
+    def sample(self) -> torch.Tensor:
+        return self.loc
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.loc
+
+    def to_deterministic(self) -> Deterministic:
+        return self
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(self.loc, dtype=torch.float32)
+
+    def entropy(self) -> torch.Tensor:
+        raise RuntimeError("entropy() is not defined for Deterministic (as RLlib's).")
+
+    def kl(self, other: Distribution) -> torch.Tensor:
+        raise RuntimeError("kl() is not defined for Deterministic (as RLlib's).")
 
 
 class Categorical(Distribution):
@@ -286,6 +332,32 @@ def dist_inputs_dim(action_space: gym.Space) -> int:
     raise TypeError(f"Action space {action_space} is not supported; use {_SUPPORTED}.")
 
 
+def action_dist_cls(action_space: gym.Space) -> type[Distribution]:
+    """The distribution class for `action_space` whose `from_logits(inputs)` builds what
+    `make_action_dist(action_space, inputs)` does (classes that need the space's shape,
+    MultiCategorical and Composite, come bound to it)."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return Categorical
+    if isinstance(action_space, gym.spaces.Box):
+        return DiagGaussian
+    if isinstance(action_space, gym.spaces.MultiBinary):
+        return Bernoulli
+    return bound_dist_cls(lambda inputs: make_action_dist(action_space, inputs))
+
+
+def bound_dist_cls(build: Callable[[torch.Tensor], Distribution]) -> type[Distribution]:
+    """A Distribution class whose `from_logits(inputs)` is `build(inputs)`: what a module
+    hands out as `get_*_action_dist_cls()` where its distribution needs more than the
+    inputs (the action space's parts, or the module's own `action_dist`)."""
+
+    class BoundDistribution(Distribution):
+        @classmethod
+        def from_logits(cls, logits: torch.Tensor, **kwargs: object) -> Distribution:
+            return build(logits)
+
+    return BoundDistribution
+
+
 def make_action_dist(action_space: gym.Space, inputs: torch.Tensor) -> Distribution:
     """The distribution over `action_space` parameterized by `inputs`."""
     if isinstance(action_space, gym.spaces.Discrete):
@@ -305,11 +377,14 @@ __all__ = [
     "Bernoulli",
     "Categorical",
     "Composite",
+    "Deterministic",
     "DiagGaussian",
     "Distribution",
     "MultiCategorical",
     "TanhGaussian",
     "action_dim",
+    "action_dist_cls",
+    "bound_dist_cls",
     "dist_inputs_dim",
     "make_action_dist",
 ]

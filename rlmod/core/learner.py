@@ -8,11 +8,8 @@ in RLlib, in `compute_loss_for_module` (then modules train one by one).
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import partial
-from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 import torch
@@ -21,23 +18,25 @@ from rlmod.core import data_parallel
 from rlmod.core.apis import find_self_supervised_loss
 from rlmod.core.columns import ALL_MODULES
 from rlmod.core.devices import learner_device
-from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack
-from rlmod.core.loss_group import ColumnMap, LossGroup, OneModule
-from rlmod.core.minibatch_stats import GroupReduce, Logged, RowStat, mean_over_minibatches
-from rlmod.core.module_weights import numpy_weights
-from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
-from rlmod.core.optim import (
-    Adam,
-    AdamSlot,
-    OptimizerStates,
-    grad_norm,
-    update_is_finite,
+from rlmod.core.learner_batches import (
+    NumpyBatch,
+    TensorBatch,
+    epoch_minibatches,
+    minibatch_plan,
+    num_rows,
+    to_tensor_batch,
 )
+from rlmod.core.learner_stacks import StackMinibatch, TrainStack
+from rlmod.core.learner_state import LearnerState
+from rlmod.core.loss_group import ColumnMap, LossGroup, OneModule
+from rlmod.core.loss_reports import LossReports
+from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
+from rlmod.core.optim import Adam, AdamSlot, GroupLayout, OptimizerStates
+from rlmod.core.optimizer_groups import LearningRate, OptimizerGroups, by_group
 from rlmod.core.stacked_trainer import StackedTrainer
-from rlmod.core.types import Array, Components, IntArray, StateDict, StateValue
-from rlmod.errors import NonFiniteUpdateError
+from rlmod.core.train_alone import TrainAlone
+from rlmod.core.update_guard import NonFiniteGuard
 from rlmod.fast_paths import plain_paths, use_plain_paths
-from rlmod.utils.checkpoints import Checkpointable, select_components
 from rlmod.utils.gc_pause import gc_paused
 from rlmod.utils.schedules import scheduled_value
 
@@ -47,18 +46,8 @@ if TYPE_CHECKING:
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
-LR_KEY = "default_optimizer_learning_rate"
-"""RLlib's result key of a module's learning rate (`<optimizer name>_learning_rate`)."""
-GRAD_NORM_KEY = "gradients_default_optimizer_global_norm"
-"""RLlib's result key of a module's gradient norm before clipping."""
 
-NumpyBatch = Mapping[ModuleID, Mapping[str, Array]]
-"""Per module ID, its rows as numpy columns: what Learners receive (a `SampleResult`)."""
-TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
-"""Per module ID, its rows as tensor columns: what learner connectors and losses see."""
-
-
-class Learner(Checkpointable):
+class Learner(LossReports, LearnerState):
     """Turns episodes into train batches (learner connector) and runs SGD on them.
 
     One Adam optimizer per trainable module, with that module's config
@@ -66,18 +55,13 @@ class Learner(Checkpointable):
     Modules not in `policies_to_train` are never stepped. A module that brings its own
     loss (`compute_self_supervised_loss`, e.g. a curiosity model) is trained with it.
 
-    Stacking (`stack_modules`, on by default): trainable modules of one architecture
-    (rlmod.core.stacked) train as one group: one `compute_losses` call, one
-    backward pass and one GroupAdam step per group and minibatch, with each module's own
-    lr, schedule, gradient clip, guard and logs; `_optimizers[module_id]` is then that
-    module's AdamSlot. Results, checkpoints and weights are those of training each module
-    alone (within float rounding). Learners that train data-parallel, or whose loss is
-    RLlib's per-module `compute_loss_for_module` only, train module by module.
-
-    Numerical guard: a minibatch whose loss or gradient norm is NaN/inf does not step that
-    module (weights and optimizer state stay bit-identical) and its logged diagnostics are
-    left out of the means; `num_non_finite_updates` counts such minibatches per module, and
-    `max_consecutive_non_finite_updates` in a row raise NonFiniteUpdateError.
+    Modules train in step units, each readied by `NonFiniteGuard.check` (early stop,
+    clipping, the NaN/inf guard; rlmod.core.update_guard) and stepped: a module alone
+    (TrainAlone), or with `stack_modules` a group of one architecture (StackedTrainer: one
+    `compute_losses` call and one GroupAdam step per group and minibatch, each module with
+    its own lr, clip, guard and logs), with the results of training each alone. Learners
+    that train data-parallel, or override RLlib's `compute_loss_for_module`, train module
+    by module. Logs and early stops: LossReports; weights and state: LearnerState.
     """
 
     def __init__(self, *, config: AlgorithmConfig, module_spec: MultiRLModuleSpec) -> None:
@@ -86,17 +70,18 @@ class Learner(Checkpointable):
         self.module_spec = module_spec
         self.module: MultiRLModule | None = None
         self._optimizers: dict[ModuleID, Adam | AdamSlot] = {}
-        self._group_means: dict[ModuleID, dict[str, float]] = {}
         self._optimizer_states = OptimizerStates(self._optimizers)
-        self._logged: dict[ModuleID, dict[str, list[Logged]]] = {}
-        self._num_non_finite: dict[ModuleID, int] = {}  # skipped minibatches, this update
-        self._non_finite_streak: dict[ModuleID, int] = {}  # skipped in a row, across updates
-        # early stops (stop_early) of modules trained one by one: this minibatch's
-        # requests, and the modules checked / stopped in this update
-        self._stop_requests: dict[ModuleID, tuple[torch.Tensor, float]] = {}
-        self._stop_checked: set[ModuleID] = set()
-        self._stopped: set[ModuleID] = set()
-        self._guard_non_finite = True  # benchmarks/guard_overhead.py turns it off to compare
+        # modules with several optimizer groups (`optimizer_groups`): (name, lr, size)
+        self._lr_schedules: dict[ModuleID, list[tuple[str, LearningRate, int]]] = {}
+        self._alone: dict[ModuleID, TrainAlone] = {}  # the modules not stacked
+        self._group_means: dict[ModuleID, dict[str, float]] = {}  # stacked, last update
+        self.trained_module_ids: list[ModuleID] = []
+        """The modules the last (or current) update trained."""
+        self.guard = NonFiniteGuard(config.max_consecutive_non_finite_updates)
+        # RLlib's per-module hook overridden: the loss is that, modules train one by one
+        self._loss_per_module = (
+            type(self).compute_loss_for_module is not Learner.compute_loss_for_module
+        )
         self._defer_diagnostics = not plain_paths()  # log_rows of one module: per update
         self._rng = np.random.default_rng(config.seed)
         self._world_size = 1  # Learners training data-parallel (setup_data_parallel)
@@ -125,12 +110,27 @@ class Learner(Checkpointable):
         }
         trainable = {mid: [p for _, p in pairs] for mid, pairs in named.items()}
         names = {mid: [n for n, _ in pairs] for mid, pairs in named.items()}
+        self._lr_schedules = {}
+        for mid in trainable:
+            if groups := self.optimizer_groups(mid, self.config.get_config_for_module(mid)):
+                trainable[mid], names[mid], self._lr_schedules[mid] = by_group(
+                    mid, trainable[mid], names[mid], groups
+                )
         slots = self._build_stacks(trainable, names)
+        self._alone = {}
         for mid, params in trainable.items():  # module order, stacked or not
             cfg = self.config.get_config_for_module(mid)
-            self._optimizers[mid] = slots.get(mid) or Adam(
-                params, lr=scheduled_value(cfg.lr, 0), names=names[mid]
-            )
+            if mid in slots:
+                self._optimizers[mid] = slots[mid]
+                continue
+            layout = [
+                GroupLayout(g, n, scheduled_value(lr, 0))
+                for g, lr, n in self._lr_schedules.get(mid, [])
+            ]
+            lr = layout[0].lr if layout else scheduled_value(cfg.lr, 0)
+            adam = Adam(params, lr=lr, names=names[mid], groups=layout or None)
+            self._optimizers[mid] = adam
+            self._alone[mid] = TrainAlone(mid, adam, cfg)
         # Counted once: a sum over all parameters on every update was 4% of a DQN step.
         self._num_parameters = {
             mid: sum(p.numel() for p in sub.parameters()) for mid, sub in self.module.items()
@@ -139,6 +139,17 @@ class Learner(Checkpointable):
         self._learner_connector = self.config.build_learner_connector(
             getattr(default, "observation_space", None), getattr(default, "action_space", None)
         )
+
+    def optimizer_groups(
+        self, module_id: ModuleID, config: AlgorithmConfig
+    ) -> OptimizerGroups | None:
+        """Separate learning rates for parts of a module, as RLlib's Learners register
+        several optimizers (SAC: "policy", "qf", "alpha"): {optimizer name: (parameter
+        name prefixes, lr or schedule)}, every trainable parameter in exactly one group;
+        results then hold `<name>_learning_rate` per group instead of
+        `default_optimizer_learning_rate`. None (the default): one group with `config.lr`.
+        Such modules are trained alone, not stacked."""
+        return None
 
     def _build_stacks(
         self,
@@ -151,8 +162,15 @@ class Learner(Checkpointable):
         self.stacked = StackedTrainer([], self.device)
         if not self._can_stack():
             return {}
-        eligible = [m for m in trainable if find_self_supervised_loss(self.module[m]) is None]
-        lrs = {m: scheduled_value(self.config.get_config_for_module(m).lr, 0) for m in eligible}
+        cfg = {m: self.config.get_config_for_module(m) for m in trainable}
+        eligible = [  # a stacked group's step clips by the global norm, with one lr
+            m
+            for m in trainable
+            if find_self_supervised_loss(self.module[m]) is None
+            and cfg[m].grad_clip_by == "global_norm"
+            and m not in self._lr_schedules
+        ]
+        lrs = {m: scheduled_value(cfg[m].lr, 0) for m in eligible}
         self.stacked, slots = StackedTrainer.build(
             self.module, eligible, lrs, trainable, names, self.device
         )
@@ -161,32 +179,21 @@ class Learner(Checkpointable):
     def _can_stack(self) -> bool:
         """Whether this Learner trains stacked groups: `stack_modules` is on, it trains on
         one process, its MultiRLModule is the plain one (a subclass may route batches
-        through shared parts), and its loss is `compute_losses` (a class that overrides
-        `compute_loss_for_module` below the one that implements `compute_losses` may
-        compute something else per module: it is trained module by module)."""
-
-        def owner(name: str) -> type:
-            return next(k for k in type(self).__mro__ if name in k.__dict__)
-
-        group_owner = owner("compute_losses")
+        through shared parts), and its loss is `compute_losses` alone (a class that
+        overrides `compute_loss_for_module` may compute something else per module)."""
         return (
             bool(getattr(self.config, "stack_modules", False))
             and not plain_paths()
             and self._world_size == 1
             and type(self.module) is MultiRLModule
-            and group_owner is not Learner
-            and issubclass(group_owner, owner("compute_loss_for_module"))
+            and type(self).compute_losses is not Learner.compute_losses
+            and not self._loss_per_module
         )
 
     def setup_data_parallel(self, *, rank: int, world_size: int, init_method: str) -> None:
-        """Joins a torch.distributed group (gloo) of `world_size` Learners; call before
-        `build()`, in every Learner at once (LearnerGroup does, in each Learner actor).
-
-        Each Learner then trains on its own share of the batch: after every backward pass
-        the gradients are averaged over all Learners, weighted by their minibatch rows, so
-        each step is the step of one Learner on the union of the minibatches (for losses
-        that are means over rows), and all Learners hold identical weights throughout.
-        """
+        """Joins a torch.distributed group (gloo) of `world_size` Learners before `build()`,
+        in every Learner at once (LearnerGroup does, in each Learner actor); see
+        rlmod.core.data_parallel for what each step then averages."""
         from rlmod.utils.seeding import seed_everything
 
         seed_everything(self.config.seed)  # this process's RNG: as the driver's at build
@@ -213,7 +220,7 @@ class Learner(Checkpointable):
     ) -> torch.Tensor:
         """The scalar loss of one module on one minibatch (RLlib's hook); log diagnostics
         with `log`. By default `compute_losses` of this module alone (M = 1); a Learner
-        that overrides only this method trains its modules one by one."""
+        that overrides this method trains its modules one by one, through it."""
         assert self.module is not None
         group = OneModule(module_id, self.module[module_id], batch, fwd_out)
         losses = self.compute_losses(
@@ -247,83 +254,6 @@ class Learner(Checkpointable):
             "compute_loss_for_module: its modules then train one by one)."
         )
 
-    def log(
-        self,
-        where: ModuleID | LossGroup,
-        valid: Sequence[bool] | None = None,
-        /,
-        **values: torch.Tensor | float,
-    ) -> None:
-        """Records diagnostics; `update()` returns their mean over minibatches.
-
-        `where` is a module ID (scalar values) or the LossGroup of `compute_losses`
-        (`[M]` values, one per module; a float: the same for all); `valid` (M bools,
-        positional) marks the modules the values apply to (None: all)."""
-        if isinstance(where, StackBucket):
-            m = len(where)
-            tensors = {
-                k: torch.as_tensor(v, device=self.device).expand(m) for k, v in values.items()
-            }
-            ok = None if valid is None else torch.tensor(list(valid), device=self.device)
-            self.stacked.log(where, tensors, ok)
-            return
-        if valid is not None and not valid[0]:
-            return
-        module_id = where if isinstance(where, str) else where.module_ids[0]
-        bucket = self._logged.setdefault(module_id, defaultdict(list))
-        for key, value in values.items():
-            bucket[key].append(
-                value.detach()  # 0-d, or [1] from a LossGroup of one module
-                if isinstance(value, torch.Tensor)
-                else torch.tensor(float(value), device=self.device)
-            )
-
-    def log_rows(
-        self, where: LossGroup, key: str, reduce: GroupReduce, *rows: torch.Tensor
-    ) -> None:
-        """Records a diagnostic the loss does not need, `reduce(group, *rows) -> [M]` (rows
-        `[M, B, ...]`, reduced with `group.mean` / `group.var`), as `log` does.
-
-        For a module trained alone it is computed later, once per update on every
-        minibatch's rows stacked (`[N, B, ...]`: one set of kernels per update instead of
-        per minibatch; rlmod.core.minibatch_stats); the rows are kept (detached) until
-        then. For a stacked group it is computed now."""
-        if isinstance(where, OneModule) and self._defer_diagnostics:
-            entries = self._logged.setdefault(where.module_ids[0], defaultdict(list))
-            rows_alone = tuple(r.detach() for r in rows)  # [1, B, ...]
-            entries[key].append(RowStat(partial(reduce, where.rows), rows_alone))
-            return
-        with torch.no_grad():
-            self.log(where, **{key: reduce(where, *rows)})
-
-    def stop_early(
-        self, where: ModuleID | LossGroup, value: torch.Tensor, limit: float | torch.Tensor
-    ) -> None:
-        """An early stop of an update (e.g. PPO's kl_early_stop), called from the loss:
-        where `value` (a statistic of this minibatch, such as its mean KL) exceeds `limit`,
-        the module is not stepped on this minibatch nor on any later one of this update,
-        and what it logs from then on is left out of its means. The update's results say
-        per checked module whether it stopped (`early_stopped`).
-
-        `where` as in `log`: a module ID with scalars, or a LossGroup with `[M]` values and
-        limits (an inf limit: no check for that module)."""
-        if isinstance(where, StackBucket):
-            limits = torch.as_tensor(limit, device=self.device).expand(len(where))
-            self.stacked.request_stop(where, value, limits)
-            return
-        module_id = where if isinstance(where, str) else where.module_ids[0]
-        limit = float(limit.reshape(-1)[0]) if isinstance(limit, torch.Tensor) else limit
-        if math.isfinite(limit):
-            self._stop_requests[module_id] = (value.detach().reshape(()), limit)
-
-    def logged_mean(self, module_id: ModuleID, key: str) -> float | None:
-        """The mean of what `module_id` logged under `key` in the last update, over the
-        minibatches it was stepped in (None if it logged nothing under `key`)."""
-        if module_id in self._group_means:
-            return self._group_means[module_id].get(key)
-        values = self._logged.get(module_id, {}).get(key)
-        return mean_over_minibatches(values) if values else None
-
     def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
         """Hook after all epochs of an update (e.g. PPO's adaptive KL coefficient)."""
 
@@ -352,44 +282,53 @@ class Learner(Checkpointable):
         ]
         configs = {m: self.config.get_config_for_module(m) for m in trainable}
         for mid in trainable:
-            for group in self._optimizers[mid].param_groups:
-                group["lr"] = scheduled_value(configs[mid].lr, now)
-        self._logged = {}
+            for group, (_, lr) in zip(
+                self._optimizers[mid].param_groups, self._lrs(mid, configs[mid]), strict=True
+            ):
+                group["lr"] = scheduled_value(lr, now)
+            if mid in self._alone:
+                self._alone[mid].start_update(configs[mid])
+        self.trained_module_ids = trainable
         self._group_means = {}
-        self._num_non_finite = dict.fromkeys(trainable, 0)
-        self._stop_checked, self._stopped = set(), set()
-        num_rows = _num_rows({m: batch[m] for m in trainable})
-        num_steps, size = self._minibatch_plan(num_rows)
+        self.guard.start_update(trainable)
+        rows = num_rows({m: batch[m] for m in trainable})
+        num_steps, size = self._minibatch_plan(rows)
         try:
             self.stacked.start_update(self.module, batch, configs, size if num_steps > 1 else None)
             for _ in range(self.config.num_epochs):
                 for mb, stack_mbs in self._minibatches(
-                    {m: batch[m] for m in trainable}, num_rows, num_steps, size
+                    {m: batch[m] for m in trainable}, rows, num_steps, size
                 ):
                     self._sgd_step(mb, stack_mbs, configs)
             self._group_means, stops = self.stacked.results()
         finally:  # the working rows go back into the modules, also when a guard raised
             self.stacked.finish_update()
         self.after_gradient_based_update(timesteps=timesteps)
-        results = {
-            mid: {k: mean_over_minibatches(v) for k, v in logged.items() if v}
-            for mid, logged in self._logged.items()
-        }
-        for mid, means in self._group_means.items():
-            results.setdefault(mid, {}).update(means)
-        stops.update((mid, mid in self._stopped) for mid in self._stop_checked)
-        for mid, stopped in stops.items():
-            results.setdefault(mid, {})["early_stopped"] = float(stopped)
+        results: dict[str, dict[str, float]] = {}
         for mid in trainable:
-            results.setdefault(mid, {})[LR_KEY] = self._optimizers[mid].param_groups[0]["lr"]
-            results[mid]["num_module_steps_trained"] = num_rows[mid] * self.config.num_epochs
-            results[mid]["num_non_finite_updates"] = self._num_non_finite[mid]
+            alone = self._alone.get(mid)
+            results[mid] = alone.means() if alone else self._group_means.get(mid, {})
+            if alone:
+                stops.update(alone.early_stops())
+            if mid in stops:
+                results[mid]["early_stopped"] = float(stops[mid])
+            for group, (name, _) in zip(  # RLlib's "<optimizer name>_learning_rate"
+                self._optimizers[mid].param_groups, self._lrs(mid, configs[mid]), strict=True
+            ):
+                results[mid][f"{name}_learning_rate"] = group["lr"]
+            results[mid]["num_module_steps_trained"] = rows[mid] * self.config.num_epochs
+            results[mid]["num_non_finite_updates"] = self.guard.counts[mid]
         results[ALL_MODULES] = {
-            "num_non_finite_updates": sum(self._num_non_finite.values()),
-            "num_module_steps_trained": sum(num_rows.values()) * self.config.num_epochs,
+            "num_non_finite_updates": sum(self.guard.counts.values()),
+            "num_module_steps_trained": sum(rows.values()) * self.config.num_epochs,
             "num_trainable_parameters": sum(self._num_parameters[m] for m in trainable),
         }
         return results
+
+    def _lrs(self, mid: ModuleID, config: AlgorithmConfig) -> list[tuple[str, LearningRate]]:
+        """Per optimizer group of module `mid`, its name and lr or schedule."""
+        groups = self._lr_schedules.get(mid)
+        return [(g, lr) for g, lr, _ in groups] if groups else [("default_optimizer", config.lr)]
 
     def _sgd_step(
         self,
@@ -397,254 +336,62 @@ class Learner(Checkpointable):
         stack_mbs: Sequence[tuple[TrainStack, StackMinibatch]],
         configs: Mapping[ModuleID, AlgorithmConfig],
     ) -> None:
-        """One minibatch: every module's loss (stacked groups' as one `[M]` vector), one
-        backward pass for all, then a guarded, clipped optimizer step per module/group."""
+        """One minibatch: every module's loss (stacked groups' as one `[M]` vector per row
+        bucket), one backward pass for all, then one guarded step per step unit."""
         assert self.module is not None
-        total: torch.Tensor | float = 0.0
-        losses: dict[ModuleID, torch.Tensor] = {}
-        # logged entries before this minibatch, so a skipped minibatch's can be dropped
-        marks = {mid: {k: len(v) for k, v in self._logged.get(mid, {}).items()} for mid in mb}
         # One forward_train of the MultiRLModule, so that a subclass can route all
         # modules' batches through shared parts (RLlib's Learner does the same).
         fwd_outs = self.module.forward_train(mb) if mb else {}
+        total: torch.Tensor | float = 0.0
+        units: list[tuple[TrainAlone | TrainStack, torch.Tensor]] = []
         for mid, cols in mb.items():
-            module = self.module[mid]
-            fwd_out = fwd_outs[mid]
-            own_loss = find_self_supervised_loss(module)
-            if own_loss is not None:
-                loss = own_loss(
-                    learner=self, module_id=mid, config=configs[mid], batch=cols, fwd_out=fwd_out
-                )
+            self._alone[mid].optimizer.zero_grad(set_to_none=True)
+            kwargs = {"module_id": mid, "config": configs[mid], "batch": cols}
+            if own_loss := find_self_supervised_loss(self.module[mid]):
+                loss = own_loss(learner=self, fwd_out=fwd_outs[mid], **kwargs)  # type: ignore[arg-type]
+            elif self._loss_per_module:  # RLlib's hook, overridden
+                loss = self.compute_loss_for_module(fwd_out=fwd_outs[mid], **kwargs)  # type: ignore[arg-type]
             else:
-                loss = self.compute_loss_for_module(
-                    module_id=mid, config=configs[mid], batch=cols, fwd_out=fwd_out
-                )
-            losses[mid] = loss
+                one = OneModule(mid, self.module[mid], cols, fwd_outs[mid])
+                loss = self.compute_losses(
+                    group=one, configs=[configs[mid]], batch=one.batch, fwd_out=one.fwd_out
+                )[0]
             total = total + loss
-        stacked_total, group_losses = self.stacked.losses(stack_mbs, self._bucket_losses)
-        total = total + stacked_total
-        for mid in mb:
-            self._optimizers[mid].zero_grad(set_to_none=True)
+            units.append((self._alone[mid], loss.detach().reshape(1)))
+        for stack, buckets in stack_mbs:
+            stack.zero_grad()
+            losses = torch.zeros(len(stack), device=self.device)
+            for bucket, cols in buckets:
+                fwd = bucket.call_padded("forward_train", cols)
+                vec = self.compute_losses(
+                    group=bucket, configs=bucket.configs, batch=cols, fwd_out=fwd
+                )
+                losses[bucket.start : bucket.stop] = vec.detach()
+                total = total + vec.sum()
+            units.append((stack, losses))
         assert isinstance(total, torch.Tensor)
         total.backward()
-        for stack, loss_vec in group_losses:
-            group_stepped = self.stacked.step(
-                stack, loss_vec, guard=self._guard_non_finite, on_skip=self._count_non_finite
-            )
-            if any(self._non_finite_streak.values()):  # stepped modules end their run
-                for i in np.flatnonzero(group_stepped).tolist():
-                    self._non_finite_streak[stack.ids[i]] = 0
         if self._world_size > 1:
-            data_parallel.all_reduce_gradients(self._optimizers, _num_rows(mb), self.device)
-        for mid in mb:
-            if (request := self._stop_requests.pop(mid, None)) is not None:
-                self._stop_checked.add(mid)
-                if float(request[0]) > request[1]:
-                    self._stopped.add(mid)
-            if mid in self._stopped:
-                self._drop_logged(mid, marks[mid])
-                continue
-            clip = configs[mid].grad_clip
-            optimizer = self._optimizers[mid]
-            if clip is None and self._guard_non_finite and isinstance(optimizer, Adam):
-                # the check on the step's own gradient list (Adam.step, guard_loss)
-                stepped = optimizer.step(guard_loss=losses[mid])
-                norm = None
-            else:
-                params = optimizer.params
-                norm = torch.nn.utils.clip_grad_norm_(params, clip) if clip is not None else None
-                stepped = not self._guard_non_finite or update_is_finite(losses[mid], norm, params)
-                if stepped:
-                    optimizer.step()
-            if not stepped:
-                self._skip_non_finite(mid, losses[mid], norm, marks[mid])
-                continue
-            self._non_finite_streak[mid] = 0
-            if norm is not None:
-                self.log(mid, **{GRAD_NORM_KEY: norm})
+            data_parallel.all_reduce_gradients(self._optimizers, num_rows(mb), self.device)
+        for unit, unit_losses in units:
+            unit.step(self.guard.check(unit, unit_losses))
 
-    def _bucket_losses(self, bucket: StackBucket, cols: dict[str, torch.Tensor]) -> torch.Tensor:
-        """`compute_losses` of a stacked group's row bucket, `[m]`."""
-        fwd = bucket.call_padded("forward_train", cols)
-        return self.compute_losses(group=bucket, configs=bucket.configs, batch=cols, fwd_out=fwd)
-
-    def _skip_non_finite(
-        self, mid: ModuleID, loss: torch.Tensor, norm: torch.Tensor | None, marks: Mapping[str, int]
-    ) -> None:
-        """Leaves module `mid` unstepped for this minibatch, drops what it logged for it
-        from the means, and raises after `max_consecutive_non_finite_updates` in a row."""
-        terms = {
-            k: float(e.value() if isinstance(e := v[-1], RowStat) else e)
-            for k, v in self._logged.get(mid, {}).items()
-            if len(v) > marks.get(k, 0)
-        }
-        self._drop_logged(mid, marks)
-        self._count_non_finite(mid, loss, norm, terms)
-
-    def _drop_logged(self, mid: ModuleID, marks: Mapping[str, int]) -> None:
-        """Drops what `mid` logged since `marks` (entries per key before this minibatch)
-        from its means."""
-        for k, v in self._logged.get(mid, {}).items():
-            del v[marks.get(k, 0) :]
-
-    def _count_non_finite(
-        self,
-        mid: ModuleID,
-        loss: torch.Tensor,
-        norm: torch.Tensor | None,
-        terms: Mapping[str, float],
-    ) -> None:
-        """Counts a skipped minibatch of `mid`; raises after
-        `max_consecutive_non_finite_updates` in a row."""
-        self._num_non_finite[mid] = self._num_non_finite.get(mid, 0) + 1
-        streak = self._non_finite_streak.get(mid, 0) + 1
-        self._non_finite_streak[mid] = streak
-        limit = self.config.max_consecutive_non_finite_updates
-        if streak >= limit:
-            if norm is None:  # not clipped: the check did not need the norm, the message does
-                norm = grad_norm(self._optimizers[mid].params)
-            raise NonFiniteUpdateError(
-                f"Module {mid!r}: the loss or its gradient was NaN/inf in {streak} "
-                f"minibatches in a row (max_consecutive_non_finite_updates={limit}); its "
-                f"weights were kept as they were before the first. Last loss={float(loss.detach())}, "
-                f"gradient norm={float(norm)}, loss terms={terms}. Look for NaN/inf in the "
-                "batch (rewards, observations), a too-high lr or a log of 0 in a custom loss."
-            )
-
-    def _minibatch_plan(self, num_rows: Mapping[ModuleID, int]) -> tuple[int, int | None]:
-        """(minibatches per epoch, rows per module and minibatch (None: all its rows)):
-        round(rows / minibatch_size) minibatches of the module with the most rows, one
-        (of every row, in order) where that is 1 or `minibatch_size` is None."""
-        size = self.config.minibatch_size
-        longest = max(num_rows.values(), default=0)
-        whole = size is None or size >= longest
-        num_steps = 0 if longest == 0 else 1 if whole else max(1, round(longest / size))
+    def _minibatch_plan(self, rows: Mapping[ModuleID, int]) -> tuple[int, int | None]:
+        """`minibatch_plan` (rlmod.core.learner_batches), the same on every Learner of a
+        data-parallel group (the most minibatches any of them has)."""
+        num_steps, size = minibatch_plan(rows, self.config.minibatch_size)
         if self._world_size > 1:
             num_steps = data_parallel.agree_max(num_steps, self.device)
-        return num_steps, None if num_steps <= 1 or size is None else size
+            size = None if num_steps <= 1 else self.config.minibatch_size
+        return num_steps, size
 
     def _minibatches(
-        self, batch: TensorBatch, num_rows: Mapping[ModuleID, int], num_steps: int, size: int | None
+        self, batch: TensorBatch, rows: Mapping[ModuleID, int], num_steps: int, size: int | None
     ) -> Iterator[tuple[TensorBatch, list[tuple[TrainStack, StackMinibatch]]]]:
-        """One epoch's shuffled minibatches of `size` rows per module (`_minibatch_plan`),
-        `num_steps` of them (the few rows past a multiple of the size wait for the next
-        epoch's shuffle); modules with fewer rows cycle through theirs again, as RLlib's
-        cyclic iterator does.
-
-        Yields the unstacked modules' minibatch and each stacked group's (in buckets).
-        Every module draws its shuffle from the RNG in the same order, stacked or not, so
-        both ways train on the same minibatches.
-        """
-        if num_steps == 0:
-            return  # no trainable module (policies_to_train) has rows: nothing to step
-        stacked = self.stacked
-        own = {m: cols for m, cols in batch.items() if m not in stacked}
-        if size is None:
-            stacked.start_epoch(None, 1)
-            yield own, stacked.minibatch(0)
-            return
-        # One gather per column and epoch, in shuffled order; minibatches are then slices
-        # (views), not a gather per column and minibatch (small gathers cost ~4 us each).
-        shuffled: TensorBatch = {}
-        perms: dict[ModuleID, IntArray] = {}  # of stacked modules
-        for mid, n in num_rows.items():
-            if n > 0:
-                perm = self._rng.permutation(n)
-                if mid in stacked:
-                    perms[mid] = perm
-                    continue
-                rows = torch.from_numpy(np.resize(perm, num_steps * min(size, n))).to(self.device)
-                shuffled[mid] = {c: v[rows] for c, v in batch[mid].items()}
-        stacked.start_epoch(perms, num_steps)
-        for i in range(num_steps):
-            mb: TensorBatch = {}
-            for mid, cols in shuffled.items():
-                k = min(size, num_rows[mid])
-                mb[mid] = {c: v[i * k : (i + 1) * k] for c, v in cols.items()}
-            yield mb, stacked.minibatch(i)
+        """One epoch's minibatches (`epoch_minibatches`), shuffled by this Learner's RNG."""
+        return epoch_minibatches(batch, rows, num_steps, size, self._rng, self.stacked)
 
     def _to_tensors(self, batches: NumpyBatch | Sequence[NumpyBatch]) -> TensorBatch:
-        """Concatenates per module and wraps as tensors on `self.device` (zero-copy on
-        the CPU where possible)."""
+        """This Learner's modules' rows as tensors on its device (`to_tensor_batch`)."""
         assert self.module is not None
-        seq = [batches] if isinstance(batches, Mapping) else list(batches)
-        out: TensorBatch = {}
-        for mid in sorted({m for b in seq for m in b}):  # sorted: no hash-order dependence
-            if mid not in self.module:
-                continue
-            parts = [b[mid] for b in seq if mid in b]
-            # Writable and contiguous: arrays from Ray's object store are read-only (copied
-            # here once; torch warns on a read-only view), local ones are taken as they are.
-            out[mid] = {
-                col: torch.from_numpy(
-                    np.require(
-                        parts[0][col]
-                        if len(parts) == 1
-                        else np.concatenate([p[col] for p in parts]),
-                        requirements=("C", "W"),
-                    )
-                ).to(self.device)
-                for col in parts[0]
-            }
-        return out
-
-    # ------------------------------------------------------------------ weights and state
-    def get_weights(
-        self,
-        module_ids: Sequence[ModuleID] | None = None,
-        *,
-        inference_only: bool = False,
-        copy: bool = True,
-    ) -> dict[ModuleID, dict[str, Array]]:
-        """Numpy copies of the weights by module ID: all modules (learner-only ones
-        included) unless `module_ids` names some, as RLlib's `get_weights`.
-
-        `inference_only` (rlmod's addition) keeps only what inference-only twins hold;
-        weight sync to EnvRunners uses it with the IDs of the modules they have.
-        `copy=False` (rlmod's addition) gives views of the live weights instead, for a
-        caller that copies them at once (a weight sync's `ray.put`).
-        """
-        assert self.module is not None
-        ids = self.module.keys() if module_ids is None else list(module_ids)
-        # Copies (a CPU tensor's .numpy() shares its memory), stacked groups in one each.
-        return numpy_weights(self.module, ids, inference_only=inference_only, copy=copy)
-
-    def set_weights(self, weights: Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]) -> None:
-        """Loads weights by module ID (RLlib's name for `set_state({"rl_module": ...})`)."""
-        assert self.module is not None
-        self.module.set_state(weights)
-
-    def get_checkpointable_components(self) -> list[tuple[str, Checkpointable]]:
-        assert self.module is not None
-        return [("rl_module", self.module), ("optimizer", self._optimizer_states)]
-
-    def get_state(
-        self, components: Components = None, *, not_components: Components = None, **kwargs: object
-    ) -> StateDict:
-        """Module weights, optimizer states and the minibatch-shuffling RNG: everything a
-        restored Learner needs to make the same update as the uninterrupted one."""
-        assert self.module is not None
-        state: StateDict = {}
-        for name, part in self.get_checkpointable_components():
-            wanted, inc, exc = select_components(components, not_components, name)
-            if wanted:
-                state[name] = part.get_state(inc, not_components=exc)
-        if components is None:
-            state["rng"] = self._rng.bit_generator.state
-        return state
-
-    def set_state(self, state: Mapping[str, StateValue]) -> None:
-        assert self.module is not None
-        if "rl_module" in state:
-            self.module.set_state(
-                cast("Mapping[ModuleID, Mapping[str, Array | torch.Tensor]]", state["rl_module"])
-            )
-        if "optimizer" in state:
-            self._optimizer_states.set_state(cast(StateDict, state["optimizer"]))
-        if "rng" in state:
-            self._rng.bit_generator.state = cast("dict[str, object]", state["rng"])
-
-
-def _num_rows(batch: TensorBatch) -> dict[ModuleID, int]:
-    """Rows per module of a batch (every column of a module has its rows)."""
-    return {m: next(iter(cols.values())).shape[0] for m, cols in batch.items()}
+        return to_tensor_batch(batches, self.module, self.device)

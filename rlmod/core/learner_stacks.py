@@ -155,7 +155,6 @@ class StackBucket:
             method == "forward_train"
             and self.fast_train is not None
             and not args
-            and StackedTraining.enabled
             and torch.is_grad_enabled()
         ):
             return self.fast_train(batch[Columns.OBS], self.params, self.workspace)
@@ -376,6 +375,11 @@ class TrainStack:
                 squares[start : start + g.shape[0]] += norm * norm
         return squares.sqrt()
 
+    def finite(self, losses: torch.Tensor, norms: torch.Tensor | None) -> BoolArray:
+        """`[W]`: whether each module's loss and gradient norm are finite (one sync)."""
+        norms = self.grad_norms() if norms is None else norms
+        return torch.isfinite(losses + norms).cpu().numpy()
+
     def clip(self, norms: torch.Tensor, max_norms: torch.Tensor) -> None:
         """Scales each module's gradient rows by min(1, max_norm / (norm + 1e-6)), as
         `torch.nn.utils.clip_grad_norm_` does per module (inf: no clipping)."""
@@ -426,12 +430,14 @@ class TrainStack:
     def log(
         self,
         values: Mapping[str, torch.Tensor],
-        valid: torch.Tensor | None = None,
+        valid: torch.Tensor | BoolArray | None = None,
         positions: slice[int, int, None] | None = None,
     ) -> None:
         """Per-module values of the current minibatch: `[W]`, or those of the modules at
         working `positions`; `valid` (bool, same size) marks the modules that logged the
         key at all (None: all of them)."""
+        if isinstance(valid, np.ndarray):
+            valid = torch.from_numpy(valid).to(self.optimizer.params[0].device)
         for key, v in values.items():
             v = v.detach().float()
             ok = (
@@ -450,11 +456,14 @@ class TrainStack:
             full_ok[positions] = ok
             self._pending[key] = (full, full_ok)
 
-    def commit(self, stepped: torch.Tensor) -> None:
+    def commit(self, stepped: BoolArray) -> None:
         """Keeps the current minibatch's logs of the modules that were stepped (a skipped
-        module's are dropped from its means, as Learner._skip_non_finite does)."""
+        module's are dropped from its means, as TrainAlone.commit does)."""
+        if not self._pending:
+            return
+        kept = torch.from_numpy(stepped).to(self.optimizer.params[0].device)
         for key, (v, valid) in self._pending.items():
-            self._logs[key].append((v, stepped & valid))
+            self._logs[key].append((v, kept & valid))
         self._pending = {}
 
     def pending_terms(self, position: int) -> dict[str, float]:

@@ -7,7 +7,7 @@ multi-agent setups or learner-only modules); multi-agent EnvRunners hold one too
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, KeysView, Mapping
 from pathlib import Path
 from typing import cast, overload
 
@@ -116,8 +116,10 @@ class MultiRLModule(nn.Module, Checkpointable):
     def __iter__(self) -> Iterator[ModuleID]:  # type: ignore[override]
         return iter(self._rl_modules.keys())
 
-    def keys(self) -> list[ModuleID]:
-        return list(self._rl_modules.keys())
+    def keys(self) -> KeysView[ModuleID]:
+        """The module IDs, a live view in insertion order (RLlib's `KeysView`: it compares
+        equal to a set of the same IDs)."""
+        return self._rl_modules.keys()
 
     def values(self) -> list[RLModule]:
         return list(self._rl_modules.values())  # type: ignore[arg-type]
@@ -209,7 +211,7 @@ class MultiRLModule(nn.Module, Checkpointable):
         """Each module's tensors (`components`: module IDs to include, `not_components`:
         to leave out); `inference_only` keeps what EnvRunners hold."""
         if components is None and not_components is None:
-            ids = self.keys()
+            ids = list(self.keys())
         elif not_components is None and not isinstance(components, str):
             ids = list(components)  # type: ignore[arg-type]
         else:
@@ -302,13 +304,16 @@ class MultiRLModuleSpec:
     action_space: gym.Space | None = None
     inference_only: bool | None = None
     model_config: dict[str, object] | None = None
-    rl_module_specs: dict[ModuleID, RLModuleSpec] = dataclasses.field(default_factory=dict)
+    rl_module_specs: dict[ModuleID, RLModuleSpec] = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rl_module_specs, dict):
-            raise TypeError(
-                "MultiRLModuleSpec(rl_module_specs=...) must be a dict of module ID -> "
-                f"RLModuleSpec, got {type(self.rl_module_specs).__name__}."
+        if not isinstance(self.rl_module_specs, dict):  # RLlib's ValueError, also for None
+            raise ValueError(
+                "MultiRLModuleSpec.rl_module_specs must be a dict mapping module IDs to "
+                f"RLModuleSpecs, got {type(self.rl_module_specs).__name__}. To use one "
+                "RLModule for all agents, pass its RLModuleSpec to "
+                "config.rl_module(rl_module_spec=...); for several, pass "
+                '{"my_module": RLModuleSpec(...), ...}.'
             )
         for mid, spec in self.rl_module_specs.items():
             if not isinstance(mid, str):
@@ -330,6 +335,11 @@ class MultiRLModuleSpec:
             )
         if self.inference_only is None:  # as RLlib: all sub-specs inference-only
             self.inference_only = all(sp.inference_only for sp in self.rl_module_specs.values())
+
+    @property
+    def module_specs(self) -> dict[ModuleID, RLModuleSpec]:
+        """`rl_module_specs` (RLlib's older name, still readable there)."""
+        return self.rl_module_specs
 
     def __getitem__(self, module_id: ModuleID) -> RLModuleSpec:
         try:

@@ -11,9 +11,8 @@ module giving each its own Adam interface and checkpoint state.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
-from typing import SupportsFloat, TypedDict, cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple, SupportsFloat, TypedDict, cast
 
 import numpy as np
 import torch
@@ -72,6 +71,16 @@ class ParamGroup(TypedDict):
     params: list[torch.nn.Parameter]
 
 
+class GroupLayout(NamedTuple):
+    """One named parameter group of an Adam: `size` parameters (consecutive, after the
+    previous groups') stepped with their own learning rate (e.g. SAC's policy, qf and
+    alpha, as RLlib's separate optimizers with actor_lr, critic_lr and alpha_lr)."""
+
+    name: str
+    size: int
+    lr: float
+
+
 class AdamState(TypedDict):
     """An optimizer's `state_dict()`: plain tensors and numbers, per module."""
 
@@ -97,65 +106,74 @@ class Adam:
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         names: Iterable[str] | None = None,
+        groups: Sequence[GroupLayout] | None = None,
     ) -> None:
         self.params = list(params)
         self.param_names = _names(names, len(self.params))
         self.param_groups: list[ParamGroup] = [{"lr": lr, "params": self.params}]
+        self.group_names: list[str] = []
+        self._group_of: list[int] | None = None  # param index -> group index (groups only)
+        if groups:
+            if sum(g.size for g in groups) != len(self.params):
+                raise ValueError(
+                    f"Adam groups cover {sum(g.size for g in groups)} parameters, "
+                    f"not the {len(self.params)} given."
+                )
+            self.param_groups, self._group_of, start = [], [], 0
+            for i, g in enumerate(groups):
+                self.param_groups.append(
+                    {"lr": g.lr, "params": self.params[start : start + g.size]}
+                )
+                self._group_of += [i] * g.size
+                start += g.size
+            self.group_names = [g.name for g in groups]
         self.betas = betas
         self.eps = eps
         self.step_count = 0
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
-        # The guard's flag (see `step`): kept, so a step does not allocate one; it is only
-        # ever set on a skipped step, and reset there.
-        device = self.params[0].device if self.params else None
-        self._found_inf = torch.zeros(1, device=device)
-        self._one = torch.ones(1, device=device)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.params:
             p.grad = None
 
     @torch.no_grad()
-    def step(self, *, guard_loss: torch.Tensor | None = None) -> bool:
-        """One Adam step of the parameters that have a gradient.
-
-        Args:
-            guard_loss: The Learner's numerical guard (a module's minibatch loss): the step
-                is taken only if this loss and every gradient entry are finite; otherwise
-                nothing changes (weights, moments and step count stay bit-identical).
-                Checked here, on the gradient list the step builds anyway, in one pass of
-                torch's foreach non-finite kernel (see `update_is_finite`): a separate check
-                before the step cost about twice as much inside a PPO update.
-
-        Returns:
-            False when `guard_loss` was given and the step was skipped, else True.
-        """
-        if guard_loss is not None and not math.isfinite(guard_loss.item()):
-            return False
+    def step(self) -> None:
+        """One Adam step of the parameters that have a gradient."""
         with_grad = [i for i, p in enumerate(self.params) if p.grad is not None]
         if not with_grad:
-            return True
+            return
         params: list[torch.Tensor] = [self.params[i] for i in with_grad]
         grads: list[torch.Tensor] = [g for i in with_grad if (g := self.params[i].grad) is not None]
-        if guard_loss is not None and not _grads_finite(grads, self._found_inf, self._one):
-            return False
-        m = [self.exp_avg[i] for i in with_grad]
-        v = [self.exp_avg_sq[i] for i in with_grad]
         self.step_count += 1
-        _adam_kernel(
-            params,
-            grads,
-            m,
-            v,
-            step=self.step_count,
-            lr=self.param_groups[0]["lr"],
-            betas=self.betas,
-            eps=self.eps,
-        )
+        if self._group_of is None:
+            parts = [(with_grad, params, grads, self.param_groups[0]["lr"])]
+        else:  # one kernel call per group, each with its own lr
+            parts = []
+            for gi, group in enumerate(self.param_groups):
+                pos = [k for k, i in enumerate(with_grad) if self._group_of[i] == gi]
+                if pos:
+                    parts.append(
+                        (
+                            [with_grad[k] for k in pos],
+                            [params[k] for k in pos],
+                            [grads[k] for k in pos],
+                            group["lr"],
+                        )
+                    )
+        for idx, ps, gs, lr in parts:
+            _adam_kernel(
+                ps,
+                gs,
+                [self.exp_avg[i] for i in idx],
+                [self.exp_avg_sq[i] for i in idx],
+                step=self.step_count,
+                lr=lr,
+                betas=self.betas,
+                eps=self.eps,
+            )
         if self.step_count % FLUSH_EVERY == 0:
             self._flush_tiny_moments()
-        return True
 
     def _flush_tiny_moments(self) -> None:
         """Sets moments below `TINY` in magnitude to 0, before they become denormal floats.
@@ -205,9 +223,8 @@ def _names(names: Iterable[str] | None, num: int) -> list[str] | None:
 
 
 def grad_norm(params: list[torch.nn.Parameter]) -> torch.Tensor:
-    """The global L2 norm of the gradients (0 with none), without changing them: the
-    finiteness check of Learners that do not clip (those that do use the norm
-    `torch.nn.utils.clip_grad_norm_` returns)."""
+    """The global L2 norm of the gradients (0 with none), without changing them, computed
+    as `torch.nn.utils.clip_grad_norm_` does."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return torch.tensor(0.0, device=params[0].device if params else None)
@@ -448,49 +465,6 @@ class AdamSlot:
         with torch.no_grad():
             for dst, src in zip(self.exp_avg + self.exp_avg_sq, checked.moments, strict=True):
                 dst.copy_(src)
-
-
-_ONE = torch.ones(1)
-
-
-def update_is_finite(
-    loss: torch.Tensor, norm: torch.Tensor | None, params: list[torch.nn.Parameter]
-) -> bool:
-    """Whether a module's minibatch may step: its loss and gradients are all finite.
-
-    The Learner's numerical guard, once per module and minibatch, so it is kept to the
-    cheapest kernels (CPU, one thread, PPO's 12 tensors of a 64x64 MLP, this project's
-    host): the loss and a gradient norm that clipping computed anyway are read as Python
-    floats (0.4 us each; `torch.isfinite` on a 0-d tensor is a composite of several
-    kernels, 8 us); without clipping, one pass of torch's foreach non-finite check (the
-    kernel of `torch.amp.GradScaler`, with a scale of 1: the gradients stay bit-identical)
-    takes 7 us where the global norm took 37 us (tight loop; inside a PPO update both take
-    2-3x that: 43 against 65-100 us, see benchmarks/RESULTS.md, issue 11). A NaN or inf in
-    any gradient entry makes that entry's norm, and the global norm, NaN or inf, so both
-    routes decide the same. (The Learner's no-clipping path for an `Adam` runs the same
-    check inside `Adam.step(guard_loss=...)`, on the gradient list the step builds anyway.)
-    """
-    if not math.isfinite(loss.item()):
-        return False
-    if norm is not None:
-        return math.isfinite(norm.item())
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return True
-    found = torch.zeros(1, device=grads[0].device)
-    one = _ONE if grads[0].device.type == "cpu" else _ONE.to(grads[0].device)
-    return _grads_finite(grads, found, one)
-
-
-def _grads_finite(grads: list[torch.Tensor], found: torch.Tensor, one: torch.Tensor) -> bool:
-    """Whether every entry of `grads` is finite: one pass of torch's foreach non-finite
-    check (GradScaler's kernel, scale `one`: the gradients stay bit-identical). `found`
-    (a 1-element flag on the gradients' device) is left at 0 for the next call."""
-    torch._amp_foreach_non_finite_check_and_unscale_(grads, found, one)
-    if found.item() == 0.0:
-        return True
-    found.zero_()
-    return False
 
 
 def is_identity_order(order: IntArray, size: int) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
@@ -17,7 +17,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlmod.core.distributions import Distribution, make_action_dist
+from rlmod.core.distributions import (
+    Distribution,
+    action_dist_cls,
+    bound_dist_cls,
+    make_action_dist,
+)
 from rlmod.core.types import Array, Components, ModelConfig, TensorDict
 from rlmod.errors import CheckpointError
 from rlmod.utils.checkpoints import Checkpointable, read_metadata
@@ -153,8 +158,31 @@ class RLModule(nn.Module, Checkpointable):
         return self
 
     def action_dist(self, dist_inputs: torch.Tensor) -> Distribution:
-        """The action distribution that `dist_inputs` (from a forward pass) parameterize."""
+        """The action distribution that `dist_inputs` (from a forward pass) parameterize:
+        for the action space, or, where a subclass overrides RLlib's
+        `get_train_action_dist_cls()`, that class's `from_logits` (so a custom
+        distribution written as in RLlib's docs is what EnvRunners sample and losses use)."""
+        if type(self).get_train_action_dist_cls is not RLModule.get_train_action_dist_cls:
+            return self.get_train_action_dist_cls().from_logits(dist_inputs)
         return make_action_dist(self.action_space, dist_inputs)
+
+    # RLlib's names (ray 2.60 `RLModule.get_*_action_dist_cls`): the class whose
+    # `from_logits(action_dist_inputs)` builds this module's distribution, e.g.
+    # `module.get_inference_action_dist_cls().from_logits(out["action_dist_inputs"])
+    # .to_deterministic().sample()` for greedy actions.
+    def get_train_action_dist_cls(self) -> type[Distribution]:
+        """The distribution class losses use."""
+        if type(self).action_dist is not RLModule.action_dist:
+            return bound_dist_cls(self.action_dist)  # a subclass's own action_dist
+        return action_dist_cls(self.action_space)
+
+    def get_exploration_action_dist_cls(self) -> type[Distribution]:
+        """The distribution class EnvRunners sample from while exploring."""
+        return self.get_train_action_dist_cls()
+
+    def get_inference_action_dist_cls(self) -> type[Distribution]:
+        """The distribution class for acting without exploration."""
+        return self.get_train_action_dist_cls()
 
     def get_state(
         self,
@@ -342,6 +370,12 @@ class RLModuleSpec:
                 "rlmod.core.RLModule."
             )
 
+    @property
+    def model_config_dict(self) -> None:
+        """RLlib's deprecated field (RLlib's `RLModuleSpec` refuses it when given and holds
+        None); always None here too. Use `model_config`."""
+        return None
+
     def build(self) -> RLModule:
         """Instantiates the module; all of class and spaces must be known by now."""
         for name in ("module_class", "observation_space", "action_space"):
@@ -528,20 +562,36 @@ def _bind_acting_forwards(cls: type[RLModule]) -> None:
         if owner is not RLModule and public not in owner.__dict__.get("_auto_forwards", ()):
             continue  # written by hand in `owner`
         impl = getattr(cls, private)
-        if impl is getattr(RLModule, private):  # not overridden: straight to `_forward`
-            impl = cls._forward
+        if impl is getattr(RLModule, private):  # not overridden: `_forward` without grad
+            impl = _forward_without_grad
         setattr(cls, public, impl)
         auto.add(public)
     cls._auto_forwards = frozenset(auto)
 
 
-TorchRLModule = RLModule
-"""RLlib's base class of PyTorch modules; rlmod's RLModule is one (rlmod is PyTorch only).
+def _forward_without_grad(self: RLModule, batch: TensorDict, **kwargs: object) -> TensorDict:
+    """`_forward` as the acting forwards of a module that defines only `_forward`: without
+    gradients, as RLlib's `TorchRLModule._forward_inference/_exploration` (so
+    `forward_inference(...)["action_dist_inputs"].numpy()` works as in RLlib's docs).
+    EnvRunners already act under `torch.inference_mode()`: there no context is added."""
+    if torch.is_grad_enabled():
+        with torch.no_grad():
+            return self._forward(batch, **kwargs)
+    return self._forward(batch, **kwargs)
 
-Deliberate difference: RLlib's `TorchRLModule._forward_inference/_exploration` add a
-`torch.no_grad()`; rlmod's EnvRunners and InferencePolicy already act under
-`torch.inference_mode()`, so the hot path does not pay for a second context.
-"""
+
+def acting_forward(module: RLModule, explore: bool) -> Callable[[TensorDict], TensorDict]:
+    """The bound method an EnvRunner calls per step (under `torch.inference_mode()`):
+    `forward_exploration` / `forward_inference`, or straight `_forward` where those only
+    add RLlib's no-grad context around it, so the hot loop pays no extra frame."""
+    public = module.forward_exploration if explore else module.forward_inference
+    if getattr(public, "__func__", None) is _forward_without_grad:
+        return module._forward
+    return public
+
+
+TorchRLModule = RLModule
+"""RLlib's base class of PyTorch modules; rlmod's RLModule is one (rlmod is PyTorch only)."""
 
 
 def _as_dict(model_config: ModelConfig | None) -> dict[str, object]:

@@ -132,8 +132,8 @@ class _Chain(torch.autograd.Function):
             raise RuntimeError(
                 f"forward_train of stacked modules ({tag}) ran again before the backward "
                 "pass of its previous call, whose activations it overwrote. Call backward "
-                "after each stacked forward_train, or turn the fast path off with "
-                "StackedTraining.enabled = False."
+                "after each stacked forward_train, or turn the fast paths off with "
+                "config.debugging(plain_paths=True)."
             )
         params = ctx.saved_tensors  # type: ignore[attr-defined]
         needs = ctx.needs_input_grad  # type: ignore[attr-defined]
@@ -163,13 +163,9 @@ class _Chain(torch.autograd.Function):
 
 class StackedTraining:
     """`forward_train` of a StackedGroup's class on Learners, where the class declares its
-    train layers (`StackedTraining.of(group)`, None otherwise).
-
-    `enabled` (class attribute) turns the fast path off everywhere: the plain vmap path
-    then runs.
+    train layers (`StackedTraining.of(group)`, None otherwise). Off with every fast path
+    (rlmod.fast_paths: no stacking at all).
     """
-
-    enabled = True
 
     def __init__(self, chains: dict[str, list[_Layer]]) -> None:
         self.chains = chains

@@ -4,14 +4,14 @@ Used by Learner (rlmod.core.learner) when `stack_modules` is on and its loss is
 `compute_losses` (written once for a module alone and for a group, rlmod.core.loss_group).
 The Learner keeps epochs, minibatches, the per-module path and the non-finite guard's
 counts; this object keeps what only stacking needs: the groups (TrainStack, each with its
-GroupAdam and row buckets, rlmod.core.learner_stacks), which module is in which, and the
-group step (gradient norms, clipping, guard, early stops and Adam on `[W]` vectors).
+GroupAdam and row buckets, rlmod.core.learner_stacks) and which module is in which; the
+Learner computes each bucket's `compute_losses` and steps each group as a module alone
+(rlmod.core.update_guard).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,16 +21,12 @@ from rlmod.core.learner_stacks import StackBucket, StackMinibatch, TrainStack
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.optim import AdamSlot, GroupAdam
 from rlmod.core.stacked import MIN_STACK_SIZE, find_stack_groups
-from rlmod.core.types import BoolArray, IntArray
+from rlmod.core.types import IntArray
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 TensorBatch = dict[ModuleID, dict[str, torch.Tensor]]
-GroupLosses = Callable[[StackBucket, dict[str, torch.Tensor]], torch.Tensor]
-"""`(bucket, columns [m, width, ...]) -> [m]`: the Learner's loss of a bucket."""
-SkipHook = Callable[[ModuleID, torch.Tensor, torch.Tensor, dict[str, float]], None]
-"""`(module, loss, gradient norm, logged terms)`: a module skipped for a NaN/inf."""
 
 
 class StackedTrainer:
@@ -114,54 +110,6 @@ class StackedTrainer:
     def minibatch(self, step: int) -> list[tuple[TrainStack, StackMinibatch]]:
         """Minibatch `step` of this epoch, per group with rows."""
         return [(st, st.minibatch(step)) for st in self.stacks if len(st)]
-
-    # ------------------------------------------------------------------ a step
-    def losses(
-        self, minibatch: Sequence[tuple[TrainStack, StackMinibatch]], group_losses: GroupLosses
-    ) -> tuple[torch.Tensor | float, list[tuple[TrainStack, torch.Tensor]]]:
-        """Every group's losses on its minibatch: their sum (for one backward pass with
-        the rest) and, per group, the `[W]` losses of its modules (for the guard)."""
-        total: torch.Tensor | float = 0.0
-        per_stack = []
-        for stack, buckets in minibatch:
-            losses = torch.zeros(len(stack), device=self.device)
-            for bucket, cols in buckets:
-                loss_vec = group_losses(bucket, cols)
-                losses[bucket.start : bucket.stop] = loss_vec.detach()
-                total = total + loss_vec.sum()
-            per_stack.append((stack, losses))
-        for stack, _ in minibatch:
-            stack.zero_grad()
-        return total, per_stack
-
-    def step(
-        self,
-        stack: TrainStack,
-        losses: torch.Tensor,
-        *,
-        guard: bool,
-        on_skip: SkipHook,
-    ) -> BoolArray:
-        """The step of a group after backward, per module as a module alone steps
-        (gradient norm, non-finite guard, clipping, Adam) on `[W]` vectors; a module
-        with a NaN/inf loss or gradient (`on_skip`), or stopped early, is not stepped.
-        Returns which of `stack.ids` stepped."""
-        active = ~stack.resolve_stops()  # [W] numpy: the modules that step
-        clip_list = [math.inf if c.grad_clip is None else float(c.grad_clip) for c in stack.configs]
-        any_clip = any(math.isfinite(c) for c in clip_list)
-        norms = stack.grad_norms() if any_clip or guard else None
-        if guard and norms is not None:
-            finite = torch.isfinite(losses + norms).cpu().numpy()  # one sync per group
-            for i in np.flatnonzero(active & ~finite).tolist():
-                on_skip(stack.ids[i], losses[i], norms[i], stack.pending_terms(i))
-            active &= finite
-        if any_clip and norms is not None:
-            clips = torch.tensor(clip_list, device=self.device)
-            stack.clip(norms, clips)
-            stack.log({"gradients_default_optimizer_global_norm": norms}, torch.isfinite(clips))
-        stack.commit(torch.from_numpy(active).to(self.device))
-        stack.step(active)
-        return active
 
     # ------------------------------------------------------------------ from the loss
     def log(

@@ -3,7 +3,7 @@
 from rlmod.env.env_runner import ENV_SPACES_KEY, EnvRunner
 from rlmod.env.env_runner_group import EnvRunnerGroup
 from rlmod.env.episodes import EpisodeInfo, MultiAgentEpisode, SingleAgentEpisode
-from rlmod.env.multi_agent_env import MultiAgentEnv
+from rlmod.env.multi_agent_env import MultiAgentEnv, make_multi_agent
 from rlmod.env.multi_agent_env_runner import MultiAgentEnvRunner
 from rlmod.env.registry import make_env, register_env
 from rlmod.env.single_agent_env_runner import SingleAgentEnvRunner
@@ -19,5 +19,6 @@ __all__ = [
     "SingleAgentEnvRunner",
     "SingleAgentEpisode",
     "make_env",
+    "make_multi_agent",
     "register_env",
 ]

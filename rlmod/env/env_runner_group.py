@@ -436,7 +436,7 @@ def default_multi_agent_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
     sub-envs unless a setting needs the vectorized one (recording, restarting failed envs,
     episode callbacks); else MultiAgentEnvRunner. Counts the agents on one env made here
     (closed again); an env that fails to make gets MultiAgentEnvRunner, which names why."""
-    from rlmod.env.multi_agent_env import make_multi_agent_env
+    from rlmod.env.multi_agent_env import multi_agent_env_from
     from rlmod.env.multi_agent_env_runner import MultiAgentEnvRunner
     from rlmod.env.multi_agent_reference_runner import (
         ReferenceMultiAgentEnvRunner,
@@ -446,7 +446,7 @@ def default_multi_agent_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
     if unsupported_features(config):
         return MultiAgentEnvRunner
     try:
-        env = make_multi_agent_env(config.env, config.env_config)
+        env = multi_agent_env_from(config.env, config.env_config)
     except Exception:  # noqa: BLE001 - the runner makes it again and raises with context
         return MultiAgentEnvRunner
     num_agents = len(env.possible_agents)

@@ -8,13 +8,17 @@ writes flat column arrays), so runs without such callbacks pay nothing.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections.abc import Collection, Mapping
-from typing import TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, TypeAlias, TypeVar, cast
 
 from rlmod.core.types import Array
 from rlmod.env.multi_agent_env import AgentID
+
+if TYPE_CHECKING:
+    from typing import Self
 
 Indices: TypeAlias = "int | list[int] | slice[int | None, int | None, int | None] | None"
 _T = TypeVar("_T")
@@ -91,6 +95,18 @@ class _Episode:
     def custom_data(self) -> dict[str, object]:
         """A dict the user fills in callbacks (RLlib's `episode.custom_data`)."""
         return self._custom_data
+
+    def chunk(self, start: int) -> Self:
+        """The part of this episode from env step `start` on, as RLlib's episode chunks
+        (what `on_sample_end(samples=...)` gets for an episode that an earlier `sample()`
+        call began): the same `id_` and `custom_data`, the observation and info before step
+        `start` as its first ones, `len()` and `get_return()` over its own steps only."""
+        if start == 0:
+            return self
+        part = copy.copy(self)
+        for name in ("observations", "infos", "actions", "rewards"):
+            setattr(part, name, getattr(self, name)[start:])
+        return part
 
     @property
     def is_done(self) -> bool:
@@ -284,3 +300,10 @@ class MultiAgentEpisode(_Episode):
 
     def __len__(self) -> int:
         return len(self.actions)
+
+
+def chunk_start(starts: Mapping[int, tuple[object, int]], episode: object) -> int:
+    """Where `episode`'s chunk of this `sample()` call begins: its length when the call
+    began (`starts`: id -> (episode, length)), or 0 for an episode begun in the call."""
+    entry = starts.get(id(episode))
+    return entry[1] if entry is not None and entry[0] is episode else 0

@@ -80,9 +80,17 @@ def bad_observation(space: gym.Space, value: object) -> str | None:
                 f"declares shape {space.shape} and dtype {space.dtype}"
             )
         return None
-    if isinstance(space, gym.spaces.Discrete) and not isinstance(value, int | np.integer):
+    if isinstance(space, gym.spaces.Discrete) and not _is_integer(value):
         return f"is a {type(value).__name__}, not an int for {space}"
     return None
+
+
+def _is_integer(value: object) -> bool:
+    """An int, a numpy integer, or a 0-d integer array (what gymnasium's Discrete accepts;
+    PettingZoo's bundled envs, e.g. rps_v2, return those)."""
+    if isinstance(value, np.ndarray):
+        return value.shape == () and np.issubdtype(value.dtype, np.integer)
+    return isinstance(value, int | np.integer)
 
 
 def failing_sub_env(err: BaseException) -> int | None:

@@ -19,6 +19,7 @@ import torch
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
+from rlmod.core.rl_module import acting_forward
 from rlmod.core.stacked import MIN_STACK_SIZE, StackedGroup, find_stack_groups
 from rlmod.core.types import Array, IntArray, TensorDict
 
@@ -109,7 +110,7 @@ class ModuleGroups:
         obs_t = torch.from_numpy(obs)
         if group.stacked is None:
             batch = {Columns.OBS: obs_t}
-            out = lead.forward_exploration(batch) if explore else lead.forward_inference(batch)
+            out = acting_forward(lead, explore)(batch)
         else:
             index = torch.from_numpy(self.index_in_group[modules])
             run = group.stacked.forward_exploration if explore else group.stacked.forward_inference

@@ -7,7 +7,9 @@ MultiAgentEnvRunners step it; `ParallelPettingZooEnv` adapts PettingZoo envs to 
 from __future__ import annotations
 
 import abc
-from collections.abc import Hashable
+import copy
+from collections.abc import Callable, Hashable, Mapping
+from typing import cast
 
 import gymnasium as gym
 
@@ -121,6 +123,91 @@ class MultiAgentEnv(abc.ABC):
             ) from None
 
 
+def make_multi_agent(
+    env_name_or_creator: str | Callable[[dict[str, object]], gym.Env[object, object]],
+) -> type[MultiAgentEnv]:
+    """A MultiAgentEnv class whose agents each play their own copy of a single-agent env
+    (RLlib's `make_multi_agent`, same arguments and behaviour).
+
+    The class takes a config dict: `num_agents` (default 1) copies are made, by
+    `gymnasium.make(env_name_or_creator)` or by calling the creator with the rest of the
+    config. Agent IDs are 0 .. num_agents-1. An agent leaves when its copy ends; the
+    episode is over when every agent has left (`truncateds["__all__"]` when all were
+    truncated).
+
+    Example:
+        >>> ma_cartpole_cls = make_multi_agent("CartPole-v1")
+        >>> env = ma_cartpole_cls({"num_agents": 2})
+        >>> obs, infos = env.reset(seed=0)
+        >>> sorted(obs), env.get_action_space(1)
+        ([0, 1], Discrete(2))
+    """
+    if not (isinstance(env_name_or_creator, str) or callable(env_name_or_creator)):
+        raise TypeError(
+            "make_multi_agent takes a gymnasium env id (str) or a function config -> env; "
+            f"got {type(env_name_or_creator).__name__}."
+        )
+
+    class MultiEnv(MultiAgentEnv):
+        def __init__(self, config: Mapping[str, object] | None = None) -> None:
+            super().__init__()
+            rest = dict(copy.deepcopy(dict(config))) if config is not None else {}
+            num = int(cast(int, rest.pop("num_agents", 1)))
+            if isinstance(env_name_or_creator, str):
+                self.envs = [gym.make(env_name_or_creator) for _ in range(num)]
+            else:
+                self.envs = [env_name_or_creator(rest) for _ in range(num)]
+            self.terminateds: set[int] = set()
+            self.truncateds: set[int] = set()
+            self.observation_spaces = {i: e.observation_space for i, e in enumerate(self.envs)}
+            self.action_spaces = {i: e.action_space for i, e in enumerate(self.envs)}
+            self.agents = list(range(num))
+            self.possible_agents = list(self.agents)
+
+        def reset(
+            self, *, seed: int | None = None, options: dict[str, object] | None = None
+        ) -> tuple[MultiAgentDict, MultiAgentDict]:
+            self.terminateds, self.truncateds = set(), set()
+            obs: MultiAgentDict = {}
+            infos: MultiAgentDict = {}
+            for i, env in enumerate(self.envs):
+                obs[i], infos[i] = env.reset(seed=seed, options=options)
+            self.agents = list(self.possible_agents)
+            return obs, infos
+
+        def step(
+            self, action_dict: MultiAgentDict
+        ) -> tuple[MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict, MultiAgentDict]:
+            obs: MultiAgentDict = {}
+            rew: MultiAgentDict = {}
+            terminated: MultiAgentDict = {}
+            truncated: MultiAgentDict = {}
+            info: MultiAgentDict = {}
+            for aid, action in action_dict.items():
+                i = cast(int, aid)
+                obs[i], rew[i], terminated[i], truncated[i], info[i] = self.envs[i].step(action)
+                if terminated[i]:
+                    self.terminateds.add(i)
+                if truncated[i]:
+                    self.truncateds.add(i)
+            done = self.terminateds | self.truncateds
+            self.agents = [a for a in self.possible_agents if a not in done]
+            terminated[ALL_AGENTS] = len(done) == len(self.envs)
+            truncated[ALL_AGENTS] = len(self.truncateds) == len(self.envs)
+            return obs, rew, terminated, truncated, info
+
+        def render(self) -> object:
+            return self.envs[0].render()
+
+        def close(self) -> None:
+            for env in self.envs:
+                env.close()
+
+    name = env_name_or_creator if isinstance(env_name_or_creator, str) else "env"
+    MultiEnv.__name__ = MultiEnv.__qualname__ = f"MultiAgent[{name}]"
+    return MultiEnv
+
+
 def _preview(ids: list[AgentID], limit: int = 8) -> str:
     """Returns a short printable list of agent IDs."""
     if not ids:
@@ -129,7 +216,7 @@ def _preview(ids: list[AgentID], limit: int = 8) -> str:
     return f"[{shown}{', ...' if len(ids) > limit else ''}] ({len(ids)} in all)"
 
 
-def make_multi_agent_env(env: object, env_config: dict | None = None) -> MultiAgentEnv:
+def multi_agent_env_from(env: object, env_config: dict | None = None) -> MultiAgentEnv:
     """One MultiAgentEnv from `config.env` (see rlmod.env.registry.make_env); a TypeError
     with the fix when it makes something else (the multi-agent EnvRunners' first check)."""
     from rlmod.env.registry import make_env

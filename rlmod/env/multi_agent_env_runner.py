@@ -71,11 +71,11 @@ from rlmod.core.types import (
     StateDict,
 )
 from rlmod.env.env_runner import EnvRunner, SampleResult
-from rlmod.env.episodes import EpisodeInfo, MultiAgentEpisode
+from rlmod.env.episodes import EpisodeInfo, MultiAgentEpisode, chunk_start
 from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import ModuleGroups
 from rlmod.env.module_spaces import ModuleSpaces
-from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv, make_multi_agent_env
+from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv, multi_agent_env_from
 from rlmod.env.multi_agent_metrics import EpisodeStats
 from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
 from rlmod.env.multi_agent_rows import (
@@ -219,13 +219,15 @@ class MultiAgentEnvRunner(EnvRunner):
         # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
         self._ma_episodes: list[MultiAgentEpisode | None] = [None] * self.num_envs
         self._ma_episodes_done: list[MultiAgentEpisode] = []
+        # id(episode) -> (episode, its length when this sample() call began)
+        self._chunk_starts: dict[int, tuple[object, int]] = {}
         self._num_env_steps = 0
         self._num_agent_steps = 0
         self.num_env_steps_sampled_lifetime = 0
         self.num_agent_steps_sampled_lifetime = 0
 
     def _make_env(self) -> MultiAgentEnv:
-        return make_multi_agent_env(self.config.env, self.config.env_config)
+        return multi_agent_env_from(self.config.env, self.config.env_config)
 
     # ------------------------------------------------------------------ spaces
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
@@ -642,6 +644,7 @@ class MultiAgentEnvRunner(EnvRunner):
         first_done = len(self._stats)
         self._done_eps = []
         self._ma_episodes_done = []
+        self._chunk_starts = {id(ep): (ep, len(ep)) for ep in self._ma_episodes if ep is not None}
         env_steps = agent_steps = 0
         with torch.inference_mode():
             while (
@@ -665,12 +668,14 @@ class MultiAgentEnvRunner(EnvRunner):
         self.num_env_steps_sampled_lifetime += env_steps
         self.num_agent_steps_sampled_lifetime += agent_steps
         if self._track_episodes:
-            ongoing = [ep for ep in self._ma_episodes if ep is not None and len(ep)]
+            starts = self._chunk_starts  # this call's steps only, as RLlib's chunks
+            chunks = [
+                ep.chunk(chunk_start(starts, ep))
+                for ep in [*self._ma_episodes_done, *self._ma_episodes]
+                if ep is not None and len(ep) > chunk_start(starts, ep)
+            ]
             self.callbacks.call(
-                "on_sample_end",
-                env_runner=self,
-                metrics_logger=self.metrics,
-                samples=self._ma_episodes_done + ongoing,
+                "on_sample_end", env_runner=self, metrics_logger=self.metrics, samples=chunks
             )
         return result
 

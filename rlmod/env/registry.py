@@ -50,17 +50,53 @@ def make_env(env: object, env_config: dict | None = None) -> Any:  # type: ignor
     if isinstance(env, str):
         if env in _REGISTRY:
             return _REGISTRY[env](env_config)
-        if env in gym.registry:
-            return gym.make(env, **env_config)
+        if env in gym.registry or ":" in env:  # module:Env-v0: gymnasium imports module
+            return _gym_make(env, env_config)
+        namespace = env.split("/")[0] if "/" in env else None
+        hint = (
+            f" No package registered the namespace {namespace!r}: import the one that does "
+            "first (e.g. ale_py for ALE/...; CLI: --gym-packages PACKAGE)."
+            if namespace is not None
+            and not any(str(i).startswith(f"{namespace}/") for i in gym.registry)
+            else " If a package registers it, import that package first (CLI: "
+            "--gym-packages PACKAGE, or --env PACKAGE:ID)."
+        )
         raise ValueError(
             f"env={env!r} is neither registered with rlmod.register_env nor a gymnasium ID."
-            f"{did_you_mean(env, [*_REGISTRY, *gym.registry])}"
+            f"{did_you_mean(env, [*_REGISTRY, *gym.registry])}{hint}"
         )
+    if isinstance(env, gym.Env):
+        raise TypeError(_instance_message(env))
     if callable(env):
         _check_takes_env_config(env)
         return env(env_config)
     raise TypeError(
         f"env={env!r} must be a gymnasium ID, a registered name or a callable(env_config)."
+    )
+
+
+def _gym_make(env: str, env_config: dict) -> Any:  # type: ignore[explicit-any]
+    """`gym.make(env, **env_config)`, its lookup errors as one ValueError naming the fix."""
+    try:
+        return gym.make(env, **env_config)
+    except ModuleNotFoundError as e:
+        module = env.split(":")[0] if ":" in env else e.name
+        raise ValueError(
+            f"env={env!r}: gymnasium cannot import {module!r} to make it ({e}) Install it, or "
+            "check the module name before the ':'."
+        ) from None
+    except gym.error.Error as e:  # NameNotFound, NamespaceNotFound, VersionNotFound, ...
+        raise ValueError(f"env={env!r}: {e}") from None
+
+
+def _instance_message(env: Any) -> str:  # type: ignore[explicit-any]
+    """How to pass what `gym.make(...)` returned: its ID, or a creator."""
+    spec_id = getattr(getattr(env, "spec", None), "id", None)
+    by_id = f"its ID, env={spec_id!r}, or " if spec_id else ""
+    return (
+        f"env is an env instance ({type(env).__name__}, as gym.make(...) returns), but each "
+        "EnvRunner makes its own envs, one per sub-env. Pass "
+        f"{by_id}a creator: env=lambda env_config: gym.make(...)."
     )
 
 
@@ -77,7 +113,9 @@ def _check_takes_env_config(env: EnvCreator) -> None:
         name = getattr(env, "__name__", type(env).__name__)
         fix = (
             f"Give it one (def __init__(self, env_config=None)), or pass a creator: "
-            f"env=lambda env_config: {name}()."
+            f"env=lambda env_config: {name}(), or register it with gymnasium "
+            f"(gymnasium.register(id='{name}-v0', entry_point='{getattr(env, '__module__', 'mymodule')}:{name}')) "
+            f"and pass its ID (CLI: --env {getattr(env, '__module__', 'mymodule')}:{name}-v0)."
             if inspect.isclass(env)
             else "Give it that parameter: def make(env_config): ... or lambda env_config: ..."
         )

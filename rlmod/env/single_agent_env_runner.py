@@ -17,7 +17,7 @@ import torch
 from rlmod.connectors.connector_v2 import row_of
 from rlmod.connectors.module_to_env import ENV_ACTIONS, add_action_logp
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
-from rlmod.core.rl_module import TensorDict
+from rlmod.core.rl_module import TensorDict, acting_forward
 from rlmod.core.types import Array, ArrayTree, BoolArray, Components, MetricsDict, StateDict
 from rlmod.env.env_runner import (
     ENV_SINGLE_SPACES_KEY,
@@ -25,7 +25,7 @@ from rlmod.env.env_runner import (
     EnvRunner,
     SampleResult,
 )
-from rlmod.env.episodes import SingleAgentEpisode, VectorInfos, info_of
+from rlmod.env.episodes import SingleAgentEpisode, VectorInfos, chunk_start, info_of
 from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
 from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
@@ -132,6 +132,8 @@ class SingleAgentEnvRunner(EnvRunner):
         # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
         self._episodes: list[SingleAgentEpisode | None] = [None] * self.num_envs
         self._episodes_done: list[SingleAgentEpisode] = []  # finished in this sample()
+        # id(episode) -> (episode, its length when this sample() call began)
+        self._chunk_starts: dict[int, tuple[object, int]] = {}
         self._next_callback_eps_id = 0
 
     def _make_writer(self) -> EpisodeWriter | None:
@@ -244,7 +246,10 @@ class SingleAgentEnvRunner(EnvRunner):
         self._logp_recorded = False  # a module-to-env connector recorded action_logp
         prev_done_at_start = self._prev_done
         self._episodes_done = []
-        forward = self.module.forward_exploration if explore else self.module.forward_inference
+        # Steps earlier calls gave each ongoing episode: on_sample_end gets chunks of
+        # this call's steps only (RLlib's), which add up to the steps sampled.
+        self._chunk_starts = {id(ep): (ep, len(ep)) for ep in self._episodes if ep is not None}
+        forward = acting_forward(self.module, explore)
         with torch.inference_mode():
             if num_episodes is None:
                 assert num_timesteps is not None
@@ -267,12 +272,14 @@ class SingleAgentEnvRunner(EnvRunner):
         if num_episodes is not None:  # keep the completed episodes only
             batch = {k: v[np.isin(batch[Columns.EPS_ID], done_eps_ids)] for k, v in batch.items()}
         if self._track_episodes:
-            ongoing = [ep for ep in self._episodes if ep is not None and len(ep)]
+            starts = self._chunk_starts
+            chunks = [
+                ep.chunk(chunk_start(starts, ep))
+                for ep in [*self._episodes_done, *self._episodes]
+                if ep is not None and len(ep) > chunk_start(starts, ep)
+            ]
             self.callbacks.call(
-                "on_sample_end",
-                env_runner=self,
-                metrics_logger=self.metrics,
-                samples=self._episodes_done + ongoing,
+                "on_sample_end", env_runner=self, metrics_logger=self.metrics, samples=chunks
             )
         return {DEFAULT_MODULE_ID: batch}
 

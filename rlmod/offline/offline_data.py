@@ -227,6 +227,7 @@ class OfflineData:
                     shuffle_buffer_size=config.shuffle_buffer_size,
                     seed=None if config.seed is None else config.seed + 1000 * rank + i,
                     module_id=view.module_id,
+                    iter_batches_kwargs=_own_iter_batches_kwargs(config.iter_batches_kwargs),
                 )
 
     def stop(self, learner_group: Any) -> None:
@@ -268,3 +269,22 @@ def _shape(space: gym.Space) -> tuple[int, ...]:
 
 
 __all__ = ["ModuleView", "OfflineData"]
+
+
+def _own_iter_batches_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """`iter_batches_kwargs` without what rlmod sets itself (batch size, format, shuffling,
+    drop_last): those are refused with a message rather than overridden."""
+    own = {
+        "batch_size",
+        "batch_format",
+        "drop_last",
+        "local_shuffle_buffer_size",
+        "local_shuffle_seed",
+    }
+    clash = sorted(own & set(kwargs))
+    if clash:
+        raise OfflineDataError(
+            f"offline_data(iter_batches_kwargs=...) sets {clash}, which rlmod sets itself "
+            "(train_batch_size_per_learner, shuffle_buffer_size); drop them."
+        )
+    return dict(kwargs)

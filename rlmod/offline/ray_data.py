@@ -72,8 +72,10 @@ class ShardStream:
         shuffle_buffer_size: int,
         seed: int | None,
         module_id: str,
+        iter_batches_kwargs: dict | None = None,
     ) -> None:
         self.shard = shard
+        self.iter_batches_kwargs = dict(iter_batches_kwargs or {})
         self.batch_size = batch_size
         self.shuffle_buffer_size = shuffle_buffer_size
         self.seed = seed
@@ -93,6 +95,7 @@ class ShardStream:
                         drop_last=True,
                         local_shuffle_buffer_size=self.shuffle_buffer_size or None,
                         local_shuffle_seed=None if self.seed is None else self.seed + self._passes,
+                        **self.iter_batches_kwargs,
                     )
                 )
             try:

@@ -13,7 +13,7 @@ import math
 import numbers
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -230,8 +230,17 @@ class RunLogger:
     """
 
     def __init__(
-        self, run_dir: str | Path, *, config: Any = None, tensorboard: bool = True
+        self,
+        run_dir: str | Path,
+        *,
+        config: Any = None,
+        tensorboard: bool = True,
+        trackers: Sequence[str] = (),
     ) -> None:
+        """`trackers`: names in `rlmod.utils.trackers.TRACKERS` ("wandb", "mlflow") to log
+        to as well; each gets the config once (as params.json holds it)."""
+        from rlmod.utils.trackers import TRACKERS
+
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if config is not None:
@@ -244,10 +253,23 @@ class RunLogger:
             tb = TensorBoardLogger(self.run_dir)
             if tb.enabled:
                 self._loggers.append(tb)
+        params = to_jsonable(config_to_jsonable(config)) if config is not None else {}
+        try:
+            for name in trackers:
+                self._loggers.append(TRACKERS[name](self.run_dir, params=params))
+        except BaseException:
+            self.close()  # the ones already open
+            raise
 
     def log(self, result: Mapping[str, Any]) -> None:
         for one in self._loggers:
             one.log(result)
+
+    def log_checkpoint(self, path: str | Path, *, alias: str) -> None:
+        """Hands a checkpoint to the trackers that store artifacts (W&B, MLflow)."""
+        for one in self._loggers:
+            if hasattr(one, "log_checkpoint"):
+                one.log_checkpoint(Path(path), alias=alias)
 
     def close(self) -> None:
         for one in self._loggers:

@@ -33,43 +33,60 @@ class EpisodeMetrics:
         self.num_episodes_lifetime = 0
         self.num_env_steps_lifetime = 0
         self.num_agent_steps_lifetime = 0
+        self._period = self._new_period()
 
     def add(self, runner_metrics: Iterable[dict[str, Any]]) -> dict[str, Any]:
         """Adds EnvRunners' metrics; returns `result["env_runners"]` for this iteration."""
-        num_episodes = num_env_steps = num_agent_steps = 0
-        guards = dict.fromkeys(GUARD_COUNTERS, 0)
+        self.ingest(runner_metrics)
+        return self.reduce()
+
+    def ingest(self, runner_metrics: Iterable[dict[str, Any]]) -> None:
+        """Adds EnvRunners' metrics to the windows and counters; the per-iteration counts
+        add up until `reduce()` (one train() may run several training steps)."""
+        period = self._period
         for m in runner_metrics:
             for key in GUARD_COUNTERS:
-                guards[key] += m.get(key, 0)
+                period[key] += m.get(key, 0)
             self.returns.extend(m["episode_returns"])
             self.lens.extend(m["episode_lens"])
-            num_episodes += len(m["episode_returns"])
-            num_env_steps += m["num_env_steps"]
-            num_agent_steps += m.get("num_agent_steps", m["num_env_steps"])
+            period["num_episodes"] += len(m["episode_returns"])
+            period["num_env_steps_sampled"] += m["num_env_steps"]
+            period["num_agent_steps_sampled"] += m.get("num_agent_steps", m["num_env_steps"])
             for key, target in (
                 ("module_episode_returns", self.module_returns),
                 ("agent_episode_returns", self.agent_returns),
             ):
                 for k, values in m.get(key, {}).items():
                     target.setdefault(k, deque(maxlen=self.window)).extend(values)
-        self.num_episodes_lifetime += num_episodes
-        self.num_env_steps_lifetime += num_env_steps
-        self.num_agent_steps_lifetime += num_agent_steps
+            self.num_episodes_lifetime += len(m["episode_returns"])
+            self.num_env_steps_lifetime += m["num_env_steps"]
+            self.num_agent_steps_lifetime += m.get("num_agent_steps", m["num_env_steps"])
+
+    def reduce(self) -> dict[str, Any]:
+        """`result["env_runners"]`: the windows' means and what was ingested since the
+        last call."""
+        period, self._period = self._period, self._new_period()
         return {
             "episode_return_mean": _mean(self.returns),
             "episode_return_max": max(self.returns, default=math.nan),
             "episode_return_min": min(self.returns, default=math.nan),
             "episode_len_mean": _mean(self.lens),
-            "num_episodes": num_episodes,
+            "num_episodes": period["num_episodes"],
             "num_episodes_lifetime": self.num_episodes_lifetime,
-            "num_env_steps_sampled": num_env_steps,
+            "num_env_steps_sampled": period["num_env_steps_sampled"],
             "num_env_steps_sampled_lifetime": self.num_env_steps_lifetime,
-            "num_agent_steps_sampled": num_agent_steps,
+            "num_agent_steps_sampled": period["num_agent_steps_sampled"],
             "num_agent_steps_sampled_lifetime": self.num_agent_steps_lifetime,
             "module_episode_returns_mean": {k: _mean(v) for k, v in self.module_returns.items()},
-            "agent_episode_returns_mean": {k: _mean(v) for k, v in self.agent_returns.items()},
-            **guards,
+            # Keyed by str(agent_id), as RLlib's (ray 2.60 logs (..., str(agent_id))).
+            "agent_episode_returns_mean": {str(k): _mean(v) for k, v in self.agent_returns.items()},
+            **{key: period[key] for key in GUARD_COUNTERS},
         }
+
+    @staticmethod
+    def _new_period() -> dict[str, int]:
+        keys = ("num_episodes", "num_env_steps_sampled", "num_agent_steps_sampled")
+        return dict.fromkeys((*keys, *GUARD_COUNTERS), 0)
 
     def get_state(self) -> dict[str, Any]:
         return {

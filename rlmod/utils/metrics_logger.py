@@ -97,11 +97,13 @@ class MetricsLogger:
     RLlib's `MetricsLogger.log_value(key, value, *, reduce=None, window=None,
     ema_coeff=None, clear_on_reduce=...)` semantics (ray 2.60,
     `ray/rllib/utils/metrics/metrics_logger.py`): `reduce=None` means "mean" over the last
-    `window` values if a window is given, else an EMA with coefficient 0.01; "mean", "min",
-    "max" and "sum" reduce the values logged since the last `reduce()` (the last `window`
-    of them) and then start afresh, unless `clear_on_reduce=False` keeps them (a moving
-    window across iterations); `reduce="sum", clear_on_reduce=False` is "lifetime_sum", as
-    in RLlib. The first call for a key fixes how it reduces. Keys may be tuples
+    `window` values if a window is given, else an EMA with coefficient 0.01. With a
+    `window`, a reduce keeps the most recent `window` values, so the window moves across
+    iterations (RLlib: "after reduction the internal values list is shortened to hold at
+    most `window` items"); without one, "min", "max" and "sum" reduce the values logged
+    since the last `reduce()` and then start afresh. `clear_on_reduce` (RLlib's deprecated
+    flag) overrides either; `reduce="sum", clear_on_reduce=False` is "lifetime_sum", as in
+    RLlib. The first call for a key fixes how it reduces. Keys may be tuples
     (`("my", "nested")` shows as `result[...]["my"]["nested"]`).
 
     Deliberate difference: RLlib's percentiles and throughput options are refused with
@@ -206,9 +208,10 @@ class MetricsLogger:
             reduce = "ema"
         if reduce == "sum" and clear_on_reduce is False:
             reduce = "lifetime_sum"  # RLlib 2.60's mapping of the deprecated flag
-        return _Stat(
-            reduce=reduce, window=window, ema_coeff=ema_coeff, clear=clear_on_reduce is not False
-        )
+        # RLlib: with a window, a reduce keeps the most recent `window` values (a moving
+        # window across iterations); without one, "mean"/"min"/"max"/"sum" start afresh.
+        clear = clear_on_reduce if clear_on_reduce is not None else window is None
+        return _Stat(reduce=reduce, window=window, ema_coeff=ema_coeff, clear=clear)
 
     def peek(self, key: Key, *, default: Any = None) -> Any:
         """The value `key` would reduce to now, without reducing (RLlib's `peek`)."""

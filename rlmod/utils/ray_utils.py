@@ -213,6 +213,10 @@ def tune_trainable(algo_cls: type) -> type:
     except ImportError as e:
         raise ImportError(f"{e} Install it with `pip install 'rlmod[tune]'`.") from e
 
+    from rlmod.algorithms.algorithm_config import _register_with_tune
+
+    _register_with_tune()  # tune.Tuner(..., param_space=config) takes rlmod's configs
+
     class AlgorithmTrainable(tune.Trainable):  # type: ignore[misc]
         def setup(self, config: dict[str, Any]) -> None:
             settings = algo_cls.get_default_config().update_from_dict(  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,9 +135,13 @@ def format_summary(
     checkpoint: str = "",
     stop_reward: float | None = None,
     tensorboard: bool = True,
+    reached: bool | None = None,
+    extra_lines: Sequence[str] = (),
 ) -> str:
     """What the run did, for the end of `rlmod train`: why it stopped, iterations, env
-    steps, the smoothed return over `window` episodes, time, logs and the last checkpoint."""
+    steps, the smoothed return over `window` episodes, time, `extra_lines` (evaluation),
+    logs and the last checkpoint. `reached` says whether the stop reward was reached (by
+    default: the training return reached it)."""
     ret = result.get("env_runners", {}).get("episode_return_mean", math.nan)
     lines = [
         f"Done: {what}, stopped because {reason or 'no result'}.",
@@ -146,9 +150,11 @@ def format_summary(
         f"  episode_return_mean  {ret:.2f} (mean of the last {window} episodes)",
         f"  wall time            {wall_s:.1f} s",
     ]
+    lines += extra_lines
     if stop_reward is not None:
         label = f"stop reward {stop_reward:g}"
-        reached = reward_reached(result, stop_reward)
+        if reached is None:
+            reached = reward_reached(result, stop_reward)
         lines.append(f"  {label:<21}{'reached' if reached else 'NOT reached'}")
     tb = f"; tensorboard --logdir {run_dir}" if tensorboard else ""
     lines.append(f"  logs                 {run_dir}/ (progress.csv, result.jsonl, params.json{tb})")

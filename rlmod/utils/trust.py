@@ -185,6 +185,29 @@ def resolve_import_path(
     )
 
 
+def check_env_id(env: str, *, setting: str, trusted_modules: Iterable[str] = ()) -> None:
+    """Refuses gymnasium's `module:Env-v0` form of an env ID unless `module` is inside
+    rlmod or a trusted package: `gym.make` imports `module` when the env is made, which
+    runs its code. IDs without a colon are looked up in the registries and import nothing.
+
+    Raises:
+        UntrustedImportError: naming the module and how to trust it.
+    """
+    if ":" not in env:
+        return
+    module_name = env.split(":")[0]
+    trusted = (*TRUSTED_BY_DEFAULT, *_check_trusted_modules(trusted_modules))
+    if _is_dotted_name(module_name) and any(_within(module_name, t) for t in trusted):
+        return
+    top = module_name.split(".")[0]
+    raise UntrustedImportError(
+        f"{setting}: refusing the env ID {env!r}: gymnasium would import {module_name!r} to "
+        "make it, which runs its code, and a config or checkpoint may only import rlmod and "
+        f"packages you trust. If you trust it, pass trusted_modules=[{top!r}] (CLI: --trust "
+        f"{top})."
+    )
+
+
 def _walk(path: str, *, setting: str, trusted: tuple[str, ...]) -> Any:
     """Imports the module of `path` and follows the name after the `:` one attribute at a
     time, refusing at the first step not defined in a `trusted` module (before any

@@ -34,7 +34,7 @@ config.lamda_ = 0.9                                -> AttributeError
 PPOConfig.from_dict({"lamda_": 0.9})               -> ValueError
     PPOConfig.from_dict: unknown setting 'lamda_'. Did you mean 'lambda_'?
 frozen config: config.lr = 1e-3                    -> AttributeError
-    Cannot set lr: this config is frozen ... Change a config.copy() instead.
+    Cannot set attribute (lr) of an already frozen AlgorithmConfig ... Change a config.copy() instead.
 minibatch_size=200 > train_batch_size=100, validate() -> ValueError
     minibatch_size (200) is larger than train_batch_size_per_learner (100); ...
 train_batch_size=2, num_learners=3, validate()     -> ValueError
@@ -71,7 +71,7 @@ runner.sample(num_timesteps=10, num_episodes=1)    -> ValueError
 .debugging(seed=2**64)                             -> ValueError
     seed=18446744073709551616 is invalid: must be an int >= 0 and <= 18446744073709551615.
 .environment(gym.make("CartPole-v1"))              -> TypeError
-    ... is of the wrong kind: ... (an env instance; pass its class or a creator instead).
+    ... is of the wrong kind: env is an env instance (TimeLimit, as gym.make(...) returns), ...
 env class whose __init__ takes no env_config, build_algo() -> TypeError
     ... is called as _NoConfigEnv(env_config) to make each env (RLlib's convention), ...
 creator function without env_config, build_algo() -> TypeError
@@ -260,8 +260,8 @@ CASES = [
         "frozen",
         frozen_lr,
         AttributeError,
-        "Cannot set lr: this config is frozen (it belongs to a built Algorithm or is a per-module "
-        "copy). Change a config.copy() instead.",
+        "Cannot set attribute (lr) of an already frozen AlgorithmConfig (RLlib's words): it "
+        "belongs to a built Algorithm or is a per-module copy. Change a config.copy() instead.",
     ),
     # --- cross-field rules in validate()
     (
@@ -375,7 +375,9 @@ CASES = [
         "env-instance",
         lambda: PPOConfig().environment(gym.make("CartPole-v1")),
         TypeError,
-        "(an env instance; pass its class or a creator instead).",
+        "env is an env instance (TimeLimit, as gym.make(...) returns), but each EnvRunner "
+        "makes its own envs, one per sub-env. Pass its ID, env='CartPole-v1', or a creator: "
+        "env=lambda env_config: gym.make(...).",
     ),
     (
         "env-class-without-env_config",
@@ -383,7 +385,8 @@ CASES = [
         TypeError,
         "is called as _NoConfigEnv(env_config) to make each env (RLlib's "
         "convention), but it takes no such argument. Give it one (def __init__(self, "
-        "env_config=None)), or pass a creator: env=lambda env_config: _NoConfigEnv().",
+        "env_config=None)), or pass a creator: env=lambda env_config: _NoConfigEnv(), or "
+        "register it with gymnasium (gymnasium.register(id='_NoConfigEnv-v0', entry_point=",
     ),
     (
         "creator-without-env_config",

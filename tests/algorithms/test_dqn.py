@@ -24,6 +24,7 @@ def _small(config: DQNConfig) -> DQNConfig:
         .env_runners(rollout_fragment_length=4)
         .rl_module(model_config={"fcnet_hiddens": [16], "fcnet_activation": "relu"})
         .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8)
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
     )
 
 
@@ -115,6 +116,8 @@ def test_prioritized_replay_gets_td_errors_and_result_keys() -> None:
         assert {
             "qf_loss",
             "qf_mean",
+            "qf_max",
+            "qf_min",
             "td_error_mean",
             "epsilon",
             "default_optimizer_learning_rate",

@@ -207,6 +207,7 @@ def _off_policy(config: DQNConfig | SACConfig) -> DQNConfig | SACConfig:
         .env_runners(rollout_fragment_length=4)
         .rl_module(model_config={"fcnet_hiddens": [16]})
         .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8)
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
     )
 
 

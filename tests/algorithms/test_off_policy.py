@@ -21,6 +21,7 @@ from rlmod.replay import PrioritizedReplayBuffer
 def _dqn(**training: Any) -> DQNConfig:
     return (
         DQNConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("CartPole-v1")
         .debugging(seed=0)
         .env_runners(rollout_fragment_length=4)
@@ -37,6 +38,7 @@ def _dqn(**training: Any) -> DQNConfig:
 def _sac(**training: Any) -> SACConfig:
     return (
         SACConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("Pendulum-v1")
         .debugging(seed=0)
         .env_runners(rollout_fragment_length=4)

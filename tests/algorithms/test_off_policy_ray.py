@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_local")]
 def _dqn() -> DQNConfig:
     return (
         DQNConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("CartPole-v1")
         .debugging(seed=0)
         .env_runners(rollout_fragment_length=4)
@@ -35,6 +36,7 @@ def _dqn() -> DQNConfig:
 def _sac() -> SACConfig:
     return (
         SACConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("Pendulum-v1")
         .debugging(seed=0)
         .env_runners(rollout_fragment_length=4)

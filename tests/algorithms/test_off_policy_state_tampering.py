@@ -27,6 +27,7 @@ MODULE = "default_policy"
 def _config() -> DQNConfig:
     return (
         DQNConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("CartPole-v1")
         .debugging(seed=0)
         .env_runners(rollout_fragment_length=4)

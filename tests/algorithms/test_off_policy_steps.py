@@ -166,6 +166,7 @@ def test_rows_must_split_into_equal_blocks() -> None:
 def test_dqn_training_iteration_samples_once_with_uniform_replay() -> None:
     config = (
         DQNConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("CartPole-v1")
         .debugging(seed=0)
         .env_runners(rollout_fragment_length=32)

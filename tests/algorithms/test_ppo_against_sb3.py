@@ -130,7 +130,8 @@ def test_one_update_gives_sb3s_weights(setup: tuple) -> None:
     _, learner, rows, policy = setup
     module = learner.module["default_policy"]
     params = learner._optimizers["default_policy"].params
-    learner._optimizers["default_policy"] = Adam(params, lr=LR, eps=EPS)  # fresh, SB3's eps
+    fresh = Adam(params, lr=LR, eps=EPS)  # SB3's eps
+    learner._optimizers["default_policy"] = learner._alone["default_policy"].optimizer = fresh
     batch = {"default_policy": {k: torch.from_numpy(np.array(v)) for k, v in rows.items()}}
     out = learner.config.build_learner_connector()(batch, rl_module=learner.module)
     returns = out["default_policy"][Columns.VALUE_TARGETS]

@@ -165,7 +165,8 @@ def test_update_from_dict_round_trips_to_dict_and_accepts_rllib_keys():
     back = PPOConfig().update_from_dict(config.to_dict())
     assert back.to_dict() == config.to_dict()
     assert back.train_batch_size_per_learner == 4000  # derived on read ...
-    assert back.to_dict()["train_batch_size_per_learner"] is None  # ... None as set
+    assert "train_batch_size_per_learner" not in back.to_dict()  # RLlib: the raw field ...
+    assert back.to_dict()["_train_batch_size_per_learner"] is None  # ... None as set
     other = PPOConfig().update_from_dict(
         {"framework": "torch", "lambda": 0.5, "enable_rl_module_and_learner": True}
     )

@@ -43,6 +43,7 @@ def test_tanh_gaussian_logp_matches_a_monte_carlo_density() -> None:
 def test_inference_only_sac_module_holds_the_actor_alone() -> None:
     config = (
         SACConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("Pendulum-v1")
         .debugging(seed=0)
         .training(num_steps_sampled_before_learning_starts=8, train_batch_size=8)
@@ -63,7 +64,26 @@ def test_inference_only_sac_module_holds_the_actor_alone() -> None:
         for _ in range(4):
             result = algo.train()
         learner = result["learners"][DEFAULT_MODULE_ID]
-        assert {"critic_loss", "actor_loss", "alpha_loss", "alpha_value", "entropy"} <= set(learner)
+        assert {  # RLlib's SAC result keys, per-optimizer learning rates included
+            "policy_loss",
+            "qf_loss",
+            "alpha_loss",
+            "alpha_value",
+            "log_alpha_value",
+            "target_entropy",
+            "logps",
+            "qf_mean",
+            "qf_max",
+            "qf_min",
+            "td_error_mean",
+            "policy_learning_rate",
+            "qf_learning_rate",
+            "qf_twin_learning_rate",
+            "alpha_learning_rate",
+        } <= set(learner)
+        assert "default_optimizer_learning_rate" not in learner
+        assert learner["policy_learning_rate"] == 3e-5  # RLlib's actor_lr default
+        assert learner["qf_learning_rate"] == learner["alpha_learning_rate"] == 3e-4
         runner_w = algo.env_runner.module.state_dict()
         for k, v in algo.learner_group.get_weights(inference_only=True)[DEFAULT_MODULE_ID].items():
             np.testing.assert_array_equal(runner_w[k].numpy(), v)
@@ -106,6 +126,7 @@ def test_auto_target_entropy() -> None:
 def test_discrete_sac_trains_on_cartpole_briefly() -> None:
     config = (
         SACConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("CartPole-v1")
         .debugging(seed=0)
         .training(
@@ -122,7 +143,7 @@ def test_discrete_sac_trains_on_cartpole_briefly() -> None:
             result = algo.train()
         learner = result["learners"][DEFAULT_MODULE_ID]
         assert learner["entropy"] > 0  # a distribution over 2 actions
-        assert all(math.isfinite(learner[k]) for k in ("critic_loss", "actor_loss"))
+        assert all(math.isfinite(learner[k]) for k in ("qf_loss", "policy_loss"))
     finally:
         algo.stop()
 
@@ -143,6 +164,7 @@ def test_twin_q_and_initial_alpha_reach_the_module() -> None:
 def _small_pendulum() -> SACConfig:
     return (
         SACConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("Pendulum-v1")
         .debugging(seed=0)
         .env_runners(rollout_fragment_length=4)
@@ -182,7 +204,7 @@ def test_a_learner_only_curiosity_module_beside_the_sac_module() -> None:
             result = algo.train()
         assert algo.env_runner.module_ids == [DEFAULT_MODULE_ID]  # no ICM on EnvRunners
         assert set(algo.replay_buffer.buffers) == {DEFAULT_MODULE_ID}
-        assert {"critic_loss", "alpha_value"} <= set(result["learners"][DEFAULT_MODULE_ID])
+        assert {"qf_loss", "alpha_value"} <= set(result["learners"][DEFAULT_MODULE_ID])
         assert "icm" in result["learners"]
         icm_after = algo.learner_group.get_weights(["icm"])["icm"]
         assert any(not np.array_equal(icm_before[k], icm_after[k]) for k in icm_after)
@@ -197,6 +219,7 @@ def test_multi_agent_sac_trains_one_module_and_buffer_per_policy() -> None:
 
     config = (
         SACConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment(MultiAgentCartPole, env_config={"num_agents": 2})
         .debugging(seed=0)
         .env_runners(rollout_fragment_length=4)

@@ -49,3 +49,37 @@ def test_a_grid_search_of_two_trials_completes_and_reports_both(tmp_path):
     finally:
         if started:
             ray.shutdown()
+
+
+def test_search_spaces_in_the_config_itself_as_rllib(tmp_path):
+    """Issue 33, item 7: RLlib's way, `training(lr=tune.grid_search([...]))` in the config
+    and the config itself as param_space; each trial's values are checked in the trial."""
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .training(
+            lr=tune.grid_search([1e-3, 3e-4]),
+            train_batch_size=256,
+            minibatch_size=64,
+            num_epochs=1,
+        )
+    )
+    with pytest.raises(ValueError, match="Tune search spaces"):
+        config.build_algo()  # unresolved: only Tune can run it
+    tuner = tune.Tuner(
+        PPO.as_trainable(),
+        param_space=config,
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path), stop={"training_iteration": 1}, verbose=0
+        ),
+    )
+    results = tuner.fit()
+    try:
+        assert results.num_errors == 0
+        assert sorted(r.config["lr"] for r in results) == [3e-4, 1e-3]
+    finally:
+        if started:
+            ray.shutdown()

@@ -12,6 +12,7 @@ from torch import nn
 
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.core import Columns, RLModule, RLModuleSpec, TorchRLModule, ValueFunctionAPI
+from rlmod.core.rl_module import acting_forward
 
 BOX4 = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 TWO = gym.spaces.Discrete(2)
@@ -154,10 +155,30 @@ def test_public_forwards_dispatch_to_the_specific_forward_else_to_forward():
 
 
 def test_dispatch_is_decided_once_per_class_not_per_call():
-    # The acting forwards ARE the method doing the work: no extra frame per EnvRunner step.
-    assert Generic.forward_inference is Generic._forward
-    assert Generic.forward_exploration is Generic._forward
+    # What EnvRunners call IS the method doing the work: no extra frame per step.
+    m, split = build(Generic), build(SplitForwards)
+    assert acting_forward(m, explore=False).__func__ is Generic._forward
+    assert acting_forward(m, explore=True).__func__ is Generic._forward
     assert SplitForwards.forward_inference is SplitForwards._forward_inference
+    assert acting_forward(split, explore=False).__func__ is SplitForwards._forward_inference
+
+
+def test_generic_acting_forwards_run_without_grad_as_rllib():
+    """RLlib's TorchRLModule runs `_forward` under no_grad for inference/exploration, so
+    its docs call `.numpy()` on the outputs; rlmod's public forwards do the same."""
+
+    class Linear(RLModule):
+        def setup(self):
+            self.net = torch.nn.Linear(4, 2)
+
+        def _forward(self, batch, **kwargs):
+            return {Columns.ACTION_DIST_INPUTS: self.net(batch[Columns.OBS])}
+
+    m = build(Linear)
+    batch = {Columns.OBS: torch.zeros(1, 4)}
+    assert not m.forward_inference(batch)[Columns.ACTION_DIST_INPUTS].requires_grad
+    assert not m.forward_exploration(batch)[Columns.ACTION_DIST_INPUTS].requires_grad
+    assert m.forward_train(batch)[Columns.ACTION_DIST_INPUTS].requires_grad
 
 
 def test_a_public_forward_written_by_hand_is_kept_in_subclasses():

@@ -106,7 +106,7 @@ def test_modules_optimizers_batches_and_sgd_steps_live_on_learner_device():
     # gradient clipping, logging, Adam): a CPU tensor mixed in anywhere raises. The
     # finiteness guard reads a value (impossible on meta) and is off for this step.
     batch = {"default_policy": {k: v.to(meta) for k, v in cpu_batch["default_policy"].items()}}
-    learner._guard_non_finite = False
+    learner.guard.enabled = False
     num_rows = {"default_policy": 64}
     cfgs = {"default_policy": learner.config.get_config_for_module("default_policy")}
     minibatches = list(learner._minibatches(batch, num_rows, *learner._minibatch_plan(num_rows)))
@@ -114,7 +114,7 @@ def test_modules_optimizers_batches_and_sgd_steps_live_on_learner_device():
     mb, stack_mbs = minibatches[0]
     learner._sgd_step(mb, stack_mbs, cfgs)
     assert opt.step_count == 1
-    logged = learner._logged["default_policy"]
+    logged = learner._alone["default_policy"]._logs
     assert {"policy_loss", "vf_loss", "gradients_default_optimizer_global_norm"} <= logged.keys()
     # values and deferred diagnostics (their rows, and their reduction) alike
     assert all(per_minibatch(v).device == meta for v in logged.values())
@@ -174,7 +174,7 @@ def test_a_stacked_group_trains_on_the_learner_device():
     assert len(learner.stacked.stacks) == 1 and len(learner.stacked.stacks[0].group) == 3
     assert all(p.device == meta for p in learner.module.parameters())
     batch = {m: {k: v.to(meta) for k, v in cols.items()} for m, cols in cpu_batch.items()}
-    learner._guard_non_finite = False  # it reads values (impossible on meta)
+    learner.guard.enabled = False  # it reads values (impossible on meta)
     configs = {m: cfg.get_config_for_module(m) for m in batch}
     stack = learner.stacked.stacks[0]
     num_rows = {m: next(iter(cols.values())).shape[0] for m, cols in batch.items()}

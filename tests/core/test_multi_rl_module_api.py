@@ -208,7 +208,7 @@ def test_multi_spec_of_a_local_class_names_the_missing_import_path():
         pass
 
     with pytest.raises(ValueError, match="multi_rl_module_class"):
-        MultiRLModuleSpec(multi_rl_module_class=Local).to_dict()
+        MultiRLModuleSpec(multi_rl_module_class=Local, rl_module_specs={}).to_dict()
 
 
 def test_unknown_module_id_names_the_known_ones():

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlmod.core.optim import Adam, grad_norm, update_is_finite
+from rlmod.core.optim import Adam, grad_norm
 from rlmod.errors import CheckpointError
 
 
@@ -124,64 +124,3 @@ def test_moments_of_parameters_without_gradient_never_become_denormal() -> None:
         for t in (opt.exp_avg[0], opt.exp_avg_sq[0]):
             assert not ((t != 0) & (t.abs() < tiny)).any(), opt.step_count
     assert float(opt.exp_avg[0].abs().max()) == 0.0  # flushed, not denormal
-
-
-@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), None])
-@pytest.mark.parametrize("where", range(4))
-def test_update_is_finite_agrees_with_torch_isfinite_and_leaves_gradients_alone(bad, where):
-    """The guard's cheap check (a foreach non-finite kernel without clipping, float reads
-    with it) decides as the plain `torch.isfinite` over loss and every gradient entry."""
-    torch.manual_seed(where)
-    params = [nn.Parameter(torch.randn(s)) for s in ((64, 4), (64,), (2, 64), (2,))]
-    for p in params:
-        p.grad = torch.randn_like(p)
-    loss = torch.tensor(0.5)
-    if bad is not None:
-        if where == 3:
-            loss = torch.tensor(bad)
-        else:
-            params[where].grad.view(-1)[1] = bad
-    grads = [p.grad.clone() for p in params]
-    plain = bool(torch.isfinite(loss)) and all(bool(torch.isfinite(g).all()) for g in grads)
-    assert update_is_finite(loss, None, params) is plain
-    assert update_is_finite(loss, grad_norm(params), params) is plain
-    for p, g in zip(params, grads, strict=True):  # bit for bit, NaNs included
-        assert torch.equal(p.grad.view(torch.int32), g.view(torch.int32))
-    assert update_is_finite(loss, None, [nn.Parameter(torch.zeros(2))]) is (
-        bad is None or where != 3
-    )
-
-
-@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
-@pytest.mark.parametrize("where", ["loss", "weight", "bias"])
-def test_a_guarded_step_with_a_non_finite_loss_or_gradient_changes_nothing(bad, where):
-    """`Adam.step(guard_loss=...)` (the Learner's guard without clipping): weights, both
-    moments and the step count bit-identical, False returned; the next finite step steps,
-    exactly as an unguarded Adam does."""
-    net, ref_net = small_net(), small_net()
-    ref_net.load_state_dict(net.state_dict())
-    opt, ref = Adam(net.parameters(), lr=1e-2), Adam(ref_net.parameters(), lr=1e-2)
-    for o, n in ((opt, net), (ref, ref_net)):
-        loss_of(n, 0).backward()
-        o.step()
-    before = {k: v.clone() for k, v in net.state_dict().items()}
-    state = opt.state_dict()
-    loss = loss_of(net, 1)
-    loss.backward()
-    if where == "loss":
-        loss = torch.tensor(bad)
-    else:
-        getattr(net[0], where).grad.view(-1)[0] = bad
-    assert opt.step(guard_loss=loss) is False
-    assert all(torch.equal(v, net.state_dict()[k]) for k, v in before.items())
-    after = opt.state_dict()
-    assert after["step"] == state["step"] == 1
-    for key in ("exp_avg", "exp_avg_sq"):
-        assert all(torch.equal(a, b) for a, b in zip(state[key], after[key], strict=True))
-    for o, n in ((opt, net), (ref, ref_net)):
-        o.zero_grad()
-        loss = loss_of(n, 2)
-        loss.backward()
-        assert o.step(guard_loss=loss) is True
-    for p, q in zip(net.parameters(), ref_net.parameters(), strict=True):
-        assert torch.equal(p, q)

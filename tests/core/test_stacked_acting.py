@@ -235,7 +235,10 @@ def test_plain_path_where_the_fast_path_does_not_apply() -> None:
     )
     assert acting_layers(sub) is None
 
-    # With autograd on, the plain path runs (its outputs reach the group's parameters).
+    # With autograd on, the plain path runs (the StackedActing is not even built); its
+    # acting forwards run without grad, as RLlib's.
     group = _group(4, {"fcnet_hiddens": [4]})
     obs, index = _rows(6, 4, 0, 6)
-    assert group.forward_exploration(obs, index)[Columns.ACTION_DIST_INPUTS].grad_fn is not None
+    out = group.forward_exploration(obs, index)[Columns.ACTION_DIST_INPUTS]
+    assert group._acting is None and out.grad_fn is None
+    torch.testing.assert_close(out, _plain(group, obs, index).detach())

@@ -290,6 +290,7 @@ def test_with_restart_and_ignore_off_the_error_names_the_runner_and_the_cause(tm
 def test_dqn_fills_its_replay_buffer_from_two_remote_runners_one_window_each():
     algo = (
         DQNConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("CartPole-v1")
         .env_runners(num_env_runners=2, rollout_fragment_length=4)
         .training(num_steps_sampled_before_learning_starts=16, train_batch_size=8, n_step=3)

@@ -595,7 +595,7 @@ def test_train_reports_module_and_agent_returns(runner_cls):
         result = algo.train()
     env_runners = result["env_runners"]
     assert sorted(env_runners["module_episode_returns_mean"]) == ["p0", "p1"]
-    assert sorted(env_runners["agent_episode_returns_mean"]) == [0, 1, 2, 3]
+    assert sorted(env_runners["agent_episode_returns_mean"]) == ["0", "1", "2", "3"]  # RLlib: str
     assert env_runners["num_agent_steps_sampled"] > env_runners["num_env_steps_sampled"]
     algo.stop()
 

@@ -263,3 +263,14 @@ def test_an_env_that_always_raises_stops_training_with_an_env_error():
     ):
         algo.train()
     algo.stop()
+
+
+def test_a_zero_d_integer_array_is_a_discrete_observation_as_in_gymnasium():
+    """PettingZoo's bundled envs (e.g. rps_v2) return Discrete observations as 0-d arrays."""
+    from rlmod.env.guards import bad_observation
+
+    space = gym.spaces.Discrete(4)
+    assert space.contains(np.array(2)) and bad_observation(space, np.array(2)) is None
+    assert bad_observation(space, np.int64(2)) is None and bad_observation(space, 2) is None
+    for bad in (np.array([2]), np.array(2.0), 2.0, "2"):
+        assert "not an int for Discrete(4)" in bad_observation(space, bad), bad

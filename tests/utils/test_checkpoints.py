@@ -443,6 +443,6 @@ def test_a_learner_only_module_round_trips_and_stays_off_env_runners(tmp_path: P
     assert _equal(icm, _weights(restored.learner_group.learner.module["icm"]))
     assert "icm" not in restored.env_runner.module_ids
     acting = MultiRLModule.from_checkpoint(path, inference_only=True)
-    assert acting.keys() == ["default_policy"]
+    assert list(acting.keys()) == ["default_policy"]
     algo.stop()
     restored.stop()

@@ -39,6 +39,26 @@ def test_window_ema_and_lifetime_sum():
     assert out["total"] == 15.0 and out["kept"] == pytest.approx((3 + 4 + 10) / 3)
 
 
+def test_a_window_moves_across_reduces_as_rllib():
+    """RLlib keeps the last `window` values at a reduce (issue 33, item 4): a windowed
+    mean is over the last `window` values logged, whichever iteration logged them."""
+    logger = MetricsLogger()
+    for x in (1.0, 2.0, 3.0):
+        logger.log_value("len", x, window=4)
+        logger.log_value("low", x, reduce="min", window=2)
+    assert logger.reduce() == {"len": 2.0, "low": 2.0}
+    logger.log_value("len", 5.0)
+    logger.log_value("len", 7.0)
+    assert logger.reduce()["len"] == (2.0 + 3.0 + 5.0 + 7.0) / 4
+    assert logger.reduce() == {"len": 4.25, "low": 2.0}  # nothing new: the same window
+    merged = MetricsLogger()  # an EnvRunner's values moved to the Algorithm keep it too
+    for x, expected in ((1.0, 1.0), (3.0, 2.0), (5.0, 4.0)):
+        runner = MetricsLogger()
+        runner.log_value("len", x, window=2)
+        merged.merge_period(runner.export_period())
+        assert merged.reduce()["len"] == expected
+
+
 def test_runner_periods_merge_into_one_logger():
     runners = [MetricsLogger(), MetricsLogger()]
     runners[0].log_value("x", 1.0, reduce="mean")

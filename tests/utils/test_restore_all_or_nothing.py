@@ -120,6 +120,7 @@ def test_a_failed_restore_puts_the_replay_buffer_back(tmp_path: Path) -> None:
     """Off-policy algorithms restore the buffer first: it is put back too."""
     config = (
         DQNConfig()
+        .reporting(min_sample_timesteps_per_iteration=0, min_time_s_per_iteration=None)
         .environment("CartPole-v1")
         .training(
             num_steps_sampled_before_learning_starts=32,

@@ -114,6 +114,12 @@ class DefaultDQNRLModule(RLModule):
     def _forward(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         return {Columns.ACTION_DIST_INPUTS: self.q(self.flat_obs(batch[Columns.OBS]))}
 
+    def _forward_inference(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
+        """The greedy actions under `actions`, as RLlib's DefaultDQNTorchRLModule, and the
+        Q-values under `action_dist_inputs` (rlmod also keeps them, e.g. for inspection)."""
+        q = self.q(self.flat_obs(batch[Columns.OBS]))
+        return {Columns.ACTION_DIST_INPUTS: q, Columns.ACTIONS: q.argmax(-1)}
+
     def _forward_exploration(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         """Epsilon-greedy: a uniformly random action with probability `epsilon`."""
         q = self.q(self.flat_obs(batch[Columns.OBS]))

@@ -69,6 +69,8 @@ class DQNConfig(OffPolicyConfig):
     setting_defaults: ClassVar[dict[str, Any]] = {
         "lr": 5e-4,
         "grad_clip": 40.0,
+        # RLlib's DQN: one train() samples at least 1000 env steps (training_step() repeats).
+        "min_sample_timesteps_per_iteration": 1000,
         # RLlib's DefaultModelConfig widths with ReLU, the usual Q-network.
         "model_config": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"},
     }

@@ -90,12 +90,14 @@ class DQNLearner(OffPolicyLearner):
             per_row = 0.5 * td_error.pow(2)
         loss = (batch[WEIGHTS] * per_row).mean()  # prioritized replay's IS correction
         self.record_td_errors(module_id, td_error)
-        self.log(
+        q_sel = q_taken.detach()
+        self.log(  # RLlib's DQN keys and meanings: statistics of Q(s, a) of the batch's actions
             module_id,
             qf_loss=loss,
-            qf_mean=q_taken.mean(),
-            qf_max=q.max(-1).values.mean(),
-            td_error_mean=td_error.abs().mean(),
+            qf_mean=q_sel.mean(),
+            qf_max=q_sel.max(),
+            qf_min=q_sel.min(),
+            td_error_mean=td_error.detach().mean(),
         )
         return loss
 

@@ -8,6 +8,7 @@ BC is MARWIL with beta=0 (rlmod.algorithms.bc), as in RLlib.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar
 
 from rlmod.algorithms import settings as s
@@ -16,12 +17,14 @@ from rlmod.algorithms.algorithm_config import AlgorithmConfig
 from rlmod.algorithms.settings import Setting
 from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.columns import ALL_MODULES
-from rlmod.core.learner_group import LearnerGroup
+from rlmod.core.learner_group import LearnerGroup, _reduce_results
 from rlmod.core.rl_module import RLModuleSpec
 from rlmod.offline.offline_data import OfflineData
 from rlmod.offline.reader import OfflineReader
 from rlmod.offline.writer import ENV_KEY
 from rlmod.utils.spaces import space_to_dict
+
+logger = logging.getLogger(__name__)
 
 
 class MARWILConfig(AlgorithmConfig):
@@ -61,6 +64,7 @@ class MARWILConfig(AlgorithmConfig):
         "lr": 1e-4,
         "train_batch_size": 2000,
         "minibatch_size": None,
+        "dataset_num_iters_per_learner": 1,
     }
 
     def get_default_rl_module_spec(self) -> RLModuleSpec:
@@ -92,6 +96,18 @@ class MARWILConfig(AlgorithmConfig):
                 f"{type(self).__name__} trains offline: set "
                 "config.offline_data(input_=...) to recorded episodes (a directory, file, "
                 "glob or list of Parquet files written by rlmod)."
+            )
+        if self.dataset_num_iters_per_learner is None:
+            raise ValueError(
+                "offline_data(dataset_num_iters_per_learner=None): RLlib's 'a whole pass over "
+                "each Learner's data per train()' is not offered by rlmod; give the number "
+                "of updates per train() (e.g. 1, the default)."
+            )
+        if self.input_read_method is None and (self.map_batches_kwargs or self.iter_batches_kwargs):
+            logger.warning(
+                "offline_data(map_batches_kwargs=..., iter_batches_kwargs=...) tune Ray Data "
+                "reading; rlmod reads in-process unless input_read_method='read_parquet', so "
+                "they are not used."
             )
 
 
@@ -149,19 +165,24 @@ class MARWIL(Algorithm):
     def training_step(self) -> dict[str, Any]:
         """Read a batch per module, update the Learner(s); there are no EnvRunners to sync.
         With Ray Data (`input_read_method="read_parquet"`) each Learner reads its own."""
-        timesteps = {"num_env_steps_sampled_lifetime": self._num_rows_trained}
-        if self.offline_data.on_learners:
-            with self._timer("learn_time_s"):
-                results, rows = self.offline_data.update_on_learners(
-                    self.learner_group, timesteps=timesteps
-                )
-        else:
-            with self._timer("read_time_s"):
-                batches = self.offline_data.sample()
-            with self._timer("learn_time_s"):
-                results = self.learner_group.update([batches], timesteps=timesteps)
-            rows = OfflineData.num_rows(batches)
-        self._num_rows_trained += rows
+        all_results = []
+        for _ in range(self.config.dataset_num_iters_per_learner or 1):
+            timesteps = {"num_env_steps_sampled_lifetime": self._num_rows_trained}
+            if self.offline_data.on_learners:
+                with self._timer("learn_time_s"):
+                    results, rows = self.offline_data.update_on_learners(
+                        self.learner_group, timesteps=timesteps
+                    )
+            else:
+                with self._timer("read_time_s"):
+                    batches = self.offline_data.sample()
+                with self._timer("learn_time_s"):
+                    results = self.learner_group.update([batches], timesteps=timesteps)
+                rows = OfflineData.num_rows(batches)
+            self._num_rows_trained += rows
+            all_results.append(results)
+        # dataset_num_iters_per_learner updates: their means, counts summed (as over Learners).
+        results = all_results[0] if len(all_results) == 1 else _reduce_results(all_results)
         results.setdefault(ALL_MODULES, {})["num_env_steps_trained_lifetime"] = (
             self._num_rows_trained
         )

@@ -59,7 +59,7 @@ class PPOLearnerWithCuriosity(PPOLearner):
             raise KeyError(
                 f"{type(self).__name__} needs the modules {DEFAULT_MODULE_ID!r} and "
                 f"{RLLIB_ICM_MODULE_ID!r} (or {ICM_MODULE_ID!r}) in rl_module_spec; the "
-                f"Learner holds {self.module.keys()[:10]}."
+                f"Learner holds {list(self.module.keys())[:10]}."
             )
         icm = self.module[icm_id]
         if hasattr(icm, "config") and dataclasses.is_dataclass(icm.config):

@@ -120,7 +120,7 @@ class PPOLearner(Learner):
 
     def after_gradient_based_update(self, *, timesteps: Mapping[str, int]) -> None:
         """Adapts each module's KL coefficient towards `kl_target` (PPO paper, sec. 4)."""
-        for mid in [*self._logged, *self._group_means]:
+        for mid in self.trained_module_ids:
             config = self.config.get_config_for_module(mid)
             if not config.use_kl_loss:
                 continue

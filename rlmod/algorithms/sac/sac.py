@@ -22,10 +22,19 @@ def _target_entropy(v: Any) -> Any:
     return float(v)
 
 
+def _sac_lr(v: Any) -> Any:
+    if v is not None:
+        raise Invalid(
+            "SAC has one learning rate per part, as RLlib's SACConfig: set actor_lr, "
+            "critic_lr and alpha_lr (RLlib's defaults 3e-5, 3e-4, 3e-4) and leave lr None."
+        )
+    return v
+
+
 class SACConfig(OffPolicyConfig):
-    """SAC's settings; names and defaults follow RLlib's SACConfig, except one `lr` for
-    actor, critics and temperature (Stable-Baselines3's choice; RLlib has actor_lr,
-    critic_lr and alpha_lr).
+    """SAC's settings; names and defaults follow RLlib's SACConfig: `actor_lr`,
+    `critic_lr`, `alpha_lr` (3e-5, 3e-4, 3e-4; each a number or a schedule) for the policy,
+    the critics and the temperature, and `lr` None (setting it is refused, as in RLlib).
 
     Example:
         >>> from rlmod.algorithms.sac import SACConfig
@@ -34,6 +43,30 @@ class SACConfig(OffPolicyConfig):
         (True, 'auto', 0.005)
     """
 
+    lr = Setting(
+        None,
+        section="training",
+        check=_sac_lr,
+        doc="Not used by SAC (None, as RLlib's): see actor_lr, critic_lr and alpha_lr.",
+    )
+    actor_lr = Setting(
+        3e-5,
+        section="training",
+        check=s.schedule_or_number(),
+        doc="Learning rate (or schedule) of the policy, RLlib's default 3e-5.",
+    )
+    critic_lr = Setting(
+        3e-4,
+        section="training",
+        check=s.schedule_or_number(),
+        doc="Learning rate (or schedule) of the Q-networks (both with twin_q), 3e-4.",
+    )
+    alpha_lr = Setting(
+        3e-4,
+        section="training",
+        check=s.schedule_or_number(),
+        doc="Learning rate (or schedule) of the entropy temperature (log alpha), 3e-4.",
+    )
     twin_q = Setting(
         True,
         section="training",
@@ -60,11 +93,13 @@ class SACConfig(OffPolicyConfig):
     )
 
     setting_defaults: ClassVar[dict[str, Any]] = {
-        "lr": 3e-4,
         "train_batch_size": 256,
         "tau": 5e-3,
         "target_network_update_freq": 0,
         "num_steps_sampled_before_learning_starts": 1500,
+        # RLlib's SAC: one train() samples at least 100 env steps and lasts at least 1 s.
+        "min_sample_timesteps_per_iteration": 100,
+        "min_time_s_per_iteration": 1,
         "replay_buffer_config": {
             "type": "PrioritizedEpisodeReplayBuffer",
             "capacity": 1_000_000,

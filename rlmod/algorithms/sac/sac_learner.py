@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from rlmod.algorithms.off_policy import OffPolicyLearner
+from rlmod.algorithms.sac.default_sac_rl_module import DefaultSACRLModule
 from rlmod.core.columns import Columns
 from rlmod.core.distributions import TanhGaussian
 from rlmod.replay import N_STEP, WEIGHTS
@@ -52,6 +53,28 @@ class SACLearner(OffPolicyLearner):
     parts move disjoint parameters: critics, actor, temperature."""
 
     config: SACConfig
+
+    def optimizer_groups(
+        self, module_id: str, config: Any
+    ) -> dict[str, tuple[tuple[str, ...], Any]] | None:
+        """RLlib's SAC optimizers: "policy" (actor_lr), "qf" and "qf_twin" (critic_lr),
+        "alpha" (alpha_lr); results say `policy_learning_rate` etc. Adam is per element,
+        so one Adam with these groups steps exactly as RLlib's separate optimizers (apart
+        from RLlib's eps=1e-7 for alpha; gradient clipping stays per module)."""
+        assert self.module is not None
+        module = self.module[module_id]
+        if not isinstance(module, DefaultSACRLModule):
+            # e.g. a learner-only ICM beside it: one optimizer at critic_lr (SAC's lr is
+            # None), reported as default_optimizer_learning_rate
+            return {"default_optimizer": (("",), config.critic_lr)}
+        groups: dict[str, tuple[tuple[str, ...], Any]] = {
+            "qf": (("qf.",), config.critic_lr),
+            "policy": (("pi_encoder.", "pi."), config.actor_lr),
+            "alpha": (("alpha.",), config.alpha_lr),
+        }
+        if module.twin_q:
+            groups["qf_twin"] = (("qf_twin.",), config.critic_lr)
+        return groups
 
     def compute_loss_for_module(
         self,
@@ -123,15 +146,24 @@ class SACLearner(OffPolicyLearner):
         alpha_loss = -(log_alpha * (target_entropy - entropy.detach())).mean()
         td_error = (q_preds[0] - targets).detach()
         self.record_td_errors(module_id, td_error)
+        q0 = q_preds[0].detach()
+        # RLlib's SAC keys: policy_loss, qf_loss (rlmod: both critics' sum), alpha_loss,
+        # alpha_value, log_alpha_value, target_entropy, logps (mean log pi of the policy's
+        # actions), qf_mean/max/min (first critic, on the batch's actions), td_error_mean.
         self.log(
             module_id,
-            critic_loss=critic_loss,
-            actor_loss=actor_loss,
+            policy_loss=actor_loss,
+            qf_loss=critic_loss,
             alpha_loss=alpha_loss,
             alpha_value=alpha,
+            log_alpha_value=log_alpha.detach().clone(),  # logged lazily: not a view
+            target_entropy=torch.tensor(target_entropy),
+            logps=-entropy.detach().mean(),
             entropy=entropy.mean(),
-            qf_mean=q_preds[0].mean(),
-            td_error_mean=td_error.abs().mean(),
+            qf_mean=q0.mean(),
+            qf_max=q0.max(),
+            qf_min=q0.min(),
+            td_error_mean=td_error.mean(),
         )
         assert isinstance(critic_loss, torch.Tensor)
         return critic_loss + actor_loss + alpha_loss

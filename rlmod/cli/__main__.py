@@ -1,0 +1,7 @@
+"""`python -m rlmod.cli ...`, the same as the `rlmod` command."""
+
+import sys
+
+from rlmod.cli import main
+
+sys.exit(main())
