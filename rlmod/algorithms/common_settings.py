@@ -107,7 +107,7 @@ class CommonSettings:
         check=s.callable_or_none,
         doc=(
             "EnvRunner class (RLlib's name); None picks SingleAgentEnvRunner, or for "
-            "multi-agent configs ReferenceMultiAgentEnvRunner (plain, as fast for up to 16 "
+            "multi-agent configs ReferenceMultiAgentEnvRunner (plain, as fast for up to 10 "
             "agents x sub-envs) or MultiAgentEnvRunner (vectorized) by "
             "rlmod.env.env_runner_group.default_multi_agent_runner_cls."
         ),

@@ -419,13 +419,15 @@ class _RemoteEnvRunnerState(Checkpointable):
         }
 
 
-PLAIN_RUNNER_MAX_AGENT_SLOTS = 16
+PLAIN_RUNNER_MAX_AGENT_SLOTS = 10
 """Up to this many agents x sub-envs (`len(possible_agents) * num_envs_per_env_runner`) the
-plain ReferenceMultiAgentEnvRunner is the default multi-agent EnvRunner: it samples as
-fast as the vectorized MultiAgentEnvRunner or faster there (reference / vectorized env
-steps/s on MultiAgentCartPole, one module per agent / one shared: 1.35 / 1.39 at 2
-agents x envs, 1.03 / 0.99 at 16, 0.91 / 0.83 at 32, 0.17 / 0.24 at 800; 2-core Intel Xeon,
-2026-12-07, `benchmarks/investigations/multi_agent_runners.py --rounds 7 --steps 64`)."""
+plain ReferenceMultiAgentEnvRunner is the default multi-agent EnvRunner: there it samples
+as fast as the vectorized MultiAgentEnvRunner or faster. Reference / vectorized env steps/s
+on MultiAgentCartPole, one module per agent / one shared module: 1.27 / 1.28 at 2 agents x
+envs, 1.04 / 1.06 at 8, 1.08 / 0.99 at 10, 1.18 / 0.88 (2 x 8) and 1.08 / 0.83 (4 x 4) at
+16, 0.93 / 0.56 at 32, 0.17 / 0.21 at 800 (2-core Intel Xeon, 2026-12-07, commit a3adf46,
+`benchmarks/investigations/multi_agent_runners.py --agents 2 4 10 100 --num-envs 1 4 8
+--rounds 7`)."""
 
 
 def default_multi_agent_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
@@ -434,7 +436,7 @@ def default_multi_agent_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
     sub-envs unless a setting needs the vectorized one (recording, restarting failed envs,
     episode callbacks); else MultiAgentEnvRunner. Counts the agents on one env made here
     (closed again); an env that fails to make gets MultiAgentEnvRunner, which names why."""
-    from rlmod.env.multi_agent_env import make_multi_agent_env
+    from rlmod.env.multi_agent_env import multi_agent_env_from
     from rlmod.env.multi_agent_env_runner import MultiAgentEnvRunner
     from rlmod.env.multi_agent_reference_runner import (
         ReferenceMultiAgentEnvRunner,
@@ -444,7 +446,7 @@ def default_multi_agent_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
     if unsupported_features(config):
         return MultiAgentEnvRunner
     try:
-        env = make_multi_agent_env(config.env, config.env_config)
+        env = multi_agent_env_from(config.env, config.env_config)
     except Exception:  # noqa: BLE001 - the runner makes it again and raises with context
         return MultiAgentEnvRunner
     num_agents = len(env.possible_agents)

@@ -216,7 +216,7 @@ def _preview(ids: list[AgentID], limit: int = 8) -> str:
     return f"[{shown}{', ...' if len(ids) > limit else ''}] ({len(ids)} in all)"
 
 
-def make_multi_agent_env(env: object, env_config: dict | None = None) -> MultiAgentEnv:
+def multi_agent_env_from(env: object, env_config: dict | None = None) -> MultiAgentEnv:
     """One MultiAgentEnv from `config.env` (see rlmod.env.registry.make_env); a TypeError
     with the fix when it makes something else (the multi-agent EnvRunners' first check)."""
     from rlmod.env.registry import make_env

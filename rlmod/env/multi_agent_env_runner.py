@@ -75,7 +75,7 @@ from rlmod.env.episodes import EpisodeInfo, MultiAgentEpisode, chunk_start
 from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import ModuleGroups
 from rlmod.env.module_spaces import ModuleSpaces
-from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv, make_multi_agent_env
+from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv, multi_agent_env_from
 from rlmod.env.multi_agent_metrics import EpisodeStats
 from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
 from rlmod.env.multi_agent_rows import (
@@ -227,7 +227,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self.num_agent_steps_sampled_lifetime = 0
 
     def _make_env(self) -> MultiAgentEnv:
-        return make_multi_agent_env(self.config.env, self.config.env_config)
+        return multi_agent_env_from(self.config.env, self.config.env_config)
 
     # ------------------------------------------------------------------ spaces
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:

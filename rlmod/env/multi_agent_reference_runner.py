@@ -54,7 +54,7 @@ from rlmod.env.module_spaces import ModuleSpaces
 from rlmod.env.multi_agent_env import (
     ALL_AGENTS,
     AgentID,
-    make_multi_agent_env,
+    multi_agent_env_from,
     unknown_agent_error,
 )
 from rlmod.env.multi_agent_metrics import EpisodeStats
@@ -110,7 +110,7 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
             )
         self.num_envs = config.num_envs_per_env_runner
         self.envs = [
-            make_multi_agent_env(config.env, config.env_config) for _ in range(self.num_envs)
+            multi_agent_env_from(config.env, config.env_config) for _ in range(self.num_envs)
         ]
         for env in self.envs:
             self.callbacks.call(

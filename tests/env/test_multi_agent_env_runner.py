@@ -605,8 +605,8 @@ def test_train_reports_module_and_agent_returns(runner_cls):
     ("num_agents", "num_envs", "expected"),
     [
         (2, 1, ReferenceMultiAgentEnvRunner),
-        (4, 4, ReferenceMultiAgentEnvRunner),  # 16 agents x envs: the threshold
-        (4, 5, MultiAgentEnvRunner),
+        (10, 1, ReferenceMultiAgentEnvRunner),  # 10 agents x envs: the threshold
+        (4, 4, MultiAgentEnvRunner),
         (100, 1, MultiAgentEnvRunner),
     ],
 )
