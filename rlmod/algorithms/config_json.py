@@ -37,6 +37,18 @@ MUST_PASS = "__must_pass__"
 """Tag of a callable that had no import path when saved (a lambda, a closure): loading
 asks the caller to pass it again."""
 
+_TAGS = frozenset(
+    {
+        "__space__",
+        "__rl_module_spec__",
+        "__multi_rl_module_spec__",
+        "__set__",
+        "__import__",
+        MUST_PASS,
+    }
+)
+"""The keys `decode_setting` reads a one-key dict by."""
+
 
 def encode_setting(value: Any, setting: str, *, allow_unnamed: bool = False) -> Any:
     """A setting's value as JSON: classes and functions by import path, spaces, specs and
@@ -60,6 +72,12 @@ def encode_setting(value: Any, setting: str, *, allow_unnamed: bool = False) -> 
     if isinstance(value, set | frozenset):
         return {"__set__": sorted(encode_setting(v, setting) for v in value)}
     if isinstance(value, Mapping):
+        if len(value) == 1 and next(iter(value)) in _TAGS:
+            # read back, it would be taken for the tagged value (a set, an import, ...)
+            raise ValueError(
+                f"{setting} is a dict with the one key {next(iter(value))!r}, which settings "
+                "stored as JSON reserve for their own tags; it cannot be stored."
+            )
         return {
             str(k): encode_setting(v, f"{setting}[{k!r}]", allow_unnamed=allow_unnamed)
             for k, v in value.items()

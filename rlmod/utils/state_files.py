@@ -67,6 +67,12 @@ def flatten_state(state: Any, prefix: str = "") -> tuple[Any, dict[str, torch.Te
             for k in value:
                 if not isinstance(k, str):
                     raise TypeError(f"State key {k!r} at {path or '/'} is not a string.")
+            if len(value) == 1 and next(iter(value)) in (_TENSOR, _NDARRAY):
+                # read back, it would be taken for a reference to a stored array
+                raise TypeError(
+                    f"State dict at {path or '/'} has the one key {next(iter(value))!r}, "
+                    "which state files reserve for array references."
+                )
             return {
                 k: walk(v, f"{path}/{_escape(k)}" if path else _escape(k)) for k, v in value.items()
             }
