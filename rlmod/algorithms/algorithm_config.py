@@ -41,11 +41,17 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AlgorithmConfig", "call_connector_factory", "default_policy_mapping_fn"]
+__all__ = ["AlgorithmConfig", "call_connector_factory", "default_policy_mapping_fn", "dict_key"]
 
 _DICT_KEYS = {"train_batch_size_per_learner": "_train_batch_size_per_learner"}
 """Settings `to_dict()` stores under RLlib's key (its raw field), not the setting's name."""
 _FROM_DICT_KEYS = {v: k for k, v in _DICT_KEYS.items()}
+
+
+def dict_key(name: str) -> str:
+    """The key under which `AlgorithmConfig.to_dict()` stores setting `name`."""
+    return _DICT_KEYS.get(name, name)
+
 
 _UNSET: Any = NOT_PROVIDED
 """Marks an argument the caller did not pass (None is a meaningful value)."""
@@ -692,9 +698,7 @@ class AlgorithmConfig(CommonSettings):
         (checkpoints), where it is stored as "must be passed at load".
         """
         return {
-            _DICT_KEYS.get(name, name): encode_setting(
-                self.__dict__[name], name, allow_unnamed=allow_unnamed
-            )
+            dict_key(name): encode_setting(self.__dict__[name], name, allow_unnamed=allow_unnamed)
             for name in self.settings()
         }  # as set: derived settings stay None
 

@@ -1,7 +1,7 @@
 """TrainAlone: one module as a Learner trains it alone, with its Adam, logs and early stop.
 
 The M = 1 counterpart of TrainStack (rlmod.core.learner_stacks): both are step units of
-`NonFiniteGuard.step` (rlmod.core.update_guard), so the guard, clipping and the logs a
+`NonFiniteGuard.check` (rlmod.core.update_guard), so the guard, clipping and the logs a
 skipped minibatch drops are written once. What the loss logs for this minibatch waits in
 `pending` until the step decides whether the module stepped (`commit`).
 """

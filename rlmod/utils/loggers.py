@@ -186,15 +186,18 @@ def config_to_jsonable(config: Any) -> dict[str, Any]:
         return config.to_dict()
     except ValueError:
         pass
+    from rlmod.algorithms.algorithm_config import dict_key
+
     out: dict[str, Any] = {}
     skipped: list[str] = []
     for name in config.settings():
         probe = type(config)()  # fresh defaults are JSON-able; test this one setting alone
+        key = dict_key(name)  # as to_dict() names it
         try:
             setattr(probe, name, getattr(config, name))
-            out[name] = probe.to_dict()[name]
+            out[key] = probe.to_dict()[key]
         except (ValueError, TypeError):
-            out[name] = {"__repr__": repr(getattr(config, name))}
+            out[key] = {"__repr__": repr(getattr(config, name))}
             skipped.append(name)
     logger.warning(
         "The settings %s cannot be stored as JSON (a lambda or local function/class?), so "
