@@ -71,9 +71,8 @@ def test_a_file_in_place_of_the_checkpoint(tmp_path: Path) -> None:
 
 def test_integer_weights_are_refused_not_cast(ck: Path) -> None:
     """A float weight stored as int64 was cast silently (its fractions lost)."""
-    directory = ck / "learner_group" / "learner" / "rl_module"
-    state = read_state(directory)
-    state["default_policy"] = {k: v.to(torch.int64) for k, v in state["default_policy"].items()}
+    directory = ck / "learner_group" / "learner" / "rl_module" / "default_policy"
+    state = {k: v.to(torch.int64) for k, v in read_state(directory).items()}
     for name in ("state.json", "state.safetensors"):
         os.remove(directory / name)
     write_state(directory, state)

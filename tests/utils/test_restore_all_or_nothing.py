@@ -239,9 +239,9 @@ def _pendulum() -> PPOConfig:
 
 
 def _nan_biases(checkpoint: Path) -> None:
-    module_dir = checkpoint / LEARNER / "rl_module"
+    module_dir = checkpoint / LEARNER / "rl_module" / "default_policy"
     state = read_state(module_dir)
-    for name, tensor in state["default_policy"].items():
+    for name, tensor in state.items():
         if name.endswith("bias"):
             tensor[:] = float("nan")
     for file in ("state.json", "state.safetensors"):
