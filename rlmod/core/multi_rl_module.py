@@ -327,7 +327,7 @@ class MultiRLModule(nn.Module, Checkpointable):
                 f"Cannot restore module {name!r}: this MultiRLModule has no such module."
                 f"{did_you_mean(name, self.keys())}"
             )
-        if "module_spec" in read_metadata(path):  # RLlib's way: the module's own directory
+        if path.is_dir() and "module_spec" in read_metadata(path):  # the module's own dir
             directory, mid = path, None
         else:
             directory, mid = locate_module_checkpoint(path, name)
