@@ -30,7 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from rlmod.errors import CheckpointError
-from rlmod.utils.checkpoints import METADATA_FILE, read_metadata
+from rlmod.utils.checkpoints import METADATA_FILE, StateDict, read_metadata
+from rlmod.utils.state_files import STATE_JSON, STATE_TENSORS, read_state
 
 _PLAIN = re.compile(r"[A-Za-z0-9_-]+")
 _MAX_NAME = 200
@@ -87,6 +88,18 @@ def stored_module_spec(module_dir: Path) -> dict[str, object] | None:
     None if it holds none."""
     spec = read_metadata(module_dir).get("module_spec")
     return spec if isinstance(spec, dict) else None
+
+
+def read_module_state(module_dir: Path) -> StateDict:
+    """The weights in a module directory of a MultiRLModule checkpoint (metadata checked
+    first). Saves always write its `state.safetensors`, so one missing is named."""
+    read_metadata(module_dir)
+    if not (module_dir / STATE_TENSORS).exists() and not (module_dir / STATE_JSON).exists():
+        raise CheckpointError(
+            f"{module_dir / STATE_TENSORS} is missing: the module's weights are gone, the "
+            "checkpoint is incomplete. Copy the file back from the checkpoint it came from."
+        )
+    return read_state(module_dir)
 
 
 def make_module_dir(directory: Path, module_id: str) -> Path:

@@ -20,6 +20,7 @@ from rlmod.core.module_checkpoint import (
     make_module_dir,
     module_dir_name,
     module_directory,
+    read_module_state,
     stored_module_ids,
     stored_module_spec,
 )
@@ -259,9 +260,7 @@ class MultiRLModule(nn.Module, Checkpointable):
             return read_state(path)
         state: StateDict = {}
         for mid in ids:
-            sub = module_directory(path, mid)
-            read_metadata(sub)
-            state[mid] = read_state(sub)
+            state[mid] = read_module_state(module_directory(path, mid))
         return state
 
     @classmethod
@@ -295,7 +294,7 @@ class MultiRLModule(nn.Module, Checkpointable):
                     trusted_modules=trusted_modules,
                 )
                 modules[mid] = spec.build()
-                modules[mid].load_checkpoint_state(read_state(sub), sub)
+                modules[mid].load_checkpoint_state(read_module_state(sub), sub)
             return cls(modules)
         # A checkpoint from before module directories: one weights file, keys per module.
         specs = meta.get("module_specs")

@@ -59,11 +59,8 @@ def test_a_copied_module_folder_loads_alone_and_acts_the_same(
 ) -> None:
     module_dir = two_modules / MODULES / "p1"
     assert module_dir.is_dir()
-    assert {p.name for p in module_dir.iterdir()} == {
-        "metadata.json",
-        "state.json",
-        "state.safetensors",
-    }
+    # Its spec (JSON) and its weights (safetensors, no state.json: the state is only tensors)
+    assert {p.name for p in module_dir.iterdir()} == {"metadata.json", "state.safetensors"}
     deployed = Path(shutil.copytree(module_dir, tmp_path / "deployed_p1"))
     copy = RLModule.from_checkpoint(deployed)
     from_root = RLModule.from_checkpoint(two_modules, module_id="p1")

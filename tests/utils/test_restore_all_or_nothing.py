@@ -244,8 +244,7 @@ def _nan_biases(checkpoint: Path) -> None:
     for name, tensor in state.items():
         if name.endswith("bias"):
             tensor[:] = float("nan")
-    for file in ("state.json", "state.safetensors"):
-        os.remove(module_dir / file)
+    os.remove(module_dir / "state.safetensors")  # a module's weights: its only state file
     write_state(module_dir, state)
 
 
