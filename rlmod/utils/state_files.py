@@ -127,10 +127,11 @@ def write_safetensors(path: Path, tensors: Mapping[str, torch.Tensor]) -> None:
 
 def write_json(path: Path, data: Any, *, indent: int | None = None) -> None:
     """Writes JSON (flushed to disk with its directory by `checkpoints.atomic_directory`).
-    Compact by default: with `indent`, json falls back from its C
-    encoder to Python and takes 5x as long on 1,000 modules' metadata."""
+    Compact by default, encoded by `json.dumps` in one piece: `json.dump` (and any
+    `indent`) runs json's pure-Python encoder, 3x as slow on a checkpoint's metadata."""
+    text = json.dumps(data, indent=indent, separators=None if indent else (",", ":"))
     with open(path, "w") as f:
-        json.dump(data, f, indent=indent, separators=None if indent else (",", ":"))
+        f.write(text)
 
 
 def read_json(path: Path, *, expect: type = dict) -> Any:
