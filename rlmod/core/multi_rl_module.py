@@ -551,8 +551,8 @@ def locate_module_checkpoint(
     `path` may be a single module's checkpoint (e.g. `.../rl_module/<module_id>`, or one
     copied out of it), a MultiRLModule's (`.../rl_module`), or an Algorithm checkpoint's
     root. In checkpoints written before modules had directories (see
-    rlmod/core/module_checkpoint.py), `.../rl_module/<module_id>` is not on disk: it names a key
-    prefix in the one weights file, returned with its module ID.
+    rlmod/core/module_checkpoint.py), `.../rl_module/<module_id>` is not on disk: it
+    names a key prefix in the one weights file, returned with its module ID.
     """
     path = Path(path)
     if not path.exists() and path.parent.is_dir() and (path.parent / METADATA_FILE).exists():
