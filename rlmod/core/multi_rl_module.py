@@ -16,14 +16,29 @@ import torch
 from torch import nn
 
 from rlmod.core.columns import DEFAULT_MODULE_ID
+from rlmod.core.module_checkpoint import (
+    make_module_dir,
+    module_dir_name,
+    module_directory,
+    read_module_state,
+    stored_module_ids,
+    stored_module_spec,
+)
 from rlmod.core.rl_module import RLModule, RLModuleSpec, spec_from_metadata
 from rlmod.core.types import Array, Components, TensorDict
 from rlmod.errors import CheckpointError, UnknownModuleIDError
-from rlmod.utils.checkpoints import METADATA_FILE, Checkpointable, read_metadata, select_components
+from rlmod.utils.checkpoints import (
+    METADATA_FILE,
+    Checkpointable,
+    StateDict,
+    read_metadata,
+    select_components,
+    write_metadata,
+)
 from rlmod.utils.gc_pause import gc_paused
 from rlmod.utils.naming import did_you_mean, import_path
 from rlmod.utils.spaces import space_from_dict, space_to_dict
-from rlmod.utils.state_files import read_json, read_state
+from rlmod.utils.state_files import read_state
 
 ModuleID = str
 
@@ -219,13 +234,34 @@ class MultiRLModule(nn.Module, Checkpointable):
         return {mid: self[mid].get_state(inference_only=inference_only) for mid in ids}
 
     def get_metadata(self) -> dict[str, object]:
-        """Every module's spec, so each one can be rebuilt (and loaded) alone."""
-        return {
-            "module_specs": {
-                mid: RLModuleSpec.from_module(m).to_dict(allow_unnamed=True)
-                for mid, m in self.items()
-            }
-        }
+        """The module IDs; each module's spec is in its own directory's metadata.json."""
+        return {"module_ids": list(self.keys())}
+
+    def _save_into(self, directory: Path, state: StateDict) -> None:
+        """Each module's weights and spec in a directory of its own (`<module_id>/`, a
+        checkpoint `RLModule.from_checkpoint` loads alone, as in RLlib), then the IDs."""
+        names = []
+        for mid, module_state in state.items():
+            if mid not in self._rl_modules:
+                raise CheckpointError(
+                    f"Cannot save module {mid!r}: the state names it, but this MultiRLModule "
+                    f"has no such module.{did_you_mean(mid, self.keys())}"
+                )
+            sub = make_module_dir(directory, mid)
+            self[mid]._save_into(sub, module_state)
+            names.append(sub.name)
+        write_metadata(directory, type(self), names, {"module_ids": list(state)})
+
+    def _read_state(self, path: Path) -> StateDict:
+        """Every stored module's weights, from its own directory (or, for a checkpoint
+        written before modules had directories, from the one shared weights file)."""
+        ids = stored_module_ids(path, read_metadata(path))
+        if ids is None:
+            return read_state(path)
+        state: StateDict = {}
+        for mid in ids:
+            state[mid] = read_module_state(module_directory(path, mid))
+        return state
 
     @classmethod
     def from_checkpoint(
@@ -242,6 +278,25 @@ class MultiRLModule(nn.Module, Checkpointable):
         if (directory / "learner_group" / "learner" / "rl_module").is_dir():
             directory = directory / "learner_group" / "learner" / "rl_module"
         meta = read_metadata(directory)
+        ids = stored_module_ids(directory, meta)
+        if ids is not None:
+            modules = {}
+            for mid in ids:
+                sub = module_directory(directory, mid)
+                stored = stored_module_spec(sub)
+                if inference_only and stored is not None and stored.get("learner_only"):
+                    continue
+                spec = spec_from_metadata(
+                    stored,
+                    file=sub / METADATA_FILE,
+                    module_id=mid,
+                    inference_only=inference_only,
+                    trusted_modules=trusted_modules,
+                )
+                modules[mid] = spec.build()
+                modules[mid].load_checkpoint_state(read_module_state(sub), sub)
+            return cls(modules)
+        # A checkpoint from before module directories: one weights file, keys per module.
         specs = meta.get("module_specs")
         if not isinstance(specs, dict):
             raise CheckpointError(f"{directory / METADATA_FILE}: no 'module_specs' dict.")
@@ -271,9 +326,13 @@ class MultiRLModule(nn.Module, Checkpointable):
                 f"Cannot restore module {name!r}: this MultiRLModule has no such module."
                 f"{did_you_mean(name, self.keys())}"
             )
-        directory, mid = locate_module_checkpoint(path, name)
-        read_metadata(directory)
-        self[name].set_state(read_state(directory, select=[mid or name])[mid or name])
+        if path.is_dir() and "module_spec" in read_metadata(path):  # the module's own dir
+            directory, mid = path, None
+        else:
+            directory, mid = locate_module_checkpoint(path, name)
+            read_metadata(directory)
+        stored = read_state(directory) if mid is None else read_state(directory, select=[mid])[mid]
+        self[name].set_state(stored)
 
     def set_state(self, state: Mapping[ModuleID, Mapping[str, torch.Tensor | Array]]) -> None:
         """Loads the modules named in `state`; the others stay as they are."""
@@ -486,11 +545,14 @@ class MultiRLModuleSpec:
 def locate_module_checkpoint(
     path: str | Path, module_id: ModuleID | None
 ) -> tuple[Path, ModuleID | None]:
-    """(directory, module ID) of one module's weights in a checkpoint.
+    """(directory, module ID) of one module's weights in a checkpoint: module ID None
+    when the directory is that module's own checkpoint.
 
-    `path` may be a single module's checkpoint (module ID None), a MultiRLModule's
-    (`.../rl_module`), RLlib's per-module path (`.../rl_module/<module_id>`, a key prefix in
-    the one weights file here), or an Algorithm checkpoint's root.
+    `path` may be a single module's checkpoint (e.g. `.../rl_module/<module_id>`, or one
+    copied out of it), a MultiRLModule's (`.../rl_module`), or an Algorithm checkpoint's
+    root. In checkpoints written before modules had directories (see
+    rlmod/core/module_checkpoint.py), `.../rl_module/<module_id>` is not on disk: it
+    names a key prefix in the one weights file, returned with its module ID.
     """
     path = Path(path)
     if not path.exists() and path.parent.is_dir() and (path.parent / METADATA_FILE).exists():
@@ -500,10 +562,13 @@ def locate_module_checkpoint(
         raise CheckpointError(f"Checkpoint directory {path} does not exist.")
     if root_modules.is_dir():
         path = root_modules
-    meta = read_json(path / METADATA_FILE)
+    meta = read_metadata(path)
+    ids = stored_module_ids(path, meta)
+    if ids is not None:
+        return _locate_module_dir(path, ids, module_id), None
     specs = meta.get("module_specs")
     if specs is None:
-        if module_id is not None:
+        if module_id is not None and module_dir_name(module_id) != path.name:
             raise CheckpointError(
                 f"{path} holds a single module; module_id={module_id!r} does not apply."
             )
@@ -528,3 +593,28 @@ def locate_module_checkpoint(
             f"Modules: {sorted(specs)[:10]}"
         )
     return path, module_id
+
+
+def _locate_module_dir(path: Path, ids: list[ModuleID], module_id: ModuleID | None) -> Path:
+    """The directory of `module_id` (default: `default_policy`, else the only module that
+    acts) in the MultiRLModule checkpoint `path` that stores modules `ids`."""
+    if module_id is None:
+        if DEFAULT_MODULE_ID in ids:
+            module_id = DEFAULT_MODULE_ID
+        else:
+            acting = [
+                m
+                for m in ids
+                if not (stored_module_spec(module_directory(path, m)) or {}).get("learner_only")
+            ]
+            if len(acting) != 1:
+                raise CheckpointError(
+                    f"{path} holds modules {sorted(ids)[:10]}; say which one with module_id=..."
+                )
+            module_id = acting[0]
+    if module_id not in ids:
+        raise UnknownModuleIDError(
+            f"{path} has no module {module_id!r}.{did_you_mean(str(module_id), ids)} "
+            f"Modules: {sorted(ids)[:10]}"
+        )
+    return module_directory(path, module_id)

@@ -25,12 +25,14 @@ from rlmod.core.distributions import (
 )
 from rlmod.core.types import Array, Components, ModelConfig, TensorDict
 from rlmod.errors import CheckpointError
-from rlmod.utils.checkpoints import Checkpointable, read_metadata
+from rlmod.utils.checkpoints import Checkpointable, StateDict, read_metadata
 from rlmod.utils.naming import import_path
 from rlmod.utils.spaces import space_from_dict, space_to_dict
-from rlmod.utils.state_files import read_state
+from rlmod.utils.state_files import read_state, write_tensors
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rlmod.core.multi_rl_module import MultiRLModule, MultiRLModuleSpec
 
 
@@ -209,6 +211,14 @@ class RLModule(nn.Module, Checkpointable):
 
     def get_metadata(self) -> dict[str, object]:
         return {"module_spec": RLModuleSpec.from_module(self).to_dict(allow_unnamed=True)}
+
+    def _write_own_state(self, directory: Path, state: StateDict) -> None:
+        """Weights alone as `state.safetensors` (no `state.json`) when the state is only
+        tensors, as `get_state` returns it: one file fewer per module in a checkpoint."""
+        if all(isinstance(v, torch.Tensor) for v in state.values()):
+            write_tensors(directory, state)
+        else:
+            super()._write_own_state(directory, state)
 
     @classmethod
     def from_checkpoint(

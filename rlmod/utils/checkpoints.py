@@ -8,8 +8,9 @@ per component, laid out by the component tree, e.g. for an Algorithm:
     metadata.json                    format version, class (import path), counters
     algorithm_config.json            the config, classes and functions by import path
     state.json, state.safetensors    the component's own state (see state_files.py)
-    learner_group/learner/rl_module/ all modules in one safetensors file, keys per module,
-                                     their specs in metadata.json; one module loads alone
+    learner_group/learner/rl_module/ the module IDs in metadata.json, and one directory
+                                     per module (`<module_id>/`, see module_checkpoint.py):
+                                     its weights and spec, a checkpoint of its own
     learner_group/learner/optimizer/ optimizer moments and step counts, keys per module
     env_runner/                      connector states (e.g. the mean-std filter), spaces
     replay_buffer/                   DQN/SAC with store_buffer_in_checkpoints=True: each
@@ -105,17 +106,7 @@ class Checkpointable:
                 (directory / name).mkdir()
                 component._save_into(directory / name, sub)
         self._write_own_state(directory, own)
-        write_json(
-            directory / METADATA_FILE,
-            {
-                "format": FORMAT,
-                "checkpoint_version": CHECKPOINT_VERSION,
-                "rlmod_version": _rlmod_version(),
-                "class": _class_path(type(self)),
-                "components": names,
-                **self.get_metadata(),
-            },
-        )
+        write_metadata(directory, type(self), names, self.get_metadata())
 
     def _write_own_state(self, directory: Path, state: StateDict) -> None:
         write_state(directory, state)
@@ -169,6 +160,24 @@ class Checkpointable:
                 read_metadata(path / name)
                 state[name] = component._read_state(path / name)
         return state
+
+
+def write_metadata(
+    directory: Path, cls: type, components: list[str], extra: Mapping[str, Any]
+) -> None:
+    """Writes `directory`/metadata.json: format, version, the class (import path) whose
+    state the directory holds, its sub-component directories, and `extra`."""
+    write_json(
+        directory / METADATA_FILE,
+        {
+            "format": FORMAT,
+            "checkpoint_version": CHECKPOINT_VERSION,
+            "rlmod_version": _rlmod_version(),
+            "class": _class_path(cls),
+            "components": components,
+            **extra,
+        },
+    )
 
 
 def read_metadata(path: Path) -> dict[str, Any]:

@@ -44,6 +44,10 @@ def _escape(part: str) -> str:
     return part.replace("~", "~0").replace("/", "~1")
 
 
+def _unescape(part: str) -> str:
+    return part.replace("~1", "/").replace("~0", "~")
+
+
 def flatten_state(state: Any, prefix: str = "") -> tuple[Any, dict[str, torch.Tensor]]:
     """The JSON tree of `state` (arrays replaced by references) and the arrays by key.
 
@@ -123,10 +127,11 @@ def write_safetensors(path: Path, tensors: Mapping[str, torch.Tensor]) -> None:
 
 def write_json(path: Path, data: Any, *, indent: int | None = None) -> None:
     """Writes JSON (flushed to disk with its directory by `checkpoints.atomic_directory`).
-    Compact by default: with `indent`, json falls back from its C
-    encoder to Python and takes 5x as long on 1,000 modules' metadata."""
+    Compact by default, encoded by `json.dumps` in one piece: `json.dump` (and any
+    `indent`) runs json's pure-Python encoder, 3x as slow on a checkpoint's metadata."""
+    text = json.dumps(data, indent=indent, separators=None if indent else (",", ":"))
     with open(path, "w") as f:
-        json.dump(data, f, indent=indent, separators=None if indent else (",", ":"))
+        f.write(text)
 
 
 def read_json(path: Path, *, expect: type = dict) -> Any:
@@ -169,10 +174,19 @@ def write_state(directory: Path, state: Mapping[str, Any]) -> None:
     write_json(directory / STATE_JSON, tree)
 
 
+def write_tensors(directory: Path, tensors: Mapping[str, torch.Tensor]) -> None:
+    """Writes a flat name -> tensor state (one module's weights) as `state.safetensors`
+    alone, without a `state.json`: one file fewer per module, which with 1,000 modules is
+    1,000 files fewer to create and read. `read_state` reads it back as that flat dict.
+    Written even when empty, so a missing file is always a damaged checkpoint."""
+    write_safetensors(directory / STATE_TENSORS, {_escape(k): v for k, v in tensors.items()})
+
+
 def read_state(
     directory: Path, *, select: Iterable[str] | None = None, skip_prefixes: tuple[str, ...] = ()
 ) -> dict[str, Any]:
-    """Reads what `write_state` wrote.
+    """Reads what `write_state` (or `write_tensors`: a `state.safetensors` without a
+    `state.json`, read as a flat dict of tensors) wrote.
 
     Args:
         directory: The component directory.
@@ -181,6 +195,8 @@ def read_state(
             (e.g. a module's training-only layers for an inference-only load).
     """
     if not (directory / STATE_JSON).exists() and (directory / "metadata.json").exists():
+        if (directory / STATE_TENSORS).exists():  # write_tensors: a flat dict of tensors
+            return _read_flat(directory, select)
         tree = {}  # a component with no state of its own (write_state wrote nothing)
     else:
         tree = read_json(directory / STATE_JSON)
@@ -242,6 +258,27 @@ def _load_tree(
             f"{file} is not a valid safetensors file ({e}); it is truncated, corrupt, or "
             "not a safetensors file at all (rlmod never loads pickles)."
         ) from None
+
+
+def _read_flat(directory: Path, select: Iterable[str] | None) -> dict[str, Any]:
+    """What `write_tensors` wrote: every tensor of `state.safetensors` by its name."""
+    file = directory / STATE_TENSORS
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            state = {_unescape(k): f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    except SafetensorError as e:
+        raise CheckpointError(
+            f"{file} is not a valid safetensors file ({e}); it is truncated, corrupt, or "
+            "not a safetensors file at all (rlmod never loads pickles)."
+        ) from None
+    if select is not None:
+        missing = [k for k in select if k not in state]
+        if missing:
+            raise CheckpointError(f"{file} has no tensor {missing[0]!r}.")
+        state = {k: state[k] for k in select}
+    return state
 
 
 def _has_references(tree: Any) -> bool:

@@ -71,11 +71,9 @@ def test_a_file_in_place_of_the_checkpoint(tmp_path: Path) -> None:
 
 def test_integer_weights_are_refused_not_cast(ck: Path) -> None:
     """A float weight stored as int64 was cast silently (its fractions lost)."""
-    directory = ck / "learner_group" / "learner" / "rl_module"
-    state = read_state(directory)
-    state["default_policy"] = {k: v.to(torch.int64) for k, v in state["default_policy"].items()}
-    for name in ("state.json", "state.safetensors"):
-        os.remove(directory / name)
+    directory = ck / "learner_group" / "learner" / "rl_module" / "default_policy"
+    state = {k: v.to(torch.int64) for k, v in read_state(directory).items()}
+    os.remove(directory / "state.safetensors")  # a module's weights: its only state file
     write_state(directory, state)
     with pytest.raises(
         CheckpointError,

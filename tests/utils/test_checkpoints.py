@@ -25,6 +25,8 @@ from rlmod.testing import MultiAgentCartPole
 from rlmod.utils import checkpoints
 from rlmod.utils.state_files import read_state, write_state
 
+MODULES = "learner_group/learner/rl_module"
+
 
 def _mapping(agent_id: Any, episode: Any = None, **kwargs: Any) -> str:
     return f"p{agent_id % 2}"
@@ -62,8 +64,13 @@ def test_layout_is_json_and_safetensors_by_component(trained: tuple[PPO, str]) -
     _, path = trained
     files = sorted(str(p.relative_to(path)) for p in Path(path).rglob("*") if p.is_file())
     assert all(f.endswith((".json", ".safetensors")) for f in files)
-    for part in ("learner_group/learner/rl_module", "learner_group/learner/optimizer"):
+    module = f"{MODULES}/default_policy"  # a real directory per module, as RLlib's
+    for part in (module, "learner_group/learner/optimizer"):
         assert f"{part}/metadata.json" in files and f"{part}/state.safetensors" in files
+    assert f"{MODULES}/metadata.json" in files and f"{MODULES}/state.safetensors" not in files
+    assert json.loads((Path(path) / MODULES / "metadata.json").read_text())["module_ids"] == [
+        "default_policy"
+    ]
     assert "env_runner/metadata.json" in files  # CartPole's connectors hold no arrays
     meta = json.loads((Path(path) / "metadata.json").read_text())
     assert meta["class"] == "rlmod.algorithms.ppo.ppo:PPO" and meta["iteration"] == 2
@@ -231,7 +238,7 @@ def test_module_state_files_round_trip_numpy_and_nested_values(tmp_path: Path) -
 
 # ---------------------------------------------------------------------- bad checkpoints
 def _break(path: Path, how: str) -> Path:
-    weights = path / "learner_group/learner/rl_module/state.safetensors"
+    weights = path / MODULES / "default_policy/state.safetensors"
     if how == "truncated":
         data = weights.read_bytes()
         weights.write_bytes(data[: len(data) // 2])
@@ -290,9 +297,9 @@ def test_a_missing_metadata_file_and_a_wrong_json_type(trained: tuple[PPO, str])
 
 def test_a_module_class_that_no_longer_imports(trained: tuple[PPO, str]) -> None:
     _, path = trained
-    meta_file = Path(path) / "learner_group/learner/rl_module/metadata.json"
+    meta_file = Path(path) / MODULES / "default_policy/metadata.json"
     meta = json.loads(meta_file.read_text())
-    meta["module_specs"]["default_policy"]["module_class"] = "rlmod.core.models:GoneModule"
+    meta["module_spec"]["module_class"] = "rlmod.core.models:GoneModule"
     meta_file.write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match=r"cannot import 'rlmod.core.models:GoneModule'"):
         RLModule.from_checkpoint(path)
@@ -313,7 +320,7 @@ def test_a_pickle_in_place_of_the_weights_is_refused_and_never_runs(
 ) -> None:
     _, path = trained
     marker = tmp_path / "pwned"
-    weights = Path(path) / "learner_group/learner/rl_module/state.safetensors"
+    weights = Path(path) / MODULES / "default_policy/state.safetensors"
     weights.write_bytes(pickle.dumps(_Payload(marker)))
     with pytest.raises(CheckpointError, match="not a valid safetensors file"):
         Algorithm.from_checkpoint(path)

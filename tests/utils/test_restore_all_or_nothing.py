@@ -239,13 +239,12 @@ def _pendulum() -> PPOConfig:
 
 
 def _nan_biases(checkpoint: Path) -> None:
-    module_dir = checkpoint / LEARNER / "rl_module"
+    module_dir = checkpoint / LEARNER / "rl_module" / "default_policy"
     state = read_state(module_dir)
-    for name, tensor in state["default_policy"].items():
+    for name, tensor in state.items():
         if name.endswith("bias"):
             tensor[:] = float("nan")
-    for file in ("state.json", "state.safetensors"):
-        os.remove(module_dir / file)
+    os.remove(module_dir / "state.safetensors")  # a module's weights: its only state file
     write_state(module_dir, state)
 
 

@@ -28,6 +28,7 @@ from rlmod.utils.state_files import (
     write_json,
     write_safetensors,
     write_state,
+    write_tensors,
 )
 
 
@@ -191,3 +192,21 @@ def test_broken_tensor_files_read_as_checkpoint_errors_naming_the_file(tmp_path:
     tensors.unlink()
     with pytest.raises(CheckpointError, match=r"state.safetensors is missing"):
         read_state(tmp_path, select=["w"])
+
+
+def test_a_flat_tensor_state_round_trips_as_one_safetensors_file(tmp_path: Path) -> None:
+    """A module's weights: `write_tensors` writes no state.json; names with '/' or '~' and
+    dtypes come back as they were, and a broken file is named."""
+    (tmp_path / "metadata.json").write_text("{}")
+    state = {"a.weight": torch.randn(3, 2), "odd/name~x": torch.arange(4), "b": torch.ones(0)}
+    write_tensors(tmp_path, state)
+    assert not (tmp_path / STATE_JSON).exists()
+    back = read_state(tmp_path)
+    assert back.keys() == state.keys()
+    assert all(torch.equal(back[k], v) and back[k].dtype == v.dtype for k, v in state.items())
+    assert read_state(tmp_path, select=["odd/name~x"]).keys() == {"odd/name~x"}
+    with pytest.raises(CheckpointError, match="has no tensor 'c'"):
+        read_state(tmp_path, select=["c"])
+    (tmp_path / STATE_TENSORS).write_bytes(b"\0" * 64)
+    with pytest.raises(CheckpointError, match="state.safetensors is not a valid safetensors"):
+        read_state(tmp_path)

@@ -167,9 +167,9 @@ def test_a_checkpoint_naming_bad_code_is_refused(
 
 @pytest.mark.parametrize("path", ["subprocess:Popen", "os:system", "evil_pkg:make", WRONG_KIND])
 def test_checkpoint_classes_are_checked(checkpoint: Path, evil_package: Path, path: str) -> None:
-    meta_file = checkpoint / "learner_group/learner/rl_module/metadata.json"
+    meta_file = checkpoint / "learner_group/learner/rl_module/default_policy/metadata.json"
     meta = json.loads(meta_file.read_text())
-    meta["module_specs"]["default_policy"]["module_class"] = path
+    meta["module_spec"]["module_class"] = path
     meta_file.write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match="module_class"):
         RLModule.from_checkpoint(checkpoint)
