@@ -10,14 +10,14 @@ import math
 import numbers
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 
 def estimate_eta_s(
     *,
     elapsed_s: float,
-    done: list[tuple[float, float]],
+    done: Sequence[tuple[float, float]],
     seconds_left: float | None = None,
 ) -> float | None:
     """Seconds until the first bounded stop criterion is met, or None if none is bounded
