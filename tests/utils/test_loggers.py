@@ -197,3 +197,14 @@ def test_csv_and_jsonl_append_to_a_resumed_run(tmp_path: Path):
     assert [json.loads(line)["training_iteration"] for line in lines] == [1, 2, 3]
     assert params.read_text() == "{}"  # kept
     assert not list(run.glob("*.tmp"))
+
+
+def test_the_rich_bar_has_an_eta_column_when_bounded():
+    pytest.importorskip("rich")
+    bounded, unbounded = io.StringIO(), io.StringIO()
+    for stream, kwargs in ((bounded, {"total_seconds": 30.0}), (unbounded, {})):
+        bar = ProgressBar(stream=stream, use_rich=True, **kwargs)
+        bar.update({"training_iteration": 1, "num_env_steps_sampled_lifetime": 100})
+        bar.close()
+    assert "ETA 0:00:" in bounded.getvalue()
+    assert "ETA" not in unbounded.getvalue()
