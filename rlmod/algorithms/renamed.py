@@ -80,8 +80,9 @@ def setting_hint(name: str) -> str:
         return f" RLlib renamed {name} to {new}: use .{setter}({new}=...)."
     if name in MODEL_KEYS:
         return (
-            f" {name} is a model setting: use .rl_module(model_config={{{name!r}: ...}}) "
-            "(RLlib's new API stack moved it out of .training(model=...))."
+            f" {name} is a model setting: use .rl_module(model_config={{{name!r}: ...}}), "
+            f'in JSON {{"model_config": {{"{name}": ...}}}} (RLlib\'s new API stack moved it '
+            "out of .training(model=...))."
         )
     if name == "model":
         return (

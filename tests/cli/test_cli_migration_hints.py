@@ -35,7 +35,7 @@ def _one_error_line(out: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize(
     ("config", "hint"),
     [
-        ('{"fcnet_hiddens": [64]}', "model_config={'fcnet_hiddens'"),
+        ('{"fcnet_hiddens": [64]}', '{"model_config": {"fcnet_hiddens": ...}}'),
         ('{"num_rollout_workers": 2}', "renamed num_rollout_workers to num_env_runners"),
         ('{"num_sgd_iter": 5}', "renamed num_sgd_iter to num_epochs"),
     ],
