@@ -95,20 +95,27 @@ def drop_rows_after(run_dir: Path, iteration: int) -> int:
         lines = csv_path.read_text().splitlines(keepends=True)
         header = next(csv.reader(lines[:1]), [])
         column = header.index("training_iteration") if "training_iteration" in header else None
-        kept = lines[:1] + [
-            line
-            for line in lines[1:]
-            if column is None or _int(next(csv.reader([line]))[column]) <= iteration
-        ]
+        kept = lines[:1] + [line for line in lines[1:] if _csv_row_kept(line, column, iteration)]
         dropped = len(lines) - len(kept)
         if dropped:
             _replace(csv_path, "".join(kept))
     if jsonl_path.is_file():
         lines = jsonl_path.read_text().splitlines(keepends=True)
-        kept = [ln for ln in lines if _jsonl_iteration(ln) <= iteration]
+        kept = [ln for ln in lines if ln.endswith("\n") and _jsonl_iteration(ln) <= iteration]
         if len(kept) != len(lines):
             _replace(jsonl_path, "".join(kept))
     return dropped
+
+
+def _csv_row_kept(line: str, column: int | None, iteration: int) -> bool:
+    """A whole row (a killed run may leave the last one cut) of an iteration up to
+    `iteration`."""
+    if not line.endswith("\n"):
+        return False
+    if column is None:
+        return True
+    fields = next(csv.reader([line]), [])
+    return len(fields) > column and _int(fields[column]) <= iteration
 
 
 def _int(text: str) -> float:

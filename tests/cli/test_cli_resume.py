@@ -68,3 +68,18 @@ def test_resume_into_a_new_run_dir_leaves_the_old_one(tmp_path: Path) -> None:
     out = rlmod("train", "--resume", run, "--stop-iters", "2", "--run-dir", new, "--no-tensorboard")
     assert out.returncode == 0, out.stderr
     assert _iterations(run) == ["1"] and _iterations(new) == ["2"]
+
+
+def test_rows_after_the_checkpoint_and_cut_rows_are_dropped(tmp_path: Path) -> None:
+    from rlmod.cli.resume import drop_rows_after
+
+    (tmp_path / "progress.csv").write_text(
+        "training_iteration,x\n1,0.5\n2,0.6\n3,0.7\n4,0."  # 4's row cut by a kill
+    )
+    (tmp_path / "result.jsonl").write_text(
+        '{"training_iteration": 1}\n{"training_iteration": 2}\n{"training_iteration": 3}\n{"tr'
+    )
+    assert drop_rows_after(tmp_path, 2) == 2
+    assert (tmp_path / "progress.csv").read_text() == "training_iteration,x\n1,0.5\n2,0.6\n"
+    assert (tmp_path / "result.jsonl").read_text().count("\n") == 2
+    assert not list(tmp_path.glob("*.tmp"))
