@@ -210,8 +210,10 @@ def config_to_jsonable(config: Any) -> dict[str, Any]:
     for name in config.settings():
         probe = type(config)()  # fresh defaults are JSON-able; test this one setting alone
         try:
-            setattr(probe, name, getattr(config, name))
-            out[name] = probe.to_dict()[name]
+            setattr(probe, name, vars(config).get(name, getattr(config, name)))  # raw value
+            stored = probe.to_dict()
+            key = name if name in stored else f"_{name}"  # RLlib's raw-field keys
+            out[key] = stored[key]
         except (ValueError, TypeError):
             out[name] = {"__repr__": repr(getattr(config, name))}
             skipped.append(name)
