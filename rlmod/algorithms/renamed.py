@@ -1,5 +1,6 @@
-"""Migration hints: RLlib's old names (and its old-API-stack setters) and where their
-settings live now, for the errors an AlgorithmConfig raises on a name it does not know.
+"""Migration hints: RLlib's old names (and its old-API-stack setters) and Stable-Baselines3's
+names, and where their settings live in rlmod, for the errors an AlgorithmConfig raises on a
+name it does not know.
 
 Used by `rlmod.algorithms.algorithm_config` (attribute access, `update_from_dict`,
 `overrides`) and `rlmod.algorithms.settings` (a setter's unknown keyword). The names are
@@ -73,8 +74,48 @@ RENAMED_SETTERS: dict[str, str] = {
 """Setters RLlib removed or renamed; reading them from a config gives this hint."""
 
 
+SB3_NAMES: dict[str, str] = {
+    "learning_rate": ".training(lr=...)",
+    "n_steps": (
+        ".env_runners(rollout_fragment_length=...) per env (PPO's batch is train_batch_size "
+        "= n_steps * n_envs)"
+    ),
+    "batch_size": (
+        ".training(minibatch_size=...) for PPO; for DQN/SAC SB3's batch_size is "
+        ".training(train_batch_size=...), the replayed batch"
+    ),
+    "n_epochs": ".training(num_epochs=...)",
+    "gae_lambda": ".training(lambda_=...)",
+    "clip_range": ".training(clip_param=...)",
+    "ent_coef": ".training(entropy_coeff=...) for PPO; for SAC .training(initial_alpha=...)",
+    "vf_coef": ".training(vf_loss_coeff=...)",
+    "max_grad_norm": ".training(grad_clip=...) (grad_clip_by='global_norm', the default)",
+    "target_kl": ".training(kl_early_stop=1.5 * target_kl) (SB3 stops at 1.5x its target_kl)",
+    "n_envs": ".env_runners(num_envs_per_env_runner=...)",
+    "policy_kwargs": (
+        ".rl_module(model_config={...}); SB3's net_arch=[64, 64] is "
+        "model_config={'fcnet_hiddens': [64, 64]}"
+    ),
+    "net_arch": ".rl_module(model_config={'fcnet_hiddens': [...]})",
+    "buffer_size": ".training(replay_buffer_config={'capacity': ...})",
+    "learning_starts": ".training(num_steps_sampled_before_learning_starts=...)",
+    "target_update_interval": ".training(target_network_update_freq=...)",
+    "exploration_fraction": (
+        ".training(epsilon=[[0, 1.0], [steps, final_eps]]), a schedule of env steps"
+    ),
+    "exploration_final_eps": ".training(epsilon=[[0, 1.0], [steps, final_eps]])",
+    "train_freq": ".training(training_intensity=...) (replayed steps per sampled step)",
+    "gradient_steps": ".training(training_intensity=...) (replayed steps per sampled step)",
+    "total_timesteps": "a stop criterion: rlmod train --stop-timesteps N, or a loop over train()",
+}
+"""Stable-Baselines3 (and rl-baselines3-zoo hyperparameter) names and rlmod's setting."""
+
+
 def setting_hint(name: str) -> str:
-    """' <hint>' for a setting name RLlib used to have, or '' when `name` is not one."""
+    """' <hint>' for a setting name RLlib used to have or Stable-Baselines3 uses, or ''
+    when `name` is neither."""
+    if name in SB3_NAMES:
+        return f" {name} is Stable-Baselines3's name: use {SB3_NAMES[name]}."
     if name in RENAMED_SETTINGS:
         new, setter = RENAMED_SETTINGS[name]
         return f" RLlib renamed {name} to {new}: use .{setter}({new}=...)."

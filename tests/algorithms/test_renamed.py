@@ -3,6 +3,8 @@ config meets a name: attribute, setter keyword, update_from_dict, overrides, old
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from rlmod.algorithms.dqn import DQNConfig
@@ -49,3 +51,29 @@ def test_every_new_name_is_a_setting_of_its_setter() -> None:
         keywords = getattr(PPOConfig, setter).__signature__.parameters
         assert new in keywords, (old, new, setter)
         assert old not in PPOConfig.settings(), old
+
+
+def test_stable_baselines3_names_point_to_rlmods() -> None:
+    with pytest.raises(TypeError, match=r"learning_rate is Stable-Baselines3's name.*lr="):
+        PPOConfig().training(learning_rate=3e-4)
+    with pytest.raises(ValueError, match=r"n_epochs is Stable-Baselines3's name.*num_epochs"):
+        PPOConfig().update_from_dict({"n_epochs": 10})
+    with pytest.raises(ValueError, match=r"buffer_size.*replay_buffer_config=\{'capacity'"):
+        DQNConfig().update_from_dict({"buffer_size": 100_000})
+
+
+def test_every_setter_keyword_a_hint_names_exists() -> None:
+    from rlmod.algorithms.renamed import SB3_NAMES
+    from rlmod.algorithms.sac import SACConfig
+
+    named = [
+        (setter, keyword)
+        for text in SB3_NAMES.values()
+        for setter, keyword in re.findall(r"\.(\w+)\((\w+)=", text)
+    ]
+    assert len(named) >= len(SB3_NAMES) - 1  # all but total_timesteps name one
+    for setter, keyword in named:
+        assert any(
+            keyword in getattr(cls, setter).__signature__.parameters
+            for cls in (PPOConfig, DQNConfig, SACConfig)
+        ), (setter, keyword)
