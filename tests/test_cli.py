@@ -465,7 +465,10 @@ def test_a_used_run_dir_is_refused_before_resuming(
         raise AssertionError("restored the checkpoint before checking --run-dir")
 
     monkeypatch.setattr(Algorithm, "from_checkpoint", refuse)
-    assert _run("train --stop-iters 2 --resume", first, "--run-dir", first) == 2
+    other = tmp_path / "other"  # a used run dir that is not the one resumed (that one: in place)
+    other.mkdir()
+    (other / "progress.csv").write_text("training_iteration\n1\n")
+    assert _run("train --stop-iters 2 --resume", first, "--run-dir", other) == 2
     assert "already holds a run" in capsys.readouterr().err
 
 

@@ -499,7 +499,9 @@ class Algorithm(Checkpointable):
         """Builds the Algorithm a checkpoint was saved from and restores its state.
 
         Args:
-            path: The checkpoint directory (`save_to_path`'s return value).
+            path: The checkpoint directory (`save_to_path`'s return value), or a run dir
+                of `rlmod train` (its newest complete checkpoint is loaded, as
+                `rlmod evaluate RUN_DIR` and `--resume RUN_DIR` do).
             config: Use this config instead of the stored one.
             trusted_modules: Packages besides rlmod whose classes and functions the stored
                 config may name (e.g. your env's package); anything else is refused before
@@ -508,7 +510,7 @@ class Algorithm(Checkpointable):
                 `policy_mapping_fn=` that was a lambda when saved (lambdas have no import
                 path and are not stored), or `env=MyEnv` instead of trusting its package.
         """
-        path = Path(path)
+        path = checkpoints.resolve_checkpoint(path)
         meta = read_metadata(path)
         trusted = tuple(trusted_modules)
         stored = meta["class"]

@@ -23,6 +23,7 @@ from rlmod.algorithms import module_specs
 from rlmod.algorithms import settings as s
 from rlmod.algorithms.common_settings import CommonSettings, default_policy_mapping_fn
 from rlmod.algorithms.config_json import decode_setting, encode_setting
+from rlmod.algorithms.renamed import RemovedSetter, setting_hint
 from rlmod.algorithms.settings import NOT_PROVIDED, SectionSetter, Setting
 from rlmod.callbacks import HOOKS
 from rlmod.connectors.env_to_module import default_env_to_module
@@ -167,7 +168,7 @@ class AlgorithmConfig(CommonSettings):
         if name not in self.settings() and not name.startswith("_"):
             raise AttributeError(
                 f"{type(self).__name__} has no setting {name!r}."
-                f"{did_you_mean(name, self.settings())}"
+                f"{setting_hint(name) or did_you_mean(name, self.settings())}"
             )
         super().__setattr__(name, value)
 
@@ -252,6 +253,10 @@ class AlgorithmConfig(CommonSettings):
         doc=("Sets when `train()` saves checkpoints, where, and how many it keeps."),
     )
     debugging = SectionSetter("debugging", doc="Sets the seed.")
+    # RLlib's removed setters: reading one raises an AttributeError saying where it went.
+    rollouts = RemovedSetter()
+    resources = RemovedSetter()
+    exploration = RemovedSetter()
 
     def get_evaluation_config_object(self) -> Self:
         """The config of the evaluation EnvRunners (RLlib's name): this config with
@@ -318,7 +323,7 @@ class AlgorithmConfig(CommonSettings):
             if name not in table:
                 raise KeyError(
                     f"Invalid property name {key!r} for config class {cls.__name__}."
-                    f"{did_you_mean(key, table)}"
+                    f"{setting_hint(key) or did_you_mean(key, table)}"
                 )
             out[name] = table[name].validate(value)
         return out
@@ -348,7 +353,7 @@ class AlgorithmConfig(CommonSettings):
             if name not in self.settings():
                 raise ValueError(
                     f"{type(self).__name__}.update_from_dict: unknown setting {key!r}."
-                    f"{did_you_mean(key, self.settings())}"
+                    f"{setting_hint(key) or did_you_mean(key, self.settings())}"
                 )
             setattr(self, name, decode_setting(value, name, trusted_modules=trusted_modules))
         return self

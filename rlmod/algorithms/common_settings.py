@@ -522,67 +522,67 @@ class CommonSettings:
     callbacks_on_algorithm_init = Setting(
         None,
         section="callbacks",
-        check=s.callables_or_none,
+        check=s.hook_callables("on_algorithm_init"),
         doc="Callable(s) called after callbacks_class's on_algorithm_init.",
     )
     callbacks_on_train_result = Setting(
         None,
         section="callbacks",
-        check=s.callables_or_none,
+        check=s.hook_callables("on_train_result"),
         doc="Callable(s) called after callbacks_class's on_train_result.",
     )
     callbacks_on_evaluate_start = Setting(
         None,
         section="callbacks",
-        check=s.callables_or_none,
+        check=s.hook_callables("on_evaluate_start"),
         doc="Callable(s) called after callbacks_class's on_evaluate_start.",
     )
     callbacks_on_evaluate_end = Setting(
         None,
         section="callbacks",
-        check=s.callables_or_none,
+        check=s.hook_callables("on_evaluate_end"),
         doc="Callable(s) called after callbacks_class's on_evaluate_end.",
     )
     callbacks_on_checkpoint_loaded = Setting(
         None,
         section="callbacks",
-        check=s.callables_or_none,
+        check=s.hook_callables("on_checkpoint_loaded"),
         doc="Callable(s) called after callbacks_class's on_checkpoint_loaded.",
     )
     callbacks_on_environment_created = Setting(
         None,
         section="callbacks",
-        check=s.callables_or_none,
+        check=s.hook_callables("on_environment_created"),
         doc="Callable(s) called after callbacks_class's on_environment_created.",
     )
     callbacks_on_episode_created = Setting(
         None,
         section="callbacks",
-        check=s.callables_or_none,
+        check=s.hook_callables("on_episode_created"),
         doc="Callable(s) called after callbacks_class's on_episode_created.",
     )
     callbacks_on_episode_start = Setting(
         None,
         section="callbacks",
-        check=s.callables_or_none,
+        check=s.hook_callables("on_episode_start"),
         doc="Callable(s) called after callbacks_class's on_episode_start.",
     )
     callbacks_on_episode_step = Setting(
         None,
         section="callbacks",
-        check=s.callables_or_none,
+        check=s.hook_callables("on_episode_step"),
         doc="Callable(s) called after callbacks_class's on_episode_step.",
     )
     callbacks_on_episode_end = Setting(
         None,
         section="callbacks",
-        check=s.callables_or_none,
+        check=s.hook_callables("on_episode_end"),
         doc="Callable(s) called after callbacks_class's on_episode_end.",
     )
     callbacks_on_sample_end = Setting(
         None,
         section="callbacks",
-        check=s.callables_or_none,
+        check=s.hook_callables("on_sample_end"),
         doc="Callable(s) called after callbacks_class's on_sample_end.",
     )
     # --- reporting ---

@@ -9,9 +9,11 @@ outside Python (torch.export, ONNX).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
-from collections.abc import Iterable
-from pathlib import Path
+import warnings
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -24,7 +26,7 @@ from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.columns import Columns
 from rlmod.core.rl_module import RLModule, acting_forward
 from rlmod.errors import CheckpointError
-from rlmod.utils.checkpoints import read_metadata
+from rlmod.utils.checkpoints import read_metadata, resolve_checkpoint
 from rlmod.utils.spaces import space_from_dict
 from rlmod.utils.state_files import read_state
 
@@ -71,8 +73,8 @@ class InferencePolicy:
         trusted_modules: Iterable[str] = (),
         **overrides: Any,
     ) -> InferencePolicy:
-        """Loads the default module of a single-agent Algorithm checkpoint with its
-        connectors.
+        """Loads the default module of a single-agent Algorithm checkpoint (or of a run
+        dir's newest one) with its connectors.
 
         `trusted_modules` and `overrides` as for `Algorithm.from_checkpoint`: a connector
         factory that was a lambda when saved must be passed again (e.g.
@@ -85,7 +87,7 @@ class InferencePolicy:
             _config_from_file,
         )
 
-        path = Path(path)
+        path = resolve_checkpoint(path)  # a run dir: its newest complete checkpoint
         read_metadata(path)
         trusted = tuple(trusted_modules)
         config = _config_from_file(
@@ -160,35 +162,65 @@ class InferencePolicy:
         connectors (`policy.env_to_module(obs, episode_starts=...)`); it returns actions as
         the env takes them (bounded Box actions rescaled and clipped as the EnvRunner does).
         """
+        if format not in ("torch", "onnx"):
+            raise ValueError(f"export(format={format!r}): expected 'torch' or 'onnx'.")
+        if format == "onnx":
+            try:
+                import onnx  # noqa: F401
+                import onnxscript  # noqa: F401
+            except ImportError as e:
+                raise ImportError(
+                    "format='onnx' needs the onnx and onnxscript packages: pip install onnx "
+                    "onnxscript"
+                ) from e
         greedy = _GreedyActions(self.module).eval()
         obs_space = self.module.observation_space
         shape = tuple(obs_space.shape or ())
         example = torch.zeros((2, *shape), dtype=torch.float32)  # a batch of 1 would specialize
         batch = torch.export.Dim("batch", min=1)
         path = str(path)
-        if format == "torch":
-            program = torch.export.export(greedy, (example,), dynamic_shapes=({0: batch},))
-            torch.export.save(program, path)
-        elif format == "onnx":
-            try:
-                import onnx  # noqa: F401
-            except ImportError as e:
-                raise ImportError(
-                    "format='onnx' needs the onnx package: pip install onnx onnxscript"
-                ) from e
-            torch.onnx.export(
-                greedy,
-                (example,),
-                path,
-                input_names=["obs"],
-                output_names=["actions"],
-                dynamic_shapes=({0: batch},),
-                dynamo=True,
-                verbose=False,
-            )
-        else:
-            raise ValueError(f"export(format={format!r}): expected 'torch' or 'onnx'.")
+        with quiet_exporters():
+            if format == "torch":
+                program = torch.export.export(greedy, (example,), dynamic_shapes=({0: batch},))
+                torch.export.save(program, path)
+            else:
+                weight_bytes = sum(p.numel() * p.element_size() for p in greedy.parameters())
+                torch.onnx.export(
+                    greedy,
+                    (example,),
+                    path,
+                    input_names=["obs"],
+                    output_names=["actions"],
+                    dynamic_shapes=({0: batch},),
+                    dynamo=True,
+                    verbose=False,
+                    # weights inside the .onnx file (no side .data file) below protobuf's 2 GB
+                    external_data=weight_bytes > _ONNX_INLINE_LIMIT_BYTES,
+                )
         return path
+
+
+_ONNX_INLINE_LIMIT_BYTES = 1 << 30
+"""Weights up to 1 GiB are stored inside the .onnx file (protobuf's limit is 2 GiB)."""
+
+
+@contextlib.contextmanager
+def quiet_exporters() -> Iterator[None]:
+    """Silences what torch.export and torch.onnx print about themselves while exporting
+    (FutureWarnings of their internals, "torchvision is not installed" log lines), which
+    say nothing about the user's policy; errors still raise."""
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._dynamo")]
+    levels = [one.level for one in loggers]
+    try:
+        for one in loggers:
+            one.setLevel(logging.ERROR)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            yield
+    finally:
+        for one, level in zip(loggers, levels, strict=True):
+            one.setLevel(level)
 
 
 class _GreedyActions(torch.nn.Module):

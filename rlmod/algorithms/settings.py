@@ -22,6 +22,7 @@ from typing import Any, TypeVar, overload
 
 import gymnasium as gym
 
+from rlmod.algorithms.renamed import setting_hint
 from rlmod.core.multi_rl_module import MultiRLModuleSpec
 from rlmod.core.rl_module import RLModuleSpec
 from rlmod.utils.naming import did_you_mean
@@ -202,7 +203,8 @@ class SectionSetter:
                 if key not in keywords:
                     raise TypeError(
                         f".{setter.name}() got an unexpected keyword argument {key!r}."
-                        f"{did_you_mean(key, keywords)} Valid: {sorted(keywords)}."
+                        f"{setting_hint(key) or did_you_mean(key, keywords)} "
+                        f"Valid: {sorted(keywords)}."
                     )
             values = {keywords[k]: v for k, v in kwargs.items()}
             if setter.prepare is not None:
@@ -331,9 +333,15 @@ def callback_classes(v: Any) -> Any:
         from rlmod.callbacks import RLlibCallback
 
         return RLlibCallback
+    from rlmod.callback_checks import callbacks_class_problem
+
     items = v if isinstance(v, list | tuple) else [v]
     if not all(callable(c) for c in items):
         raise InvalidKind("expected an RLlibCallback subclass or a list of them.")
+    for c in items:  # hook names and signatures now, not at the first train()
+        problem = callbacks_class_problem(c)
+        if problem:
+            raise Invalid(problem)
     return list(v) if isinstance(v, list | tuple) else v
 
 
@@ -355,6 +363,24 @@ def callables_or_none(v: Any) -> Any:
     if not all(callable(c) for c in items):
         raise InvalidKind("expected a callable, a list of callables, or None.")
     return list(v) if isinstance(v, list | tuple) else v
+
+
+def hook_callables(hook: str) -> Check:
+    """`callbacks_on_<hook>`: callables_or_none, each able to take the keyword arguments
+    rlmod passes to `hook` (checked when set, not at the first call)."""
+
+    def check(v: Any) -> Any:
+        from rlmod.callback_checks import signature_problem
+
+        v = callables_or_none(v)
+        for fn in [] if v is None else (v if isinstance(v, list) else [v]):
+            problem = signature_problem(fn, hook)
+            if problem:
+                name = getattr(fn, "__qualname__", repr(fn))
+                raise Invalid(f"{name} cannot be called as {hook}: {problem}.")
+        return v
+
+    return check
 
 
 def path_string(v: Any) -> str:

@@ -1,7 +1,7 @@
-"""The `rlmod` command: train, evaluate, record, plot and compare runs from the shell.
+"""The `rlmod` command: train, evaluate, record, export, plot and compare runs from the shell.
 
 Entry point `rlmod = "rlmod.cli:main"`. One small module per subcommand (train.py,
-evaluate.py, record.py, plot.py, compare.py), with what they share beside them: the config
+evaluate.py, record.py, export.py, plot.py, compare.py), with what they share beside them: the config
 (settings.py), env forms (envs.py), options (arguments.py), errors (errors.py). Nothing here
 imports torch until a subcommand runs, so `rlmod --help` is fast.
 """
@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _build_parser() -> argparse.ArgumentParser:
     from rlmod import __version__
-    from rlmod.cli import compare, evaluate, plot, record, train
+    from rlmod.cli import compare, evaluate, export, plot, record, train
 
     parser = argparse.ArgumentParser(
         prog="rlmod",
@@ -52,6 +52,6 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="Log at INFO level.")
     parser.set_defaults(command=None)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
-    for module in (train, evaluate, record, plot, compare):
+    for module in (train, evaluate, record, export, plot, compare):
         module.add_parser(commands)
     return parser

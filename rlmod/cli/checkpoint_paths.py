@@ -16,12 +16,10 @@ def checkpoint_path(path: Path) -> Path:
     checkpoint of a run dir."""
     from rlmod.utils import checkpoints
 
-    if (path / checkpoints.METADATA_FILE).is_file():
-        return path
-    found = checkpoints.complete_checkpoints(path / "checkpoints")
-    if not found:
+    found = checkpoints.resolve_checkpoint(path)
+    if not (found / checkpoints.METADATA_FILE).is_file():
         raise CLIError(
             f"{path} is neither a checkpoint (no metadata.json) nor a run dir with complete "
             "checkpoints in checkpoints/."
         )
-    return found[-1]
+    return found

@@ -42,6 +42,8 @@ class BestCheckpoint:
         self.path = run_dir / BEST_DIR
         self.json_path = run_dir / BEST_JSON
         self.best: dict[str, Any] | None = None
+        if self.json_path.is_file() and self.path.is_dir():  # a run resumed in place
+            self.best = json.loads(self.json_path.read_text())
         self.last: dict[str, Any] | None = None
         self._seen: object = None
 

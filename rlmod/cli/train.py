@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rlmod.cli import arguments as a
+from rlmod.cli import resume
 from rlmod.cli.errors import (
     EXIT_INTERRUPTED,
     EXIT_NOT_SOLVED,
@@ -125,10 +126,16 @@ def add_parser(commands: Any) -> None:
         help="Episodes per evaluation (evaluation_duration; default 10).",
     )
     train.add_argument(
-        "--stop-timesteps", type=a.count(1), metavar="N", help="Stop once N env steps were sampled."
+        "--stop-timesteps",
+        type=a.count(1),
+        metavar="N",
+        help="Stop once N env steps were sampled (in all, those of a --resume included).",
     )
     train.add_argument(
-        "--stop-iters", type=a.count(1), metavar="N", help="Stop after N training iterations."
+        "--stop-iters",
+        type=a.count(1),
+        metavar="N",
+        help="Stop after N training iterations (in all, those of a --resume included).",
     )
     train.add_argument(
         "--stop-seconds",
@@ -181,8 +188,20 @@ def add_parser(commands: Any) -> None:
         "--resume",
         type=Path,
         metavar="DIR",
-        help="Continue from a checkpoint directory, or from the newest checkpoint of a run "
-        "dir; settings come from the checkpoint (--config, --env and --seed are refused).",
+        help="Continue from the newest checkpoint of a run dir, in place (its progress.csv "
+        "and result.jsonl go on from the restored iteration), or into --run-dir NEW_DIR; or "
+        "from a checkpoint directory, into a new run dir. Settings come from the checkpoint "
+        "(--config, --env and --seed are refused); --stop-iters and --stop-timesteps count "
+        "totals, the restored ones included.",
+    )
+    train.add_argument(
+        "--progress-every",
+        type=a.count(1),
+        metavar="N",
+        default=1,
+        help="Without a terminal (a log file, CI), print the progress line every N "
+        "iterations (default: every iteration). It shows an ETA when --stop-timesteps, "
+        "--stop-iters or --stop-seconds bounds the run.",
     )
     a.add_trust_argument(train)
     train.add_argument(
@@ -281,7 +300,8 @@ def train_one(args: argparse.Namespace) -> int:
 
     if args.as_test and args.stop_reward is None:
         raise CLIError("--as-test needs --stop-reward (the return the run must reach).")
-    if args.run_dir is not None:  # before anything is built or restored
+    in_place = resume.resumes_in_place(args)
+    if args.run_dir is not None and not in_place:  # before anything is built or restored
         try:
             run_control.check_run_dir(args.run_dir)
         except ValueError as e:
@@ -289,9 +309,20 @@ def train_one(args: argparse.Namespace) -> int:
     import_gym_packages(args.gym_packages)
     start = time.perf_counter()
     tuned: dict[str, Any]
+    start_iteration = start_env_steps = 0
     if args.resume is not None:
-        algo, algo_name = _resume(args), _class_name(args.resume)
-        config, tuned = algo.config, {}
+        algo = resume.restore(args, lambda stored: _overrides(args, stored))
+        algo_name, config, tuned = resume.class_name(args.resume), algo.config, {}
+        start_iteration = algo.iteration
+        start_env_steps = int(algo.get_metadata()["num_env_steps_sampled_lifetime"])
+        try:
+            resume.check_stop_counts(args, iteration=start_iteration, env_steps=start_env_steps)
+        except CLIError:
+            algo.stop()
+            raise
+        if in_place:
+            args.run_dir = args.resume
+            resume.drop_rows_after(args.resume, start_iteration)
     else:
         config, tuned, algo_name = _build(args)
     env_name = (
@@ -316,7 +347,8 @@ def train_one(args: argparse.Namespace) -> int:
     evaluating = bool(algo.config.evaluation_interval)
     print(
         f"{'Resuming' if args.resume else 'Training'} {algo_name} on {env_name} with seed "
-        f"{config.seed}{', tuned settings ' + json.dumps(tuned) if tuned else ''}; logs in {run_dir}",
+        f"{config.seed}{', tuned settings ' + json.dumps(tuned) if tuned else ''}; logs "
+        f"{'appended to' if in_place else 'in'} {run_dir}",
         file=sys.stderr,
     )
     if evaluating:
@@ -341,13 +373,27 @@ def train_one(args: argparse.Namespace) -> int:
     checkpoint_dir = run_dir / "checkpoints"
     last_checkpoint = ""
     best = BestCheckpoint(run_dir)
-    bar = ProgressBar(total_env_steps=args.stop_timesteps)
+    bar = ProgressBar(
+        total_env_steps=args.stop_timesteps,
+        total_iterations=args.stop_iters,
+        total_seconds=args.stop_seconds,
+        start_env_steps=start_env_steps,
+        start_iteration=start_iteration,
+        start_time=start,
+        every=args.progress_every,
+    )
     loggers = set(args.logger or ["csv", "tensorboard"])
     tensorboard = "tensorboard" in loggers and not args.no_tensorboard
     trackers = [name for name in ("wandb", "mlflow") if name in loggers]
     with run_control.SigtermAsInterrupt() as sigterm:  # SIGTERM stops as Ctrl-C does
         try:
-            run = RunLogger(run_dir, config=algo.config, tensorboard=tensorboard, trackers=trackers)
+            run = RunLogger(
+                run_dir,
+                config=algo.config,
+                tensorboard=tensorboard,
+                trackers=trackers,
+                append=in_place,
+            )
         except ImportError as e:
             algo.stop()
             raise CLIError(str(e)) from None
@@ -410,37 +456,3 @@ def train_one(args: argparse.Namespace) -> int:
     if reason.startswith("terminated"):
         return EXIT_TERMINATED
     return EXIT_NOT_SOLVED if args.as_test and not reached else EXIT_OK
-
-
-def _resume(args: argparse.Namespace) -> Any:
-    """The Algorithm restored from --resume; settings come from the checkpoint, the
-    evaluation and window options go on top."""
-    from rlmod.algorithms import Algorithm
-    from rlmod.algorithms.algorithm import CONFIG_FILE
-    from rlmod.cli.checkpoint_paths import checkpoint_path
-    from rlmod.errors import CheckpointError
-    from rlmod.utils.state_files import read_json
-
-    given = [
-        f
-        for f, v in (("--config", args.config), ("--env", args.env), ("--seed", args.seed))
-        if v is not None
-    ]
-    if given:
-        raise CLIError(f"--resume takes its settings from the checkpoint; drop {given[0]}.")
-    path = checkpoint_path(args.resume)
-    try:
-        stored = read_json(path / CONFIG_FILE).get("settings", {})
-        overrides = _overrides(args, stored if isinstance(stored, dict) else {})
-        return Algorithm.from_checkpoint(path, trusted_modules=args.trust, **overrides)
-    except (CheckpointError, ValueError, TypeError) as e:
-        raise CLIError(str(e)) from None
-
-
-def _class_name(path: Path) -> str:
-    """The algorithm name stored in a checkpoint's metadata (for messages)."""
-    from rlmod.cli.checkpoint_paths import checkpoint_path
-    from rlmod.utils import checkpoints
-
-    meta = checkpoints.read_metadata(checkpoint_path(path))
-    return str(meta["class"]).rsplit(":", 1)[-1]

@@ -405,6 +405,18 @@ def checkpoint_name(iteration: int, copy: int = 1) -> str:
     return f"checkpoint_{iteration:06d}" + (f"_{copy}" if copy > 1 else "")
 
 
+def resolve_checkpoint(path: str | os.PathLike) -> Path:
+    """The checkpoint `path` names: the directory itself if it holds one (a run dir's
+    `best` included), else the newest complete checkpoint of the run dir `path` (in its
+    `checkpoints/`, as `rlmod train` writes them). A path that is neither is returned as
+    it is, for `read_metadata` to say what is wrong with it."""
+    path = Path(path)
+    if (path / METADATA_FILE).is_file() or not path.is_dir():
+        return path
+    found = complete_checkpoints(path / "checkpoints")
+    return found[-1] if found else path
+
+
 def complete_checkpoints(directory: Path) -> list[Path]:
     """The complete checkpoints in `directory`, oldest first (by iteration, then copy);
     a checkpoint whose save was killed between its renames is put back first."""

@@ -1,4 +1,5 @@
-"""Result loggers: each iteration's result dict to CSV, JSONL and TensorBoard, and a progress bar.
+"""Result loggers: each iteration's result dict to CSV, JSONL and TensorBoard (the progress
+bar, `ProgressBar`, lives in `rlmod.utils.progress` and is re-exported here).
 
 Used by `rlmod train` (and anyone with a loop over `algo.train()`); they read result dicts
 only, never the Algorithm. TensorBoard and rich are optional and imported lazily.
@@ -11,13 +12,15 @@ import json
 import logging
 import math
 import numbers
-import sys
-import time
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from rlmod.utils.progress import ProgressBar as ProgressBar  # re-exported
+
 logger = logging.getLogger(__name__)
+
 
 PROGRESS_CSV = "progress.csv"
 RESULT_JSONL = "result.jsonl"
@@ -77,14 +80,20 @@ class CSVLogger:
 
     The header comes from the first row. A key that first appears later (an evaluation
     result, a new module) extends the header: the file is rewritten once with the new
-    column, earlier rows leaving it empty.
+    column, earlier rows leaving it empty (into a temporary file that then replaces it, so
+    an interrupted rewrite loses nothing). With `append=True` an existing file is continued
+    (a resumed run), its header and rows kept.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, append: bool = False) -> None:
         self.path = Path(path)
         self._fields: list[str] = []
         self._file: IO[str] | None = None
         self._writer: csv.DictWriter | None = None
+        self._keep_old = append and self.path.is_file()
+        if self._keep_old:
+            with self.path.open(newline="") as f:
+                self._fields = next(csv.reader(f), [])
 
     def log(self, result: Mapping[str, Any]) -> None:
         row = {}
@@ -101,16 +110,25 @@ class CSVLogger:
         self._file.flush()
 
     def _reopen(self, fields: list[str]) -> None:
-        old_rows: list[dict[str, str]] = []
-        if self._file is not None:  # extending the header: keep what was written
+        if self._file is not None:
             self._file.close()
-            with self.path.open(newline="") as f:
-                old_rows = list(csv.DictReader(f))
+        if self._keep_old and fields == self._fields:  # continue as it is
+            self._file = self.path.open("a", newline="")
+        else:  # a new file, or a wider header: rewrite it with the rows written so far
+            old_rows: list[dict[str, str]] = []
+            if self._keep_old:
+                with self.path.open(newline="") as f:
+                    old_rows = list(csv.DictReader(f))
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            with tmp.open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=fields, restval="")
+                writer.writeheader()
+                writer.writerows(old_rows)
+            os.replace(tmp, self.path)
+            self._file = self.path.open("a", newline="")
         self._fields = fields
-        self._file = self.path.open("w", newline="")
+        self._keep_old = True  # from now on the file holds this run's rows
         self._writer = csv.DictWriter(self._file, fieldnames=fields, restval="")
-        self._writer.writeheader()
-        self._writer.writerows(old_rows)
 
     def close(self) -> None:
         if self._file is not None:
@@ -119,11 +137,12 @@ class CSVLogger:
 
 
 class JsonlLogger:
-    """Writes each whole result as one JSON line of `result.jsonl` (NaN as null)."""
+    """Writes each whole result as one JSON line of `result.jsonl` (NaN as null); with
+    `append=True` after the lines already there (a resumed run)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, append: bool = False) -> None:
         self.path = Path(path)
-        self._file: IO[str] | None = self.path.open("w")
+        self._file: IO[str] | None = self.path.open("a" if append else "w")
 
     def log(self, result: Mapping[str, Any]) -> None:
         assert self._file is not None, "JsonlLogger.log() after close()"
@@ -194,7 +213,7 @@ def config_to_jsonable(config: Any) -> dict[str, Any]:
         probe = type(config)()  # fresh defaults are JSON-able; test this one setting alone
         key = dict_key(name)  # as to_dict() names it
         try:
-            setattr(probe, name, getattr(config, name))
+            setattr(probe, name, vars(config).get(name, getattr(config, name)))  # raw value
             out[key] = probe.to_dict()[key]
         except (ValueError, TypeError):
             out[key] = {"__repr__": repr(getattr(config, name))}
@@ -239,18 +258,21 @@ class RunLogger:
         config: Any = None,
         tensorboard: bool = True,
         trackers: Sequence[str] = (),
+        append: bool = False,
     ) -> None:
         """`trackers`: names in `rlmod.utils.trackers.TRACKERS` ("wandb", "mlflow") to log
-        to as well; each gets the config once (as params.json holds it)."""
+        to as well; each gets the config once (as params.json holds it). `append`: continue
+        the run dir's progress.csv and result.jsonl (a run resumed in place); its
+        params.json is kept."""
         from rlmod.utils.trackers import TRACKERS
 
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if config is not None:
+        if config is not None and not (append and (self.run_dir / PARAMS_JSON).is_file()):
             write_params(self.run_dir, config)
         self._loggers: list[Any] = [
-            CSVLogger(self.run_dir / PROGRESS_CSV),
-            JsonlLogger(self.run_dir / RESULT_JSONL),
+            CSVLogger(self.run_dir / PROGRESS_CSV, append=append),
+            JsonlLogger(self.run_dir / RESULT_JSONL, append=append),
         ]
         if tensorboard:
             tb = TensorBoardLogger(self.run_dir)
@@ -283,74 +305,3 @@ class RunLogger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class ProgressBar:
-    """Shows iteration, env steps, episode_return_mean and env steps/s after each result.
-
-    On a terminal with `rich` installed it is one live bar (with a total when
-    `total_env_steps` is given); otherwise one plain line per iteration goes to `stream`.
-    """
-
-    def __init__(
-        self,
-        *,
-        total_env_steps: int | None = None,
-        stream: IO[str] | None = None,
-        use_rich: bool | None = None,
-    ) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self.total_env_steps = total_env_steps
-        self._last_time = time.perf_counter()
-        self._last_steps = 0
-        self._progress: Any = None
-        if use_rich is None:
-            use_rich = bool(getattr(self.stream, "isatty", lambda: False)())
-        if use_rich:
-            self._start_rich()
-
-    def _start_rich(self) -> None:
-        try:
-            from rich.console import Console
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-        except ImportError:
-            return  # the plain lines it is
-        columns: list[Any] = [TextColumn("iter {task.fields[iteration]:>4}")]
-        if self.total_env_steps is not None:
-            columns.append(BarColumn())
-        columns += [
-            TextColumn("{task.completed:>9,.0f} env steps"),
-            TextColumn("return {task.fields[ret]:>8}"),
-            TextColumn("{task.fields[speed]:>7,.0f} steps/s"),
-            TimeElapsedColumn(),
-        ]
-        self._progress = Progress(*columns, console=Console(file=self.stream))
-        self._task = self._progress.add_task(
-            "train", total=self.total_env_steps, iteration=0, ret="nan", speed=0.0
-        )
-        self._progress.start()
-
-    def update(self, result: Mapping[str, Any]) -> None:
-        now = time.perf_counter()
-        steps = int(result.get("num_env_steps_sampled_lifetime", 0))
-        speed = (steps - self._last_steps) / max(now - self._last_time, 1e-9)
-        self._last_time, self._last_steps = now, steps
-        ret = result.get("env_runners", {}).get("episode_return_mean", math.nan)
-        ret_text = f"{ret:.2f}" if isinstance(ret, numbers.Real) else str(ret)
-        iteration = result.get("training_iteration", 0)
-        if self._progress is not None:
-            self._progress.update(
-                self._task, completed=steps, iteration=iteration, ret=ret_text, speed=speed
-            )
-            return
-        total = f"/{self.total_env_steps:,}" if self.total_env_steps is not None else ""
-        self.stream.write(
-            f"iter {iteration:>4}  env steps {steps:>9,}{total}  "
-            f"episode_return_mean {ret_text:>8}  {speed:>7,.0f} env steps/s\n"
-        )
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None

@@ -38,7 +38,8 @@ def check_run_dir(given: Path) -> None:
     if taken:
         raise ValueError(
             f"--run-dir {given} already holds a run ({taken[0]}); rlmod never overwrites one. "
-            f"Pass a new --run-dir, or continue it with --resume {given} --run-dir NEW_DIR."
+            f"Pass a new --run-dir, or continue it with --resume {given} (in place) or "
+            f"--resume {given} --run-dir NEW_DIR."
         )
 
 

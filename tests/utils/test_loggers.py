@@ -29,6 +29,7 @@ from rlmod.utils.loggers import (
     to_jsonable,
     write_params,
 )
+from rlmod.utils.progress import estimate_eta_s, format_eta
 
 
 def test_flatten_result_joins_nested_keys_and_stringifies_them():
@@ -143,4 +144,67 @@ def test_plain_progress_lines():
     first, second = stream.getvalue().splitlines()
     assert first.startswith("iter    1  env steps     4,000/10,000  episode_return_mean      nan")
     assert second.startswith("iter    2  env steps     8,000/10,000  episode_return_mean    21.46")
-    assert second.endswith(" env steps/s")
+    assert " env steps/s  ETA " in second  # bounded by --stop-timesteps: an ETA
+
+
+def test_eta_is_the_first_bounded_criterion_at_the_rate_so_far():
+    # 40% of the steps in 10 s: 15 s more; half the iterations: 10 s more; 30 s budget, 10 used
+    done = [(400.0, 1000.0), (5.0, 10.0)]
+    assert estimate_eta_s(elapsed_s=10.0, done=done, seconds_left=20.0) == 10.0
+    assert estimate_eta_s(elapsed_s=10.0, done=[(400.0, 1000.0)]) == 15.0
+    assert estimate_eta_s(elapsed_s=10.0, done=[(0.0, 10.0)]) is None  # no progress yet
+    assert estimate_eta_s(elapsed_s=10.0, done=[]) is None  # nothing bounded: no ETA
+    assert format_eta(3723.4) == "1:02:03" and format_eta(None) == "-"
+
+
+def test_plain_lines_every_n_iterations_with_eta_and_resumed_counters(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    clock = iter(range(100))  # one second per call: creation at 0, iteration 5 at 1, ...
+    monkeypatch.setattr("rlmod.utils.progress.time.perf_counter", lambda: float(next(clock)))
+    stream = io.StringIO()
+    bar = ProgressBar(
+        total_iterations=10, start_iteration=4, start_env_steps=4000, every=2, stream=stream
+    )
+    for it in range(5, 9):
+        bar.update({"training_iteration": it, "num_env_steps_sampled_lifetime": 1000 * it})
+    lines = stream.getvalue().splitlines()
+    assert [line.split()[1] for line in lines] == ["6", "8"]  # every 2 from the resume
+    # 2,000 new steps in 2 s (not the 6,000 lifetime ones); 2 of 6 iterations in 2 s: 4 s left
+    assert "  1,000 env steps/s  ETA 0:00:04" in lines[0]
+    assert "ETA 0:00:02" in lines[1]
+    plain = io.StringIO()
+    unbounded = ProgressBar(stream=plain)
+    unbounded.update({"training_iteration": 1, "num_env_steps_sampled_lifetime": 10})
+    assert "ETA" not in plain.getvalue()
+
+
+def test_csv_and_jsonl_append_to_a_resumed_run(tmp_path: Path):
+    run = tmp_path / "run"
+    with RunLogger(run, tensorboard=False) as logs:
+        logs.log({"training_iteration": 1, "x": 1.0})
+    params = run / "params.json"
+    params.write_text("{}")
+    with RunLogger(run, config=PPOConfig(), tensorboard=False, append=True) as logs:
+        logs.log({"training_iteration": 2, "x": 2.0})
+        logs.log({"training_iteration": 3, "x": 3.0, "y": 9.0})  # a new column
+    assert _rows(run / "progress.csv") == [
+        {"training_iteration": "1", "x": "1.0", "y": ""},
+        {"training_iteration": "2", "x": "2.0", "y": ""},
+        {"training_iteration": "3", "x": "3.0", "y": "9.0"},
+    ]
+    lines = (run / "result.jsonl").read_text().splitlines()
+    assert [json.loads(line)["training_iteration"] for line in lines] == [1, 2, 3]
+    assert params.read_text() == "{}"  # kept
+    assert not list(run.glob("*.tmp"))
+
+
+def test_the_rich_bar_has_an_eta_column_when_bounded():
+    pytest.importorskip("rich")
+    bounded, unbounded = io.StringIO(), io.StringIO()
+    for stream, kwargs in ((bounded, {"total_seconds": 30.0}), (unbounded, {})):
+        bar = ProgressBar(stream=stream, use_rich=True, **kwargs)
+        bar.update({"training_iteration": 1, "num_env_steps_sampled_lifetime": 100})
+        bar.close()
+    assert "ETA 0:00:" in bounded.getvalue()
+    assert "ETA" not in unbounded.getvalue()
