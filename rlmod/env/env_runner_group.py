@@ -20,6 +20,7 @@ from rlmod.connectors.env_to_module import merge_env_to_module_states
 from rlmod.core.types import Components, MetricsDict, StateDict, StateValue
 from rlmod.env.env_runner import WEIGHTS_SEQ_NO, EnvRunner, SampleResult
 from rlmod.errors import EnvRunnerError
+from rlmod.fast_paths import plain_paths
 from rlmod.utils.checkpoints import Checkpointable, _class_path
 
 if TYPE_CHECKING:
@@ -433,8 +434,9 @@ envs, 1.04 / 1.06 at 8, 1.08 / 0.99 at 10, 1.18 / 0.88 (2 x 8) and 1.08 / 0.83 (
 def default_multi_agent_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
     """The multi-agent EnvRunner class when `config.env_runner_cls` is None: the plain
     ReferenceMultiAgentEnvRunner for at most PLAIN_RUNNER_MAX_AGENT_SLOTS agents x
-    sub-envs unless a setting needs the vectorized one (recording, restarting failed envs,
-    episode callbacks); else MultiAgentEnvRunner. Counts the agents on one env made here
+    sub-envs, or at any size with the plain paths on (rlmod.fast_paths), unless a setting
+    needs the vectorized one (recording, restarting failed envs, episode callbacks); else
+    MultiAgentEnvRunner. Counts the agents on one env made here
     (closed again); an env that fails to make gets MultiAgentEnvRunner, which names why."""
     from rlmod.env.multi_agent_env import multi_agent_env_from
     from rlmod.env.multi_agent_env_runner import MultiAgentEnvRunner
@@ -445,6 +447,8 @@ def default_multi_agent_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
 
     if unsupported_features(config):
         return MultiAgentEnvRunner
+    if plain_paths() or getattr(config, "plain_paths", False):
+        return ReferenceMultiAgentEnvRunner  # the vectorized runner is a fast path
     try:
         env = multi_agent_env_from(config.env, config.env_config)
     except Exception:  # noqa: BLE001 - the runner makes it again and raises with context

@@ -606,8 +606,9 @@ def test_train_reports_module_and_agent_returns(runner_cls):
     [
         (2, 1, ReferenceMultiAgentEnvRunner),
         (10, 1, ReferenceMultiAgentEnvRunner),  # 10 agents x envs: the threshold
-        (4, 4, MultiAgentEnvRunner),
-        (100, 1, MultiAgentEnvRunner),
+        # the vectorized runner is a fast path: RLMOD_PLAIN_PATHS=1 runs the plain one
+        pytest.param(4, 4, MultiAgentEnvRunner, marks=pytest.mark.fast_path),
+        pytest.param(100, 1, MultiAgentEnvRunner, marks=pytest.mark.fast_path),
     ],
 )
 def test_the_plain_runner_is_the_default_for_few_agents_x_envs(num_agents, num_envs, expected):

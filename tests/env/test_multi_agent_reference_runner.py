@@ -216,3 +216,24 @@ def test_an_env_with_nobody_acting_for_a_step_matches_the_reference() -> None:
     )
     assert rows == [(0.0, 0.0, False), (1.0, 1.0, True), (1.0, 3.0, False)]  # by hand
     assert_same_batches(runner.sample(num_timesteps=4, explore=False), expected)
+
+
+def test_the_plain_paths_switch_selects_the_reference_runner_at_any_size():
+    """The vectorized runner is a fast path: `.debugging(plain_paths=True)` runs the plain
+    one even where the default rule (PLAIN_RUNNER_MAX_AGENT_SLOTS) picks the vectorized."""
+    from rlmod.algorithms.ppo import PPOConfig
+    from rlmod.env import MultiAgentEnvRunner
+    from rlmod.env.env_runner_group import default_multi_agent_runner_cls
+    from rlmod.env.multi_agent_reference_runner import ReferenceMultiAgentEnvRunner
+    from rlmod.fast_paths import plain_paths
+    from rlmod.testing import MultiAgentCartPole
+
+    config = (
+        PPOConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 20})
+        .multi_agent(policies={"p"}, policy_mapping_fn=lambda aid, ep, **kw: "p")
+    )
+    if not plain_paths():  # (RLMOD_PLAIN_PATHS=1 turns the whole process plain)
+        assert default_multi_agent_runner_cls(config) is MultiAgentEnvRunner
+    plain = config.copy(copy_frozen=False).debugging(plain_paths=True)
+    assert default_multi_agent_runner_cls(plain) is ReferenceMultiAgentEnvRunner
