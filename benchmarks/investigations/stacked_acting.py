@@ -2,24 +2,21 @@
 1,000 MultiAgentCartPole agents sample in the same envs, and the floor of that ratio.
 
     python benchmarks/investigations/stacked_acting.py [--envs 32] [--rounds 6] [--steps 10]
-    python benchmarks/investigations/stacked_acting.py --fit   # refit StackedActing's cost model
 
 Two MultiAgentEnvRunners (agents mapped to 10 and to 1,000 modules, one stacked group each)
 sample in alternating rounds, as in benchmarks/multi_module_scale.py's issue-17 child. Each
 round records the time of the whole `sample()` call and of the group's acting forward in it
 (the only part whose work depends on the module count), and keeps each forward's inputs. Then
-the recorded forwards are replayed (same rows, same row-to-module indices) through every way
-to run them: the vmap plain path (`StackedGroup.call_rows`), StackedActing's padded layout
-over all modules, its sparse layout, and its per-step choice; plus the best layout per step
-in hindsight. The floor: the ratio the runner would reach if its 1,000-module forward cost
-what that hindsight best costs and everything else stayed as measured.
+the recorded forwards are replayed (same rows, same row-to-module indices) through both ways
+to run them: the vmap plain path (`StackedGroup.call_rows`) and StackedActing's padded
+layout. The floor: the ratio the runner would reach if its forwards cost what the best of
+two replays costs and everything else stayed as measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from functools import partial
 
 import _suite_path  # noqa: F401  (benchmarks/ on sys.path)
 import numpy as np
@@ -27,7 +24,6 @@ import torch
 from _common import commit, table
 from _stacked_setups import make_runner
 
-import rlmod.core.stacked_acting as sa
 from rlmod.core.stacked import StackedGroup
 from rlmod.env import MultiAgentEnvRunner
 
@@ -54,72 +50,18 @@ def record_forwards(group: StackedGroup) -> list[tuple[torch.Tensor, torch.Tenso
 
 
 def replay(group: StackedGroup, calls: list, how: str) -> list[float]:
-    """Seconds per recorded forward, run `how`."""
-    costs = dict(PER_ROW_US=sa.PER_ROW_US, GATHER_US=sa.GATHER_US, SPARSE_US=sa.SPARSE_US)
-    if how == "sparse":
-        sa.PER_ROW_US = sa.SPARSE_US = 0.0
-    elif how == "padded":
-        sa.PER_ROW_US, sa.GATHER_US = 1e9, 1e9
+    """Seconds per recorded forward, run `how`: "vmap" (the plain path) or "padded"
+    (StackedActing)."""
     out = []
-    try:
-        with torch.inference_mode():
-            for obs, index, _ in calls:
-                t = time.perf_counter()
-                if how == "vmap":
-                    group.call_rows("forward_exploration", {"obs": obs}, index)
-                else:
-                    group.forward_exploration(obs, index)
-                out.append(time.perf_counter() - t)
-    finally:
-        for name, value in costs.items():
-            setattr(sa, name, value)
+    with torch.inference_mode():
+        for obs, index, _ in calls:
+            t = time.perf_counter()
+            if how == "vmap":
+                group.call_rows("forward_exploration", {"obs": obs}, index)
+            else:
+                group.forward_exploration(obs, index)
+            out.append(time.perf_counter() - t)
     return out
-
-
-FIT_CASES = ((1000, 32), (1000, 8), (1000, 1), (100, 32), (10, 32))  # (modules, envs)
-
-
-def fit() -> None:
-    """Least squares for StackedActing's cost model: each layout timed on the recorded
-    forwards of 4 sample() calls of 10 env steps per env, in each case of FIT_CASES."""
-    rows = []
-    for m, envs in FIT_CASES:
-        runner = make_runner(m, envs, 10, threads=1)
-        group = group_of(runner)
-        calls = record_forwards(group)
-        for _ in range(4):
-            runner.sample(num_timesteps=envs * 10)
-        del group.forward_exploration
-        act = sa.StackedActing.of(group)
-        assert act is not None
-        with torch.inference_mode():
-            for obs, index, _ in calls:
-                x = obs.reshape(len(index), -1)
-                counts = torch.bincount(index, minlength=m)
-                width = int(counts.max())
-                ways = (
-                    partial(act._padded, x, index, counts, width, gather=False),
-                    partial(act._padded, x, index, counts, width, gather=True),
-                    partial(act._sparse, x.contiguous(), index),
-                )
-                us = [1e6 * min(_seconds(f) for _ in range(3)) for f in ways]
-                rows.append((m, len(index), width, int((counts > 0).sum()), *us))
-    a = np.array(rows, dtype=float)
-    m, n, width, present = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
-    padded = np.linalg.lstsq(np.stack([m, m * width], 1), a[:, 4], rcond=None)[0]
-    gathered = np.linalg.lstsq(np.stack([present, present * width], 1), a[:, 5], rcond=None)[0]
-    sparse = np.linalg.lstsq(np.stack([n, np.ones_like(n)], 1), a[:, 6], rcond=None)[0]
-    print(
-        f"{len(a)} passes: PER_MODULE_US {padded[0]:.2f}, PER_SLOT_US {padded[1]:.2f}, "
-        f"GATHER_US {gathered[0] - padded[0]:.2f} (slot {gathered[1]:.2f}), "
-        f"PER_ROW_US {sparse[0]:.2f}, SPARSE_US {sparse[1]:.0f}; commit {commit()}"
-    )
-
-
-def _seconds(f) -> float:
-    t = time.perf_counter()
-    f()
-    return time.perf_counter() - t
 
 
 def main() -> None:
@@ -127,12 +69,8 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--steps", type=int, default=10, help="env steps per env per call")
-    parser.add_argument("--fit", action="store_true", help="refit the cost model instead")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    if args.fit:
-        fit()
-        return
     sizes = (10, 1000)
     # One thread throughout, so recorded and replayed forwards compare.
     runners = {m: make_runner(m, args.envs, args.steps, threads=1) for m in sizes}
@@ -179,7 +117,7 @@ def main() -> None:
     for g in groups.values():
         del g.forward_exploration  # the class's own again
     # Replay the 1,000-module forwards every way (same rows), and the 10-module ones.
-    ways = ("vmap", "padded", "sparse", "chosen")
+    ways = ("vmap", "padded")
     replayed = {(m, w): np.array(replay(groups[m], calls[m], w)) for m in sizes for w in ways}
     replayed = {
         k: np.minimum(v, np.array(replay(groups[k[0]], calls[k[0]], k[1])))
@@ -191,24 +129,22 @@ def main() -> None:
             {
                 "modules": m,
                 **{w: f"{1e3 * replayed[(m, w)].mean():.2f}" for w in ways},
-                "best per call in hindsight": f"{1e3 * np.minimum(replayed[(m, 'padded')], replayed[(m, 'sparse')]).mean():.2f}",
             }
             for m in sizes
         ],
-        ["modules", *ways, "best per call in hindsight"],
+        ["modules", *ways],
     )
     # Floor: everything but the forward as measured; forwards as replayed.
     rest = {m: sum(total[m]) - sum(fwd[m]) for m in sizes}
     n = {m: len(calls[m]) for m in sizes}
     per_call = {m: sum(fwd[m]) / n[m] for m in sizes}
-    best = {m: np.minimum(replayed[(m, "padded")], replayed[(m, "sparse")]).mean() for m in sizes}
+    best = {m: replayed[(m, "padded")].mean() for m in sizes}
     floor = (steps[1000] / (rest[1000] + n[1000] * best[1000])) / (
         steps[10] / (rest[10] + n[10] * min(best[10], per_call[10]))
     )
     print(
         f"\nEverything but the forward: {rest[10]:.2f} s (10 modules) vs {rest[1000]:.2f} s "
-        f"(1,000). Ratio with each runner's forward at its best layout per call in "
-        f"hindsight: {floor:.2f}.\ncommit {commit()}, {args.envs} envs, {args.rounds} "
+        f"(1,000). Ratio with each runner's forward as replayed: {floor:.2f}.\ncommit {commit()}, {args.envs} envs, {args.rounds} "
         f"alternating rounds of sample() calls of {args.steps} env steps per env, "
         "one thread."
     )

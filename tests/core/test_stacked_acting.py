@@ -1,9 +1,8 @@
 """Tests of StackedActing (rlmod/core/stacked_acting.py), the EnvRunner acting fast path of
 stacked groups, against the plain path (`StackedGroup.call_rows`: vmap over the class's
-own forward): both layouts (padded, with and without gathering the modules present, its
-products by numpy's matmul and by torch's, and sparse), after weights change (the sparse
-layout's transposed copy is remade), and where the fast path must not run (free log-std, a
-subclass, autograd on).
+own forward): its products by numpy's matmul and by torch's, with modules missing from the
+rows, after weights change (the transposed weight copy is remade), and where the fast path
+must not run (free log-std, a subclass, autograd on).
 """
 
 from __future__ import annotations
@@ -58,16 +57,6 @@ def _rows(n: int, num_modules: int, missing: int, seed: int) -> tuple[torch.Tens
     return torch.randn(n, *BOX.shape, generator=g), index
 
 
-def _force(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
-    """Makes the cost model pick `layout`: "padded" (all modules), "padded_gather" (only
-    those present) or "sparse"."""
-    monkeypatch.setattr(sa, "PER_ROW_US", 0.0 if layout == "sparse" else 1e9)
-    monkeypatch.setattr(sa, "SPARSE_US", 0.0)
-    monkeypatch.setattr(sa, "PER_MODULE_US", 1.0)
-    monkeypatch.setattr(sa, "PER_SLOT_US", 1.0)
-    monkeypatch.setattr(sa, "GATHER_US", 0.0 if layout == "padded_gather" else 1e9)
-
-
 @pytest.mark.parametrize(
     "model_config",
     [
@@ -81,29 +70,14 @@ def _force(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
         {"fcnet_hiddens": [], "head_fcnet_hiddens": [4], "head_fcnet_activation": "elu"},
     ],
 )
-@pytest.mark.parametrize("layout", ["padded", "padded_gather", "sparse"])
 @pytest.mark.parametrize("matmul", ["numpy", "torch"])
 def test_fast_path_gives_the_plain_paths_outputs(
-    model_config: dict, layout: str, matmul: str, monkeypatch: pytest.MonkeyPatch
+    model_config: dict, matmul: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     group = _group(12, model_config)
     assert isinstance(StackedActing.of(group), StackedActing)
-    _force(monkeypatch, layout)
-    if matmul == "torch":  # the padded layout's products as at many rows per module
+    if matmul == "torch":  # the products as at many rows per module
         monkeypatch.setattr(sa, "BLAS_SMALL_WORK", 0)
-    ran: list[str] = []
-    padded, sparse = StackedActing._padded, StackedActing._sparse
-    monkeypatch.setattr(
-        StackedActing,
-        "_padded",
-        lambda self, *a, gather, cap=None: (
-            ran.append("padded_gather" if gather else "padded"),
-            padded(self, *a, gather=gather, cap=cap),
-        )[1],
-    )
-    monkeypatch.setattr(
-        StackedActing, "_sparse", lambda self, *a: (ran.append("sparse"), sparse(self, *a))[1]
-    )
     for n, missing, seed in [(40, 0, 0), (25, 7, 1), (1, 11, 2), (12, 0, 3)]:
         obs, index = _rows(n, 12, missing, seed)
         with torch.inference_mode():
@@ -113,79 +87,16 @@ def test_fast_path_gives_the_plain_paths_outputs(
         want = _plain(group, obs, index).detach()
         torch.testing.assert_close(fast[Columns.ACTION_DIST_INPUTS], want, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(greedy[Columns.ACTION_DIST_INPUTS], want, rtol=1e-5, atol=1e-6)
-        if missing:  # (with every module present, gathering them all is the same)
-            assert ran[-2:] == [layout, layout]
 
 
-@pytest.mark.parametrize(
-    "model_config",
-    [
-        {"fcnet_hiddens": [16, 16]},
-        {
-            "fcnet_hiddens": [8],
-            "fcnet_activation": "relu",
-            "head_fcnet_hiddens": [5],
-            "head_fcnet_activation": "silu",
-        },
-    ],
-)
-@pytest.mark.parametrize("cap", [1, 2, 5])
-def test_capped_padded_pass_gives_the_plain_paths_outputs(model_config: dict, cap: int) -> None:
-    """Rows past `cap` per module go through a second pass over only their modules."""
-    group = _group(12, model_config)
-    act = StackedActing.of(group)
-    assert act is not None
-    obs, index = _rows(40, 12, 3, 4)
-    counts = torch.bincount(index, minlength=12)
-    with torch.inference_mode():
-        out = act._padded(
-            obs.reshape(40, -1), index, counts, int(counts.max()), gather=False, cap=cap
-        )
-    torch.testing.assert_close(out, _plain(group, obs, index).detach(), rtol=1e-5, atol=1e-6)
-
-
-def test_each_layout_runs_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the fitted cost model: a few rows spread over many modules take the sparse
-    layout, even rows one padded pass, a few modules with many more rows than the rest a
-    capped pass (their extra rows in a second, gathered pass): all agree with the plain
-    path."""
-    group = _group(800, {"fcnet_hiddens": [16, 16]})
-    ran: list[str] = []
-    padded, sparse = StackedActing._padded, StackedActing._sparse
-
-    def spy_padded(
-        self: StackedActing,
-        x: torch.Tensor,
-        index: torch.Tensor,
-        counts: torch.Tensor,
-        width: int,
-        *,
-        gather: bool,
-        cap: int | None = None,
-    ) -> torch.Tensor:
-        ran.append("gathered" if gather else "capped" if cap and cap < width else "padded")
-        return padded(self, x, index, counts, width, gather=gather, cap=cap)
-
-    monkeypatch.setattr(StackedActing, "_padded", spy_padded)
-    monkeypatch.setattr(
-        StackedActing, "_sparse", lambda self, *a: (ran.append("sparse"), sparse(self, *a))[1]
-    )
-    spread = torch.tensor([0] * 15 + list(range(1, 80)))  # 94 rows over 80 of 800 modules
-    even = torch.arange(800).repeat(2)
-    uneven = torch.cat([torch.arange(800).repeat(4), torch.arange(10).repeat(8)])
-    for index, layout in ((spread, "sparse"), (even, "padded"), (uneven, "capped")):
-        obs = torch.randn(len(index), *BOX.shape)
-        ran.clear()
-        with torch.inference_mode():
-            fast = group.forward_exploration(obs, index)[Columns.ACTION_DIST_INPUTS]
-        assert ran == [layout] + (["gathered"] if layout == "capped" else [])
-        torch.testing.assert_close(fast, _plain(group, obs, index).detach(), rtol=1e-5, atol=1e-6)
-
-
-def test_sparse_layout_follows_weight_changes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sparse layout's transposed weights are remade when a module's weights change
-    through the per-module API (set_state writes into the group's storage)."""
-    _force(monkeypatch, "sparse")
+@pytest.mark.parametrize("matmul", ["numpy", "torch"])
+def test_transposed_weights_follow_weight_changes(
+    matmul: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The transposed weight copies are remade when a module's weights change through the
+    per-module API (set_state writes into the group's storage)."""
+    if matmul == "torch":
+        monkeypatch.setattr(sa, "BLAS_SMALL_WORK", 0)
     group = _group(6, {"fcnet_hiddens": [8, 8]})
     obs, index = _rows(30, 6, 0, 4)
     with torch.inference_mode():
@@ -199,10 +110,9 @@ def test_sparse_layout_follows_weight_changes(monkeypatch: pytest.MonkeyPatch) -
     assert torch.equal(changed, index == 2)  # only module 2's rows changed
 
 
-def test_groups_stacked_under_inference_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Weights made under inference mode have no version counter: the sparse layout then
-    transposes them anew each call (right after an in-place change too)."""
-    _force(monkeypatch, "sparse")
+def test_groups_stacked_under_inference_mode() -> None:
+    """Weights made under inference mode have no version counter: they are then transposed
+    anew each call (right after an in-place change too)."""
     with torch.inference_mode():
         group = _group(5, {"fcnet_hiddens": [8]})
         obs, index = _rows(20, 5, 0, 7)
