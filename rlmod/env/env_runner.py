@@ -63,6 +63,9 @@ class EnvRunner(Checkpointable, abc.ABC):
     `env_runner.metrics`); `get_metrics()` ships what was logged to the Algorithm.
     """
 
+    num_envs: int
+    """Sub-envs this EnvRunner steps at once (set by each subclass when it builds them)."""
+
     def __init__(self, *, config: AlgorithmConfig, worker_index: int = 0) -> None:
         use_plain_paths(config)
         self.config = config
@@ -138,6 +141,17 @@ class EnvRunner(Checkpointable, abc.ABC):
     ) -> SampleResult:
         """Steps the envs for `num_timesteps` env steps or `num_episodes` whole episodes
         (default: one rollout fragment per sub-env)."""
+
+    def _timesteps_to_sample(
+        self, num_timesteps: int | None, num_episodes: int | None
+    ) -> int | None:
+        """The env steps a `sample()` call runs: `num_timesteps`, None where it runs for
+        `num_episodes`, by default one rollout fragment per sub-env."""
+        if num_timesteps is not None and num_episodes is not None:
+            raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
+        if num_timesteps is None and num_episodes is None:
+            return self.config.get_rollout_fragment_length() * self.num_envs
+        return num_timesteps
 
     @abc.abstractmethod
     def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:

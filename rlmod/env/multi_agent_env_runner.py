@@ -615,8 +615,7 @@ class MultiAgentEnvRunner(EnvRunner):
     ) -> SampleResult:
         """Steps all envs for `num_timesteps` env steps (each env's step() counts one) or
         until `num_episodes` episodes are complete (then only their rows are returned)."""
-        if num_timesteps is not None and num_episodes is not None:
-            raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
+        num_timesteps = self._timesteps_to_sample(num_timesteps, num_episodes)
         self.make_module()
         self._init_pending_modules()
         mark = self._stats.mark()
@@ -639,8 +638,6 @@ class MultiAgentEnvRunner(EnvRunner):
         self._call_start = self._num_steps
         if num_episodes is not None or self._rows.acting is None:
             self._reset_all()  # whole episodes only: start every env afresh
-        if num_timesteps is None and num_episodes is None:
-            num_timesteps = self.config.get_rollout_fragment_length() * self.num_envs
         first_done = len(self._stats)
         self._done_eps = []
         self._ma_episodes_done = []

@@ -171,11 +171,8 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
     ) -> SampleResult:
         """Steps all envs for `num_timesteps` env steps (each env's step() counts one) or
         until `num_episodes` episodes are complete (then only their rows are returned)."""
-        if num_timesteps is not None and num_episodes is not None:
-            raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
+        num_timesteps = self._timesteps_to_sample(num_timesteps, num_episodes)
         explore = self.config.explore if explore is None else explore
-        if num_timesteps is None and num_episodes is None:
-            num_timesteps = self.config.get_rollout_fragment_length() * self.num_envs
         self._closed, self._done_eps = [], set()
         env_steps = agent_steps = 0
         first_done = mark = self._stats.mark()

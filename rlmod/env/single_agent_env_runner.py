@@ -208,8 +208,7 @@ class SingleAgentEnvRunner(EnvRunner):
         num_episodes: int | None = None,
         explore: bool | None = None,
     ) -> SampleResult:
-        if num_timesteps is not None and num_episodes is not None:
-            raise ValueError("sample() takes num_timesteps or num_episodes, not both.")
+        num_timesteps = self._timesteps_to_sample(num_timesteps, num_episodes)
         try:
             with self.own_torch_rng():
                 restarts = self._num_restarts
@@ -238,8 +237,6 @@ class SingleAgentEnvRunner(EnvRunner):
             self._reset()  # whole episodes only: start every sub-env afresh
         elif self._obs is None:
             self._reset()
-        if num_timesteps is None and num_episodes is None:
-            num_timesteps = self.config.get_rollout_fragment_length() * self.num_envs
         per_env = -(-(num_timesteps or self.num_envs) // self.num_envs)
         cols = self._buffer
         cols.clear(per_env + per_env // 8 + 2)  # slack for topping up after resets
