@@ -32,6 +32,7 @@ from rlmod.core.rl_module import RLModule
 from rlmod.core.stacked import ForwardMethod, StackedGroup
 from rlmod.core.stacked_train import StackedTraining, Workspace
 from rlmod.core.types import BoolArray, IntArray
+from rlmod.core.update_guard import clip_limits
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
@@ -114,6 +115,8 @@ class StackBucket:
             stack.group.modules[i] for i in stack.order[start:stop].tolist()
         ]
         self.configs: list[AlgorithmConfig] = stack.configs[start:stop]
+        max_norms, logs_global_norm = stack.clip_limits
+        self.clip_limits = (max_norms[start:stop], logs_global_norm[start:stop])
         self.positions: slice[int, int, None] | None = None if whole else slice(start, stop)
         self.params = dict(params)
 
@@ -190,6 +193,7 @@ class TrainStack:
         self.ids: list[ModuleID] = []
         self.order = np.zeros(0, dtype=np.int64)
         self.configs: list[AlgorithmConfig] = []
+        self.clip_limits = clip_limits(self.configs)
         self.work: GroupAdam | None = None
         self._copied = False  # working parameter rows are copies (the order is not the group's)
         self.columns: dict[str, torch.Tensor] = {}
@@ -238,6 +242,7 @@ class TrainStack:
         self.stopped = np.zeros(len(self.ids), dtype=bool)
         self.stop_checked = np.zeros(len(self.ids), dtype=bool)
         self.configs = [configs[m] for m in self.ids]
+        self.clip_limits = clip_limits(self.configs)
         self.num_rows, self._k = n[by_rows], k[by_rows]
         self._offsets = np.cumsum(self.num_rows) - self.num_rows
         self._zero_row = int(self.num_rows.sum())

@@ -21,6 +21,7 @@ from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.optim import Adam, grad_norm
 from rlmod.core.optimizer_groups import clip_gradients
 from rlmod.core.types import BoolArray
+from rlmod.core.update_guard import clip_limits
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
@@ -33,6 +34,7 @@ class TrainAlone:
         self.ids = [module_id]
         self.optimizer = optimizer
         self.configs = [config]
+        self.clip_limits = clip_limits(self.configs)
         self._logs: dict[str, list[Logged]] = defaultdict(list)
         self._pending: dict[str, list[Logged]] = defaultdict(list)
         self._stop_request: tuple[torch.Tensor, float] | None = None
@@ -43,6 +45,7 @@ class TrainAlone:
     def start_update(self, config: AlgorithmConfig) -> None:
         """Forgets the last update's logs and stop, and takes this update's config."""
         self.configs = [config]
+        self.clip_limits = clip_limits(self.configs)
         self._logs, self._pending = defaultdict(list), defaultdict(list)
         self._stop_request = None
         self._stopped = self._stop_checked = False

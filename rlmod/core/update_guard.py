@@ -14,7 +14,6 @@ this update's minibatches were skipped, and that many in a row raise NonFiniteUp
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -22,7 +21,7 @@ import numpy as np
 import torch
 
 from rlmod.core.multi_rl_module import ModuleID
-from rlmod.core.types import BoolArray
+from rlmod.core.types import BoolArray, FloatArray
 from rlmod.errors import NonFiniteUpdateError
 
 if TYPE_CHECKING:
@@ -32,6 +31,14 @@ GRAD_NORM_KEY = "gradients_default_optimizer_global_norm"
 """RLlib's result key of a module's gradient norm before clipping."""
 
 
+def clip_limits(configs: Sequence[AlgorithmConfig]) -> tuple[FloatArray, BoolArray]:
+    """`[M]` each module's `grad_clip` (inf: none) and whether it is clipped by the global
+    norm (whose value RLlib then logs); a unit takes them once per update."""
+    max_norms = np.array([np.inf if c.grad_clip is None else float(c.grad_clip) for c in configs])
+    by_global = np.array([c.grad_clip_by == "global_norm" for c in configs], dtype=bool)
+    return max_norms, np.isfinite(max_norms) & by_global
+
+
 class StepUnit(Protocol):
     """Modules that step together, `[M]` of them (TrainAlone: 1; TrainStack: a group)."""
 
@@ -39,7 +46,9 @@ class StepUnit(Protocol):
     def ids(self) -> Sequence[ModuleID]: ...
 
     @property
-    def configs(self) -> Sequence[AlgorithmConfig]: ...
+    def clip_limits(self) -> tuple[FloatArray, BoolArray]:
+        """`clip_limits(configs)` of this update's modules."""
+        ...
 
     def resolve_stops(self) -> BoolArray:
         """`[M]`: the modules stopped early in this update (this minibatch's requests too)."""
@@ -96,9 +105,8 @@ class NonFiniteGuard:
         returns which modules may step (`unit.step(...)` takes it), with their gradients
         clipped and their logs of this minibatch kept (the others' dropped)."""
         active = ~unit.resolve_stops()
-        max_norms = [math.inf if c.grad_clip is None else float(c.grad_clip) for c in unit.configs]
-        clipped = any(math.isfinite(c) for c in max_norms)
-        norms = unit.grad_norms() if clipped else None
+        max_norms, logs_global_norm = unit.clip_limits
+        norms = unit.grad_norms() if np.isfinite(max_norms).any() else None
         if self.enabled:
             finite = unit.finite(losses, norms)
             skipped = np.flatnonzero(active & ~finite).tolist()
@@ -107,12 +115,9 @@ class NonFiniteGuard:
                 for i in skipped:
                     self._skip(unit.ids[i], losses[i], shown[i], unit.pending_terms(i))
             active &= finite
-        if clipped and norms is not None:
-            limits = torch.tensor(max_norms, device=norms.device)
-            unit.clip(norms, limits)
-            # RLlib logs the global norm, of modules clipped by it (grad_clip_by)
-            by_global = [c.grad_clip_by == "global_norm" for c in unit.configs]
-            unit.log({GRAD_NORM_KEY: norms}, np.isfinite(max_norms) & by_global)
+        if norms is not None:
+            unit.clip(norms, torch.as_tensor(max_norms, dtype=norms.dtype, device=norms.device))
+            unit.log({GRAD_NORM_KEY: norms}, logs_global_norm)
         unit.commit(active)
         if self._streaks:  # a stepped module ends its run of skips
             for i in np.flatnonzero(active).tolist():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlmod.algorithms.ppo import DefaultPPORLModule
+from rlmod.algorithms.ppo import DefaultPPORLModule, PPOConfig
 from rlmod.core.columns import Columns
 from rlmod.core.learner_stacks import TrainStack, row_buckets
 from rlmod.core.optim import GroupAdam
@@ -22,7 +22,7 @@ from rlmod.core.stacked import StackedGroup
 
 BOX = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
 IDS = ["a", "b", "c"]
-CONFIGS = dict.fromkeys(IDS, None)  # TrainStack only hands configs to the buckets
+CONFIGS = dict.fromkeys(IDS, PPOConfig())  # each module's config (`get_config_for_module`)
 
 
 def _stack(lr: float = 0.1) -> tuple[TrainStack, list[DefaultPPORLModule]]:
@@ -76,7 +76,7 @@ def test_working_order_is_most_rows_first_and_leaves_out_absent_and_empty_module
     assert stack.num_rows.tolist() == [5, 2]
 
     # a module not in `configs` (not trainable) does not train even with rows
-    stack.start_update(_batch({"a": 2, "b": 5, "c": 3}), {"a": None, "c": None}, None)
+    stack.start_update(_batch({"a": 2, "b": 5, "c": 3}), {"a": PPOConfig(), "c": PPOConfig()}, None)
     assert stack.ids == ["c", "a"]
     # ties keep the group's order (a stable sort)
     stack.start_update(_batch({"a": 4, "b": 4, "c": 4}), CONFIGS, None)
