@@ -1,6 +1,8 @@
 """A Learner's batches: sample results as tensors, and how an epoch splits them into minibatches.
 
-Pure functions of the batch (no Learner state), used by Learner.update (rlmod.core.learner).
+Functions of the batch and the random generator they are given (no Learner state), used by
+Learner.update (rlmod.core.learner); `epoch_minibatches` also asks the StackedTrainer for its
+groups' minibatches of the same epoch.
 """
 
 from __future__ import annotations
