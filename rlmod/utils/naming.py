@@ -9,8 +9,11 @@ from typing import Any
 
 
 def did_you_mean(name: str, valid: Iterable[str]) -> str:
-    """' Did you mean 'x'?' for the closest valid name, or '' when none is close."""
-    match = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+    """' Did you mean 'x'?' for the closest valid name, or '' when none is close. A name
+    that differs only in case (`LR` for `lr`) matches first."""
+    names = list(valid)
+    same_case = [v for v in names if v.lower() == name.lower()]
+    match = same_case or difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     return f" Did you mean {match[0]!r}?" if match else ""
 
 
