@@ -138,8 +138,12 @@ def _to_env(plan: Any, flat: np.ndarray) -> Any:
             raise NonFiniteActionError(_non_finite(None, "Box actions"))
         if both is not None:
             a = np.where(both, np.clip(a, -1.0, 1.0) * scale + offset, a)
-        # Clip to every finite bound; an infinite bound clips nothing.
-        return np.clip(a, low, high).astype(dtype, copy=False).reshape(n, *shape)
+        # Clip to every finite bound; an infinite bound clips nothing. An integer Box gets
+        # the nearest integer (a cast alone would truncate 2.9 to 2).
+        a = np.clip(a, low, high)
+        if not np.issubdtype(dtype, np.floating):
+            a = np.rint(a)
+        return a.astype(dtype, copy=False).reshape(n, *shape)
     parts = plan[1]
     values = [(k, _to_env(p, flat[:, lo:hi])) for k, lo, hi, p in parts]
     return dict(values) if kind == "dict" else tuple(v for _, v in values)

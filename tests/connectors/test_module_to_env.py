@@ -60,10 +60,11 @@ def test_box_actions_are_unsquashed_where_both_bounds_are_finite_and_clipped():
     assert out.dtype == np.float32
 
 
-def test_an_integer_box_is_mapped_in_float64_then_cast_to_its_dtype():
+def test_an_integer_box_is_mapped_in_float64_then_rounded_to_its_dtype():
     space = Box(0, 10, (2,), np.int64)
-    out = _to_env(space, np.array([[-1.0, 1.0], [0.0, 0.3]], np.float32))
-    assert out.dtype == np.int64 and out.tolist() == [[0, 10], [5, 6]]  # 6.5 truncates to 6
+    out = _to_env(space, np.array([[-1.0, 1.0], [0.0, 0.38], [-0.98, 0.98]], np.float32))
+    # 6.9 -> 7 and 9.9 -> 10 (a cast would truncate them to 6 and 9), 0.1 -> 0
+    assert out.dtype == np.int64 and out.tolist() == [[0, 10], [5, 7], [0, 10]]
 
 
 def test_non_finite_box_actions_never_reach_the_env():
