@@ -90,6 +90,18 @@ class _Episode:
         self.is_truncated = False
         self._custom_data: dict[str, object] = {}
         self._start_time = time.perf_counter()
+        self._end_time: float | None = None
+
+    def _set_done(self, terminated: bool, truncated: bool) -> None:
+        """The end flags after a step; the clock stops at the step that ends the episode."""
+        self.is_terminated, self.is_truncated = terminated, truncated
+        if (terminated or truncated) and self._end_time is None:
+            self._end_time = time.perf_counter()
+
+    def get_duration_s(self) -> float:
+        """Wall-clock seconds from the reset to the step that ended it (or now)."""
+        end = self._end_time if self._end_time is not None else time.perf_counter()
+        return end - self._start_time
 
     @property
     def custom_data(self) -> dict[str, object]:
@@ -139,7 +151,6 @@ class SingleAgentEpisode(_Episode):
         self.infos: list[dict[str, object]] = [info]
         self.actions: list[object] = []
         self.rewards: list[float] = []
-        self._end_time: float | None = None
 
     def add_env_step(
         self,
@@ -157,10 +168,7 @@ class SingleAgentEpisode(_Episode):
         self.actions.append(action)
         self.rewards.append(reward)
         self.infos.append(info)
-        self.is_terminated = terminated
-        self.is_truncated = truncated
-        if terminated or truncated:
-            self._end_time = time.perf_counter()
+        self._set_done(terminated, truncated)
 
     @property
     def t(self) -> int:
@@ -181,11 +189,6 @@ class SingleAgentEpisode(_Episode):
     def get_return(self) -> float:
         """The sum of this episode's rewards."""
         return float(sum(self.rewards))
-
-    def get_duration_s(self) -> float:
-        """Wall-clock seconds from the reset to the last step (or now)."""
-        end = self._end_time if self._end_time is not None else time.perf_counter()
-        return end - self._start_time
 
     def env_steps(self) -> int:
         return len(self.actions)
@@ -248,8 +251,9 @@ class MultiAgentEpisode(_Episode):
         self.infos.append(dict(infos))
         self.terminateds.update(terminateds)
         self.truncateds.update(truncateds)
-        self.is_terminated = bool(terminateds.get("__all__", False))
-        self.is_truncated = bool(truncateds.get("__all__", False))
+        self._set_done(
+            bool(terminateds.get("__all__", False)), bool(truncateds.get("__all__", False))
+        )
 
     @property
     def agent_ids(self) -> set:
@@ -288,9 +292,6 @@ class MultiAgentEpisode(_Episode):
 
     def get_return(self) -> float:
         return float(sum(sum(step.values()) for step in self.rewards))
-
-    def get_duration_s(self) -> float:
-        return time.perf_counter() - self._start_time
 
     def env_steps(self) -> int:
         return len(self.actions)

@@ -72,6 +72,13 @@ def test_single_agent_duration_stops_at_the_last_step():
     assert ongoing.get_duration_s() <= ongoing.get_duration_s()
 
 
+def test_multi_agent_duration_stops_at_the_step_that_ends_it():
+    ep = _multi()  # its second step sets "__all__"
+    first = ep.get_duration_s()
+    assert first >= 0.0
+    assert ep.get_duration_s() == first  # ended: no longer grows
+
+
 def _multi() -> MultiAgentEpisode:
     ep = MultiAgentEpisode(
         id_=1,
