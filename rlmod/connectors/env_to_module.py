@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlmod.connectors.pipeline import Connector
+from rlmod.utils.packed_obs import PackedObservationBox, has_image_part
 from rlmod.utils.spaces import flat_box, flatten_batch
 
 
@@ -89,9 +90,15 @@ def default_env_to_module(observation_space: gym.Space) -> list[EnvToModule]:
     Vectors become flat float32 (Discrete one-hot); images (rank-3 Box, channels-last)
     pass unchanged, so `uint8` pixels stay `uint8` in episodes, batches, replay buffers
     and offline files, and the module turns them into floats (rlmod/core/encoders.py).
+    Dict/Tuple observations with an image are packed into uint8 rows (`PackObservations`),
+    without one flattened to float32.
     """
     if isinstance(observation_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
         return [OneHotObservations()]
+    if isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple) and has_image_part(
+        observation_space
+    ):
+        return [PackObservations()]  # images stay bytes; the module splits the parts back
     if isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple | gym.spaces.MultiBinary):
         return [FlattenObservations()]  # MultiBinary: its 0/1 entries as float32, as-is
     if isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 3:
@@ -101,6 +108,29 @@ def default_env_to_module(observation_space: gym.Space) -> list[EnvToModule]:
     ):
         return [FlattenObservations()] if len(observation_space.shape) <= 1 else [_ToFloat32()]
     return []
+
+
+class PackObservations(EnvToModule):
+    """Packs Dict/Tuple observations that hold images into one uint8 row each: the images'
+    bytes as they are, the other parts flattened to float32 bytes (Discrete one-hot).
+
+    The output space is a `PackedObservationBox` (rlmod/utils/packed_obs.py), which the
+    default modules split back into parts: a CNN per image, an MLP over the rest. Every
+    store of observations (episodes, batches, replay, Parquet) then holds one plain
+    array, at 1 byte per pixel.
+    """
+
+    row_wise = True
+
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
+        return PackedObservationBox(input_observation_space)
+
+    def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
+        space = self.observation_space
+        assert isinstance(space, PackedObservationBox)
+        return space.pack(obs)
 
 
 class _ToFloat32(EnvToModule):

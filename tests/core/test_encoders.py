@@ -141,3 +141,65 @@ def test_uint8_images_are_divided_by_255_inside_the_module():
         m.forward_inference({"obs": x})["action_dist_inputs"],
         as_float.forward_inference({"obs": x.float() / 255})["action_dist_inputs"],
     )
+
+
+def test_cnn_modules_stack_and_act_as_they_do_alone():
+    from rlmod.core import MultiRLModule
+    from rlmod.core.stacked import find_stack_groups
+
+    img = gym.spaces.Box(0, 255, (10, 10, 1), np.uint8)
+    multi = MultiRLModule({f"p{i}": ppo(img) for i in range(3)})
+    [group] = find_stack_groups(multi)
+    obs = torch.randint(0, 256, (5, 10, 10, 1), dtype=torch.uint8)
+    index = torch.tensor([0, 2, 2, 1, 0])
+    stacked = group.forward_exploration(obs, index)["action_dist_inputs"]
+    alone = torch.cat(
+        [
+            multi[f"p{int(i)}"].forward_exploration({"obs": obs[j : j + 1]})["action_dist_inputs"]
+            for j, i in enumerate(index)
+        ]
+    )
+    torch.testing.assert_close(stacked, alone)
+
+
+def test_cnn_modules_build_deferred_with_the_weights_of_a_normal_build():
+    from rlmod.core.deferred_init import PendingInit, build_deferred
+    from rlmod.core.multi_rl_module import MultiRLModuleSpec
+    from rlmod.core.rl_module import RLModuleSpec
+
+    img = gym.spaces.Box(0, 255, (10, 10, 1), np.uint8)
+    spec = MultiRLModuleSpec(
+        rl_module_specs={
+            f"p{i}": RLModuleSpec(
+                module_class=DefaultPPORLModule,
+                observation_space=img,
+                action_space=TWO,
+                inference_only=True,
+            )
+            for i in range(2)
+        }
+    )
+    rng = torch.get_rng_state()
+    module, deferred = build_deferred(spec)
+    assert deferred == ["p0", "p1"]
+    PendingInit(spec, deferred, rng).initialise(module)
+    torch.set_rng_state(rng)
+    normal = spec.build()
+    for (name, a), b in zip(module.state_dict().items(), normal.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_packed_space_round_trips_through_json_and_pickle():
+    import pickle
+
+    from rlmod.utils.spaces import space_from_dict, space_to_dict
+
+    space = PackedObservationBox(
+        gym.spaces.Tuple([gym.spaces.Box(0, 1, (4, 4, 2), bool), gym.spaces.Discrete(3)])
+    )
+    for copy in (space_from_dict(space_to_dict(space)), pickle.loads(pickle.dumps(space))):
+        assert isinstance(copy, PackedObservationBox) and copy == space
+        assert [p.kind for p in copy.images] == ["bool"] and copy.vector_dim == 3
+    assert space != PackedObservationBox(
+        gym.spaces.Tuple([gym.spaces.Box(0, 255, (8, 8, 1), np.uint8)])
+    )
