@@ -216,3 +216,26 @@ def test_multi_agent_ppo_with_cnn_modules_trains_stacked_as_alone():
     for mid, loss in alone_losses.items():
         assert abs(stacked_losses[mid] - loss) < 1e-4, (mid, stacked_losses, alone_losses)
         torch.testing.assert_close(stacked_weights[mid], alone_weights[mid], atol=1e-5, rtol=1e-4)
+
+
+def test_inference_policy_feeds_images_and_packed_rows_as_the_env_runner_does(tmp_path: Path):
+    from rlmod.algorithms import InferencePolicy
+
+    for dict_obs in (False, True):
+        algo = _ppo(dict_obs=dict_obs).build_algo()
+        algo.train()
+        policy = InferencePolicy.from_checkpoint(algo.save_to_path(tmp_path / str(dict_obs)))
+        module = algo.env_runner.module
+        env = BarOrientationEnv({"dict_obs": dict_obs})
+        for seed in range(5):
+            obs, _ = env.reset(seed=seed)
+            batch = {k: np.asarray(v)[None] for k, v in obs.items()} if dict_obs else obs[None]
+            rows = algo.env_runner._env_to_module(batch, episode_starts=np.ones(1, bool))
+            logits = module.forward_inference({"obs": torch.from_numpy(rows)})
+            expected = int(logits["action_dist_inputs"].argmax(-1)[0])
+            assert int(policy.compute_single_action(obs)) == expected
+        if not dict_obs:  # the exported program takes uint8 images
+            program = torch.export.load(policy.export(tmp_path / "policy.pt2"))
+            image = torch.from_numpy(obs[None])
+            assert int(program.module()(image)[0]) == int(policy.compute_single_action(obs))
+        algo.stop()

@@ -203,3 +203,14 @@ def test_packed_space_round_trips_through_json_and_pickle():
     assert space != PackedObservationBox(
         gym.spaces.Tuple([gym.spaces.Box(0, 255, (8, 8, 1), np.uint8)])
     )
+
+
+@pytest.mark.parametrize("name", ["IntrinsicCuriosityModel", "RandomNetworkDistillation"])
+def test_curiosity_modules_refuse_packed_observations_with_the_fix(name):
+    import rlmod.curiosity
+
+    space = PackedObservationBox(
+        gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (4, 4, 1), np.uint8)})
+    )
+    with pytest.raises(TypeError, match="FlattenObservation"):
+        getattr(rlmod.curiosity, name)(observation_space=space, action_space=TWO)
