@@ -305,12 +305,14 @@ class FrameStacking(EnvToModule):
 
     def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
         x, stack = self._push(obs, episode_starts)
-        return stack.reshape(x.shape[0], -1).copy()
+        return stack.reshape(x.shape[0], -1).astype(np.float32)  # a copy, as its space says
 
     def _push(self, obs: Any, episode_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Adds this step's observations to the stack (a new episode's stack is filled with
-        its first frame); returns them as float32 `[N, *S]` and the stack `[N, k, *S]`."""
-        x = np.asarray(obs, dtype=np.float32)
+        its first frame); returns them `[N, *S]` and the stack `[N, k, *S]`, as float32, or
+        as they are for uint8/bool images (which the module scales itself)."""
+        x = np.asarray(obs)
+        x = x.astype(_stack_dtype(x.dtype), copy=False)
         if self._stack is None or self._stack.shape[0] != x.shape[0]:
             self._stack = np.repeat(x[:, None], self.num_frames, axis=1)
         else:
@@ -320,6 +322,11 @@ class FrameStacking(EnvToModule):
             if starts.any():
                 self._stack[starts] = x[starts, None]
         return x, self._stack
+
+
+def _stack_dtype(dtype: Any) -> Any:
+    """Frame stacks keep uint8/bool frames (1 byte per pixel); anything else is float32."""
+    return dtype if np.dtype(dtype) in (np.dtype(np.uint8), np.dtype(np.bool_)) else np.float32
 
 
 def merge_env_to_module_states(states: list[Any]) -> Any:
@@ -348,7 +355,8 @@ class FrameStackingEnvToModule(FrameStacking):
 
     RLlib requires a last axis of size 1 (grayscale images, [H, W, 1] -> [H, W, k]); rlmod
     also stacks any Box, e.g. CartPole's [4] -> [4 * k]. At an episode start the stack is
-    filled with the first observation.
+    filled with the first observation. uint8 (and bool) frames stay uint8, so the module
+    scales them as any image; other frames become float32.
     """
 
     def __init__(
@@ -376,7 +384,8 @@ class FrameStackingEnvToModule(FrameStacking):
             )
         low = np.concatenate([input_observation_space.low] * self.num_frames, axis=-1)
         high = np.concatenate([input_observation_space.high] * self.num_frames, axis=-1)
-        return gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
+        dtype = _stack_dtype(input_observation_space.dtype)
+        return gym.spaces.Box(low.astype(dtype), high.astype(dtype), dtype=dtype)
 
     def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
         x, stack = self._push(obs, episode_starts)

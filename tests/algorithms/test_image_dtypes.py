@@ -239,3 +239,18 @@ def test_inference_policy_feeds_images_and_packed_rows_as_the_env_runner_does(tm
             image = torch.from_numpy(obs[None])
             assert int(program.module()(image)[0]) == int(policy.compute_single_action(obs))
         algo.stop()
+
+
+def test_rllib_frame_stacking_keeps_stacked_images_uint8_for_the_cnn():
+    from rlmod.connectors import FrameStackingEnvToModule
+
+    config = _ppo().env_runners(
+        env_to_module_connector=lambda env, *a: FrameStackingEnvToModule(num_frames=4)
+    )
+    algo = config.build_algo()
+    seen = _record_dtypes(algo)
+    algo.train()
+    assert set(seen["runner"]) == {(np.dtype(np.uint8), (10, 10, 4))}
+    assert {d for d, _ in seen["learner"]} == {torch.uint8}
+    assert algo.get_module().encoder.cnn[1].in_channels == 4
+    algo.stop()
