@@ -102,7 +102,9 @@ def default_env_to_module(observation_space: gym.Space) -> list[EnvToModule]:
     if isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple | gym.spaces.MultiBinary):
         return [FlattenObservations()]  # MultiBinary: its 0/1 entries as float32, as-is
     if isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 3:
-        return []  # images reach the module as stored (uint8 stays uint8: 1 byte a pixel)
+        if np.dtype(observation_space.dtype) in (np.uint8, np.bool_, np.float32):
+            return []  # images reach the module as stored (uint8 stays uint8: 1 byte a pixel)
+        return [_ToFloat32()]  # e.g. float64 or int32 images
     if isinstance(observation_space, gym.spaces.Box) and (
         observation_space.dtype != np.float32 or len(observation_space.shape) != 1
     ):
@@ -134,8 +136,8 @@ class PackObservations(EnvToModule):
 
 
 class _ToFloat32(EnvToModule):
-    """Casts Box observations of rank 2 or 4+ to float32, keeping their shape (the
-    default MLPs flatten them)."""
+    """Casts Box observations of rank 2 or 4+ (the default MLPs flatten them) and images of
+    dtypes other than uint8, bool and float32 to float32, keeping their shape."""
 
     row_wise = True
 
