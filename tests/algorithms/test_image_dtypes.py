@@ -254,3 +254,23 @@ def test_rllib_frame_stacking_keeps_stacked_images_uint8_for_the_cnn():
     assert {d for d, _ in seen["learner"]} == {torch.uint8}
     assert algo.get_module().encoder.cnn[1].in_channels == 4
     algo.stop()
+
+
+def test_a_checkpoint_restores_cnn_modules_with_their_conv_filters(tmp_path: Path):
+    from rlmod.algorithms.algorithm import Algorithm
+
+    filters = [[8, 3, 2], [16, [3, 2], 1, "valid"]]
+    algo = _ppo(dict_obs=True).rl_module(model_config={"conv_filters": filters}).build_algo()
+    algo.train()
+    path = algo.save_to_path(tmp_path)
+    weights = {k: v.clone() for k, v in algo.get_module().state_dict().items()}
+    algo.stop()
+    restored = Algorithm.from_checkpoint(path)
+    module = restored.get_module()
+    assert module.config.conv_filters == filters
+    assert isinstance(module.observation_space, PackedObservationBox)
+    assert weights.keys() == module.state_dict().keys()
+    for name, value in module.state_dict().items():
+        assert torch.equal(value, weights[name]), name
+    restored.train()
+    restored.stop()
