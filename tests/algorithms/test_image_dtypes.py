@@ -274,3 +274,28 @@ def test_a_checkpoint_restores_cnn_modules_with_their_conv_filters(tmp_path: Pat
         assert torch.equal(value, weights[name]), name
     restored.train()
     restored.stop()
+
+
+class _BoolImages(gym.ObservationWrapper):
+    """BarOrientationEnv with bool pixels, as MinAtar gives them."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.observation_space = gym.spaces.Box(0, 1, IMAGE, bool)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return observation > 0
+
+
+def test_bool_images_stay_bool_to_the_module_and_in_parquet(tmp_path: Path):
+    algo = (
+        _ppo(lambda cfg: _BoolImages(BarOrientationEnv(cfg)))
+        .offline_data(output=str(tmp_path))
+        .build_algo()
+    )
+    seen = _record_dtypes(algo)
+    algo.train()
+    algo.stop()
+    assert set(seen["runner"]) == {(np.dtype(bool), IMAGE)}
+    assert {d for d, _ in seen["learner"]} == {torch.bool}
+    assert read_columns(resolve_files(tmp_path), obs_shape=IMAGE)[Columns.OBS].dtype == bool
