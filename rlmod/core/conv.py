@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 from torch import nn
 
 ConvLayer = tuple[int, tuple[int, int], tuple[int, int], str]
@@ -52,14 +53,14 @@ def default_conv_filters(shape: Sequence[int]) -> list[list[object]]:
     return filters
 
 
+def _positive_int(value: object) -> bool:
+    return bool(isinstance(value, int | np.integer) and not isinstance(value, bool) and value > 0)
+
+
 def _pair(value: object) -> tuple[int, int] | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return (value, value)
-    if (
-        isinstance(value, list | tuple)
-        and len(value) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
-    ):
+    if _positive_int(value):
+        return (int(value), int(value))  # type: ignore[call-overload]
+    if isinstance(value, list | tuple) and len(value) == 2 and all(map(_positive_int, value)):
         return (int(value[0]), int(value[1]))
     return None
 
@@ -89,15 +90,13 @@ def check_conv_filters(value: object) -> tuple[ConvLayer, ...] | None:
         stride = _pair(layer[2]) if ok else None
         padding = (layer[3] if len(layer) == 4 else "same") if ok else None
         if (
-            not isinstance(out, int)
-            or isinstance(out, bool)
-            or out <= 0
+            not _positive_int(out)
             or kernel is None
             or stride is None
             or padding not in ("same", "valid")
         ):
             raise ValueError(f"model_config['conv_filters'][{i}]={layer!r} is not a layer. {fmt}")
-        layers.append((int(out), kernel, stride, str(padding)))
+        layers.append((int(out), kernel, stride, str(padding)))  # type: ignore[arg-type]
     return tuple(layers)
 
 

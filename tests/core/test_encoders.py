@@ -214,3 +214,21 @@ def test_curiosity_modules_refuse_packed_observations_with_the_fix(name):
     )
     with pytest.raises(TypeError, match="FlattenObservation"):
         getattr(rlmod.curiosity, name)(observation_space=space, action_space=TWO)
+
+
+def test_conv_filters_take_numpy_ints_and_packed_samples_decode():
+    m = ppo(
+        gym.spaces.Box(0, 255, (10, 10, 1), np.uint8),
+        conv_filters=[[np.int64(8), np.int64(3), [2, np.int64(2)]]],
+    )
+    assert convs(m.encoder)[0].stride == (2, 2)
+    space = PackedObservationBox(
+        gym.spaces.Dict(
+            {"image": gym.spaces.Box(0, 255, (4, 4, 1), np.uint8), "pos": gym.spaces.Box(-1, 1)}
+        )
+    )
+    space.seed(0)
+    row = space.sample()
+    assert space.contains(row)
+    _, vector = space.unpack(torch.from_numpy(row[None]))
+    assert vector is not None and -1 <= float(vector[0, 0]) <= 1
