@@ -13,6 +13,7 @@ import torch
 
 from rlmod.algorithms.bc import BCConfig
 from rlmod.algorithms.dqn import DQNConfig
+from rlmod.algorithms.marwil import MARWILConfig
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.algorithms.sac import SACConfig
 from rlmod.core.columns import Columns
@@ -28,16 +29,17 @@ def _record_dtypes(algo: Any) -> dict[str, list[Any]]:
     """Wraps the local EnvRunner's sample() and the local Learner's learner connector
     (whose output is what the Learner's modules train on) to record observation dtypes."""
     seen: dict[str, list[Any]] = {"runner": [], "learner": []}
-    runner = algo.env_runner
-    sample = runner.sample
+    runner = getattr(algo, "env_runner", None)  # offline algorithms may have none
+    if runner is not None:
+        sample = runner.sample
 
-    def sample_and_record(**kwargs: Any) -> Any:
-        out = sample(**kwargs)
-        for batch in out.values():
-            seen["runner"].append((batch[Columns.OBS].dtype, batch[Columns.OBS].shape[1:]))
-        return out
+        def sample_and_record(**kwargs: Any) -> Any:
+            out = sample(**kwargs)
+            for batch in out.values():
+                seen["runner"].append((batch[Columns.OBS].dtype, batch[Columns.OBS].shape[1:]))
+            return out
 
-    runner.sample = sample_and_record
+        runner.sample = sample_and_record
     learner = algo.learner_group._learner
     connector = learner._learner_connector
 
@@ -156,7 +158,7 @@ def test_sac_discrete_trains_on_images_and_continuous_critics_take_the_action():
     )
 
 
-def test_parquet_keeps_uint8_images_and_bc_trains_on_them(tmp_path: Path):
+def test_parquet_keeps_uint8_images_and_bc_and_marwil_train_on_them(tmp_path: Path):
     algo = _ppo().offline_data(output=str(tmp_path)).build_algo()
     for _ in range(2):
         algo.train()
@@ -166,26 +168,20 @@ def test_parquet_keeps_uint8_images_and_bc_trains_on_them(tmp_path: Path):
     assert cols[Columns.NEXT_OBS].dtype == np.uint8
     stored = sum(f.stat().st_size for f in tmp_path.glob("*.parquet"))
     assert stored < 2 * cols[Columns.OBS].size  # obs + new_obs at <= 1 byte a pixel
-    bc = (
-        BCConfig()
-        .environment(BarOrientationEnv)
-        .offline_data(input_=str(tmp_path))
-        .training(train_batch_size_per_learner=32)
-        .debugging(seed=0)
-        .build_algo()
-    )
-    learner = bc.learner_group._learner
-    connector, seen = learner._learner_connector, []
-
-    def connect_and_record(batch: Any, **kwargs: Any) -> Any:
-        out = connector(batch, **kwargs)
-        seen.extend(cols[Columns.OBS].dtype for cols in out.values())
-        return out
-
-    learner._learner_connector = connect_and_record
-    bc.train()
-    bc.stop()
-    assert seen and set(seen) == {torch.uint8}
+    for config_cls in (BCConfig, MARWILConfig):
+        algo = (
+            config_cls()
+            .environment(BarOrientationEnv)
+            .offline_data(input_=str(tmp_path))
+            .training(train_batch_size_per_learner=32)
+            .debugging(seed=0)
+            .build_algo()
+        )
+        seen = _record_dtypes(algo)
+        result = algo.train()
+        algo.stop()
+        assert seen["learner"] and {d for d, _ in seen["learner"]} == {torch.uint8}, config_cls
+        assert np.isfinite(result["learners"]["default_policy"]["total_loss"])
 
 
 def _multi_agent_cnn_run(stack_modules: bool) -> tuple[dict[str, float], dict[str, Any]]:
