@@ -36,10 +36,21 @@ def default_conv_filters(shape: Sequence[int]) -> list[list[object]]:
     for 84x84). Any other size gets `[16, 4, 2]` layers ("same" padding, channels doubling
     up to 128) until both sides are at most 8, or one `[16, 3, 1]` layer for an image
     that already is that small; e.g. 28x28 -> [[16, 4, 2], [32, 4, 2]] (7x7x32 features).
+    A shape that looks channels-first (`(4, 84, 84)`: a few channels, then a square
+    image) is a ValueError saying how to move the axis.
     """
     if len(shape) != 3:
         raise ValueError(f"default_conv_filters needs an (H, W, C) shape, got {tuple(shape)}.")
-    h, w = int(shape[0]), int(shape[1])
+    h, w, c = (int(d) for d in shape)
+    if w == c and h < w and h <= 16:
+        raise ValueError(
+            f"Image observations of shape {tuple(shape)} look channels-first (C, H, W), as "
+            "gymnasium's FrameStackObservation stacks frames; the default CNN takes "
+            "channels-last (H, W, C) images. Move the axis in the env (e.g. "
+            "gymnasium.wrappers.TransformObservation with np.moveaxis(obs, 0, -1) and the "
+            "transposed space), or set model_config['conv_filters'] to use the shape as "
+            "(H, W, C)."
+        )
     if (h, w) in _DEFAULT_FILTERS:
         return [list(f) for f in _DEFAULT_FILTERS[(h, w)]]
     if max(h, w) <= 8:

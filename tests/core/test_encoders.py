@@ -130,6 +130,9 @@ def test_default_filters_per_size_and_the_rule_for_others():
     assert default_conv_filters((28, 28, 1)) == [[16, 4, 2], [32, 4, 2]]
     assert default_conv_filters((5, 7, 1)) == [[16, 3, 1]]
     assert len(default_conv_filters((100, 100, 3))) == 4
+    assert len(default_conv_filters((10, 10, 10))) == 2  # MinAtar Seaquest: 10 channels
+    with pytest.raises(ValueError, match="channels-first"):
+        default_conv_filters((4, 84, 84))  # gymnasium's FrameStackObservation
 
 
 def test_uint8_images_are_divided_by_255_inside_the_module():
