@@ -108,3 +108,23 @@ def test_the_trainable_is_made_once_and_named_after_the_algorithm():
     from ray.tune.registry import get_trainable_cls
 
     assert get_trainable_cls("PPO").__name__ == "PPO"
+
+
+@pytest.mark.slow
+def test_trials_with_remote_env_runners_run_in_their_placement_groups(tmp_path):
+    """Two trials with one remote EnvRunner each on a 2-CPU cluster: each trial holds
+    2 CPUs, so they run one after the other. Without the placement group both trials
+    would take a CPU each and their EnvRunners would wait forever (the time budget turns
+    that into a failure instead of a hang)."""
+    config = _small(PPOConfig()).env_runners(num_env_runners=1)
+    config.training(lr=tune.grid_search([1e-3, 3e-4]))
+    results = tune.Tuner(
+        "PPO",
+        param_space=config,
+        tune_config=tune.TuneConfig(time_budget_s=120),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path), stop={"training_iteration": 1}, verbose=0
+        ),
+    ).fit()
+    assert results.num_errors == 0 and len(results) == 2
+    assert [r.metrics["training_iteration"] for r in results] == [1, 1]
