@@ -128,3 +128,17 @@ def test_trials_with_remote_env_runners_run_in_their_placement_groups(tmp_path):
     ).fit()
     assert results.num_errors == 0 and len(results) == 2
     assert [r.metrics["training_iteration"] for r in results] == [1, 1]
+
+
+def test_the_class_itself_is_not_a_trainable_a_deliberate_difference(tmp_path):
+    """docs/rllib_migration.md: RLlib's `tune.Tuner(PPO, ...)` is refused by Tune, since
+    rlmod's PPO does not subclass tune.Trainable (that would import Ray with rlmod). If
+    this ever passes, the doc's difference is gone."""
+    assert not issubclass(PPO, tune.Trainable)
+    tuner = tune.Tuner(
+        PPO,
+        param_space=_small(PPOConfig()),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    )
+    with pytest.raises(TypeError, match="convertable to Trainable"):
+        tuner.fit()
