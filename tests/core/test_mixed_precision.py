@@ -180,3 +180,26 @@ def test_a_nan_loss_still_goes_to_the_guard_with_loss_scaling():
     stepped = precision.check(guard, unit, loss.detach().reshape(1))
     assert not stepped[0] and guard.counts == {"m": 1}
     assert np.array_equal(stepped, [False])
+
+
+@pytest.mark.parametrize("algo", ["DQN", "SAC"])
+def test_off_policy_losses_train_under_bfloat16(algo):
+    """DQN's and SAC's losses (target networks, twin Q, the alpha loss) under autocast."""
+    from rlmod.algorithms.dqn import DQNConfig
+    from rlmod.algorithms.sac import SACConfig
+
+    cfg = DQNConfig().environment("CartPole-v1") if algo == "DQN" else SACConfig()
+    if algo == "SAC":
+        cfg.environment("Pendulum-v1")
+    cfg.training(num_steps_sampled_before_learning_starts=64, train_batch_size=32)
+    cfg.rl_module(model_config={"fcnet_hiddens": [32, 32]}).debugging(seed=0)
+    cfg.reporting(min_sample_timesteps_per_iteration=128)
+    built = cfg.learners(mixed_precision="bfloat16").build_algo()
+    try:
+        for _ in range(3):
+            stats = built.train()["learners"]["default_policy"]
+    finally:
+        built.stop()
+    losses = {k: v for k, v in stats.items() if k.endswith("_loss")}
+    assert losses and all(math.isfinite(v) for v in losses.values())
+    assert stats["num_non_finite_updates"] == 0
