@@ -95,7 +95,9 @@ class Learner(LossReports, LearnerState):
     @gc_paused()  # thousands of modules: rlmod/utils/gc_pause.py
     def build(self) -> None:
         """Builds the modules, the optimizers and the learner connector pipeline."""
-        self.module = self.module_spec.build().to(self.device)  # specs build on the CPU
+        self.module = self.module_spec.build()
+        if self.device.type != "cpu":  # built on the CPU (specs build there), then moved
+            self.module.to(self.device)
         self.precision = MixedPrecision(self.config.mixed_precision, self.device)
         if not all(sub.training for sub in self.module.modules()):
             self.module.train()  # built in training mode unless a setup() said otherwise
@@ -339,8 +341,7 @@ class Learner(LossReports, LearnerState):
         """One minibatch: every module's loss (stacked groups' as one `[M]` vector per row
         bucket), one backward pass for all, then one guarded step per step unit."""
         assert self.module is not None
-        # One forward_train of the MultiRLModule, so that a subclass can route all
-        # modules' batches through shared parts (RLlib's Learner does the same).
+        # One forward_train for all modules: a subclass may share parts between them (as RLlib)
         with self.precision.autocast():  # forward passes and losses
             fwd_outs = self.module.forward_train(mb) if mb else {}
             total: torch.Tensor | float = 0.0
