@@ -129,9 +129,12 @@ class Algorithm(Checkpointable):
     @classmethod
     def as_trainable(cls) -> type:
         """This algorithm as a Ray Tune trainable (needs `pip install 'rlmod[tune]'`):
-        `tune.Tuner(PPO.as_trainable(), param_space={**config.to_dict(), "lr":
-        tune.grid_search([1e-3, 3e-4])})`; each step is one `train()`, checkpoints are
-        rlmod's (JSON + safetensors)."""
+        `tune.Tuner(PPO.as_trainable(), param_space=config)`, the config holding search
+        spaces such as `training(lr=tune.grid_search([1e-3, 3e-4]))`; each step is one
+        `train()`, checkpoints are rlmod's (JSON + safetensors). Once Tune is imported,
+        making a config also registers this trainable under the algorithm's name, so
+        `tune.Tuner("PPO", ...)` works too. The class itself is not a Tune `Trainable`
+        (RLlib's is): that would make importing rlmod import Ray, an optional extra."""
         from rlmod.utils.ray_utils import tune_trainable
 
         return tune_trainable(cls)

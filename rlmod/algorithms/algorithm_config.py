@@ -132,7 +132,7 @@ class AlgorithmConfig(CommonSettings):
         if algo_class is not None:
             self.__dict__["algo_class"] = algo_class
         if "ray.tune" in sys.modules:  # Tune loaded: a config is Tune's param_space
-            _register_with_tune()
+            _register_with_tune(self.algo_class)
         self.__dict__["_frozen"] = False
         self.__dict__["_per_module_configs"] = {}
         for name, value in self.defaults().items():
@@ -607,8 +607,8 @@ class AlgorithmConfig(CommonSettings):
         if unresolved:
             raise ValueError(
                 f"Settings {unresolved} hold Ray Tune search spaces, which Tune resolves per "
-                "trial: pass this config to tune.Tuner(PPO.as_trainable(), param_space="
-                "config) instead of building it."
+                "trial: pass this config to tune.Tuner(config.algo_class.as_trainable(), "
+                "param_space=config) instead of building it."
             )
         if self.input_ != "sampler" and not self.reads_offline_data:
             raise ValueError(
@@ -732,16 +732,21 @@ class AlgorithmConfig(CommonSettings):
         return f"{type(self).__name__}({changed})"
 
 
-def _register_with_tune() -> None:
+def _register_with_tune(algo_class: type[Algorithm] | None = None) -> None:
     """Makes AlgorithmConfig a (virtual) subclass of Ray Tune's config base, so
     `tune.Tuner(..., param_space=config)` takes it through `to_dict()`, as it takes RLlib's
-    AlgorithmConfig (which subclasses that base). Called once Ray Tune is imported."""
+    AlgorithmConfig (which subclasses that base), and registers `algo_class` under its name
+    (`tune.Tuner("PPO", ...)`). Called once Ray Tune is imported; starts nothing."""
     try:
         from ray.tune.tune import _Config
     except ImportError:  # another Ray version: param_space=config.to_dict() still works
         return
     if not issubclass(AlgorithmConfig, _Config):
         _Config.register(AlgorithmConfig)
+    if algo_class is not None:
+        from rlmod.utils.ray_utils import register_tune_name
+
+        register_tune_name(algo_class)
 
 
 def learner_pieces(made: Any) -> list[Connector]:

@@ -197,6 +197,18 @@ class CommonSettings:
             "of gloo. Weights still reach EnvRunners as CPU (numpy) arrays."
         ),
     )
+    mixed_precision = Setting(
+        None,
+        section="learners",
+        check=s.one_of(None, "bfloat16", "float16"),
+        doc=(
+            "Learners run each minibatch's forward passes and losses under torch.autocast in "
+            "this dtype; weights and optimizer states stay float32. None: all float32. "
+            "'bfloat16' on CPUs and GPUs; 'float16' only on CUDA GPUs (num_gpus_per_learner "
+            "> 0), with GradScaler's dynamic loss scaling (rlmod/core/mixed_precision.py). "
+            "RLlib has no such setting (autocast there needs a custom Learner)."
+        ),
+    )
     local_gpu_idx = Setting(
         0,
         section="learners",

@@ -30,6 +30,7 @@ from rlmod.core.learner_stacks import StackMinibatch, TrainStack
 from rlmod.core.learner_state import LearnerState
 from rlmod.core.loss_group import ColumnMap, LossGroup, OneModule
 from rlmod.core.loss_reports import LossReports
+from rlmod.core.mixed_precision import MixedPrecision
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, AdamSlot, GroupLayout, OptimizerStates
 from rlmod.core.optimizer_groups import LearningRate, OptimizerGroups, by_group
@@ -97,6 +98,7 @@ class Learner(LossReports, LearnerState):
         self.module = self.module_spec.build()
         if self.device.type != "cpu":  # built on the CPU (specs build there), then moved
             self.module.to(self.device)
+        self.precision = MixedPrecision(self.config.mixed_precision, self.device)
         if not all(sub.training for sub in self.module.modules()):
             self.module.train()  # built in training mode unless a setup() said otherwise
         if self._world_size > 1:
@@ -339,42 +341,42 @@ class Learner(LossReports, LearnerState):
         """One minibatch: every module's loss (stacked groups' as one `[M]` vector per row
         bucket), one backward pass for all, then one guarded step per step unit."""
         assert self.module is not None
-        # One forward_train of the MultiRLModule, so that a subclass can route all
-        # modules' batches through shared parts (RLlib's Learner does the same).
-        fwd_outs = self.module.forward_train(mb) if mb else {}
-        total: torch.Tensor | float = 0.0
-        units: list[tuple[TrainAlone | TrainStack, torch.Tensor]] = []
-        for mid, cols in mb.items():
-            self._alone[mid].optimizer.zero_grad(set_to_none=True)
-            kwargs = {"module_id": mid, "config": configs[mid], "batch": cols}
-            if own_loss := find_self_supervised_loss(self.module[mid]):
-                loss = own_loss(learner=self, fwd_out=fwd_outs[mid], **kwargs)  # type: ignore[arg-type]
-            elif self._loss_per_module:  # RLlib's hook, overridden
-                loss = self.compute_loss_for_module(fwd_out=fwd_outs[mid], **kwargs)  # type: ignore[arg-type]
-            else:
-                one = OneModule(mid, self.module[mid], cols, fwd_outs[mid])
-                loss = self.compute_losses(
-                    group=one, configs=[configs[mid]], batch=one.batch, fwd_out=one.fwd_out
-                )[0]
-            total = total + loss
-            units.append((self._alone[mid], loss.detach().reshape(1)))
-        for stack, buckets in stack_mbs:
-            stack.zero_grad()
-            losses = torch.zeros(len(stack), device=self.device)
-            for bucket, cols in buckets:
-                fwd = bucket.call_padded("forward_train", cols)
-                vec = self.compute_losses(
-                    group=bucket, configs=bucket.configs, batch=cols, fwd_out=fwd
-                )
-                losses[bucket.start : bucket.stop] = vec.detach()
-                total = total + vec.sum()
-            units.append((stack, losses))
+        # One forward_train for all modules: a subclass may share parts between them (as RLlib)
+        with self.precision.autocast():  # forward passes and losses
+            fwd_outs = self.module.forward_train(mb) if mb else {}
+            total: torch.Tensor | float = 0.0
+            units: list[tuple[TrainAlone | TrainStack, torch.Tensor]] = []
+            for mid, cols in mb.items():
+                self._alone[mid].optimizer.zero_grad(set_to_none=True)
+                kwargs = {"module_id": mid, "config": configs[mid], "batch": cols}
+                if own_loss := find_self_supervised_loss(self.module[mid]):
+                    loss = own_loss(learner=self, fwd_out=fwd_outs[mid], **kwargs)  # type: ignore[arg-type]
+                elif self._loss_per_module:  # RLlib's hook, overridden
+                    loss = self.compute_loss_for_module(fwd_out=fwd_outs[mid], **kwargs)  # type: ignore[arg-type]
+                else:
+                    one = OneModule(mid, self.module[mid], cols, fwd_outs[mid])
+                    loss = self.compute_losses(
+                        group=one, configs=[configs[mid]], batch=one.batch, fwd_out=one.fwd_out
+                    )[0]
+                total = total + loss
+                units.append((self._alone[mid], loss.detach().reshape(1)))
+            for stack, buckets in stack_mbs:
+                stack.zero_grad()
+                losses = torch.zeros(len(stack), device=self.device)
+                for bucket, cols in buckets:
+                    fwd = bucket.call_padded("forward_train", cols)
+                    vec = self.compute_losses(
+                        group=bucket, configs=bucket.configs, batch=cols, fwd_out=fwd
+                    )
+                    losses[bucket.start : bucket.stop] = vec.detach()
+                    total = total + vec.sum()
+                units.append((stack, losses))
         assert isinstance(total, torch.Tensor)
-        total.backward()
+        self.precision.backward(total)
         if self._world_size > 1:
             data_parallel.all_reduce_gradients(self._optimizers, num_rows(mb), self.device)
         for unit, unit_losses in units:
-            unit.step(self.guard.check(unit, unit_losses))
+            unit.step(self.precision.check(self.guard, unit, unit_losses))
 
     def _minibatch_plan(self, rows: Mapping[ModuleID, int]) -> tuple[int, int | None]:
         """`minibatch_plan` (rlmod.core.learner_batches), the same on every Learner of a

@@ -370,6 +370,10 @@ class TrainStack:
             for pieces in self._leaves
         ]
 
+    def grads(self) -> list[torch.Tensor]:
+        """Every gradient piece of the working rows (float16 loss scaling)."""
+        return [g for pieces in self._grads() for _, g in pieces]
+
     def grad_norms(self) -> torch.Tensor:
         """`[W]`: each working module's global L2 gradient norm over its rows of all
         parameters (what `clip_grad_norm_` computes over that module's own parameters)."""

@@ -74,6 +74,9 @@ class TrainAlone:
     def grad_norms(self) -> torch.Tensor:
         return grad_norm(self.optimizer.params).reshape(1)
 
+    def grads(self) -> list[torch.Tensor]:
+        return [p.grad for p in self.optimizer.params if p.grad is not None]
+
     def finite(self, losses: torch.Tensor, norms: torch.Tensor | None) -> BoolArray:
         """Whether the loss and every gradient entry are finite, by the cheapest kernels
         (CPU, one thread, PPO's 64x64 MLP, 2-core Xeon): the loss and a norm that clipping

@@ -58,6 +58,11 @@ class StepUnit(Protocol):
         """`[M]`: each module's global L2 gradient norm."""
         ...
 
+    def grads(self) -> list[torch.Tensor]:
+        """Every gradient tensor of this minibatch's step (float16 loss scaling divides
+        them in place: rlmod.core.mixed_precision)."""
+        ...
+
     def finite(self, losses: torch.Tensor, norms: torch.Tensor | None) -> BoolArray:
         """`[M]`: whether each module's loss and gradients are finite (`norms`: the
         gradient norms if clipping computed them)."""

@@ -203,21 +203,33 @@ def _current_node_id(_runner: Any) -> str:
     return str(ray.get_runtime_context().get_node_id())
 
 
+_TRAINABLES: dict[type, type] = {}
+
+
 def tune_trainable(algo_cls: type) -> type:
-    """A `ray.tune.Trainable` that trains `algo_cls` (an Algorithm subclass): its `config`
-    is a config's `to_dict()` (Tune's search spaces resolved), each step one `train()`,
-    checkpoints rlmod's own (`save_to_path` / `restore_from_path`)."""
-    require_ray("Ray Tune")
+    """A `ray.tune.Trainable` that trains `algo_cls` (an Algorithm subclass), made once
+    per class: its `config` is a config's `to_dict()` (Tune's search spaces resolved, each
+    trial's values checked when its config is built), each step one `train()`, checkpoints
+    rlmod's own (`save_to_path` / `restore_from_path`). It reserves what the config's
+    remote EnvRunners and Learners need (one placement group per trial, as RLlib's
+    Algorithm does), so they start inside the trial's share of the cluster. Importing Tune
+    does not start Ray: Tune does that when it runs."""
+    if algo_cls in _TRAINABLES:
+        return _TRAINABLES[algo_cls]
     try:
         from ray import tune
     except ImportError as e:
-        raise ImportError(f"{e} Install it with `pip install 'rlmod[tune]'`.") from e
+        raise ImportError(f"{e}. Ray Tune is needed: `pip install 'rlmod[tune]'`.") from e
 
     from rlmod.algorithms.algorithm_config import _register_with_tune
 
     _register_with_tune()  # tune.Tuner(..., param_space=config) takes rlmod's configs
 
     class AlgorithmTrainable(tune.Trainable):  # type: ignore[misc]
+        @classmethod
+        def default_resource_request(cls, config: dict[str, Any]) -> Any:
+            return tune.PlacementGroupFactory(_bundles(algo_cls, config), strategy="PACK")
+
         def setup(self, config: dict[str, Any]) -> None:
             settings = algo_cls.get_default_config().update_from_dict(  # type: ignore[attr-defined]
                 config
@@ -237,7 +249,35 @@ def tune_trainable(algo_cls: type) -> type:
             self.algo.stop()
 
     AlgorithmTrainable.__name__ = AlgorithmTrainable.__qualname__ = algo_cls.__name__
+    _TRAINABLES[algo_cls] = AlgorithmTrainable
     return AlgorithmTrainable
+
+
+def _bundles(algo_cls: type, config: dict[str, Any]) -> list[dict[str, float]]:
+    """One trial's resource bundles: the driver (with the GPU of a local Learner), then
+    each remote EnvRunner (training and evaluation) and each remote Learner."""
+    settings = {**algo_cls.get_default_config().to_dict(), **config}  # type: ignore[attr-defined]
+    learners = int(settings["num_learners"])
+    runner = {"CPU": float(settings["num_cpus_per_env_runner"])}
+    learner = {"CPU": float(settings["num_cpus_per_learner"])}
+    gpus = float(settings["num_gpus_per_learner"])
+    if gpus:
+        learner["GPU"] = gpus
+    driver = {"CPU": 1.0, **({"GPU": gpus} if gpus and not learners else {})}
+    runners = int(settings["num_env_runners"]) + int(settings["evaluation_num_env_runners"])
+    return [driver] + [runner] * runners + [learner] * learners
+
+
+def register_tune_name(algo_cls: type) -> None:
+    """Registers `algo_cls`'s trainable with Ray Tune under the class's name, so that
+    `tune.Tuner("PPO", ...)` finds it, as it finds RLlib's algorithms. A name already in
+    Tune's registry (the user's own, or an earlier call's) is left as it is. Needs Ray
+    Tune imported; does not start Ray."""
+    from ray.tune.registry import TRAINABLE_CLASS, _global_registry, register_trainable
+
+    name = algo_cls.__name__
+    if not _global_registry.contains(TRAINABLE_CLASS, name):
+        register_trainable(name, tune_trainable(algo_cls))
 
 
 def data_shards(

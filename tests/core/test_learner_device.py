@@ -186,3 +186,27 @@ def test_a_stacked_group_trains_on_the_learner_device():
     stack.finish_update()
     assert stack.optimizer.steps.tolist() == [1, 1, 1]
     assert all(t.device == meta for t in stack.optimizer.exp_avg + stack.optimizer.exp_avg_sq)
+
+
+def test_weights_leave_the_learner_once_per_training_iteration(monkeypatch):
+    """A GPU Learner's weights cross to the CPU once per sync: one `get_weights` (numpy
+    arrays) per `train()`, whatever the number of EnvRunners they go to."""
+    from rlmod.core.learner_group import LearnerGroup
+
+    algo = config().env_runners(num_envs_per_env_runner=2).build_algo()
+    calls: list[dict] = []
+    real = LearnerGroup.get_weights
+
+    def counted(self, *args, **kwargs):
+        weights = real(self, *args, **kwargs)
+        calls.append(weights)
+        return weights
+
+    monkeypatch.setattr(LearnerGroup, "get_weights", counted)
+    try:
+        for _ in range(3):
+            algo.train()
+    finally:
+        algo.stop()
+    assert len(calls) == 3
+    assert all(isinstance(v, np.ndarray) for w in calls for m in w.values() for v in m.values())
