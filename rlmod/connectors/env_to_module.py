@@ -84,11 +84,18 @@ class OneHotObservations(FlattenObservations):
 
 
 def default_env_to_module(observation_space: gym.Space) -> list[EnvToModule]:
-    """The connectors every EnvRunner starts with for `observation_space`."""
+    """The connectors every EnvRunner starts with for `observation_space`.
+
+    Vectors become flat float32 (Discrete one-hot); images (rank-3 Box, channels-last)
+    pass unchanged, so `uint8` pixels stay `uint8` in episodes, batches, replay buffers
+    and offline files, and the module turns them into floats (rlmod/core/encoders.py).
+    """
     if isinstance(observation_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
         return [OneHotObservations()]
     if isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple | gym.spaces.MultiBinary):
         return [FlattenObservations()]  # MultiBinary: its 0/1 entries as float32, as-is
+    if isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 3:
+        return []  # images reach the module as stored (uint8 stays uint8: 1 byte a pixel)
     if isinstance(observation_space, gym.spaces.Box) and (
         observation_space.dtype != np.float32 or len(observation_space.shape) != 1
     ):
@@ -97,7 +104,8 @@ def default_env_to_module(observation_space: gym.Space) -> list[EnvToModule]:
 
 
 class _ToFloat32(EnvToModule):
-    """Casts image-like Box observations to float32, keeping their shape (for CNNs)."""
+    """Casts Box observations of rank 2 or 4+ to float32, keeping their shape (the
+    default MLPs flatten them)."""
 
     row_wise = True
 

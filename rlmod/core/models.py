@@ -50,6 +50,22 @@ def check_mlp_fields(config: object) -> None:
             object.__setattr__(config, name, tuple(int(w) for w in value))
 
 
+def check_conv_fields(config: DefaultModelConfig) -> None:
+    """Checks the conv fields (`conv_filters` stored back as a list of lists, as given
+    and as RLlib keeps it); a ValueError names the `model_config` key."""
+    from rlmod.core.conv import check_conv_filters, check_initializer
+
+    layers = check_conv_filters(config.conv_filters)
+    if layers is not None:
+        filters = [list(layer) for layer in config.conv_filters]  # type: ignore[attr-defined]
+        object.__setattr__(config, "conv_filters", filters)
+    for key in ("conv_kernel_initializer", "conv_bias_initializer"):
+        check_initializer(key, getattr(config, key))
+        kwargs = getattr(config, f"{key}_kwargs")
+        if kwargs is not None and not isinstance(kwargs, Mapping):
+            raise ValueError(f"model_config[{key + '_kwargs'!r}]={kwargs!r} must be a dict.")
+
+
 @dataclasses.dataclass(frozen=True)
 class DefaultModelConfig:
     """Settings of the default MLP models (RLlib's `DefaultModelConfig` names).
@@ -68,6 +84,18 @@ class DefaultModelConfig:
         free_log_std: For Box actions, whether the log standard deviation is a free
             parameter independent of the observation (True) or a network output.
         log_std_init: Initial log standard deviation for Box actions.
+        conv_filters: The CNN of image observations (rank-3 Box, channels-last): a list
+            of `[out_channels, kernel, stride]` or `[out_channels, kernel, stride,
+            padding]` (RLlib's format; kernel and stride an int or `[h, w]`, padding
+            "same", the default, or "valid"). None: the default stack for the image size
+            (rlmod.core.conv.default_conv_filters; the Nature CNN for 84x84). An error
+            for observations without an image.
+        conv_activation: Activation after each conv layer (RLlib's default relu).
+        conv_kernel_initializer: Name of an in-place `torch.nn.init` function for the
+            conv kernels, e.g. "xavier_uniform_"; None: orthogonal with gain sqrt(2).
+        conv_kernel_initializer_kwargs: Keyword arguments of that function.
+        conv_bias_initializer: Likewise for the conv biases; None: zeros.
+        conv_bias_initializer_kwargs: Keyword arguments of that function.
     """
 
     fcnet_hiddens: tuple[int, ...] = (256, 256)
@@ -77,9 +105,16 @@ class DefaultModelConfig:
     head_fcnet_activation: str = "relu"
     free_log_std: bool = True
     log_std_init: float = 0.0
+    conv_filters: object = None
+    conv_activation: str = "relu"
+    conv_kernel_initializer: str | None = None
+    conv_kernel_initializer_kwargs: dict[str, object] | None = None
+    conv_bias_initializer: str | None = None
+    conv_bias_initializer_kwargs: dict[str, object] | None = None
 
     def __post_init__(self) -> None:
         check_mlp_fields(self)
+        check_conv_fields(self)
 
     @classmethod
     def from_any(

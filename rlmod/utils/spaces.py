@@ -15,6 +15,10 @@ def space_to_dict(space: gym.Space | None) -> dict[str, Any] | None:
     """Returns a JSON-able description of `space` (None stays None)."""
     if space is None:
         return None
+    from rlmod.utils.packed_obs import PackedObservationBox
+
+    if isinstance(space, PackedObservationBox):
+        return {"type": "Packed", "original": space_to_dict(space.original)}
     if isinstance(space, gym.spaces.Box):
         return {
             "type": "Box",
@@ -49,6 +53,10 @@ def space_from_dict(data: dict[str, Any] | None) -> gym.Space | None:
         low = np.asarray(data["low"], dtype=dtype).reshape(data["shape"])
         high = np.asarray(data["high"], dtype=dtype).reshape(data["shape"])
         return gym.spaces.Box(low, high, dtype=dtype)
+    if kind == "Packed":
+        from rlmod.utils.packed_obs import PackedObservationBox
+
+        return PackedObservationBox(_required_space(data["original"]))
     if kind == "Discrete":
         return gym.spaces.Discrete(data["n"], start=data.get("start", 0))
     if kind == "MultiDiscrete":

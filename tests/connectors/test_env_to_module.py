@@ -111,6 +111,7 @@ def test_one_hot_multi_discrete():
         (gym.spaces.Dict({"a": gym.spaces.Discrete(2)}), [FlattenObservations]),
         (gym.spaces.Box(-1, 1, (4,), np.float32), []),
         (gym.spaces.Box(-1, 1, (4,), np.float64), [FlattenObservations]),
+        (gym.spaces.Box(0, 255, (84, 84, 4), np.uint8), []),  # images pass as uint8
     ],
 )
 def test_default_connectors_per_space(space, kinds):

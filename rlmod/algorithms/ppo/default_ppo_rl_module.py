@@ -1,4 +1,5 @@
-"""DefaultPPORLModule: PPO's actor-critic MLP, with no value function when inference-only.
+"""DefaultPPORLModule: PPO's actor-critic (MLP or CNN encoders, rlmod/core/encoders.py),
+with no value function when inference-only.
 
 Built from specs by EnvRunners (inference-only: encoder and policy head) and Learners
 (plus the value encoder and head).
@@ -7,19 +8,24 @@ Built from specs by EnvRunners (inference-only: encoder and policy head) and Lea
 from __future__ import annotations
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
 from rlmod.core.apis import ValueFunctionAPI
 from rlmod.core.columns import Columns
 from rlmod.core.distributions import dist_inputs_dim
+from rlmod.core.encoders import MLPEncoder, build_encoder
 from rlmod.core.models import DefaultModelConfig, mlp
 from rlmod.core.rl_module import RLModule, TensorDict
 
 
 class DefaultPPORLModule(RLModule, ValueFunctionAPI):
-    """Policy MLP (`encoder` + `pi`) and, on Learners only, a value MLP (`vf_encoder` + `vf`).
+    """Policy (`encoder` + `pi`) and, on Learners only, a value function (`vf_encoder` +
+    `vf`; one encoder for both with `vf_share_layers`).
+
+    The encoders are an MLP for vector observations, a CNN for images (uint8 images are
+    divided by 255 inside the module) and one per part for packed Dict/Tuple observations
+    (rlmod/core/encoders.py); the heads are MLPs of `head_fcnet_hiddens`.
 
     Discrete, MultiDiscrete and Box actions; for Box, a free log-std parameter (or a network
     output with `free_log_std=False`). `compute_values` is the value function GAE and the
@@ -35,18 +41,12 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
     def setup(self) -> None:
         cfg = DefaultModelConfig.from_any(self.model_config)
         self.config = cfg
-        if not isinstance(self.observation_space, gym.spaces.Box):
-            raise TypeError(
-                f"DefaultPPORLModule needs Box observations, got {self.observation_space}; the "
-                "default env-to-module connectors flatten and one-hot other spaces."
-            )
-        in_dim = int(np.prod(self.observation_space.shape))
-        enc_dim = cfg.fcnet_hiddens[-1] if cfg.fcnet_hiddens else in_dim
+        self.encoder, enc_dim = build_encoder(
+            self.observation_space, cfg, owner=type(self).__name__
+        )
         out_dim = dist_inputs_dim(self.action_space)
         self._free_log_std = isinstance(self.action_space, gym.spaces.Box) and cfg.free_log_std
         pi_out = out_dim // 2 if self._free_log_std else out_dim
-        act = cfg.fcnet_activation
-        self.encoder = mlp(in_dim, cfg.fcnet_hiddens, activation_name=act)
         self.pi = mlp(
             enc_dim,
             cfg.head_fcnet_hiddens,
@@ -59,7 +59,9 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         if self.inference_only:
             return  # EnvRunners: no value function at all
         if not cfg.vf_share_layers:
-            self.vf_encoder = mlp(in_dim, cfg.fcnet_hiddens, activation_name=act)
+            self.vf_encoder = build_encoder(self.observation_space, cfg, owner=type(self).__name__)[
+                0
+            ]
         self.vf = mlp(
             enc_dim,
             cfg.head_fcnet_hiddens,
@@ -73,7 +75,9 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         returns (ACTION_DIST_INPUTS): encoder, then policy head; None with a free log-std
         (its parameter is concatenated). Stacked groups then act through batched matmuls
         instead of vmap (rlmod/core/stacked_acting.py)."""
-        return None if self._free_log_std else [*self.encoder, *self.pi]
+        if self._free_log_std or not isinstance(self.encoder, MLPEncoder):
+            return None
+        return [*self.encoder, *self.pi]
 
     def stacked_train_layers(self) -> dict[str, list[nn.Module]] | None:
         """Per column `_forward_train` returns, the layers whose composition on the
@@ -81,7 +85,13 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         value encoder (EMBEDDINGS); None with a free log-std or a shared encoder. Stacked
         groups then train through batched matmuls with a reused workspace instead of vmap
         (rlmod/core/stacked_train.py)."""
-        if self._free_log_std or self.config.vf_share_layers or self.inference_only:
+        if (
+            self._free_log_std
+            or self.config.vf_share_layers
+            or self.inference_only
+            or not isinstance(self.encoder, MLPEncoder)
+            or not isinstance(self.vf_encoder, MLPEncoder)
+        ):
             return None
         return {
             Columns.ACTION_DIST_INPUTS: [*self.encoder, *self.pi],
@@ -96,17 +106,12 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
             out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
         return out
 
-    @staticmethod
-    def _flat_obs(batch: TensorDict) -> torch.Tensor:
-        obs = batch[Columns.OBS]
-        return obs if obs.dim() == 2 else obs.flatten(1)
-
     def _forward(self, batch: TensorDict, **kwargs: object) -> TensorDict:
-        embeddings = self.encoder(self._flat_obs(batch))
+        embeddings = self.encoder(batch[Columns.OBS])
         return {Columns.ACTION_DIST_INPUTS: self._dist_inputs(embeddings)}
 
     def _forward_train(self, batch: TensorDict, **kwargs: object) -> TensorDict:
-        obs = self._flat_obs(batch)
+        obs = batch[Columns.OBS]
         embeddings = self.encoder(obs)
         vf_embeddings = embeddings if self.config.vf_share_layers else self.vf_encoder(obs)
         return {
@@ -119,7 +124,7 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
     ) -> torch.Tensor:
         """V(obs), `[B]`; `embeddings` are the value MLP's input (`_forward_train`'s)."""
         if embeddings is None:
-            obs = self._flat_obs(batch)
+            obs = batch[Columns.OBS]
             encoder = self.encoder if self.config.vf_share_layers else self.vf_encoder
             embeddings = encoder(obs)
         return self.vf(embeddings).squeeze(-1)

@@ -1,0 +1,143 @@
+"""The default encoders (rlmod/core/encoders.py): which layers each observation kind gets,
+the conv_filters checks, and images staying uint8 until the module."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from rlmod.algorithms.ppo.default_ppo_rl_module import DefaultPPORLModule
+from rlmod.core.conv import default_conv_filters
+from rlmod.core.encoders import CNNEncoder, MLPEncoder, PackedEncoder
+from rlmod.core.models import DefaultModelConfig
+from rlmod.utils.packed_obs import PackedObservationBox
+
+TWO = gym.spaces.Discrete(2)
+
+
+def ppo(obs_space: gym.Space, **model_config: object) -> DefaultPPORLModule:
+    return DefaultPPORLModule(
+        observation_space=obs_space, action_space=TWO, model_config=model_config
+    )
+
+
+def convs(module: nn.Module) -> list[nn.Conv2d]:
+    return [m for m in module.modules() if isinstance(m, nn.Conv2d)]
+
+
+def test_vector_obs_get_an_mlp_as_before():
+    m = ppo(gym.spaces.Box(-1, 1, (4,), np.float32), fcnet_hiddens=[32, 16])
+    assert isinstance(m.encoder, MLPEncoder) and isinstance(m.vf_encoder, MLPEncoder)
+    assert [x.out_features for x in m.encoder if isinstance(x, nn.Linear)] == [32, 16]
+    assert m.pi[0].in_features == 16 and not convs(m)
+    assert "encoder.0.weight" in m.state_dict()  # the MLP's parameter names are kept
+
+
+def test_nature_cnn_for_84x84_and_separate_value_cnn():
+    m = ppo(gym.spaces.Box(0, 255, (84, 84, 4), np.uint8))
+    assert isinstance(m.encoder, CNNEncoder) and isinstance(m.vf_encoder, CNNEncoder)
+    got = [(c.in_channels, c.out_channels, c.kernel_size, c.stride) for c in convs(m.encoder)]
+    assert got == [(4, 32, (8, 8), (4, 4)), (32, 64, (4, 4), (2, 2)), (64, 64, (3, 3), (1, 1))]
+    assert m.encoder.out_dim == 7 * 7 * 64 == m.pi[0].in_features
+    assert m.vf_encoder is not m.encoder
+    out = m.forward_train({"obs": torch.randint(0, 256, (3, 84, 84, 4), dtype=torch.uint8)})
+    assert out["action_dist_inputs"].shape == (3, 2)
+
+
+def test_vf_share_layers_shares_the_cnn_and_head_fcnet_hiddens_sizes_the_heads():
+    m = ppo(
+        gym.spaces.Box(0, 255, (10, 10, 3), np.uint8), vf_share_layers=True, head_fcnet_hiddens=[64]
+    )
+    assert not hasattr(m, "vf_encoder") and len(convs(m)) == 2
+    assert [x.out_features for x in m.pi if isinstance(x, nn.Linear)] == [64, 2]
+    assert [x.out_features for x in m.vf if isinstance(x, nn.Linear)] == [64, 1]
+
+
+def test_dict_of_image_and_vector_gets_a_cnn_and_an_mlp():
+    space = gym.spaces.Dict(
+        {
+            "image": gym.spaces.Box(0, 255, (10, 10, 1), np.uint8),
+            "pos": gym.spaces.Box(-1, 1, (3,), np.float32),
+            "cell": gym.spaces.Discrete(4),
+        }
+    )
+    packed = PackedObservationBox(space)
+    assert packed.shape == (100 + 4 * 7,) and packed.dtype == np.uint8
+    m = ppo(packed, fcnet_hiddens=[8])
+    assert isinstance(m.encoder, PackedEncoder) and len(m.encoder.cnns) == 1
+    assert m.encoder.mlp[0].in_features == 7  # pos (3) + one-hot cell (4)
+    assert m.encoder.out_dim == 3 * 3 * 32 + 8 == m.pi[0].in_features
+
+
+def test_discrete_obs_reach_the_module_one_hot():
+    from rlmod.connectors.env_to_module import default_env_to_module
+
+    [one_hot] = default_env_to_module(gym.spaces.Discrete(5))
+    space = one_hot.recompute_output_observation_space(gym.spaces.Discrete(5), TWO)
+    m = ppo(space, fcnet_hiddens=[8])
+    assert isinstance(m.encoder, MLPEncoder) and m.encoder[0].in_features == 5
+
+
+@pytest.mark.parametrize(
+    "filters, match",
+    [
+        ([[16, 4]], r"conv_filters'\]\[0\]"),
+        ([[16, 4, 2, "full"]], r"padding"),
+        ([[0, 4, 2]], r"conv_filters'\]\[0\]"),
+        ([], r"non-empty list"),
+        ([[16, 32, 1, "valid"]], r"does not fit the 10x10"),
+    ],
+)
+def test_bad_conv_filters_are_refused_with_the_format(filters, match):
+    with pytest.raises(ValueError, match=match):
+        ppo(gym.spaces.Box(0, 255, (10, 10, 1), np.uint8), conv_filters=filters)
+
+
+def test_conv_filters_on_vector_obs_is_an_error():
+    with pytest.raises(ValueError, match="conv_filters.*not\\s+images"):
+        ppo(gym.spaces.Box(-1, 1, (4,), np.float32), conv_filters=[[16, 4, 2]])
+
+
+def test_conv_initializers_must_be_torch_init_names():
+    with pytest.raises(ValueError, match="in-place torch.nn.init"):
+        DefaultModelConfig(conv_kernel_initializer="xavier_uniform")
+    with pytest.raises(ValueError, match="as a string"):
+        DefaultModelConfig(conv_kernel_initializer=nn.init.xavier_uniform_)
+    m = ppo(
+        gym.spaces.Box(0, 255, (10, 10, 1), np.uint8),
+        conv_bias_initializer="constant_",
+        conv_bias_initializer_kwargs={"val": 0.5},
+    )
+    assert all(torch.all(c.bias == 0.5) for c in convs(m))
+
+
+def test_rllib_padding_and_pair_kernels():
+    m = ppo(
+        gym.spaces.Box(0, 255, (9, 12, 2), np.uint8),
+        conv_filters=[[8, [3, 5], [1, 2]], [4, 3, 3, "valid"]],
+    )
+    # "same": ceil(9/1) x ceil(12/2) = 9x6; "valid": (9-3)//3+1 x (6-3)//3+1 = 3x2
+    assert m.encoder.out_dim == 3 * 2 * 4
+    assert m.encoder(torch.zeros(2, 9, 12, 2, dtype=torch.uint8)).shape == (2, 24)
+
+
+def test_default_filters_per_size_and_the_rule_for_others():
+    assert default_conv_filters((10, 10, 4)) == [[16, 5, 2], [32, 5, 2]]
+    assert default_conv_filters((64, 64, 3))[0] == [32, 4, 2]
+    assert default_conv_filters((28, 28, 1)) == [[16, 4, 2], [32, 4, 2]]
+    assert default_conv_filters((5, 7, 1)) == [[16, 3, 1]]
+    assert len(default_conv_filters((100, 100, 3))) == 4
+
+
+def test_uint8_images_are_divided_by_255_inside_the_module():
+    m = ppo(gym.spaces.Box(0, 255, (10, 10, 1), np.uint8))
+    x = torch.randint(0, 256, (4, 10, 10, 1), dtype=torch.uint8)
+    as_float = ppo(gym.spaces.Box(0.0, 1.0, (10, 10, 1), np.float32))
+    as_float.load_state_dict(m.state_dict())
+    torch.testing.assert_close(
+        m.forward_inference({"obs": x})["action_dist_inputs"],
+        as_float.forward_inference({"obs": x.float() / 255})["action_dist_inputs"],
+    )
