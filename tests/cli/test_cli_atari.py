@@ -55,7 +55,7 @@ def test_env_config_keys_win_and_the_wrapper_can_be_turned_off() -> None:
     ("env", "extra"),
     [
         ("MinAtar/Breakout-v1", []),
-        ("ALE/Pong-v5", ["--config", json.dumps({**SMALL, "env_config": {"dim": 42}})]),
+        ("ALE/Pong-v5", ["--config", json.dumps({**SMALL, "env_config": {"dim": 32}})]),
         ("ALE/Pong-v5", ["--no-atari-wrapper", "--config", json.dumps(SMALL)]),
     ],
     ids=["minatar", "atari", "atari-raw"],
@@ -70,6 +70,6 @@ def test_pixel_envs_train_from_the_cli(tmp_path: Path, env: str, extra: list[str
     lines = (run_dir / "result.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["training_iteration"] == 1
     if env.startswith("ALE/") and "--no-atari-wrapper" not in extra:
-        assert params["env_config"]["id"] == env and params["env_config"]["dim"] == 42
+        assert params["env_config"]["id"] == env and params["env_config"]["dim"] == 32
     else:
         assert params["env"] == env

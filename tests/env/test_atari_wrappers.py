@@ -126,3 +126,12 @@ def test_vector_envs_of_ale_ids_observe_what_the_single_env_observes() -> None:
     assert isinstance(vector, gym.vector.SyncVectorEnv)
     assert vector.single_observation_space == single.observation_space
     assert make_vector_env("CartPole-v1", {}, 2).__class__.__name__ == "CartPoleVectorEnv"
+
+
+def test_missing_opencv_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlmod.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
+
+    monkeypatch.setitem(sys.modules, "cv2", None)
+    env = make_env("ALE/Pong-v5", {"frameskip": 1})
+    with pytest.raises(ValueError, match=r"needs OpenCV .*pip install 'rlmod\[atari\]'"):
+        wrap_atari_for_new_api_stack(env)

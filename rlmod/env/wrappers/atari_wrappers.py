@@ -66,6 +66,14 @@ def wrap_atari_for_new_api_stack(
         >>> env.observation_space  # doctest: +SKIP
         Box(0, 255, (84, 84, 4), uint8)
     """
+    try:
+        import cv2  # noqa: F401  # AtariPreprocessing resizes with it
+    except ImportError as e:
+        raise ValueError(
+            f"wrap_atari_for_new_api_stack resizes frames with gymnasium's "
+            f"AtariPreprocessing, which needs OpenCV ({e}): pip install 'rlmod[atari]' "
+            "(or opencv-python-headless)."
+        ) from None
     if frameskip > 1 and getattr(env.unwrapped, "_frameskip", None) != 1:
         spec_id = getattr(env.spec, "id", "ALE/Pong-v5")
         raise ValueError(
