@@ -9,9 +9,9 @@ SB3 DummyVecEnv (SB3 moves the frames channels-first itself). Both train the sam
 `rlmod.tuned.TUNED[game]`'s: the Nature CNN's three convolutions shared by a policy and a
 value head of one 512-unit ReLU layer each (SB3: a conv-only `BaseFeaturesExtractor` and
 `net_arch=dict(pi=[512], vf=[512])`), with CleanRL's ppo_atari.py settings: 128 steps per
-env per iteration, 4 epochs of minibatches of 256, one torch thread (rlmod's default;
-`--sb3-threads 0` also runs SB3 with torch's default, a thread per core, and the ratio is
-taken against the faster SB3). Each library runs in a fresh process;
+env per iteration, 4 epochs of minibatches of 256, the same torch thread count (`--threads`,
+default 1, rlmod's default; `--threads 1 2` runs both libraries at each and compares each
+at its faster count). Each library runs in a fresh process;
 the figure is env steps over the wall time of its training calls (rlmod's `train()` calls,
 SB3's `learn()`), construction excluded, the first iteration included for both.
 
@@ -24,7 +24,7 @@ needs `tyro` and its own envs, `<Game>NoFrameskip-v4` with SB3's Atari wrappers)
 "SPS" line is read; without it, no CleanRL figure is reported.
 
     python benchmarks/atari_throughput.py [--game ALE/Pong-v5] [--env-steps 8192]
-        [--seeds 0] [--sb3-threads 1 0] [--cleanrl-script PATH]
+        [--seeds 0] [--threads 1 2] [--cleanrl-script PATH]
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ import json, sys, time
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.env.wrappers.atari_wrappers import make_atari_env
 from rlmod.tuned import TUNED
-game, seed, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+game, seed, steps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 config = PPOConfig().environment(
     make_atari_env, env_config={"id": game, "dim": 84, "framestack": 4}
 ).debugging(seed=seed)
-for k, v in TUNED[game].items():
+for k, v in {**TUNED[game], "num_threads_per_learner": threads}.items():
     setattr(config, k, v)
 algo = config.build_algo()
 done, train_s = 0, 0.0
@@ -75,8 +75,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from rlmod.env.wrappers.atari_wrappers import make_atari_env
 from rlmod.tuned import TUNED
 game, seed, steps, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-if threads:
-    torch.set_num_threads(threads)
+torch.set_num_threads(threads)
 tuned = TUNED[game]
 n = tuned["num_envs_per_env_runner"]
 (hidden,) = tuned["model_config"]["head_fcnet_hiddens"]
@@ -144,12 +143,12 @@ def main() -> None:
     parser.add_argument("--game", default="ALE/Pong-v5")
     parser.add_argument("--env-steps", type=int, default=8192)
     parser.add_argument(
-        "--sb3-threads",
+        "--threads",
         type=int,
         nargs="+",
         default=[1],
-        help="torch threads of the SB3 runs (0: torch's default, one per core); 1 is "
-        "rlmod's default (num_threads_per_learner=None)",
+        help="torch threads of both libraries' runs, one pair of runs per count (rlmod's "
+        "num_threads_per_learner, SB3's torch.set_num_threads); 1 is rlmod's default",
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--cleanrl-script", default=None, metavar="PATH")
@@ -158,9 +157,11 @@ def main() -> None:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     # this checkout first, then whatever else the parent's PYTHONPATH held
     here = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
-    libs = {"rlmod": (RLMOD, ())}
-    for t in args.sb3_threads:
-        libs[f"SB3, {t or 'default'} thread{'s' if t != 1 else ''}"] = (SB3, (t,))
+    libs: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for t in args.threads:
+        suffix = f", {t} thread{'s' if t != 1 else ''}"
+        libs[f"rlmod{suffix}"] = (RLMOD, (t,))
+        libs[f"SB3{suffix}"] = (SB3, (t,))
     results: dict[str, list[dict]] = {name: [] for name in libs}
     rows = []
     for seed in args.seeds:
@@ -191,22 +192,22 @@ def main() -> None:
     sps = {n: statistics.median(r["sps"] for r in rs) for n, rs in results.items()}
     for name, value in sps.items():
         print(f"median env steps/s, {name}: {value:.0f}")
-    sb3 = max((n for n in libs if n != "rlmod"), key=sps.__getitem__)  # the fastest SB3
-    ratio = sps["rlmod"] / sps[sb3]
+    # each library at its fastest thread count
+    best = max((n for n in libs if n.startswith("rlmod")), key=sps.__getitem__)
+    sb3 = max((n for n in libs if n.startswith("SB3")), key=sps.__getitem__)
+    ratio = sps[best] / sps[sb3]
     cleanrl = (
-        f"; {sps['rlmod'] / sps['CleanRL']:.2f}x CleanRL"
-        if "CleanRL" in sps
-        else "; CleanRL not run"
+        f"; {sps[best] / sps['CleanRL']:.2f}x CleanRL" if "CleanRL" in sps else "; CleanRL not run"
     )
-    print(f"ratio rlmod / {sb3}: {ratio:.2f} (target >= 2){cleanrl}")
+    print(f"ratio {best} / {sb3}: {ratio:.2f} (target >= 2){cleanrl}")
     mem = {n: results[n][0]["bytes_per_step"] for n in libs}  # the same for every seed
     summary(
         f"{args.game} 84x84x4 Nature CNN, 8 envs, PPO loop env steps/s (median of "
         f"{len(args.seeds)}); bytes per stored step",
-        rlmod=f"{sps['rlmod']:.0f}; {mem['rlmod']:,.0f} B",
+        rlmod=f"{best} {sps[best]:.0f}; {mem[best]:,.0f} B",
         peer=f"{sb3} {sps[sb3]:.0f}; {mem[sb3]:,.0f} B"
         + (f"; CleanRL {sps['CleanRL']:.0f}" if "CleanRL" in sps else ""),
-        ratio=f"{ratio:.2f}x SB3{cleanrl}; memory {mem['rlmod'] / mem[sb3]:.2f} of SB3",
+        ratio=f"{ratio:.2f}x SB3{cleanrl}; memory {mem[best] / mem[sb3]:.2f} of SB3",
     )
 
 
