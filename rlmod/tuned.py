@@ -101,7 +101,10 @@ TUNED: dict[str, dict[str, Any]] = {
     # MinAtar (10x10xC boolean images): the network of the MinAtar paper (Young & Tian
     # 2019: one 16-channel 3x3 convolution, then 128 units), shared by both heads, and
     # the Atari PPO settings above scaled to these short, dense games: 8 envs x 128
-    # steps, 4 epochs of 256, lr 3e-4 (Pgx's MinAtar PPO), clip 0.2, entropy 0.01.
+    # steps, 4 epochs of 256, lr 3e-4 (Pgx's MinAtar PPO), clip 0.2, entropy 0.01. On
+    # Breakout-v1 the mean return of the last 100 episodes rose from ~0.5 (random) to a
+    # median 3.98 in 100k env steps, 23 s on a 2-core Xeon (seeds 0-2: 4.11 / 3.95 / 3.98;
+    # benchmarks/minatar_vs_sb3.py, where SB3 with the same network reached 3.86).
     **{
         f"MinAtar/{game}-v1": {
             **FAST_PPO,
