@@ -46,6 +46,7 @@ from rlmod.core.models import DefaultModelConfig, check_mlp_fields, dataclass_fr
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.rl_module import RLModule, TensorDict
 from rlmod.errors import UnknownModuleIDError
+from rlmod.utils.packed_obs import PackedObservationBox
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
@@ -104,6 +105,12 @@ def _flat_dim(space: gym.Space, what: str) -> int:
         raise TypeError(
             f"Curiosity modules need Box {what} (the default env-to-module connectors one-hot "
             f"and flatten other observation spaces), got {space}."
+        )
+    if isinstance(space, PackedObservationBox):
+        raise TypeError(
+            f"Curiosity modules take vector (or image) Box {what}; these are Dict/Tuple "
+            f"observations with an image, packed into bytes ({space}). Flatten them in the "
+            "env (gymnasium.wrappers.FlattenObservation) to use a curiosity module."
         )
     return int(np.prod(space.shape))
 

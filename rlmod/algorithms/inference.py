@@ -31,6 +31,13 @@ from rlmod.utils.spaces import space_from_dict
 from rlmod.utils.state_files import read_state
 
 
+def _module_input(obs: object) -> np.ndarray:
+    """What the module takes, as the EnvRunner hands it over: uint8/bool images and packed
+    rows as they are (the module scales them), anything else as float32."""
+    arr = np.asarray(obs)
+    return arr if arr.dtype in (np.uint8, np.bool_) else arr.astype(np.float32, copy=False)
+
+
 class InferencePolicy:
     """Computes env actions from raw env observations, as an EnvRunner does.
 
@@ -140,7 +147,7 @@ class InferencePolicy:
         self._episode_start = False
         obs = self.env_to_module(observations, episode_starts=starts)
         forward = acting_forward(self.module, self.explore)
-        out = forward({Columns.OBS: torch.as_tensor(np.asarray(obs, dtype=np.float32))})
+        out = forward({Columns.OBS: torch.as_tensor(_module_input(obs))})
         data = self.module_to_env(out, rl_module=self.module, explore=self.explore)
         return np.asarray(data[ENV_ACTIONS])
 
@@ -176,7 +183,8 @@ class InferencePolicy:
         greedy = _GreedyActions(self.module).eval()
         obs_space = self.module.observation_space
         shape = tuple(obs_space.shape or ())
-        example = torch.zeros((2, *shape), dtype=torch.float32)  # a batch of 1 would specialize
+        # a batch of 1 would specialize; uint8 images (and packed rows) stay uint8
+        example = torch.as_tensor(_module_input(np.zeros((2, *shape), obs_space.dtype)))
         batch = torch.export.Dim("batch", min=1)
         path = str(path)
         with quiet_exporters():

@@ -45,6 +45,12 @@ MODEL_KEYS = frozenset(
         "head_fcnet_activation",
         "free_log_std",
         "log_std_init",
+        "conv_filters",
+        "conv_activation",
+        "conv_kernel_initializer",
+        "conv_kernel_initializer_kwargs",
+        "conv_bias_initializer",
+        "conv_bias_initializer_kwargs",
     }
 )
 """DefaultModelConfig's fields: on RLlib's new API stack they go in `.rl_module(model_config=

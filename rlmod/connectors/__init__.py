@@ -8,6 +8,7 @@ from rlmod.connectors.env_to_module import (
     FrameStackingEnvToModule,
     MeanStdFilter,
     OneHotObservations,
+    PackObservations,
 )
 from rlmod.connectors.learner import GeneralAdvantageEstimation, LearnerConnector, compute_gae
 from rlmod.connectors.module_to_env import ActionsToEnvSpace, GetActions, ModuleToEnv
@@ -40,6 +41,7 @@ __all__ = [
     "MeanStdFilter",
     "ModuleToEnv",
     "OneHotObservations",
+    "PackObservations",
     "SingleAgentObservationPreprocessor",
     "compute_gae",
 ]

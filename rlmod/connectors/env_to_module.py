@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlmod.connectors.pipeline import Connector
+from rlmod.utils.packed_obs import PackedObservationBox, has_image_part
 from rlmod.utils.spaces import flat_box, flatten_batch
 
 
@@ -89,13 +90,21 @@ def default_env_to_module(observation_space: gym.Space) -> list[EnvToModule]:
     Vectors become flat float32 (Discrete one-hot); images (rank-3 Box, channels-last)
     pass unchanged, so `uint8` pixels stay `uint8` in episodes, batches, replay buffers
     and offline files, and the module turns them into floats (rlmod/core/encoders.py).
+    Dict/Tuple observations with an image are packed into uint8 rows (`PackObservations`),
+    without one flattened to float32.
     """
     if isinstance(observation_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
         return [OneHotObservations()]
+    if isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple) and has_image_part(
+        observation_space
+    ):
+        return [PackObservations()]  # images stay bytes; the module splits the parts back
     if isinstance(observation_space, gym.spaces.Dict | gym.spaces.Tuple | gym.spaces.MultiBinary):
         return [FlattenObservations()]  # MultiBinary: its 0/1 entries as float32, as-is
     if isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 3:
-        return []  # images reach the module as stored (uint8 stays uint8: 1 byte a pixel)
+        if np.dtype(observation_space.dtype) in (np.uint8, np.bool_, np.float32):
+            return []  # images reach the module as stored (uint8 stays uint8: 1 byte a pixel)
+        return [_ToFloat32()]  # e.g. float64 or int32 images
     if isinstance(observation_space, gym.spaces.Box) and (
         observation_space.dtype != np.float32 or len(observation_space.shape) != 1
     ):
@@ -103,9 +112,32 @@ def default_env_to_module(observation_space: gym.Space) -> list[EnvToModule]:
     return []
 
 
+class PackObservations(EnvToModule):
+    """Packs Dict/Tuple observations that hold images into one uint8 row each: the images'
+    bytes as they are, the other parts flattened to float32 bytes (Discrete one-hot).
+
+    The output space is a `PackedObservationBox` (rlmod/utils/packed_obs.py), which the
+    default modules split back into parts: a CNN per image, an MLP over the rest. Every
+    store of observations (episodes, batches, replay, Parquet) then holds one plain
+    array, at 1 byte per pixel.
+    """
+
+    row_wise = True
+
+    def recompute_output_observation_space(
+        self, input_observation_space: gym.Space, input_action_space: gym.Space
+    ) -> gym.Space:
+        return PackedObservationBox(input_observation_space)
+
+    def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
+        space = self.observation_space
+        assert isinstance(space, PackedObservationBox)
+        return space.pack(obs)
+
+
 class _ToFloat32(EnvToModule):
-    """Casts Box observations of rank 2 or 4+ to float32, keeping their shape (the
-    default MLPs flatten them)."""
+    """Casts Box observations of rank 2 or 4+ (the default MLPs flatten them) and images of
+    dtypes other than uint8, bool and float32 to float32, keeping their shape."""
 
     row_wise = True
 
@@ -275,12 +307,14 @@ class FrameStacking(EnvToModule):
 
     def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
         x, stack = self._push(obs, episode_starts)
-        return stack.reshape(x.shape[0], -1).copy()
+        return stack.reshape(x.shape[0], -1).astype(np.float32)  # a copy, as its space says
 
     def _push(self, obs: Any, episode_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Adds this step's observations to the stack (a new episode's stack is filled with
-        its first frame); returns them as float32 `[N, *S]` and the stack `[N, k, *S]`."""
-        x = np.asarray(obs, dtype=np.float32)
+        its first frame); returns them `[N, *S]` and the stack `[N, k, *S]`, as float32, or
+        as they are for uint8/bool images (which the module scales itself)."""
+        x = np.asarray(obs)
+        x = x.astype(_stack_dtype(x.dtype), copy=False)
         if self._stack is None or self._stack.shape[0] != x.shape[0]:
             self._stack = np.repeat(x[:, None], self.num_frames, axis=1)
         else:
@@ -290,6 +324,11 @@ class FrameStacking(EnvToModule):
             if starts.any():
                 self._stack[starts] = x[starts, None]
         return x, self._stack
+
+
+def _stack_dtype(dtype: Any) -> Any:
+    """Frame stacks keep uint8/bool frames (1 byte per pixel); anything else is float32."""
+    return dtype if np.dtype(dtype) in (np.dtype(np.uint8), np.dtype(np.bool_)) else np.float32
 
 
 def merge_env_to_module_states(states: list[Any]) -> Any:
@@ -318,7 +357,8 @@ class FrameStackingEnvToModule(FrameStacking):
 
     RLlib requires a last axis of size 1 (grayscale images, [H, W, 1] -> [H, W, k]); rlmod
     also stacks any Box, e.g. CartPole's [4] -> [4 * k]. At an episode start the stack is
-    filled with the first observation.
+    filled with the first observation. uint8 (and bool) frames stay uint8, so the module
+    scales them as any image; other frames become float32.
     """
 
     def __init__(
@@ -346,7 +386,8 @@ class FrameStackingEnvToModule(FrameStacking):
             )
         low = np.concatenate([input_observation_space.low] * self.num_frames, axis=-1)
         high = np.concatenate([input_observation_space.high] * self.num_frames, axis=-1)
-        return gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
+        dtype = _stack_dtype(input_observation_space.dtype)
+        return gym.spaces.Box(low.astype(dtype), high.astype(dtype), dtype=dtype)
 
     def __call__(self, obs: Any, *, episode_starts: np.ndarray, **kwargs: Any) -> np.ndarray:
         x, stack = self._push(obs, episode_starts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 from torch import nn
 
 ConvLayer = tuple[int, tuple[int, int], tuple[int, int], str]
@@ -35,10 +36,21 @@ def default_conv_filters(shape: Sequence[int]) -> list[list[object]]:
     for 84x84). Any other size gets `[16, 4, 2]` layers ("same" padding, channels doubling
     up to 128) until both sides are at most 8, or one `[16, 3, 1]` layer for an image
     that already is that small; e.g. 28x28 -> [[16, 4, 2], [32, 4, 2]] (7x7x32 features).
+    A shape that looks channels-first (`(4, 84, 84)`: a few channels, then a square
+    image) is a ValueError saying how to move the axis.
     """
     if len(shape) != 3:
         raise ValueError(f"default_conv_filters needs an (H, W, C) shape, got {tuple(shape)}.")
-    h, w = int(shape[0]), int(shape[1])
+    h, w, c = (int(d) for d in shape)
+    if w == c and h < w and h <= 16:
+        raise ValueError(
+            f"Image observations of shape {tuple(shape)} look channels-first (C, H, W), as "
+            "gymnasium's FrameStackObservation stacks frames; the default CNN takes "
+            "channels-last (H, W, C) images. Move the axis in the env (e.g. "
+            "gymnasium.wrappers.TransformObservation with np.moveaxis(obs, 0, -1) and the "
+            "transposed space), or set model_config['conv_filters'] to use the shape as "
+            "(H, W, C)."
+        )
     if (h, w) in _DEFAULT_FILTERS:
         return [list(f) for f in _DEFAULT_FILTERS[(h, w)]]
     if max(h, w) <= 8:
@@ -52,14 +64,14 @@ def default_conv_filters(shape: Sequence[int]) -> list[list[object]]:
     return filters
 
 
+def _positive_int(value: object) -> bool:
+    return bool(isinstance(value, int | np.integer) and not isinstance(value, bool) and value > 0)
+
+
 def _pair(value: object) -> tuple[int, int] | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return (value, value)
-    if (
-        isinstance(value, list | tuple)
-        and len(value) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
-    ):
+    if _positive_int(value):
+        return (int(value), int(value))  # type: ignore[call-overload]
+    if isinstance(value, list | tuple) and len(value) == 2 and all(map(_positive_int, value)):
         return (int(value[0]), int(value[1]))
     return None
 
@@ -89,15 +101,13 @@ def check_conv_filters(value: object) -> tuple[ConvLayer, ...] | None:
         stride = _pair(layer[2]) if ok else None
         padding = (layer[3] if len(layer) == 4 else "same") if ok else None
         if (
-            not isinstance(out, int)
-            or isinstance(out, bool)
-            or out <= 0
+            not _positive_int(out)
             or kernel is None
             or stride is None
             or padding not in ("same", "valid")
         ):
             raise ValueError(f"model_config['conv_filters'][{i}]={layer!r} is not a layer. {fmt}")
-        layers.append((int(out), kernel, stride, str(padding)))
+        layers.append((int(out), kernel, stride, str(padding)))  # type: ignore[arg-type]
     return tuple(layers)
 
 

@@ -29,12 +29,10 @@ from torch import nn
 
 from rlmod.core.conv import check_conv_filters, conv_output_hw, default_conv_filters
 from rlmod.core.models import DefaultModelConfig, activation, mlp
-from rlmod.utils.packed_obs import PackedObservationBox
+from rlmod.utils.packed_obs import PackedObservationBox, is_image
 
-
-def is_image_space(space: gym.Space) -> bool:
-    """Whether the default models treat `space` as an image: a rank-3 Box (H, W, C)."""
-    return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
+is_image_space = is_image
+"""Whether the default models treat `space` as an image: a rank-3 Box (H, W, C)."""
 
 
 class Conv2d(nn.Conv2d):

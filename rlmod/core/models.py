@@ -1,4 +1,5 @@
-"""Default models: the model config users know from RLlib, and the MLP builder.
+"""Default models: the model config users know from RLlib, and the MLP builder (the
+encoders built from it per observation space are in rlmod/core/encoders.py).
 
 Used by default RLModules (PPO's, BC's, the ICM) to turn `model_config` into layers.
 """
@@ -68,7 +69,7 @@ def check_conv_fields(config: DefaultModelConfig) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class DefaultModelConfig:
-    """Settings of the default MLP models (RLlib's `DefaultModelConfig` names).
+    """Settings of the default models, MLPs and CNNs (RLlib's `DefaultModelConfig` names).
 
     Attributes:
         fcnet_hiddens: Widths of the hidden layers of the encoder; RLlib's default

@@ -10,9 +10,11 @@ from typing import Any
 
 from rlmod.testing.envs import MultiAgentCartPole
 from rlmod.testing.modules import CartPoleExpertModule
+from rlmod.testing.pixel_envs import BarOrientationEnv
 from rlmod.testing.policies import RandomPolicy, cartpole_expert
 
 __all__ = [
+    "BarOrientationEnv",
     "CartPoleExpertModule",
     "MultiAgentCartPole",
     "RandomPolicy",

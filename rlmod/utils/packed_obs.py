@@ -54,6 +54,14 @@ def _get(obs: Any, path: tuple[Any, ...]) -> Any:
     return obs
 
 
+def _batch_of_one(obs: Any) -> Any:
+    if isinstance(obs, dict):
+        return {k: _batch_of_one(v) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_batch_of_one(v) for v in obs)
+    return np.asarray(obs)[None]
+
+
 @dataclasses.dataclass(frozen=True)
 class ImagePart:
     """One image in a packed row: where it sits, its shape and how it is stored
@@ -135,6 +143,11 @@ class PackedObservationBox(gym.spaces.Box):
             raw = rows[:, self.vector_start : self.vector_start + 4 * self.vector_dim]
             vector = raw.contiguous().view(torch.float32)
         return images, vector
+
+    def sample(self, mask: Any = None, probability: Any = None) -> np.ndarray:
+        """One packed row of a sample of `original` (a Box's random bytes would decode
+        to arbitrary floats)."""
+        return self.pack(_batch_of_one(self.original.sample()))[0]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PackedObservationBox) and other.original == self.original

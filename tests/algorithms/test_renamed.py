@@ -39,6 +39,8 @@ def test_old_setters_name_their_new_home() -> None:
 def test_model_keys_point_to_model_config() -> None:
     with pytest.raises(TypeError, match=r"\.rl_module\(model_config=\{'fcnet_hiddens'"):
         PPOConfig().training(fcnet_hiddens=[64])
+    with pytest.raises(TypeError, match=r"\.rl_module\(model_config=\{'conv_filters'"):
+        PPOConfig().training(conv_filters=[[16, 4, 2]])
     with pytest.raises(TypeError, match=r"model_config=\{'fcnet_hiddens': \[64, 64\]\}"):
         PPOConfig().training(model={"fcnet_hiddens": [64]})
     with pytest.raises(ValueError, match=r"model_config"):

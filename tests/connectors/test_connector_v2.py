@@ -12,6 +12,7 @@ from rlmod.algorithms.ppo import PPOConfig
 from rlmod.connectors import (
     ConnectorV2,
     FlattenObservations,
+    FrameStacking,
     FrameStackingEnvToModule,
     MeanStdFilter,
     SingleAgentObservationPreprocessor,
@@ -143,6 +144,18 @@ def test_frame_stacking_env_to_module_stacks_along_the_last_axis():
         gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), num_frames=2
     )
     assert flat.observation_space.shape == (8,)
+
+
+def test_frame_stacking_keeps_uint8_frames_uint8():
+    image = gym.spaces.Box(0, 255, (2, 2, 1), np.uint8)
+    piece = FrameStackingEnvToModule(image, gym.spaces.Discrete(2), num_frames=4)
+    assert piece.observation_space == gym.spaces.Box(0, 255, (2, 2, 4), np.uint8)
+    out = piece(np.full((3, 2, 2, 1), 200, np.uint8), episode_starts=np.ones(3, bool))
+    assert out.dtype == np.uint8 and piece.observation_space.contains(out[0])
+    flat = FrameStacking(num_frames=2)
+    flat.set_input_spaces(gym.spaces.Box(0, 255, (3,), np.uint8), gym.spaces.Discrete(2))
+    out = flat(np.full((1, 3), 7, np.uint8), episode_starts=np.ones(1, bool))
+    assert out.dtype == np.float32 == flat.observation_space.dtype  # flat stacks: float32
 
 
 def test_rllib_options_rlmod_does_not_have_are_refused_with_the_reason():

@@ -17,7 +17,7 @@ from rlmod.connectors import (
     MeanStdFilter,
     OneHotObservations,
 )
-from rlmod.connectors.env_to_module import default_env_to_module
+from rlmod.connectors.env_to_module import _ToFloat32, default_env_to_module
 
 ACT = gym.spaces.Discrete(2)
 
@@ -112,6 +112,8 @@ def test_one_hot_multi_discrete():
         (gym.spaces.Box(-1, 1, (4,), np.float32), []),
         (gym.spaces.Box(-1, 1, (4,), np.float64), [FlattenObservations]),
         (gym.spaces.Box(0, 255, (84, 84, 4), np.uint8), []),  # images pass as uint8
+        (gym.spaces.Box(0, 1, (10, 10, 4), bool), []),  # MinAtar's
+        (gym.spaces.Box(0, 1, (8, 8, 3), np.float64), [_ToFloat32]),
     ],
 )
 def test_default_connectors_per_space(space, kinds):

@@ -130,6 +130,9 @@ def test_default_filters_per_size_and_the_rule_for_others():
     assert default_conv_filters((28, 28, 1)) == [[16, 4, 2], [32, 4, 2]]
     assert default_conv_filters((5, 7, 1)) == [[16, 3, 1]]
     assert len(default_conv_filters((100, 100, 3))) == 4
+    assert len(default_conv_filters((10, 10, 10))) == 2  # MinAtar Seaquest: 10 channels
+    with pytest.raises(ValueError, match="channels-first"):
+        default_conv_filters((4, 84, 84))  # gymnasium's FrameStackObservation
 
 
 def test_uint8_images_are_divided_by_255_inside_the_module():
@@ -141,3 +144,94 @@ def test_uint8_images_are_divided_by_255_inside_the_module():
         m.forward_inference({"obs": x})["action_dist_inputs"],
         as_float.forward_inference({"obs": x.float() / 255})["action_dist_inputs"],
     )
+
+
+def test_cnn_modules_stack_and_act_as_they_do_alone():
+    from rlmod.core import MultiRLModule
+    from rlmod.core.stacked import find_stack_groups
+
+    img = gym.spaces.Box(0, 255, (10, 10, 1), np.uint8)
+    multi = MultiRLModule({f"p{i}": ppo(img) for i in range(3)})
+    [group] = find_stack_groups(multi)
+    obs = torch.randint(0, 256, (5, 10, 10, 1), dtype=torch.uint8)
+    index = torch.tensor([0, 2, 2, 1, 0])
+    stacked = group.forward_exploration(obs, index)["action_dist_inputs"]
+    alone = torch.cat(
+        [
+            multi[f"p{int(i)}"].forward_exploration({"obs": obs[j : j + 1]})["action_dist_inputs"]
+            for j, i in enumerate(index)
+        ]
+    )
+    torch.testing.assert_close(stacked, alone)
+
+
+def test_cnn_modules_build_deferred_with_the_weights_of_a_normal_build():
+    from rlmod.core.deferred_init import PendingInit, build_deferred
+    from rlmod.core.multi_rl_module import MultiRLModuleSpec
+    from rlmod.core.rl_module import RLModuleSpec
+
+    img = gym.spaces.Box(0, 255, (10, 10, 1), np.uint8)
+    spec = MultiRLModuleSpec(
+        rl_module_specs={
+            f"p{i}": RLModuleSpec(
+                module_class=DefaultPPORLModule,
+                observation_space=img,
+                action_space=TWO,
+                inference_only=True,
+            )
+            for i in range(2)
+        }
+    )
+    rng = torch.get_rng_state()
+    module, deferred = build_deferred(spec)
+    assert deferred == ["p0", "p1"]
+    PendingInit(spec, deferred, rng).initialise(module)
+    torch.set_rng_state(rng)
+    normal = spec.build()
+    for (name, a), b in zip(module.state_dict().items(), normal.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_packed_space_round_trips_through_json_and_pickle():
+    import pickle
+
+    from rlmod.utils.spaces import space_from_dict, space_to_dict
+
+    space = PackedObservationBox(
+        gym.spaces.Tuple([gym.spaces.Box(0, 1, (4, 4, 2), bool), gym.spaces.Discrete(3)])
+    )
+    for copy in (space_from_dict(space_to_dict(space)), pickle.loads(pickle.dumps(space))):
+        assert isinstance(copy, PackedObservationBox) and copy == space
+        assert [p.kind for p in copy.images] == ["bool"] and copy.vector_dim == 3
+    assert space != PackedObservationBox(
+        gym.spaces.Tuple([gym.spaces.Box(0, 255, (8, 8, 1), np.uint8)])
+    )
+
+
+@pytest.mark.parametrize("name", ["IntrinsicCuriosityModel", "RandomNetworkDistillation"])
+def test_curiosity_modules_refuse_packed_observations_with_the_fix(name):
+    import rlmod.curiosity
+
+    space = PackedObservationBox(
+        gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (4, 4, 1), np.uint8)})
+    )
+    with pytest.raises(TypeError, match="FlattenObservation"):
+        getattr(rlmod.curiosity, name)(observation_space=space, action_space=TWO)
+
+
+def test_conv_filters_take_numpy_ints_and_packed_samples_decode():
+    m = ppo(
+        gym.spaces.Box(0, 255, (10, 10, 1), np.uint8),
+        conv_filters=[[np.int64(8), np.int64(3), [2, np.int64(2)]]],
+    )
+    assert convs(m.encoder)[0].stride == (2, 2)
+    space = PackedObservationBox(
+        gym.spaces.Dict(
+            {"image": gym.spaces.Box(0, 255, (4, 4, 1), np.uint8), "pos": gym.spaces.Box(-1, 1)}
+        )
+    )
+    space.seed(0)
+    row = space.sample()
+    assert space.contains(row)
+    _, vector = space.unpack(torch.from_numpy(row[None]))
+    assert vector is not None and -1 <= float(vector[0, 0]) <= 1

@@ -11,11 +11,11 @@ import copy
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
 from rlmod.core.columns import Columns
+from rlmod.core.encoders import build_encoder
 from rlmod.core.models import DefaultModelConfig, mlp
 from rlmod.core.rl_module import RLModule, TensorDict
 
@@ -29,15 +29,15 @@ QF_TARGET_NEXT_PREDS = "qf_target_next_preds"
 
 
 class QNetwork(nn.Module):
-    """Q(s, .) from an MLP encoder and either one head or the dueling pair of heads
-    (Wang et al. 2016, eq. 9: Q = V + A - mean_a A)."""
+    """Q(s, .) from an encoder (an MLP, or a CNN for images: rlmod/core/encoders.py) and
+    either one head or the dueling pair of heads (Wang et al. 2016, eq. 9:
+    Q = V + A - mean_a A)."""
 
     def __init__(
-        self, in_dim: int, num_actions: int, cfg: DefaultModelConfig, *, dueling: bool
+        self, obs_space: gym.Space, num_actions: int, cfg: DefaultModelConfig, *, dueling: bool
     ) -> None:
         super().__init__()
-        enc_dim = cfg.fcnet_hiddens[-1] if cfg.fcnet_hiddens else in_dim
-        self.encoder = mlp(in_dim, cfg.fcnet_hiddens, activation_name=cfg.fcnet_activation)
+        self.encoder, enc_dim = build_encoder(obs_space, cfg, owner="DefaultDQNRLModule")
         self.af = mlp(
             enc_dim,
             cfg.head_fcnet_hiddens,
@@ -89,14 +89,8 @@ class DefaultDQNRLModule(RLModule):
                 f"DQN needs a Discrete action space, got {self.action_space}; use SAC "
                 "(rlmod.algorithms.sac) for Box actions."
             )
-        if not isinstance(self.observation_space, gym.spaces.Box):
-            raise TypeError(
-                f"DefaultDQNRLModule needs Box observations, got {self.observation_space}; the "
-                "default env-to-module connectors flatten and one-hot other spaces."
-            )
         self.num_actions = int(self.action_space.n)
-        in_dim = int(np.prod(self.observation_space.shape))
-        self.q = QNetwork(in_dim, self.num_actions, cfg, dueling=dueling)
+        self.q = QNetwork(self.observation_space, self.num_actions, cfg, dueling=dueling)
         self.register_buffer("epsilon", torch.tensor(epsilon))  # set by DQNLearner, synced
         if self.inference_only:
             return  # EnvRunners: no target network
@@ -106,23 +100,18 @@ class DefaultDQNRLModule(RLModule):
         """(target, online) pairs that OffPolicyLearner moves by tau."""
         return [(self.target_q, self.q)]
 
-    @staticmethod
-    def flat_obs(obs: torch.Tensor) -> torch.Tensor:
-        """Observations as the Q-network takes them, `[B, obs_dim]`."""
-        return obs if obs.dim() == 2 else obs.flatten(1)
-
     def _forward(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
-        return {Columns.ACTION_DIST_INPUTS: self.q(self.flat_obs(batch[Columns.OBS]))}
+        return {Columns.ACTION_DIST_INPUTS: self.q(batch[Columns.OBS])}
 
     def _forward_inference(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         """The greedy actions under `actions`, as RLlib's DefaultDQNTorchRLModule, and the
         Q-values under `action_dist_inputs` (rlmod also keeps them, e.g. for inspection)."""
-        q = self.q(self.flat_obs(batch[Columns.OBS]))
+        q = self.q(batch[Columns.OBS])
         return {Columns.ACTION_DIST_INPUTS: q, Columns.ACTIONS: q.argmax(-1)}
 
     def _forward_exploration(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         """Epsilon-greedy: a uniformly random action with probability `epsilon`."""
-        q = self.q(self.flat_obs(batch[Columns.OBS]))
+        q = self.q(batch[Columns.OBS])
         greedy = q.argmax(-1)
         random = torch.randint(0, self.num_actions, greedy.shape, device=greedy.device)
         explore = torch.rand(greedy.shape, device=greedy.device) < self.get_buffer("epsilon")
@@ -132,7 +121,7 @@ class DefaultDQNRLModule(RLModule):
         }
 
     def _forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
-        obs, next_obs = self.flat_obs(batch[Columns.OBS]), self.flat_obs(batch[Columns.NEXT_OBS])
+        obs, next_obs = batch[Columns.OBS], batch[Columns.NEXT_OBS]
         # Q(new_obs, .) of both networks without a graph: the backward pass then covers
         # the B rows of obs only (one pass over obs and new_obs together ran it over 2B
         # rows, half of them with zero gradient). DQNLearner may have computed the target

@@ -119,7 +119,7 @@ class DQNLearner(OffPolicyLearner):
             size = next(iter(cols.values())).shape[0] // num_steps
             rest = slice(step * size, None)
             with torch.no_grad():
-                q = module.target_q(module.flat_obs(cols[Columns.NEXT_OBS][rest]))
+                q = module.target_q(cols[Columns.NEXT_OBS][rest])
                 config: Any = self.config.get_config_for_module(module_id)
                 targets = (
                     None

@@ -41,9 +41,8 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
     def setup(self) -> None:
         cfg = DefaultModelConfig.from_any(self.model_config)
         self.config = cfg
-        self.encoder, enc_dim = build_encoder(
-            self.observation_space, cfg, owner=type(self).__name__
-        )
+        owner = type(self).__name__
+        self.encoder, enc_dim = build_encoder(self.observation_space, cfg, owner=owner)
         out_dim = dist_inputs_dim(self.action_space)
         self._free_log_std = isinstance(self.action_space, gym.spaces.Box) and cfg.free_log_std
         pi_out = out_dim // 2 if self._free_log_std else out_dim
@@ -59,9 +58,7 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         if self.inference_only:
             return  # EnvRunners: no value function at all
         if not cfg.vf_share_layers:
-            self.vf_encoder = build_encoder(self.observation_space, cfg, owner=type(self).__name__)[
-                0
-            ]
+            self.vf_encoder, _ = build_encoder(self.observation_space, cfg, owner=owner)
         self.vf = mlp(
             enc_dim,
             cfg.head_fcnet_hiddens,

@@ -18,8 +18,10 @@ from torch import nn
 
 from rlmod.core.columns import Columns
 from rlmod.core.distributions import Categorical, Distribution, TanhGaussian
+from rlmod.core.encoders import build_encoder, is_image_space
 from rlmod.core.models import DefaultModelConfig, mlp
 from rlmod.core.rl_module import RLModule, TensorDict
+from rlmod.utils.packed_obs import PackedObservationBox
 
 
 class Temperature(nn.Module):
@@ -30,10 +32,28 @@ class Temperature(nn.Module):
         self.log_alpha = nn.Parameter(torch.tensor(math.log(initial_alpha)))
 
 
+class EncodedCritic(nn.Module):
+    """A critic with its own encoder (images, packed Dict/Tuple observations): Q from the
+    MLP `head` over the encoder's features, with the action appended for Box actions."""
+
+    def __init__(self, encoder: nn.Module, head: nn.Module) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.head = head
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor | None) -> torch.Tensor:
+        features = self.encoder(obs)
+        if actions is None:  # Discrete: Q(obs, .) `[B, num_actions]`
+            return self.head(features)
+        return self.head(torch.cat([features, actions], dim=-1)).squeeze(-1)
+
+
 class DefaultSACRLModule(RLModule):
     """Actor `pi_encoder` + `pi`; on Learners, critics `qf` (+ `qf_twin`), their targets and
     `alpha`.
 
+    Encoders come from rlmod/core/encoders.py (an MLP, a CNN for images, one per part
+    for packed Dict/Tuple observations); with images each critic has its own CNN.
     Box actions: the actor outputs a TanhGaussian over [-1, 1] (the module-to-env
     connector rescales to the env's bounds) and critics take (obs, action). Discrete
     actions (Christodoulou 2019): the actor outputs logits and critics output Q(obs, .)
@@ -52,16 +72,9 @@ class DefaultSACRLModule(RLModule):
         self.discrete = isinstance(space, gym.spaces.Discrete)
         if not (self.discrete or (isinstance(space, gym.spaces.Box) and len(space.shape) == 1)):
             raise TypeError(f"SAC needs a Discrete or a 1-D Box action space, got {space}.")
-        if not isinstance(self.observation_space, gym.spaces.Box):
-            raise TypeError(
-                f"DefaultSACRLModule needs Box observations, got {self.observation_space}; the "
-                "default env-to-module connectors flatten and one-hot other spaces."
-            )
-        obs_dim = int(np.prod(self.observation_space.shape))
         self.action_dim = gym.spaces.flatdim(space)  # n, or the Box's number of entries
-        enc_dim = cfg.fcnet_hiddens[-1] if cfg.fcnet_hiddens else obs_dim
-        act = cfg.fcnet_activation
-        self.pi_encoder = mlp(obs_dim, cfg.fcnet_hiddens, activation_name=act)
+        owner = type(self).__name__
+        self.pi_encoder, enc_dim = build_encoder(self.observation_space, cfg, owner=owner)
         pi_out = self.action_dim if self.discrete else 2 * self.action_dim
         self.pi = mlp(
             enc_dim,
@@ -72,31 +85,46 @@ class DefaultSACRLModule(RLModule):
         )
         if self.inference_only:
             return  # EnvRunners: the actor alone
-        q_in = obs_dim if self.discrete else obs_dim + self.action_dim
-        q_out = self.action_dim if self.discrete else 1
-        hiddens = (*cfg.fcnet_hiddens, *cfg.head_fcnet_hiddens)
-        self.qf = mlp(q_in, hiddens, activation_name=act, out_dim=q_out)
+        self.qf = self._critic(cfg)
         self.qf_target = copy.deepcopy(self.qf).requires_grad_(False)
         if self.twin_q:
-            self.qf_twin = mlp(q_in, hiddens, activation_name=act, out_dim=q_out)
+            self.qf_twin = self._critic(cfg)
             self.qf_twin_target = copy.deepcopy(self.qf_twin).requires_grad_(False)
         self.alpha = Temperature(initial_alpha)
 
     def action_dist(self, dist_inputs: torch.Tensor) -> Distribution:
         return Categorical(dist_inputs) if self.discrete else TanhGaussian(dist_inputs)
 
+    def _critic(self, cfg: DefaultModelConfig) -> nn.Module:
+        """A critic: for vector observations an MLP over [obs, action] (Box actions) or obs
+        (Discrete); for images and packed Dict/Tuple observations its own encoder, then
+        that MLP over the encoder's features instead of obs."""
+        q_out = self.action_dim if self.discrete else 1
+        hiddens = (*cfg.fcnet_hiddens, *cfg.head_fcnet_hiddens)
+        act = cfg.fcnet_activation
+        space = self.observation_space
+        if isinstance(space, gym.spaces.Box) and not (
+            isinstance(space, PackedObservationBox) or is_image_space(space)
+        ):
+            obs_dim = int(np.prod(space.shape))
+            q_in = obs_dim if self.discrete else obs_dim + self.action_dim
+            return mlp(q_in, hiddens, activation_name=act, out_dim=q_out)
+        encoder, enc_dim = build_encoder(space, cfg, owner=type(self).__name__)
+        q_in = enc_dim if self.discrete else enc_dim + self.action_dim
+        return EncodedCritic(encoder, mlp(q_in, hiddens, activation_name=act, out_dim=q_out))
+
     @staticmethod
     def _flat(obs: torch.Tensor) -> torch.Tensor:
         return obs if obs.dim() == 2 else obs.flatten(1)
 
     def _forward(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
-        features = self.pi_encoder(self._flat(batch[Columns.OBS]))
+        features = self.pi_encoder(batch[Columns.OBS])
         return {Columns.ACTION_DIST_INPUTS: self.pi(features)}
 
     def _forward_train(self, batch: TensorDict, **kwargs: Any) -> TensorDict:
         """The actor's distribution inputs for `obs`, and for `new_obs` without a graph
         (they only enter the critics' targets): the backward pass covers B rows, not 2B."""
-        obs, next_obs = self._flat(batch[Columns.OBS]), self._flat(batch[Columns.NEXT_OBS])
+        obs, next_obs = batch[Columns.OBS], batch[Columns.NEXT_OBS]
         with torch.no_grad():
             next_out = self.pi(self.pi_encoder(next_obs))
         return {
@@ -114,7 +142,9 @@ class DefaultSACRLModule(RLModule):
         self, critic: nn.Module, obs: torch.Tensor, actions: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Box: Q(obs, actions) `[B]`; Discrete: Q(obs, .) `[B, num_actions]`."""
-        obs = self._flat(obs)
+        if isinstance(critic, EncodedCritic):
+            return critic(obs, None if self.discrete else actions)
+        obs = self._flat(obs).float()
         if self.discrete:
             return critic(obs)
         assert actions is not None
