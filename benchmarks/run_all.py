@@ -43,6 +43,8 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "offline": ([], ["--seeds", "0", "--read-rounds", "15"]),
     "ray_sampling": ([], ["--steps", "32000", "--repeats", "2"]),
     "stacking_default": ([], ["--modules", "2", "10", "100", "--epochs", "1", "5"]),
+    "minatar_vs_sb3": ([*SEEDS, "--env-steps", "100000"], [*SEEDS, "--env-steps", "25000"]),
+    "atari_throughput": ([*SEEDS, "--env-steps", "8192"], [*SEEDS, "--env-steps", "2048"]),
 }
 
 

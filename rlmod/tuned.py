@@ -25,6 +25,15 @@ FAST_PPO: dict[str, Any] = {
 and two 64-unit layers): rlmod's PPOConfig defaults before they became RLlib's. `rlmod
 train` applies them under every PPO run, the per-env TUNED settings on top."""
 
+MINATAR_MODEL: dict[str, Any] = {
+    "conv_filters": [[16, 3, 1, "valid"]],
+    "vf_share_layers": True,
+    "head_fcnet_hiddens": [128],
+}
+"""The MinAtar paper's network (Young & Tian 2019) as `model_config`: one 16-channel 3x3
+convolution (10x10 -> 8x8x16 = 1024 features) shared by the policy and value heads, each
+a 128-unit layer; benchmarks/minatar_vs_sb3.py builds the same in Stable-Baselines3."""
+
 TUNED: dict[str, dict[str, Any]] = {
     # Solves CartPole-v1 (mean return >= 475 over the last 100 episodes) in a median ~60k
     # env steps and ~5 s on a quiet 2-core Xeon (seeds 0-3: 58-70k). gamma 0.98 / lambda
@@ -57,6 +66,62 @@ TUNED: dict[str, dict[str, Any]] = {
         "lr": [[0, 1e-3], [200_000, 1e-4]],
         "gamma": 0.9,
         "lambda_": 0.95,
+    },
+    # Atari (ALE v5 IDs; `rlmod train` makes them through make_atari_env: 84x84 grayscale,
+    # 4 frames stacked, 4 frames skipped): CleanRL's ppo_atari.py / rl-baselines3-zoo's
+    # Atari PPO, setting for setting: 8 envs x 128 steps, 4 epochs of minibatches of 256,
+    # lr 2.5e-4 decaying linearly to 0 over 10M env steps, clip 0.1, entropy 0.01, value
+    # loss 0.5, gradient norm 0.5, gamma 0.99, lambda 0.95; the Nature CNN (the default
+    # for 84x84) shared by both heads, each with a 512-unit layer (CleanRL shares that
+    # layer too). Unlike them, rewards are not clipped to their sign (no rlmod setting
+    # does; Pong's are +-1 anyway) and episodes do not end at a lost life (see
+    # wrap_atari_for_new_api_stack). Not measured to a score here: 10M steps is days of
+    # CPU time. benchmarks/atari_throughput.py times the loop: on a quiet 2-core Xeon, 225
+    # env steps/s with one torch thread (the default) and 354 with
+    # num_threads_per_learner=2, since the Nature CNN's updates are most of the time (the
+    # wrapped envs alone step at ~1,900/s).
+    **{
+        env_id: {
+            **FAST_PPO,
+            "num_envs_per_env_runner": 8,
+            "train_batch_size": 1024,
+            "minibatch_size": 256,
+            "num_epochs": 4,
+            "lr": [[0, 2.5e-4], [10_000_000, 0.0]],
+            "gamma": 0.99,
+            "lambda_": 0.95,
+            "clip_param": 0.1,
+            "entropy_coeff": 0.01,
+            "vf_loss_coeff": 0.5,
+            "grad_clip": 0.5,
+            "model_config": {"vf_share_layers": True, "head_fcnet_hiddens": [512]},
+        }
+        for env_id in ("ALE/Pong-v5", "ALE/Breakout-v5")
+    },
+    # MinAtar (10x10xC boolean images): the network of the MinAtar paper (Young & Tian
+    # 2019: one 16-channel 3x3 convolution, then 128 units), shared by both heads, and
+    # the Atari PPO settings above scaled to these short, dense games: 8 envs x 128
+    # steps, 4 epochs of 256, lr 3e-4 (Pgx's MinAtar PPO), clip 0.2, entropy 0.01. On
+    # Breakout-v1 the mean return of the last 100 episodes rose from ~0.5 (random) to a
+    # median 3.98 in 100k env steps, 23 s on a 2-core Xeon (seeds 0-2: 4.11 / 3.95 / 3.98;
+    # benchmarks/minatar_vs_sb3.py, where SB3 with the same network reached 3.86).
+    **{
+        f"MinAtar/{game}-v1": {
+            **FAST_PPO,
+            "num_envs_per_env_runner": 8,
+            "train_batch_size": 1024,
+            "minibatch_size": 256,
+            "num_epochs": 4,
+            "lr": 3e-4,
+            "gamma": 0.99,
+            "lambda_": 0.95,
+            "clip_param": 0.2,
+            "entropy_coeff": 0.01,
+            "vf_loss_coeff": 0.5,
+            "grad_clip": 0.5,
+            "model_config": MINATAR_MODEL,
+        }
+        for game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
     },
 }
 """Env ID -> PPO settings that solve it quickly on one machine (measured, see comments)."""

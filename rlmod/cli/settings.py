@@ -90,6 +90,21 @@ def apply(
             raise CLIError(f"{source}: {e}") from None
 
 
+ATARI_WRAPPER_DEFAULTS: dict[str, Any] = {"dim": 84, "framestack": 4}
+"""`rlmod train --env ALE/...`'s wrapper settings: DeepMind's Nature-DQN preprocessing
+(84x84 grayscale, 4 frames), as CleanRL's ppo_atari.py and rl-baselines3-zoo use."""
+
+
+def atari_env_setting(env_id: str, env_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The `env` and `env_config` settings that make `env_id` through
+    `rlmod.env.wrappers.atari_wrappers.make_atari_env`: the ID and the wrapper defaults
+    under the user's env_config (whose keys win)."""
+    return {
+        "env": {"__import__": "rlmod.env.wrappers.atari_wrappers:make_atari_env"},
+        "env_config": {**ATARI_WRAPPER_DEFAULTS, **env_config, "id": env_id},
+    }
+
+
 def build_config(
     *,
     algo: str,
@@ -99,6 +114,7 @@ def build_config(
     tuned: bool = True,
     trusted_modules: Sequence[str] = (),
     overrides: Mapping[str, Any] | None = None,
+    atari_wrapper: bool = True,
 ) -> tuple[Any, dict[str, Any]]:
     """The config `rlmod train` runs, and the tuned settings it applied.
 
@@ -107,7 +123,9 @@ def build_config(
     own `overrides` (evaluation, smoothing window) and `seed` when given; with no seed
     anywhere a random one is chosen (and so recorded in params.json). `env` is the text of
     --env (`rlmod.cli.envs`: an ID, gymnasium's `module:Env-v0`, or a trusted
-    `module:Class`). Raises CLIError with a one-line message on any bad setting.
+    `module:Class`). An ALE ID (`ALE/Pong-v5`) is made through `make_atari_env` unless
+    `atari_wrapper=False` (--no-atari-wrapper): 84x84 grayscale, 4 frames stacked
+    (`atari_env_setting`). Raises CLIError with a one-line message on any bad setting.
     """
     from rlmod.cli.envs import env_setting
 
@@ -129,6 +147,8 @@ def build_config(
     if env is not None:
         value, env_trusted = env_setting(env, trusted_modules=trusted_modules)
         apply(config, {"env": value}, source="--env", trusted_modules=env_trusted)
+    if atari_wrapper and isinstance(env_id, str) and env_id.startswith("ALE/"):
+        apply(config, atari_env_setting(env_id, config.env_config), source="--env")
     apply(config, dict(overrides or {}), source="the command line")
     if seed is not None:
         apply(config, {"seed": seed}, source="--seed")

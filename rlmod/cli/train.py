@@ -47,7 +47,8 @@ def add_parser(commands: Any) -> None:
     train.add_argument("--algo", default="PPO", help="Algorithm name (default: PPO).")
     train.add_argument(
         "--env",
-        help="A gymnasium ID (CartPole-v1, ALE/Pong-v5 with --gym-packages ale_py), "
+        help="A gymnasium ID (CartPole-v1; ALE/Pong-v5 and MinAtar/Breakout-v1 with the "
+        "atari and minatar extras; ALE IDs get the Atari wrapper, see --no-atari-wrapper), "
         "gymnasium's module:Env-v0 (imports module, which registers Env-v0), a name "
         "registered with rlmod.register_env, or an env class or creator by import path "
         'module:Class with --trust module (or set "env" in --config).',
@@ -65,6 +66,14 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="Start from the algorithm's defaults (RLlib's for PPO), without rlmod's fast "
         "or per-env tuned settings.",
+    )
+    train.add_argument(
+        "--no-atari-wrapper",
+        action="store_true",
+        help="Train on an ALE ID's raw frames (210x160 RGB). By default --env ALE/... goes "
+        "through rlmod.env.wrappers.atari_wrappers.make_atari_env: no-op starts, 4 frames "
+        "skipped and max-pooled, 84x84 grayscale, 4 frames stacked, uint8 (set its keys "
+        'in --config\'s env_config, e.g. {"env_config": {"dim": 64}}).',
     )
     seeds = train.add_mutually_exclusive_group()
     seeds.add_argument(
@@ -274,6 +283,7 @@ def _build(args: argparse.Namespace) -> tuple[Any, dict[str, Any], str]:
         seed=args.seed if args.seed is not None else 0,
         tuned=not args.no_tuned,
         trusted_modules=args.trust,
+        atari_wrapper=not args.no_atari_wrapper,
     )
     stored = {n: getattr(probe, n) for n in ("evaluation_interval", "evaluation_explore")}
     stored["evaluation_config"] = probe.evaluation_config
@@ -285,6 +295,7 @@ def _build(args: argparse.Namespace) -> tuple[Any, dict[str, Any], str]:
         tuned=not args.no_tuned,
         trusted_modules=args.trust,
         overrides=_overrides(args, stored),
+        atari_wrapper=not args.no_atari_wrapper,
     )
     return config, tuned, algo_name
 
@@ -330,7 +341,9 @@ def train_one(args: argparse.Namespace) -> int:
         if isinstance(config.env, str)
         else getattr(config.env, "__name__", repr(config.env))
     )
-    run_dir = args.run_dir or run_control.make_default_run_dir(algo_name, config.env)
+    if env_name == "make_atari_env":  # --env ALE/...: name the game, not the creator
+        env_name = str(config.env_config.get("id", env_name))
+    run_dir = args.run_dir or run_control.make_default_run_dir(algo_name, env_name)
     if args.resume is None:
         try:
             algo = config.build_algo()

@@ -33,8 +33,46 @@ def register_env(name: str, env_creator: EnvCreator) -> None:
     _REGISTRY[name] = env_creator
 
 
+_NAMESPACE_PACKAGES: dict[str, tuple[str, str]] = {
+    "ALE": ("ale_py", "atari"),
+    "MinAtar": ("minatar", "minatar"),
+}
+"""Gymnasium namespace -> (the package that registers its IDs, rlmod's extra installing it).
+Registered on first use, so `config.environment("ALE/Pong-v5")` needs no import first."""
+
+
+def register_namespace(env: str) -> None:
+    """Registers the IDs of `env`'s namespace with gymnasium if rlmod knows its package
+    (`ALE/...`: ale_py; `MinAtar/...`: minatar) and they are not registered yet.
+
+    Raises a ValueError naming the extra to install when the package is missing.
+    """
+    namespace = env.partition("/")[0] if "/" in env and ":" not in env else None
+    if namespace not in _NAMESPACE_PACKAGES or any(
+        str(i).startswith(f"{namespace}/") for i in gym.registry
+    ):
+        return
+    package, extra = _NAMESPACE_PACKAGES[namespace]
+    try:
+        if package == "ale_py":
+            import ale_py
+
+            gym.register_envs(ale_py)
+        else:  # minatar registers its gymnasium IDs only when asked
+            from minatar import gym as minatar_gym
+
+            minatar_gym.register_envs()
+    except ImportError as e:
+        raise ValueError(
+            f"env={env!r} needs the {package!r} package ({e}): pip install 'rlmod[{extra}]'."
+        ) from None
+
+
 def is_gym_id(env: object) -> TypeGuard[str]:
-    return isinstance(env, str) and env not in _REGISTRY and env in gym.registry
+    if not isinstance(env, str) or env in _REGISTRY:
+        return False
+    register_namespace(env)
+    return env in gym.registry
 
 
 # Any: whatever the user's creator returns (a gymnasium Env or a MultiAgentEnv); callers
@@ -50,12 +88,13 @@ def make_env(env: object, env_config: dict | None = None) -> Any:  # type: ignor
     if isinstance(env, str):
         if env in _REGISTRY:
             return _REGISTRY[env](env_config)
+        register_namespace(env)
         if env in gym.registry or ":" in env:  # module:Env-v0: gymnasium imports module
             return _gym_make(env, env_config)
         namespace = env.split("/")[0] if "/" in env else None
         hint = (
             f" No package registered the namespace {namespace!r}: import the one that does "
-            "first (e.g. ale_py for ALE/...; CLI: --gym-packages PACKAGE)."
+            "first (CLI: --gym-packages PACKAGE)."
             if namespace is not None
             and not any(str(i).startswith(f"{namespace}/") for i in gym.registry)
             else " If a package registers it, import that package first (CLI: "
@@ -136,8 +175,12 @@ def make_vector_env(  # type: ignore[explicit-any]
 ) -> gym.vector.VectorEnv:
     """A gymnasium vector env of `num_envs` sub-envs in next-step autoreset mode.
 
-    A gymnasium ID with a native vectorized implementation (CartPole's `vector_entry_point`)
-    uses it for two or more sub-envs: it steps all of them in one numpy call. Anything
+    A gymnasium ID with a native vectorized implementation of gymnasium's own (CartPole's
+    `vector_entry_point`) uses it for two or more sub-envs: it steps all of them in one
+    numpy call. Other packages' vector envs may observe something else than their single
+    env does (ale_py's `AtariVectorEnv` gives 4 stacked 84x84 grayscale frames, channels
+    first, where `gym.make("ALE/Pong-v5")` gives 210x160x3 colour frames), so they are not
+    used: the EnvRunner's spaces come from a single env. Anything
     else, one sub-env (the native CartPole's numpy calls on arrays of one row took 31.5 us
     per step against 12.6 us for the plain env in a SyncVectorEnv, with the same
     observations, rewards and flags for one seed; what DQN and SAC step), and everything
@@ -149,7 +192,7 @@ def make_vector_env(  # type: ignore[explicit-any]
         num_envs > 1
         and not per_sub_env
         and is_gym_id(env)
-        and gym.registry[env].vector_entry_point is not None
+        and str(gym.registry[env].vector_entry_point).startswith("gymnasium.")
     ):
         return gym.make_vec(env, num_envs, vectorization_mode="vector_entry_point", **env_config)
     probe = make_env(env, env_config)

@@ -29,7 +29,12 @@ TRUSTED_BY_DEFAULT = ("rlmod",)
 # Functions inside rlmod that may stand in each field. Classes are checked by their base
 # class instead; a function has no such mark, so rlmod's own ones are listed here.
 _RLMOD_FUNCTIONS: dict[str, frozenset[str]] = {
-    "env": frozenset({"rlmod.env.wrappers:make_with_terminal_time_limit"}),
+    "env": frozenset(
+        {
+            "rlmod.env.wrappers:make_with_terminal_time_limit",
+            "rlmod.env.wrappers.atari_wrappers:make_atari_env",
+        }
+    ),
     "policy_mapping_fn": frozenset(
         {
             "rlmod.algorithms.common_settings:default_policy_mapping_fn",
