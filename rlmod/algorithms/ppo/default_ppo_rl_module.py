@@ -15,6 +15,7 @@ from rlmod.core.apis import ValueFunctionAPI
 from rlmod.core.columns import Columns
 from rlmod.core.distributions import dist_inputs_dim
 from rlmod.core.models import DefaultModelConfig, mlp
+from rlmod.core.recurrent import LSTMCore, has_time_axis, state_of
 from rlmod.core.rl_module import RLModule, TensorDict
 
 
@@ -26,9 +27,15 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
     loss use (RLlib's ValueFunctionAPI); `forward_train` returns the value function's input
     as `Columns.EMBEDDINGS`, as RLlib's DefaultPPOTorchRLModule does, so the loss does not
     run the encoder twice.
+
+    With `use_lstm` an LSTM follows each encoder (rlmod.core.recurrent): the module is
+    stateful, and with a separate value encoder (`vf_share_layers=False`) the value path
+    has its own LSTM whose state EnvRunners carry too (its `vf_encoder` and `vf_lstm` are
+    then built inference-only as well; only the `vf` head is left out). Such a module is
+    not stacked.
     """
 
-    training_only_submodules = ("vf_encoder", "vf")
+    training_only_submodules: tuple[str, ...] = ("vf_encoder", "vf")
     supports_stacking = True  # modules of one model config run as one (rlmod.core.stacked)
     supports_deferred_init = True  # all its state is in state_dict (rlmod.core.deferred_init)
 
@@ -47,6 +54,15 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         pi_out = out_dim // 2 if self._free_log_std else out_dim
         act = cfg.fcnet_activation
         self.encoder = mlp(in_dim, cfg.fcnet_hiddens, activation_name=act)
+        self.lstm: LSTMCore | None = None
+        self.vf_lstm: LSTMCore | None = None
+        if cfg.use_lstm:
+            self.lstm = self._lstm_core(enc_dim, cfg, "")
+            if not cfg.vf_share_layers:  # the value path's state advances on EnvRunners too
+                self.training_only_submodules = ("vf",)
+                self.vf_encoder = mlp(in_dim, cfg.fcnet_hiddens, activation_name=act)
+                self.vf_lstm = self._lstm_core(enc_dim, cfg, "critic_")
+            enc_dim = cfg.lstm_cell_size
         self.pi = mlp(
             enc_dim,
             cfg.head_fcnet_hiddens,
@@ -58,7 +74,7 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
             self.log_std = nn.Parameter(torch.full((pi_out,), float(cfg.log_std_init)))
         if self.inference_only:
             return  # EnvRunners: no value function at all
-        if not cfg.vf_share_layers:
+        if not cfg.vf_share_layers and not cfg.use_lstm:
             self.vf_encoder = mlp(in_dim, cfg.fcnet_hiddens, activation_name=act)
         self.vf = mlp(
             enc_dim,
@@ -68,12 +84,31 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
             out_gain=1.0,
         )
 
+    def _lstm_core(self, in_dim: int, cfg: DefaultModelConfig, prefix: str) -> LSTMCore:
+        return LSTMCore(
+            in_dim,
+            cfg.lstm_cell_size,
+            action_space=self.action_space,
+            use_prev_action=cfg.lstm_use_prev_action,
+            use_prev_reward=cfg.lstm_use_prev_reward,
+            prefix=prefix,
+        )
+
+    def get_initial_state(self) -> dict[str, torch.Tensor]:
+        """Zero h and c of each LSTM (`h`, `c`; `critic_h`, `critic_c`); `{}` without one."""
+        state = {} if self.lstm is None else self.lstm.initial_state()
+        if self.vf_lstm is not None:
+            state.update(self.vf_lstm.initial_state())
+        return state
+
     def stacked_acting_layers(self) -> list[nn.Module] | None:
         """The layers whose composition on the flattened observation is all `_forward`
         returns (ACTION_DIST_INPUTS): encoder, then policy head; None with a free log-std
         (its parameter is concatenated). Stacked groups then act through batched matmuls
         instead of vmap (rlmod/core/stacked_acting.py)."""
-        return None if self._free_log_std else [*self.encoder, *self.pi]
+        if self._free_log_std or self.lstm is not None:
+            return None
+        return [*self.encoder, *self.pi]
 
     def stacked_train_layers(self) -> dict[str, list[nn.Module]] | None:
         """Per column `_forward_train` returns, the layers whose composition on the
@@ -81,7 +116,12 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         value encoder (EMBEDDINGS); None with a free log-std or a shared encoder. Stacked
         groups then train through batched matmuls with a reused workspace instead of vmap
         (rlmod/core/stacked_train.py)."""
-        if self._free_log_std or self.config.vf_share_layers or self.inference_only:
+        if (
+            self._free_log_std
+            or self.config.vf_share_layers
+            or self.inference_only
+            or self.lstm is not None
+        ):
             return None
         return {
             Columns.ACTION_DIST_INPUTS: [*self.encoder, *self.pi],
@@ -102,10 +142,14 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         return obs if obs.dim() == 2 else obs.flatten(1)
 
     def _forward(self, batch: TensorDict, **kwargs: object) -> TensorDict:
+        if self.lstm is not None:
+            return self._forward_recurrent(batch)
         embeddings = self.encoder(self._flat_obs(batch))
         return {Columns.ACTION_DIST_INPUTS: self._dist_inputs(embeddings)}
 
     def _forward_train(self, batch: TensorDict, **kwargs: object) -> TensorDict:
+        if self.lstm is not None:
+            return self._forward_recurrent(batch)
         obs = self._flat_obs(batch)
         embeddings = self.encoder(obs)
         vf_embeddings = embeddings if self.config.vf_share_layers else self.vf_encoder(obs)
@@ -114,10 +158,37 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
             Columns.EMBEDDINGS: vf_embeddings,
         }
 
+    def _forward_recurrent(self, batch: TensorDict) -> TensorDict:
+        """Encoder, LSTM and policy head over one step per row (`obs` `[B, ...]`) or
+        sequences (`[S, T, ...]`; outputs `[S, T, ...]`); the value path's LSTM output is
+        `Columns.EMBEDDINGS`, its state part of `Columns.STATE_OUT`."""
+        assert self.lstm is not None
+        obs = batch[Columns.OBS]
+        seq_len = obs.shape[1] if has_time_axis(obs, self.observation_space) else None
+        rows = obs.flatten(0, 1) if seq_len else obs
+        flat = rows.flatten(1).float() if rows.dim() > 2 else rows.float()
+        state = state_of(batch, self.get_initial_state())
+        embeddings, state_out = self.lstm(self.encoder(flat), batch, state, seq_len)
+        if self.vf_lstm is not None:
+            vf_embeddings, vf_state = self.vf_lstm(self.vf_encoder(flat), batch, state, seq_len)
+            state_out.update(vf_state)
+        else:
+            vf_embeddings = embeddings
+        lead = obs.shape[:2] if seq_len else obs.shape[:1]
+        out = {
+            Columns.ACTION_DIST_INPUTS: self._dist_inputs(embeddings).view(*lead, -1),
+            Columns.STATE_OUT: state_out,  # type: ignore[dict-item]
+        }
+        if not self.inference_only:
+            out[Columns.EMBEDDINGS] = vf_embeddings.view(*lead, -1)
+        return out
+
     def compute_values(
         self, batch: TensorDict, embeddings: torch.Tensor | None = None
     ) -> torch.Tensor:
         """V(obs), `[B]`; `embeddings` are the value MLP's input (`_forward_train`'s)."""
+        if embeddings is None and self.lstm is not None:
+            embeddings = self._forward_recurrent(batch)[Columns.EMBEDDINGS]
         if embeddings is None:
             obs = self._flat_obs(batch)
             encoder = self.encoder if self.config.vf_share_layers else self.vf_encoder
