@@ -3,6 +3,8 @@ changes a loss, the EnvRunner resets states at episode starts, refusals."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -136,7 +138,9 @@ def test_padding_never_changes_a_loss() -> None:
             module_id="default_policy", config=config, batch=real, fwd_out=real_fwd
         )
         loss.backward()
-        return float(loss.detach()), [p.grad.clone() for p in module.parameters() if p.grad is not None]
+        return float(loss.detach()), [
+            p.grad.clone() for p in module.parameters() if p.grad is not None
+        ]
 
     padded = {}
     for key, value in chunks.items():
@@ -197,24 +201,27 @@ def test_env_runner_resets_state_at_episode_starts() -> None:
         .environment("CartPole-v1")
         .env_runners(num_envs_per_env_runner=3)
         .rl_module(model_config=LSTM)
+        .debugging(seed=0)
     )
     runner = SingleAgentEnvRunner(config=config)
-    runner.sample(num_timesteps=150)  # a second call goes on from carried-over states
+    # a second call goes on from the states the first one left
+    before = runner.sample(num_timesteps=150)["default_policy"][Columns.EPS_ID]
     batch = runner.sample(num_timesteps=150)["default_policy"]
     eps = batch[Columns.EPS_ID]
     state = batch[Columns.STATE_IN]
-    first = np.ones(len(eps), bool)
-    first[1:] = eps[1:] != eps[:-1]  # the first row of each episode in this batch
-    done = batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS]
+    _, first_rows = np.unique(eps, return_index=True)
+    carried = np.isin(eps[first_rows], before)  # episodes with steps in the first call
     starts = np.zeros(len(eps), bool)
-    starts[1:] = first[1:] & done[:-1]  # rows right after an episode end: a new episode
+    starts[first_rows[~carried]] = True  # first steps of episodes
     assert starts.sum() >= 3  # random CartPole episodes end within ~20 steps
+    assert carried.sum() >= 1
     assert np.all(state[starts] == 0.0)
-    assert np.all(np.abs(state[~first]).sum(axis=1) > 0)  # mid-episode: carried on
+    assert np.all(np.abs(state[~starts]).sum(axis=1) > 0)  # carried on, also across calls
     assert np.all(batch[PREV_ACTIONS][starts] == 0) and np.all(batch[PREV_REWARDS][starts] == 0)
     # each step's state is the module's state after the row before (same episode)
     module = runner.module
-    rows = np.flatnonzero(~first)[:20]
+    same_episode = np.flatnonzero(eps[1:] == eps[:-1]) + 1
+    rows = same_episode[:40]
     with torch.no_grad():
         prev = torch.from_numpy(rows - 1)
         out = module.forward_exploration(
@@ -226,7 +233,7 @@ def test_env_runner_resets_state_at_episode_starts() -> None:
     torch.testing.assert_close(flatten_state(out[Columns.STATE_OUT]), torch.from_numpy(state[rows]))
 
 
-def test_ppo_with_lstm_trains_and_restores_from_checkpoint(tmp_path: object) -> None:
+def test_ppo_with_lstm_trains_and_restores_from_checkpoint(tmp_path: Path) -> None:
     config = (
         PPOConfig()
         .environment(StatelessCartPole)
@@ -289,3 +296,76 @@ def test_multi_agent_runner_refuses_use_lstm() -> None:
 def test_bad_max_seq_len_is_refused() -> None:
     with pytest.raises(ValueError, match="max_seq_len"):
         _module(max_seq_len=0)
+
+
+def test_bc_refuses_use_lstm(tmp_path: Path) -> None:
+    from rlmod.algorithms.bc import BCConfig
+    from rlmod.offline import record_episodes
+    from rlmod.testing import cartpole_expert
+
+    data = tmp_path / "expert"
+    record_episodes(gym.make("CartPole-v1"), cartpole_expert, num_episodes=1, output_dir=data)
+    config = (
+        BCConfig()
+        .offline_data(input_=str(data))
+        .rl_module(model_config={"use_lstm": True, "lstm_cell_size": 8})
+    )
+    with pytest.raises(ValueError, match="use_lstm.*BC"):
+        config.build_algo()
+
+
+def test_evaluation_feeds_the_previous_reward_to_a_recurrent_policy(tmp_path: Path) -> None:
+    from rlmod.algorithms import InferencePolicy
+    from rlmod.algorithms.evaluation import evaluate_checkpoint
+
+    config = (
+        PPOConfig()
+        .environment(StatelessCartPole)
+        .env_runners(num_envs_per_env_runner=2)
+        .training(train_batch_size_per_learner=64, minibatch_size=32, num_epochs=1)
+        .rl_module(model_config={**LSTM, "lstm_use_prev_reward": True})
+    )
+    algo = config.build_algo()
+    algo.train()
+    path = algo.save_to_path(str(tmp_path / "ckpt"))
+    algo.stop()
+    returns = evaluate_checkpoint(path, num_episodes=2)
+    assert len(returns) == 2 and all(r >= 1.0 for r in returns)
+    obs = np.array([0.01, -0.02], np.float32)
+    with_reward, without = (
+        InferencePolicy.from_checkpoint(path),
+        InferencePolicy.from_checkpoint(path),
+    )
+    for policy, reward in ((with_reward, 1.0), (without, None)):
+        policy.compute_single_action(obs)
+        policy.compute_single_action(obs, prev_reward=reward)
+    assert with_reward.state is not None and without.state is not None
+    assert not torch.equal(with_reward.state["h"], without.state["h"])
+
+
+def test_a_learner_step_is_the_same_with_extra_padding() -> None:
+    """One Learner SGD step on chunks and on the same chunks padded to twice the length
+    moves the weights identically: the Learner takes the padding out before the loss."""
+    config = PPOConfig().environment("CartPole-v1").rl_module(model_config=LSTM)
+    spaces = {"default_policy": (gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2))}
+    chunks = to_sequences(_flat_batch(), 5)
+    padded = to_sequences(_flat_batch(), 5)
+    mask = padded[Columns.LOSS_MASK]
+    for key, value in list(padded.items()):
+        if key != Columns.STATE_IN:  # 5 more steps per chunk, holding garbage
+            extra = torch.full((value.shape[0], 5, *value.shape[2:]), 7, dtype=value.dtype)
+            padded[key] = torch.cat([value, extra], 1)
+    padded[Columns.LOSS_MASK] = torch.cat([mask, torch.zeros_like(mask)], 1)
+    weights = []
+    for cols in (chunks, padded):
+        torch.manual_seed(0)
+        learner = config.learner_class(
+            config=config, module_spec=config.get_multi_rl_module_spec(spaces=spaces)
+        )
+        learner.build()
+        learner._alone["default_policy"].start_update(config)
+        learner._sgd_step({"default_policy": dict(cols)}, [], {"default_policy": config})
+        weights.append(learner.module["default_policy"].get_state())
+    assert weights[0].keys() == weights[1].keys()
+    for key in weights[0]:
+        torch.testing.assert_close(weights[0][key], weights[1][key])
