@@ -10,7 +10,7 @@ rlmod's wall time as a fraction of RecurrentPPO's.
 RecurrentPPO uses rl-baselines3-zoo's hyperparams/ppo_lstm.yml for CartPoleNoVel-v1 (8
 envs, n_steps 32, batch 256, 20 epochs, gamma 0.98, lambda 0.8, linear lr 1e-3 and clip
 0.2, LSTM 64 with a critic LSTM, pi/vf [64], ReLU, no orthogonal init, VecNormalize on
-observations). rlmod uses the settings of its learning test (tests/algorithms/
+observations), on one torch thread as rlmod. rlmod uses the settings of its learning test (tests/algorithms/
 test_recurrent_learning.py): 16 envs, batch 1024 in minibatches of 256 for 8 epochs,
 lr 1e-3, LSTM 32 after a 64-unit layer, max_seq_len 20.
 
@@ -52,12 +52,14 @@ print(json.dumps({"steps": done, "return": r["env_runners"]["episode_return_mean
 SB3 = r"""
 import json, sys
 import numpy as np
+import torch
 import torch.nn as nn
 from sb3_contrib import RecurrentPPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 from rlmod.testing import StatelessCartPole
 seed, steps = int(sys.argv[1]), int(sys.argv[2])
+torch.set_num_threads(1)  # as rlmod's Learner (num_threads_per_learner=None: 1)
 
 def lin(v):
     return lambda progress: progress * v
