@@ -293,9 +293,7 @@ class Learner(LossReports, LearnerState):
         self._group_means = {}
         self.guard.start_update(trainable)
         rows = num_rows({m: batch[m] for m in trainable})  # chunks for stateful modules
-        num_steps, size = self._minibatch_plan(
-            rows, sequence_minibatch_size(batch, self.config.minibatch_size)
-        )
+        num_steps, size = self._minibatch_plan(rows, batch)
         steps = {m: real_steps(batch[m]) or rows[m] for m in trainable}
         try:
             self.stacked.start_update(self.module, batch, configs, size if num_steps > 1 else None)
@@ -383,11 +381,15 @@ class Learner(LossReports, LearnerState):
             unit.step(self.guard.check(unit, unit_losses))
 
     def _minibatch_plan(
-        self, rows: Mapping[ModuleID, int], minibatch_size: int | None
+        self, rows: Mapping[ModuleID, int], batch: TensorBatch | None = None
     ) -> tuple[int, int | None]:
         """`minibatch_plan` (rlmod.core.learner_batches), the same on every Learner of a
-        data-parallel group (the most minibatches any of them has); `minibatch_size` in
-        rows (chunks for stateful modules: rlmod.core.sequence_batches)."""
+        data-parallel group (the most minibatches any of them has). Where `batch` holds
+        chunks of a stateful module, rows are chunks and `minibatch_size` (env steps)
+        becomes a number of chunks (rlmod.core.sequence_batches)."""
+        minibatch_size = self.config.minibatch_size
+        if batch is not None:
+            minibatch_size = sequence_minibatch_size(batch, minibatch_size)
         num_steps, size = minibatch_plan(rows, minibatch_size)
         if self._world_size > 1:
             num_steps = data_parallel.agree_max(num_steps, self.device)

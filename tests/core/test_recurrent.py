@@ -369,3 +369,44 @@ def test_a_learner_step_is_the_same_with_extra_padding() -> None:
     assert weights[0].keys() == weights[1].keys()
     for key in weights[0]:
         torch.testing.assert_close(weights[0][key], weights[1][key])
+
+
+def test_a_recurrent_sgd_step_keeps_everything_on_the_learner_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A PPO+LSTM SGD step on a Learner on the meta device (the stand-in for a GPU, as in
+    tests/core/test_learner_device.py): chunks, states, the unpadding and the loss stay on
+    the Learner's device (a CPU tensor mixed in anywhere raises). Meta tensors have no
+    values, so the mask's selection (`nonzero`) is taken as all steps there."""
+    import torch.fx.experimental._config as fx_config
+
+    monkeypatch.setattr(fx_config, "meta_nonzero_assume_all_nonzero", True)
+    cfg = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_envs_per_env_runner=2)
+        .training(train_batch_size=64, minibatch_size=32, num_epochs=1, grad_clip=0.5)
+        .rl_module(model_config=LSTM)
+        .debugging(seed=0)
+    )
+    runner = SingleAgentEnvRunner(config=cfg)
+    sample = runner.sample(num_timesteps=64)
+    spec = cfg.get_multi_rl_module_spec(spaces=runner.get_spaces())
+    runner.stop()
+    reference = cfg.learner_class(config=cfg, module_spec=spec)
+    reference.build()
+    cpu_batch = reference._learner_connector(
+        reference._to_tensors(sample), rl_module=reference.module
+    )
+    meta = torch.device("meta")
+    learner = cfg.learner_class(config=cfg, module_spec=spec)
+    learner.device = meta
+    learner.build()
+    learner.guard.enabled = False
+    cols = {k: v.to(meta) for k, v in cpu_batch["default_policy"].items()}
+    assert cols[Columns.OBS].dim() == 3 and cols[Columns.LOSS_MASK].dim() == 2
+    config = learner.config.get_config_for_module("default_policy")
+    learner._alone["default_policy"].start_update(config)
+    learner._sgd_step({"default_policy": cols}, [], {"default_policy": config})
+    assert learner._optimizers["default_policy"].step_count == 1
+    assert all(p.grad is None or p.grad.device == meta for p in learner.module.parameters())
