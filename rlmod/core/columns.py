@@ -20,6 +20,8 @@
 | state_in             | [B, D]     | EnvRunner (stateful)      | recurrent state the step started from      |
 | state_out            | dict       | module (stateful)         | recurrent state after the step(s)          |
 | loss_mask            | [S, T]     | sequence learner connector| True on real steps, False on zero-padding  |
+| prev_actions         | [B, ...]   | EnvRunner (stateful)      | action before this step (0 at a start)     |
+| prev_rewards         | [B]        | EnvRunner (stateful)      | reward before this step (0 at a start)     |
 
 Rows of one (sub-env, agent) sequence are contiguous and in time order, so recursions
 such as GAE run backwards over a batch and stop at `seq_ends`. For stateful modules
@@ -52,6 +54,8 @@ class Columns:
     STATE_IN = "state_in"
     STATE_OUT = "state_out"
     LOSS_MASK = "loss_mask"
+    PREV_ACTIONS = "prev_actions"
+    PREV_REWARDS = "prev_rewards"
 
 
 DEFAULT_MODULE_ID = "default_policy"

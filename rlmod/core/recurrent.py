@@ -24,12 +24,12 @@ from rlmod.core.types import BoolArray
 
 TensorDict = dict[str, torch.Tensor]
 
-PREV_ACTIONS = "prev_actions"
-"""Batch key (RLlib's `Columns.PREV_ACTIONS`): the action before this step, zeros at an
-episode's first step; read where `lstm_use_prev_action` is set."""
-PREV_REWARDS = "prev_rewards"
-"""Batch key (RLlib's `Columns.PREV_REWARDS`): the reward before this step, 0 at an
-episode's first step; read where `lstm_use_prev_reward` is set."""
+PREV_ACTIONS = Columns.PREV_ACTIONS
+"""The action before this step, zeros at an episode's first step; read where
+`lstm_use_prev_action` is set."""
+PREV_REWARDS = Columns.PREV_REWARDS
+"""The reward before this step, 0 at an episode's first step; read where
+`lstm_use_prev_reward` is set."""
 
 
 def flatten_state(state: Mapping[str, torch.Tensor]) -> torch.Tensor:
