@@ -11,7 +11,7 @@ slices, shuffles and concatenates columns needs no case for nested values.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import gymnasium as gym
 import numpy as np
@@ -56,17 +56,21 @@ def unflatten_state(flat: torch.Tensor, template: Mapping[str, torch.Tensor]) ->
     return out
 
 
-def state_of(batch: Mapping[str, object], template: Mapping[str, torch.Tensor]) -> TensorDict:
+def state_of(
+    batch: Mapping[str, object], initial_state: Callable[[], Mapping[str, torch.Tensor]]
+) -> TensorDict:
     """The `STATE_IN` of a forward batch as a dict: given as one (RLlib's way), as a flat
-    `[B, D]` column (a Learner's batch), or absent (each row a new episode)."""
+    `[B, D]` column (a Learner's batch; `initial_state()` gives its layout), or absent (each
+    row starts an episode). `initial_state` is the module's `get_initial_state`, called only
+    where needed (not on the EnvRunner's per-step path)."""
     state = batch.get(Columns.STATE_IN)
     if isinstance(state, Mapping):
         return dict(state)
     if isinstance(state, torch.Tensor):
-        return unflatten_state(state, template)
+        return unflatten_state(state, initial_state())
     obs = batch[Columns.OBS]
     assert isinstance(obs, torch.Tensor)
-    return initial_state_batch(template, obs.shape[0], obs.device)
+    return initial_state_batch(initial_state(), obs.shape[0], obs.device)
 
 
 def initial_state_batch(

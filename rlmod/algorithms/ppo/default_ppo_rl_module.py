@@ -167,7 +167,7 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         seq_len = obs.shape[1] if has_time_axis(obs, self.observation_space) else None
         rows = obs.flatten(0, 1) if seq_len else obs
         flat = rows.flatten(1).float() if rows.dim() > 2 else rows.float()
-        state = state_of(batch, self.get_initial_state())
+        state = state_of(batch, self.get_initial_state)
         embeddings, state_out = self.lstm(self.encoder(flat), batch, state, seq_len)
         if self.vf_lstm is not None:
             vf_embeddings, vf_state = self.vf_lstm(self.vf_encoder(flat), batch, state, seq_len)
