@@ -61,9 +61,10 @@ def evaluate_checkpoint(
         for i in range(num_episodes):
             obs, _ = env.reset(seed=seed + i)
             policy.reset()
-            total, done = 0.0, False
-            while not done:
-                obs, reward, terminated, truncated, _ = env.step(policy.compute_single_action(obs))
+            total, done, reward = 0.0, False, None
+            while not done:  # the reward goes back in for modules with lstm_use_prev_reward
+                action = policy.compute_single_action(obs, prev_reward=reward)
+                obs, reward, terminated, truncated, _ = env.step(action)
                 total += float(reward)
                 done = terminated or truncated
             returns.append(total)

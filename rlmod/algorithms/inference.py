@@ -14,7 +14,7 @@ import logging
 import os
 import warnings
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -25,6 +25,7 @@ from rlmod.connectors.module_to_env import ENV_ACTIONS
 from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.columns import Columns
 from rlmod.core.rl_module import RLModule, acting_forward
+from rlmod.env.recurrent_state import RecurrentState
 from rlmod.errors import CheckpointError
 from rlmod.utils.checkpoints import read_metadata, resolve_checkpoint
 from rlmod.utils.spaces import space_from_dict
@@ -69,6 +70,8 @@ class InferencePolicy:
             if isinstance(piece, MeanStdFilter):
                 piece.update_stats = False
         self._episode_start = True
+        # a stateful module's (use_lstm): held here between calls, per batch row
+        self._recurrent: RecurrentState | None = None
         self.config: Any = None  # the stored config, when loaded from a checkpoint
 
     @classmethod
@@ -132,12 +135,33 @@ class InferencePolicy:
         return policy
 
     def reset(self) -> None:
-        """Starts a new episode (stateful connectors such as frame stacking restart)."""
+        """Starts a new episode: stateful connectors (frame stacking) and a recurrent
+        module's state (`use_lstm`) restart. Call it between episodes."""
         self._episode_start = True
+        self._recurrent = None
+
+    @property
+    def state(self) -> dict[str, torch.Tensor] | None:
+        """A recurrent module's state after the last call, `{key: [N, ...]}` (None before
+        the first call of an episode, or for a module without memory); assign a saved
+        one to go on from it."""
+        return None if self._recurrent is None else self._recurrent.state
+
+    @state.setter
+    def state(self, value: dict[str, torch.Tensor]) -> None:
+        n = next(iter(value.values())).shape[0]
+        self._recurrent = RecurrentState(self.module, n)
+        self._recurrent.state = dict(value)
+        self._episode_start = False
 
     @torch.inference_mode()
-    def compute_actions(self, observations: Any) -> np.ndarray:
-        """Env actions for a batch of raw observations (leading batch axis)."""
+    def compute_actions(self, observations: Any, prev_rewards: Any = None) -> np.ndarray:
+        """Env actions for a batch of raw observations (leading batch axis).
+
+        A recurrent module (`use_lstm`) goes on from the state this policy holds since the
+        last `reset()` (one state per batch row), and sees the actions it chose before;
+        `prev_rewards` (`[N]`, the rewards the env returned for them) are what a module
+        with `lstm_use_prev_reward` also reads (0 where not given)."""
         n = (
             len(observations[next(iter(observations))])
             if isinstance(observations, dict)
@@ -147,18 +171,34 @@ class InferencePolicy:
         self._episode_start = False
         obs = self.env_to_module(observations, episode_starts=starts)
         forward = acting_forward(self.module, self.explore)
-        out = forward({Columns.OBS: torch.as_tensor(_module_input(obs))})
+        inputs = {Columns.OBS: torch.as_tensor(_module_input(obs))}
+        if self.module.is_stateful():
+            if self._recurrent is None or self._recurrent.num_envs != n:
+                self._recurrent = RecurrentState(self.module, n)
+            if prev_rewards is not None:
+                self._recurrent.prev_rewards = np.asarray(prev_rewards, np.float32).reshape(n)
+            inputs = self._recurrent.inputs(inputs)
+        out = forward(inputs)
         data = self.module_to_env(out, rl_module=self.module, explore=self.explore)
+        if self._recurrent is not None:
+            self._recurrent.advance(
+                cast("dict[str, torch.Tensor]", out[Columns.STATE_OUT]),
+                data[Columns.ACTIONS].numpy(),
+                np.zeros(n, np.float32),
+                np.zeros(n, bool),
+            )
         return np.asarray(data[ENV_ACTIONS])
 
-    def compute_single_action(self, observation: Any) -> Any:
-        """The env action for one raw observation."""
+    def compute_single_action(self, observation: Any, prev_reward: float | None = None) -> Any:
+        """The env action for one raw observation (a recurrent module's state carries on
+        from the last call until `reset()`)."""
         batch = (
             {k: np.asarray(v)[None] for k, v in observation.items()}
             if isinstance(observation, dict)
             else np.asarray(observation)[None]
         )
-        return self.compute_actions(batch)[0]
+        rewards = None if prev_reward is None else [prev_reward]
+        return self.compute_actions(batch, rewards)[0]
 
     def export(self, path: str | os.PathLike, *, format: str = "torch") -> str:  # noqa: A002
         """Writes the greedy policy (module input -> env action) for serving outside rlmod.
@@ -169,6 +209,12 @@ class InferencePolicy:
         connectors (`policy.env_to_module(obs, episode_starts=...)`); it returns actions as
         the env takes them (bounded Box actions rescaled and clipped as the EnvRunner does).
         """
+        if self.module.is_stateful():
+            raise ValueError(
+                "export() writes a stateless graph (obs -> action); this module is "
+                "recurrent (model_config use_lstm=True). Serve it with InferencePolicy, "
+                "which carries its state between compute_single_action calls."
+            )
         if format not in ("torch", "onnx"):
             raise ValueError(f"export(format={format!r}): expected 'torch' or 'onnx'.")
         if format == "onnx":

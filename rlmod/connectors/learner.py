@@ -186,7 +186,11 @@ def _values_of(
     by_group: dict[int, tuple[StackedGroup, list[ModuleID]]] = {}
     for mid in module_ids:
         group = stacked_group_of(rl_module[mid])
-        if group is None:
+        if rl_module[mid].is_stateful():  # values depend on the state: run the sequences
+            from rlmod.connectors.learner_sequences import sequence_values
+
+            out[mid] = sequence_values(rl_module[mid], batch[mid])
+        elif group is None:
             cols = batch[mid]
             n = cols[Columns.OBS].shape[0]
             compute_values = find_compute_values(rl_module[mid])

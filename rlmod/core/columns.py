@@ -17,9 +17,17 @@
 | value_targets        | [B]        | learner connector (GAE)   | regression target of the value function    |
 | intrinsic_rewards    | [B]        | curiosity connectors      | exploration bonus before scaling           |
 | embeddings           | [B, E]     | module (`forward_train`)  | encoder output `compute_values` may reuse  |
+| state_in             | [B, D]     | EnvRunner (stateful)      | recurrent state the step started from      |
+| state_out            | dict       | module (stateful)         | recurrent state after the step(s)          |
+| loss_mask            | [S, T]     | sequence learner connector| True on real steps, False on zero-padding  |
+| prev_actions         | [B, ...]   | EnvRunner (stateful)      | action before this step (0 at a start)     |
+| prev_rewards         | [B]        | EnvRunner (stateful)      | reward before this step (0 at a start)     |
 
 Rows of one (sub-env, agent) sequence are contiguous and in time order, so recursions
-such as GAE run backwards over a batch and stop at `seq_ends`.
+such as GAE run backwards over a batch and stop at `seq_ends`. For stateful modules
+(rlmod.core.recurrent) a learner connector then cuts these rows into zero-padded `[S, T]`
+sequences of at most `max_seq_len` steps with a `loss_mask`, and `state_in` `[S, D]` at
+each sequence's first step (flattened; rlmod.core.recurrent.unflatten_state).
 """
 
 from __future__ import annotations
@@ -43,6 +51,11 @@ class Columns:
     VALUE_TARGETS = "value_targets"
     INTRINSIC_REWARDS = "intrinsic_rewards"
     EMBEDDINGS = "embeddings"
+    STATE_IN = "state_in"
+    STATE_OUT = "state_out"
+    LOSS_MASK = "loss_mask"
+    PREV_ACTIONS = "prev_actions"
+    PREV_REWARDS = "prev_rewards"
 
 
 DEFAULT_MODULE_ID = "default_policy"

@@ -16,7 +16,7 @@ import torch
 
 from rlmod.core import data_parallel
 from rlmod.core.apis import find_self_supervised_loss
-from rlmod.core.columns import ALL_MODULES
+from rlmod.core.columns import ALL_MODULES, Columns
 from rlmod.core.devices import learner_device
 from rlmod.core.learner_batches import (
     NumpyBatch,
@@ -34,6 +34,7 @@ from rlmod.core.mixed_precision import MixedPrecision
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule, MultiRLModuleSpec
 from rlmod.core.optim import Adam, AdamSlot, GroupLayout, OptimizerStates
 from rlmod.core.optimizer_groups import LearningRate, OptimizerGroups, by_group
+from rlmod.core.sequence_batches import real_steps, sequence_minibatch_size, unpad
 from rlmod.core.stacked_trainer import StackedTrainer
 from rlmod.core.train_alone import TrainAlone
 from rlmod.core.update_guard import NonFiniteGuard
@@ -293,8 +294,9 @@ class Learner(LossReports, LearnerState):
         self.trained_module_ids = trainable
         self._group_means = {}
         self.guard.start_update(trainable)
-        rows = num_rows({m: batch[m] for m in trainable})
-        num_steps, size = self._minibatch_plan(rows)
+        rows = num_rows({m: batch[m] for m in trainable})  # chunks for stateful modules
+        num_steps, size = self._minibatch_plan(rows, batch)
+        steps = {m: real_steps(batch[m]) or rows[m] for m in trainable}
         try:
             self.stacked.start_update(self.module, batch, configs, size if num_steps > 1 else None)
             for _ in range(self.config.num_epochs):
@@ -318,11 +320,11 @@ class Learner(LossReports, LearnerState):
                 self._optimizers[mid].param_groups, self._lrs(mid, configs[mid]), strict=True
             ):
                 results[mid][f"{name}_learning_rate"] = group["lr"]
-            results[mid]["num_module_steps_trained"] = rows[mid] * self.config.num_epochs
+            results[mid]["num_module_steps_trained"] = steps[mid] * self.config.num_epochs
             results[mid]["num_non_finite_updates"] = self.guard.counts[mid]
         results[ALL_MODULES] = {
             "num_non_finite_updates": sum(self.guard.counts.values()),
-            "num_module_steps_trained": sum(rows.values()) * self.config.num_epochs,
+            "num_module_steps_trained": sum(steps.values()) * self.config.num_epochs,
             "num_trainable_parameters": sum(self._num_parameters[m] for m in trainable),
         }
         return results
@@ -348,6 +350,8 @@ class Learner(LossReports, LearnerState):
             units: list[tuple[TrainAlone | TrainStack, torch.Tensor]] = []
             for mid, cols in mb.items():
                 self._alone[mid].optimizer.zero_grad(set_to_none=True)
+                if Columns.LOSS_MASK in cols:  # chunks of a stateful module: real steps only
+                    cols, fwd_outs[mid] = unpad(cols, fwd_outs[mid])
                 kwargs = {"module_id": mid, "config": configs[mid], "batch": cols}
                 if own_loss := find_self_supervised_loss(self.module[mid]):
                     loss = own_loss(learner=self, fwd_out=fwd_outs[mid], **kwargs)  # type: ignore[arg-type]
@@ -378,13 +382,20 @@ class Learner(LossReports, LearnerState):
         for unit, unit_losses in units:
             unit.step(self.precision.check(self.guard, unit, unit_losses))
 
-    def _minibatch_plan(self, rows: Mapping[ModuleID, int]) -> tuple[int, int | None]:
+    def _minibatch_plan(
+        self, rows: Mapping[ModuleID, int], batch: TensorBatch | None = None
+    ) -> tuple[int, int | None]:
         """`minibatch_plan` (rlmod.core.learner_batches), the same on every Learner of a
-        data-parallel group (the most minibatches any of them has)."""
-        num_steps, size = minibatch_plan(rows, self.config.minibatch_size)
+        data-parallel group (the most minibatches any of them has). Where `batch` holds
+        chunks of a stateful module, rows are chunks and `minibatch_size` (env steps)
+        becomes a number of chunks (rlmod.core.sequence_batches)."""
+        minibatch_size = self.config.minibatch_size
+        if batch is not None:
+            minibatch_size = sequence_minibatch_size(batch, minibatch_size)
+        num_steps, size = minibatch_plan(rows, minibatch_size)
         if self._world_size > 1:
             num_steps = data_parallel.agree_max(num_steps, self.device)
-            size = None if num_steps <= 1 else self.config.minibatch_size
+            size = None if num_steps <= 1 else minibatch_size
         return num_steps, size
 
     def _minibatches(

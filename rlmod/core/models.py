@@ -97,6 +97,15 @@ class DefaultModelConfig:
         conv_kernel_initializer_kwargs: Keyword arguments of that function.
         conv_bias_initializer: Likewise for the conv biases; None: zeros.
         conv_bias_initializer_kwargs: Keyword arguments of that function.
+        use_lstm: Whether an LSTM follows the encoder (rlmod.core.recurrent): the module
+            then carries a state between steps. RLlib's default False.
+        lstm_cell_size: Hidden size of that LSTM; RLlib's default 256.
+        max_seq_len: Longest sequence a Learner trains on (episodes are cut into chunks
+            of at most this many steps, zero-padded); RLlib's default 20.
+        lstm_use_prev_action: Whether the LSTM also sees the previous action (one-hot for
+            Discrete); RLlib's default False.
+        lstm_use_prev_reward: Whether the LSTM also sees the previous reward; RLlib's
+            default False.
     """
 
     fcnet_hiddens: tuple[int, ...] = (256, 256)
@@ -112,10 +121,19 @@ class DefaultModelConfig:
     conv_kernel_initializer_kwargs: dict[str, object] | None = None
     conv_bias_initializer: str | None = None
     conv_bias_initializer_kwargs: dict[str, object] | None = None
+    use_lstm: bool = False
+    lstm_cell_size: int = 256
+    max_seq_len: int = 20
+    lstm_use_prev_action: bool = False
+    lstm_use_prev_reward: bool = False
 
     def __post_init__(self) -> None:
         check_mlp_fields(self)
         check_conv_fields(self)
+        for name in ("lstm_cell_size", "max_seq_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise ValueError(f"model_config[{name!r}]={value!r} must be a positive int.")
 
     @classmethod
     def from_any(

@@ -144,6 +144,16 @@ class RLModule(nn.Module, Checkpointable):
             )
         return self._forward_train(batch, **kwargs)
 
+    def get_initial_state(self) -> TensorDict:
+        """The recurrent state a new episode starts from, one entry per tensor without a
+        batch axis (RLlib's); `{}` for a module without memory."""
+        return {}
+
+    def is_stateful(self) -> bool:
+        """Whether the module carries state between steps (RLlib's): its forwards then take
+        `Columns.STATE_IN` and return `Columns.STATE_OUT`."""
+        return bool(self.get_initial_state())
+
     def as_multi_rl_module(self) -> MultiRLModule:
         """A MultiRLModule holding this module under `default_policy` (RLlib's name).
 

@@ -418,8 +418,9 @@ def _tensor_slots(module: nn.Module) -> list[tuple[str, nn.Module, str, bool, to
 def stack_key(module: RLModule, memo: dict[int, str] | None = None) -> StackKey | None:
     """What must match for two modules to be stacked: class, inference-only flag, spaces
     and model config (which fix the parameter shapes of a class that supports stacking);
-    None where the module cannot be stacked."""
-    if not supports_stacking(module) or module.learner_only:
+    None where the module cannot be stacked (a stateful one, e.g. with `use_lstm`, never
+    is: its forward carries a recurrent state per row)."""
+    if not supports_stacking(module) or module.learner_only or module.is_stateful():
         return None
     memo = {} if memo is None else memo
 

@@ -87,6 +87,7 @@ from rlmod.env.multi_agent_rows import (
     StepObservations,
     step_flags,
 )
+from rlmod.env.recurrent_state import refuse_stateful
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
 from rlmod.errors import EnvError, OfflineDataError
 from rlmod.fast_paths import plain_paths
@@ -263,6 +264,7 @@ class MultiAgentEnvRunner(EnvRunner):
         with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
             module, deferred = build_deferred(self._spec)
         self._pending_init = PendingInit(self._spec, deferred, self._rng_before_module)
+        refuse_stateful(module, type(self).__name__)  # no per-agent recurrent states yet
         self._module = module.eval()
         self._spaces.attach(self._module)
         self._module_ids: list[ModuleID] = list(self._module.keys())

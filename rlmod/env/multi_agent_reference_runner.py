@@ -59,6 +59,7 @@ from rlmod.env.multi_agent_env import (
 )
 from rlmod.env.multi_agent_metrics import EpisodeStats
 from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
+from rlmod.env.recurrent_state import refuse_stateful
 from rlmod.errors import EnvError, UnknownModuleIDError
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
@@ -128,6 +129,7 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
         )
         with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
             self._module: MultiRLModule = spec.build().eval()
+        refuse_stateful(self._module, type(self).__name__)  # no per-agent recurrent states yet
         self._spaces.attach(self._module)
         self._module_ids: list[ModuleID] = list(self._module.keys())
         self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}

@@ -27,6 +27,7 @@ from rlmod.env.env_runner import (
 )
 from rlmod.env.episodes import SingleAgentEpisode, VectorInfos, chunk_start, info_of
 from rlmod.env.guards import SubEnvGuard, failing_sub_env, non_finite_rows
+from rlmod.env.recurrent_state import RecurrentState
 from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
@@ -98,6 +99,10 @@ class SingleAgentEnvRunner(EnvRunner):
         with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
             self.module = spec.build()
         self.module.eval()
+        # A stateful module's per-sub-env state (use_lstm), reset at episode starts.
+        self._recurrent = (
+            RecurrentState(self.module, self.num_envs) if self.module.is_stateful() else None
+        )
         self._seed = derive_seed(config.seed, self.seed_index)
         self._obs: Array | None = None  # what the module sees next, [N, ...]
         self._prev_done = np.zeros(self.num_envs, dtype=bool)
@@ -181,6 +186,8 @@ class SingleAgentEnvRunner(EnvRunner):
             self._raise_outside_space(raw, at_reset=True)
         self._seed = None  # seed once; later resets continue the seeded RNGs
         self._prev_done[:] = False
+        if self._recurrent is not None:
+            self._recurrent.reset_all()
         self._ep_return[:] = 0.0
         self._ep_len[:] = 0
         self._eps_id = np.arange(self._next_eps_id, self._next_eps_id + self.num_envs)
@@ -286,7 +293,10 @@ class SingleAgentEnvRunner(EnvRunner):
         """One step of all sub-envs (the hot loop: no per-env Python); returns which are done."""
         obs = self._obs
         assert obs is not None
-        out = forward({Columns.OBS: torch.from_numpy(obs)})
+        inputs = {Columns.OBS: torch.from_numpy(obs)}
+        if self._recurrent is not None:
+            inputs = self._recurrent.inputs(inputs)
+        out = forward(inputs)
         try:
             data = self._module_to_env(out, rl_module=self.module, explore=explore)
         except NonFiniteActionError:
@@ -324,6 +334,8 @@ class SingleAgentEnvRunner(EnvRunner):
             Columns.TERMINATEDS: term,
             Columns.TRUNCATEDS: trunc,
         }
+        if self._recurrent is not None:  # the state this step began with, for Learners
+            step.update(self._recurrent.record(inputs))
         if Columns.ACTION_LOGP in data:  # else computed for the whole batch in _to_batch
             step[Columns.ACTION_LOGP] = data[Columns.ACTION_LOGP].numpy()
             self._logp_recorded = True
@@ -338,6 +350,15 @@ class SingleAgentEnvRunner(EnvRunner):
         # (its action ignored, reward 0, flags False); its observation now starts an episode.
         started = self._prev_done
         self._prev_done = done = term | trunc
+        if self._recurrent is not None:  # reset rows and recreated sub-envs start episodes
+            starts = started.copy()
+            starts[list(failed)] = True
+            self._recurrent.advance(
+                cast("Mapping[str, torch.Tensor]", out[Columns.STATE_OUT]),
+                data[Columns.ACTIONS].numpy(),
+                rew,
+                starts,  # type: ignore[arg-type]
+            )
         if self._failure_streaks.active:  # restart mode: an episode that ended is kept
             self._failure_streaks.kept(done, failed=failed)
         if self._track_episodes:  # one bool per vector step; False unless a hook reads them
@@ -397,6 +418,8 @@ class SingleAgentEnvRunner(EnvRunner):
         rows = time_i * n + env_i
         if self._logp_recorded:
             stacked[Columns.ACTION_LOGP] = cols[Columns.ACTION_LOGP]
+        if self._recurrent is not None:
+            stacked.update({k: cols[k] for k in self._recurrent.columns})
         if self._writer is not None and self._record_raw_obs:
             raw_all = cols.with_next(_RAW_OBS, cast(Array, self._raw))
             stacked[_RAW_OBS], stacked[_RAW_NEXT_OBS] = raw_all[:-1], raw_all[1:]

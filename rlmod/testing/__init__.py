@@ -1,6 +1,6 @@
 """rlmod.testing: tiny solvable envs shared by tests, examples, benchmarks and users.
 
-`MultiAgentCartPole` needs only gymnasium; `TwoTeamGuessingEnv` (a PettingZoo env) is
+`MultiAgentCartPole` and `StatelessCartPole` need only gymnasium; `TwoTeamGuessingEnv` (a PettingZoo env) is
 imported on first access, so this package imports without pettingzoo installed.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlmod.testing.envs import MultiAgentCartPole
+from rlmod.testing.envs import MultiAgentCartPole, StatelessCartPole
 from rlmod.testing.modules import CartPoleExpertModule
 from rlmod.testing.pixel_envs import BarOrientationEnv
 from rlmod.testing.policies import RandomPolicy, cartpole_expert
@@ -18,6 +18,7 @@ __all__ = [
     "CartPoleExpertModule",
     "MultiAgentCartPole",
     "RandomPolicy",
+    "StatelessCartPole",
     "TwoTeamGuessingEnv",
     "cartpole_expert",
 ]

@@ -1,6 +1,6 @@
-"""MultiAgentCartPole: a tiny solvable multi-agent env for tests, examples and benchmarks.
+"""MultiAgentCartPole and StatelessCartPole: tiny solvable envs for tests, examples and benchmarks.
 
-It implements `rlmod.env.multi_agent_env.MultiAgentEnv`; tests and benchmarks of
+MultiAgentCartPole implements `rlmod.env.multi_agent_env.MultiAgentEnv`; tests and benchmarks of
 MultiAgentEnvRunners and multi-module training use it.
 """
 
@@ -243,3 +243,41 @@ def _head(d: MultiAgentDict, limit: int = 3) -> str:
     return (
         "{" + ", ".join(f"{k!r}: {v!r}" for k, v in items) + (", ...}" if len(d) > limit else "}")
     )
+
+
+class StatelessCartPole(gym.Env[np.ndarray, int]):
+    """CartPole-v1 without the velocities (RLlib's `StatelessCartPole` example env; the
+    `CartPoleNoVel-v1` of rl-baselines3-zoo): observations are only the cart position and
+    the pole angle, so a policy must remember earlier steps to balance the pole (a
+    partially observed task for recurrent modules, `use_lstm`).
+
+    Rewards, termination and the 500-step truncation are CartPole-v1's.
+
+    Example:
+        >>> env = StatelessCartPole()
+        >>> obs, _ = env.reset(seed=0)
+        >>> obs.shape, env.observation_space.shape
+        ((2,), (2,))
+    """
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        config = dict(config or {})
+        self._env = gym.make("CartPole-v1", **config)
+        inner = cast(gym.spaces.Box, self._env.observation_space)
+        self.observation_space = gym.spaces.Box(
+            inner.low[[0, 2]], inner.high[[0, 2]], dtype=np.float32
+        )
+        self.action_space = self._env.action_space
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self._env.reset(seed=seed, options=options)
+        return obs[[0, 2]], info
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self._env.step(action)
+        return obs[[0, 2]], float(reward), terminated, truncated, info
+
+    def close(self) -> None:
+        self._env.close()

@@ -17,6 +17,7 @@ from torch import nn
 from rlmod.core.columns import Columns
 from rlmod.core.encoders import build_encoder
 from rlmod.core.models import DefaultModelConfig, mlp
+from rlmod.core.recurrent import refuse_use_lstm
 from rlmod.core.rl_module import RLModule, TensorDict
 
 QF_PREDS = "qf_preds"
@@ -84,6 +85,7 @@ class DefaultDQNRLModule(RLModule):
         self.double_q = bool(model_config.pop("double_q", True))
         epsilon = float(model_config.pop("epsilon", 1.0))
         cfg = DefaultModelConfig.from_any(model_config)
+        refuse_use_lstm(cfg.use_lstm, "DQN")
         if not isinstance(self.action_space, gym.spaces.Discrete):
             raise TypeError(
                 f"DQN needs a Discrete action space, got {self.action_space}; use SAC "

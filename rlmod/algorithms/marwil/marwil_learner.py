@@ -16,6 +16,7 @@ from rlmod.core.apis import find_compute_values
 from rlmod.core.columns import Columns
 from rlmod.core.learner import Learner, TensorBatch
 from rlmod.core.multi_rl_module import MultiRLModule
+from rlmod.core.recurrent import refuse_use_lstm
 from rlmod.offline.returns import BOOTSTRAP_DISCOUNT, BOOTSTRAP_OBS
 
 if TYPE_CHECKING:
@@ -33,6 +34,9 @@ class MARWILLearner(Learner):
         super().build()
         assert self.module is not None
         for mid in self._optimizers:
+            # offline rows carry no recorded states: a recurrent policy would train as if
+            # every step started an episode
+            refuse_use_lstm(self.module[mid].is_stateful(), f"{type(self.config).__name__[:-6]}")
             if self.config.get_config_for_module(mid).beta > 0.0 and not hasattr(
                 self.module[mid], "compute_values"
             ):

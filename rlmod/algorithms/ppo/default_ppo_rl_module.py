@@ -16,6 +16,7 @@ from rlmod.core.columns import Columns
 from rlmod.core.distributions import dist_inputs_dim
 from rlmod.core.encoders import MLPEncoder, build_encoder
 from rlmod.core.models import DefaultModelConfig, mlp
+from rlmod.core.recurrent import LSTMCore, has_time_axis, state_of
 from rlmod.core.rl_module import RLModule, TensorDict
 
 
@@ -32,9 +33,15 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
     loss use (RLlib's ValueFunctionAPI); `forward_train` returns the value function's input
     as `Columns.EMBEDDINGS`, as RLlib's DefaultPPOTorchRLModule does, so the loss does not
     run the encoder twice.
+
+    With `use_lstm` an LSTM follows each encoder (rlmod.core.recurrent): the module is
+    stateful, and with a separate value encoder (`vf_share_layers=False`) the value path
+    has its own LSTM whose state EnvRunners carry too (its `vf_encoder` and `vf_lstm` are
+    then built inference-only as well; only the `vf` head is left out). Such a module is
+    not stacked.
     """
 
-    training_only_submodules = ("vf_encoder", "vf")
+    training_only_submodules: tuple[str, ...] = ("vf_encoder", "vf")
     supports_stacking = True  # modules of one model config run as one (rlmod.core.stacked)
     supports_deferred_init = True  # all its state is in state_dict (rlmod.core.deferred_init)
 
@@ -46,6 +53,15 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         out_dim = dist_inputs_dim(self.action_space)
         self._free_log_std = isinstance(self.action_space, gym.spaces.Box) and cfg.free_log_std
         pi_out = out_dim // 2 if self._free_log_std else out_dim
+        self.lstm: LSTMCore | None = None
+        self.vf_lstm: LSTMCore | None = None
+        if cfg.use_lstm:
+            self.lstm = self._lstm_core(enc_dim, cfg, "")
+            if not cfg.vf_share_layers:  # the value path's state advances on EnvRunners too
+                self.training_only_submodules = ("vf",)
+                self.vf_encoder, _ = build_encoder(self.observation_space, cfg, owner=owner)
+                self.vf_lstm = self._lstm_core(enc_dim, cfg, "critic_")
+            enc_dim = cfg.lstm_cell_size
         self.pi = mlp(
             enc_dim,
             cfg.head_fcnet_hiddens,
@@ -57,7 +73,7 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
             self.log_std = nn.Parameter(torch.full((pi_out,), float(cfg.log_std_init)))
         if self.inference_only:
             return  # EnvRunners: no value function at all
-        if not cfg.vf_share_layers:
+        if not cfg.vf_share_layers and not cfg.use_lstm:
             self.vf_encoder, _ = build_encoder(self.observation_space, cfg, owner=owner)
         self.vf = mlp(
             enc_dim,
@@ -67,12 +83,29 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
             out_gain=1.0,
         )
 
+    def _lstm_core(self, in_dim: int, cfg: DefaultModelConfig, prefix: str) -> LSTMCore:
+        return LSTMCore(
+            in_dim,
+            cfg.lstm_cell_size,
+            action_space=self.action_space,
+            use_prev_action=cfg.lstm_use_prev_action,
+            use_prev_reward=cfg.lstm_use_prev_reward,
+            prefix=prefix,
+        )
+
+    def get_initial_state(self) -> dict[str, torch.Tensor]:
+        """Zero h and c of each LSTM (`h`, `c`; `critic_h`, `critic_c`); `{}` without one."""
+        state = {} if self.lstm is None else self.lstm.initial_state()
+        if self.vf_lstm is not None:
+            state.update(self.vf_lstm.initial_state())
+        return state
+
     def stacked_acting_layers(self) -> list[nn.Module] | None:
         """The layers whose composition on the flattened observation is all `_forward`
         returns (ACTION_DIST_INPUTS): encoder, then policy head; None with a free log-std
         (its parameter is concatenated). Stacked groups then act through batched matmuls
         instead of vmap (rlmod/core/stacked_acting.py)."""
-        if self._free_log_std or not isinstance(self.encoder, MLPEncoder):
+        if self._free_log_std or self.lstm is not None or not isinstance(self.encoder, MLPEncoder):
             return None
         return [*self.encoder, *self.pi]
 
@@ -88,6 +121,7 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
             or self.inference_only
             or not isinstance(self.encoder, MLPEncoder)
             or not isinstance(self.vf_encoder, MLPEncoder)
+            or self.lstm is not None
         ):
             return None
         return {
@@ -104,10 +138,14 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
         return out
 
     def _forward(self, batch: TensorDict, **kwargs: object) -> TensorDict:
+        if self.lstm is not None:
+            return self._forward_recurrent(batch)
         embeddings = self.encoder(batch[Columns.OBS])
         return {Columns.ACTION_DIST_INPUTS: self._dist_inputs(embeddings)}
 
     def _forward_train(self, batch: TensorDict, **kwargs: object) -> TensorDict:
+        if self.lstm is not None:
+            return self._forward_recurrent(batch)
         obs = batch[Columns.OBS]
         embeddings = self.encoder(obs)
         vf_embeddings = embeddings if self.config.vf_share_layers else self.vf_encoder(obs)
@@ -116,10 +154,36 @@ class DefaultPPORLModule(RLModule, ValueFunctionAPI):
             Columns.EMBEDDINGS: vf_embeddings,
         }
 
+    def _forward_recurrent(self, batch: TensorDict) -> TensorDict:
+        """Encoder, LSTM and policy head over one step per row (`obs` `[B, ...]`) or
+        sequences (`[S, T, ...]`; outputs `[S, T, ...]`); the value path's LSTM output is
+        `Columns.EMBEDDINGS`, its state part of `Columns.STATE_OUT`."""
+        assert self.lstm is not None
+        obs = batch[Columns.OBS]
+        seq_len = obs.shape[1] if has_time_axis(obs, self.observation_space) else None
+        rows = obs.flatten(0, 1) if seq_len else obs  # the encoders take [B, *obs_shape]
+        state = state_of(batch, self.get_initial_state)
+        embeddings, state_out = self.lstm(self.encoder(rows), batch, state, seq_len)
+        if self.vf_lstm is not None:
+            vf_embeddings, vf_state = self.vf_lstm(self.vf_encoder(rows), batch, state, seq_len)
+            state_out.update(vf_state)
+        else:
+            vf_embeddings = embeddings
+        lead = obs.shape[:2] if seq_len else obs.shape[:1]
+        out = {
+            Columns.ACTION_DIST_INPUTS: self._dist_inputs(embeddings).view(*lead, -1),
+            Columns.STATE_OUT: state_out,  # type: ignore[dict-item]
+        }
+        if not self.inference_only:
+            out[Columns.EMBEDDINGS] = vf_embeddings.view(*lead, -1)
+        return out
+
     def compute_values(
         self, batch: TensorDict, embeddings: torch.Tensor | None = None
     ) -> torch.Tensor:
         """V(obs), `[B]`; `embeddings` are the value MLP's input (`_forward_train`'s)."""
+        if embeddings is None and self.lstm is not None:
+            embeddings = self._forward_recurrent(batch)[Columns.EMBEDDINGS]
         if embeddings is None:
             obs = batch[Columns.OBS]
             encoder = self.encoder if self.config.vf_share_layers else self.vf_encoder

@@ -14,6 +14,7 @@ from rlmod.algorithms.algorithm import Algorithm
 from rlmod.algorithms.algorithm_config import AlgorithmConfig
 from rlmod.algorithms.settings import Setting
 from rlmod.connectors.learner import GeneralAdvantageEstimation
+from rlmod.connectors.learner_sequences import AddTimeDimToBatchAndZeroPad
 from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.rl_module import RLModuleSpec
 
@@ -133,6 +134,8 @@ class PPOConfig(AlgorithmConfig):
         pipeline.connectors.append(
             GeneralAdvantageEstimation(normalize_advantages=self.normalize_advantages, config=self)
         )
+        # stateful modules (use_lstm): chunks of max_seq_len, after GAE read the flat rows
+        pipeline.connectors.append(AddTimeDimToBatchAndZeroPad())
         return pipeline
 
 

@@ -20,6 +20,7 @@ from rlmod.core.columns import Columns
 from rlmod.core.distributions import Categorical, Distribution, TanhGaussian
 from rlmod.core.encoders import build_encoder, is_image_space
 from rlmod.core.models import DefaultModelConfig, mlp
+from rlmod.core.recurrent import refuse_use_lstm
 from rlmod.core.rl_module import RLModule, TensorDict
 from rlmod.utils.packed_obs import PackedObservationBox
 
@@ -68,6 +69,7 @@ class DefaultSACRLModule(RLModule):
         self.twin_q = bool(model_config.pop("twin_q", True))
         initial_alpha = float(model_config.pop("initial_alpha", 1.0))
         cfg = DefaultModelConfig.from_any(model_config)
+        refuse_use_lstm(cfg.use_lstm, "SAC")
         space = self.action_space
         self.discrete = isinstance(space, gym.spaces.Discrete)
         if not (self.discrete or (isinstance(space, gym.spaces.Box) and len(space.shape) == 1)):
