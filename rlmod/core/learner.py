@@ -16,7 +16,7 @@ import torch
 
 from rlmod.core import data_parallel
 from rlmod.core.apis import find_self_supervised_loss
-from rlmod.core.columns import ALL_MODULES, Columns
+from rlmod.core.columns import Columns
 from rlmod.core.devices import learner_device
 from rlmod.core.learner_batches import (
     NumpyBatch,
@@ -308,26 +308,8 @@ class Learner(LossReports, LearnerState):
         finally:  # the working rows go back into the modules, also when a guard raised
             self.stacked.finish_update()
         self.after_gradient_based_update(timesteps=timesteps)
-        results: dict[str, dict[str, float]] = {}
-        for mid in trainable:
-            alone = self._alone.get(mid)
-            results[mid] = alone.means() if alone else self._group_means.get(mid, {})
-            if alone:
-                stops.update(alone.early_stops())
-            if mid in stops:
-                results[mid]["early_stopped"] = float(stops[mid])
-            for group, (name, _) in zip(  # RLlib's "<optimizer name>_learning_rate"
-                self._optimizers[mid].param_groups, self._lrs(mid, configs[mid]), strict=True
-            ):
-                results[mid][f"{name}_learning_rate"] = group["lr"]
-            results[mid]["num_module_steps_trained"] = steps[mid] * self.config.num_epochs
-            results[mid]["num_non_finite_updates"] = self.guard.counts[mid]
-        results[ALL_MODULES] = {
-            "num_non_finite_updates": sum(self.guard.counts.values()),
-            "num_module_steps_trained": sum(steps.values()) * self.config.num_epochs,
-            "num_trainable_parameters": sum(self._num_parameters[m] for m in trainable),
-        }
-        return results
+        names = {m: [name for name, _ in self._lrs(m, configs[m])] for m in trainable}
+        return self.update_results(names, steps, stops)
 
     def _lrs(self, mid: ModuleID, config: AlgorithmConfig) -> list[tuple[str, LearningRate]]:
         """Per optimizer group of module `mid`, its name and lr or schedule."""
@@ -380,7 +362,7 @@ class Learner(LossReports, LearnerState):
         if self._world_size > 1:
             data_parallel.all_reduce_gradients(self._optimizers, num_rows(mb), self.device)
         for unit, unit_losses in units:
-            unit.step(self.precision.check(self.guard, unit, unit_losses))
+            unit.stepper.step(self.precision.check(self.guard, unit, unit_losses))
 
     def _minibatch_plan(
         self, rows: Mapping[ModuleID, int], batch: TensorBatch | None = None

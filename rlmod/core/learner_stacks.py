@@ -267,6 +267,7 @@ class TrainStack:
         with torch.no_grad():
             work_params = [p.detach() if same else p.detach()[rows] for p in self.optimizer.params]
         self.work = self.optimizer.rows(self.order, work_params)
+        self.work.grad_pieces = self._grads  # the buckets' leaves hold the gradients
         # every stacked tensor of the group in working order (trained ones: the working
         # rows; others and buffers: the group's, gathered where the order is not its own)
         trained = iter(work_params)
@@ -397,10 +398,12 @@ class TrainStack:
             for start, g in pieces:
                 g.mul_(coef[start : start + g.shape[0]].view(-1, *([1] * (g.dim() - 1))))
 
-    def step(self, stepped: BoolArray) -> None:
-        """One Adam step of the working modules marked in `stepped` (`[W]` bool)."""
+    @property
+    def stepper(self) -> GroupAdam:
+        """The optimizer of the working rows: `stepper.step(mask)` steps the working
+        modules marked in `mask` (`[W]` bool)."""
         assert self.work is not None
-        self.work.step(stepped, self._grads())
+        return self.work
 
     # ------------------------------------------------------------------ early stops
     def request_stop(

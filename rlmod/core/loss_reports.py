@@ -1,4 +1,5 @@
-"""LossReports: what a loss tells its Learner besides the loss, routed to the modules' step units.
+"""LossReports: what a loss tells its Learner besides the loss, routed to the modules' step units,
+and what an update reports per module.
 
 The base of Learner (rlmod.core.learner) for `log`, `log_rows` and `stop_early`, called
 from `compute_losses` (or RLlib's `compute_loss_for_module`) with a module ID or the
@@ -10,27 +11,68 @@ them, or drops those of a module it did not step.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 
+from rlmod.core.columns import ALL_MODULES
 from rlmod.core.learner_stacks import StackBucket
 from rlmod.core.loss_group import LossGroup, OneModule
 from rlmod.core.minibatch_stats import GroupReduce, RowStat
 from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.optim import Adam, AdamSlot
 from rlmod.core.stacked_trainer import StackedTrainer
 from rlmod.core.train_alone import TrainAlone
+from rlmod.core.update_guard import NonFiniteGuard
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 
 class LossReports:
     """Diagnostics and early stops of a Learner's modules, per update."""
 
+    config: AlgorithmConfig
     device: torch.device
+    guard: NonFiniteGuard
     stacked: StackedTrainer
     _alone: dict[ModuleID, TrainAlone]
     _group_means: dict[ModuleID, dict[str, float]]
     _defer_diagnostics: bool
+    _num_parameters: dict[ModuleID, int]
+    _optimizers: Mapping[ModuleID, Adam | AdamSlot]
+
+    def update_results(
+        self,
+        optimizer_names: Mapping[ModuleID, list[str]],
+        steps: Mapping[ModuleID, int],
+        stops: dict[ModuleID, bool],
+    ) -> dict[str, dict[str, float]]:
+        """`Learner.update`'s results: per trained module (the keys of `optimizer_names`:
+        its optimizer groups' names, in order) its mean diagnostics, early stop, learning
+        rates (RLlib's `<optimizer name>_learning_rate`) and counts (`steps`: the env
+        steps it trained on per epoch), plus `__all_modules__` totals."""
+        epochs = self.config.num_epochs
+        results: dict[str, dict[str, float]] = {}
+        for mid, names in optimizer_names.items():
+            alone = self._alone.get(mid)
+            results[mid] = alone.means() if alone else self._group_means.get(mid, {})
+            if alone:
+                stops.update(alone.early_stops())
+            if mid in stops:
+                results[mid]["early_stopped"] = float(stops[mid])
+            for group, name in zip(self._optimizers[mid].param_groups, names, strict=True):
+                results[mid][f"{name}_learning_rate"] = group["lr"]
+            results[mid]["num_module_steps_trained"] = steps[mid] * epochs
+            results[mid]["num_non_finite_updates"] = self.guard.counts[mid]
+        results[ALL_MODULES] = {
+            "num_non_finite_updates": sum(self.guard.counts.values()),
+            "num_module_steps_trained": sum(steps.values()) * epochs,
+            "num_trainable_parameters": sum(self._num_parameters[m] for m in optimizer_names),
+        }
+        return results
 
     def log(
         self,

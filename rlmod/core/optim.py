@@ -11,7 +11,7 @@ module giving each its own Adam interface and checkpoint state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple, SupportsFloat, TypedDict, cast
 
 import numpy as np
@@ -138,8 +138,11 @@ class Adam:
             p.grad = None
 
     @torch.no_grad()
-    def step(self) -> None:
-        """One Adam step of the parameters that have a gradient."""
+    def step(self, stepped: BoolArray | None = None) -> None:
+        """One Adam step of the parameters that have a gradient; none where `stepped`
+        (`[1]` bool, a step unit's mask: rlmod.core.update_guard) is False."""
+        if stepped is not None and not stepped[0]:
+            return
         with_grad = [i for i, p in enumerate(self.params) if p.grad is not None]
         if not with_grad:
             return
@@ -265,6 +268,8 @@ class GroupAdam:
         self.eps = eps
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+        self.grad_pieces: Callable[[], list[list[tuple[int, torch.Tensor]]]] | None = None
+        """Where `step` finds the gradients when not given them (default: `.grad`)."""
 
     def __len__(self) -> int:
         return len(self.lrs)
@@ -279,11 +284,13 @@ class GroupAdam:
     ) -> None:
         """One Adam step of the modules where `stepped` ([M] bool) is True.
 
-        `grads` (default: each parameter's `.grad`): per parameter, its gradient as
-        pieces `(first row, tensor)` that cover its rows in order, e.g. one per row
-        bucket as a Learner's backward pass left them (no copy into one tensor).
+        `grads` (default: `grad_pieces()`, else each parameter's `.grad`): per parameter,
+        its gradient as pieces `(first row, tensor)` that cover its rows in order, e.g.
+        one per row bucket as a Learner's backward pass left them (no copy into one tensor).
         """
         stepped = np.asarray(stepped, dtype=bool)
+        if grads is None and self.grad_pieces is not None:
+            grads = self.grad_pieces()
         if grads is None:
             grads = [[(0, g)] if (g := p.grad) is not None else [] for p in self.params]
         with_grad = [i for i, pieces in enumerate(grads) if pieces]

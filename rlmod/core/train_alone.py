@@ -128,9 +128,9 @@ class TrainAlone:
                 self._logs[key].extend(entries)
         self._pending = defaultdict(list)
 
-    def step(self, stepped: BoolArray) -> None:
-        if stepped[0]:
-            self.optimizer.step()
+    @property
+    def stepper(self) -> Adam:
+        return self.optimizer
 
     # ------------------------------------------------------------------ results
     def means(self) -> dict[str, float]:

@@ -4,7 +4,7 @@ A Learner's modules train in step units: one module alone (TrainAlone, M = 1) or
 group (TrainStack, M modules). After the backward pass, `NonFiniteGuard.check` runs the
 same code on each unit's `[M]` vectors: early stops, gradient norms, the non-finite guard,
 clipping as `torch.nn.utils.clip_grad_norm_` does, the logs it keeps or drops; then
-`unit.step(mask)` takes one Adam step of the modules it allows.
+`unit.stepper.step(mask)` takes one Adam step of the modules it allows.
 
 The guard (`max_consecutive_non_finite_updates`): a module whose minibatch loss or gradient
 norm is NaN/inf is not stepped (weights and optimizer state stay bit-identical) and what it
@@ -37,6 +37,12 @@ def clip_limits(configs: Sequence[AlgorithmConfig]) -> tuple[FloatArray, BoolArr
     max_norms = np.array([np.inf if c.grad_clip is None else float(c.grad_clip) for c in configs])
     by_global = np.array([c.grad_clip_by == "global_norm" for c in configs], dtype=bool)
     return max_norms, np.isfinite(max_norms) & by_global
+
+
+class Stepper(Protocol):
+    """An optimizer that steps the modules of a `[M]` mask (Adam, GroupAdam: rlmod.core.optim)."""
+
+    def step(self, stepped: BoolArray) -> None: ...
 
 
 class StepUnit(Protocol):
@@ -84,8 +90,9 @@ class StepUnit(Protocol):
         """Keeps this minibatch's logs of the modules in `stepped`, drops the others'."""
         ...
 
-    def step(self, stepped: BoolArray) -> None:
-        """One Adam step of the modules in `stepped`."""
+    @property
+    def stepper(self) -> Stepper:
+        """The optimizer whose `step(stepped)` steps the modules marked in `stepped`."""
         ...
 
 
@@ -107,7 +114,7 @@ class NonFiniteGuard:
 
     def check(self, unit: StepUnit, losses: torch.Tensor) -> BoolArray:
         """Readies `unit`'s step after backward, given its modules' detached losses `[M]`:
-        returns which modules may step (`unit.step(...)` takes it), with their gradients
+        returns which modules may step (`unit.stepper.step(...)` takes it), with their gradients
         clipped and their logs of this minibatch kept (the others' dropped)."""
         active = ~unit.resolve_stops()
         max_norms, logs_global_norm = unit.clip_limits

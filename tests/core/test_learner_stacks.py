@@ -185,7 +185,7 @@ def test_step_moves_only_stepped_modules_and_finish_update_writes_them_back(rows
     _bucket_losses(stack)
     skipped = "b"
     stepped = np.array([mid != skipped for mid in stack.ids])
-    stack.step(stepped)
+    stack.stepper.step(stepped)
     stack.finish_update()
 
     assert stack.optimizer.steps.tolist() == [1, 0, 1]  # group order a, b, c

@@ -152,7 +152,7 @@ def test_an_overflow_skips_the_step_uncounted_and_backs_the_scale_off():
         precision.backward(loss)
         stepped = precision.check(guard, unit, loss.detach().reshape(1))
         assert not stepped[0]
-        unit.step(stepped)
+        unit.stepper.step(stepped)
     assert guard.counts == {"m": 0}
     assert all(torch.equal(a, b) for a, b in zip(before, layer.parameters(), strict=True))
     assert precision.loss_scale.scale.item() == pytest.approx(3e38 / 8)  # 3 backoffs so far
@@ -164,7 +164,7 @@ def test_an_overflow_skips_the_step_uncounted_and_backs_the_scale_off():
         precision.backward(loss)
         stepped = precision.check(guard, unit, loss.detach().reshape(1))
         assert stepped[0]
-        unit.step(stepped)
+        unit.stepper.step(stepped)
     assert precision.loss_scale.scale.item() == 8.0  # doubled after 2 clean minibatches
     assert not all(torch.equal(a, b) for a, b in zip(before, layer.parameters(), strict=True))
 

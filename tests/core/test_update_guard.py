@@ -34,7 +34,7 @@ def backward(net: nn.Module, seed: int) -> torch.Tensor:
 def step(guard: NonFiniteGuard, alone: TrainAlone, losses: torch.Tensor) -> np.ndarray:
     """What the Learner does after backward: the guard's check, then the unit's step."""
     allowed = guard.check(alone, losses)
-    alone.step(allowed)
+    alone.stepper.step(allowed)
     return allowed
 
 
