@@ -5,8 +5,10 @@ point, and within 20% with a CPU-bound torch process running on each core (`--bu
 MultiAgentCartPole with 2 agents per module, PPO's defaults except `num_epochs`; each
 case is a fresh child process that builds the Algorithm, runs one untimed `train()`
 (first-call costs) and times the second; default and unstacked alternate in each round.
+From 1,000 modules on (`--small-from`), one agent per module and a 64-env-step batch
+(64 rows per module): PPO's 4,000-env-step default there is 8 million agent steps.
 
-    python benchmarks/stacking_default.py [--modules 2 10 100] [--epochs 1 5 30]
+    python benchmarks/stacking_default.py [--modules 2 10 100 1000] [--epochs 1 5 30]
         [--rounds 2] [--busy]
 """
 
@@ -22,10 +24,10 @@ CHILD = r"""
 import sys, time
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.testing import MultiAgentCartPole
-stack, m, epochs = sys.argv[1] == "1", int(sys.argv[2]), int(sys.argv[3])
+stack, m, epochs, small = sys.argv[1] == "1", int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 config = (
     PPOConfig()
-    .environment(MultiAgentCartPole, env_config={"num_agents": 2 * m})
+    .environment(MultiAgentCartPole, env_config={"num_agents": m if small else 2 * m})
     .multi_agent(
         policies={f"p{i}" for i in range(m)},
         policy_mapping_fn=lambda aid, ep, m=m, **kw: f"p{aid % m}",
@@ -33,6 +35,8 @@ config = (
     )
     .training(num_epochs=epochs)
 )
+if small:
+    config.training(train_batch_size=64)
 algo = config.build_algo()
 algo.train()
 start = time.perf_counter()
@@ -43,9 +47,9 @@ print(time.perf_counter() - start)
 HOG = "import torch\ntorch.set_num_threads(1)\na = torch.randn(256, 256)\nwhile True: a = torch.tanh(a @ a)"
 
 
-def timed(stack: bool, modules: int, epochs: int) -> float:
+def timed(stack: bool, modules: int, epochs: int, small: bool) -> float:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(int(stack)), str(modules), str(epochs)],
+        [sys.executable, "-c", CHILD, str(int(stack)), str(modules), str(epochs), str(int(small))],
         capture_output=True,
         text=True,
         check=True,
@@ -58,6 +62,9 @@ def main() -> None:
     parser.add_argument("--modules", type=int, nargs="+", default=[2, 10, 100])
     parser.add_argument("--epochs", type=int, nargs="+", default=[1, 5, 30])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--small-from", type=int, default=1000, help="modules from which batches are small"
+    )
     parser.add_argument("--busy", action="store_true", help="a CPU-bound process per core")
     args = parser.parse_args()
     header("Stacked vs unstacked train(): the default against the faster of the two")
@@ -69,13 +76,14 @@ def main() -> None:
                 times: dict[bool, list[float]] = {True: [], False: []}
                 for r in range(args.rounds):
                     for stack in (True, False) if r % 2 == 0 else (False, True):
-                        times[stack].append(timed(stack, m, epochs))
+                        times[stack].append(timed(stack, m, epochs, m >= args.small_from))
                 default, alone = min(times[True]), min(times[False])
                 ratio = default / min(default, alone)
                 worst = max(worst, ratio)
+                print(f"{m} modules, {epochs} epochs: {times}", file=sys.stderr, flush=True)
                 rows.append(
                     {
-                        "modules": m,
+                        "modules": f"{m}*" if m >= args.small_from else m,
                         "epochs": epochs,
                         "default s": f"{default:.2f}",
                         "unstacked s": f"{alone:.2f}",
@@ -89,7 +97,7 @@ def main() -> None:
     table(rows, ["modules", "epochs", "default s", "unstacked s", "default / faster"])
     print(
         f"second train(), least of {args.rounds} rounds, {load}; target <= "
-        f"{1.20 if args.busy else 1.05}"
+        f"{1.20 if args.busy else 1.05}; *: one agent per module, 64-env-step batches"
     )
     summary(
         "stacked vs unstacked train(), the default against the faster",
