@@ -28,6 +28,7 @@ from rlmod.offline.minari_source import is_minari_input, load_minari
 from rlmod.offline.reader import (
     REQUIRED_COLUMNS,
     Columns_,
+    ObsShape,
     OfflineReader,
     Transform,
     check_files,
@@ -45,8 +46,8 @@ class ModuleView:
 
     module_id: str
     transform: Transform
-    obs_shape: tuple[int, ...]
-    """Shape of one stored (raw) observation of this module."""
+    obs_shape: ObsShape
+    """Shape of one stored (raw) observation of this module (a Dict/Tuple space: itself)."""
     stored_id: str | None
     """The `module_id` column value of its rows; None: all rows (single-agent data)."""
     check: ColumnCheck
@@ -264,7 +265,9 @@ class OfflineData:
         return sum(len(b[Columns.REWARDS]) for b in batches.values())
 
 
-def _shape(space: gym.Space) -> tuple[int, ...]:
+def _shape(space: gym.Space) -> ObsShape:
+    if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple):
+        return space  # a struct column: its parts give the shapes (struct_obs)
     return tuple(getattr(space, "shape", None) or ())
 
 

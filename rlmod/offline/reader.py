@@ -25,6 +25,7 @@ import numpy as np
 
 from rlmod.core.columns import Columns
 from rlmod.errors import CheckpointError, OfflineDataError
+from rlmod.offline import struct_obs
 from rlmod.offline.checks import FLAG_COLUMNS, ColumnCheck, RowInFile
 from rlmod.offline.prefetch import Prefetch
 from rlmod.offline.returns import (
@@ -38,6 +39,10 @@ from rlmod.offline.writer import MODULE_ID, SPACES_FILE
 from rlmod.utils.spaces import space_from_dict
 from rlmod.utils.state_files import read_json
 
+ObsShape = tuple[int, ...] | gym.spaces.Dict | gym.spaces.Tuple
+"""Shape of one stored observation; for Dict/Tuple observations (struct columns) the
+space itself, whose parts give each field's shape (rlmod.offline.struct_obs)."""
+
 Transform = Callable[[Columns_], Columns_]
 """Maps the columns of whole episodes (rows contiguous, in time order) to new columns."""
 
@@ -50,7 +55,7 @@ class ChunkSource(Protocol):
         *,
         columns: Sequence[str] | None,
         module_id: str | None,
-        obs_shape: tuple[int, ...] | None,
+        obs_shape: ObsShape | None,
         rows: int,
     ) -> Iterator[Columns_]: ...
 
@@ -185,10 +190,12 @@ def read_columns(
     *,
     columns: Sequence[str] | None = None,
     module_id: str | None = None,
-    obs_shape: tuple[int, ...] | None = None,
+    obs_shape: ObsShape | None = None,
 ) -> Columns_:
     """All rows of `files` in stored order, as numpy columns (observations reshaped to
-    `obs_shape`); for inspection and tests, as it holds the whole dataset in memory."""
+    `obs_shape`; given a Dict/Tuple space, structured arrays whose fields are its parts:
+    `cols["obs"]["image"]`); for inspection and tests, as it holds the whole dataset in
+    memory."""
     parts = [
         part
         for file in files
@@ -206,7 +213,7 @@ def _file_chunks(
     *,
     columns: Sequence[str] | None,
     module_id: str | None,
-    obs_shape: tuple[int, ...] | None,
+    obs_shape: ObsShape | None,
     rows: int,
     verify: bool = True,
     check: ColumnCheck | None = None,
@@ -275,15 +282,31 @@ def _file_chunks(
 
 
 def _to_numpy(
-    column: Any, shape: tuple[int, ...] | None, *, name: str = "", file: object = ""
+    column: Any, shape: ObsShape | None, *, name: str = "", file: object = ""
 ) -> np.ndarray:
     """An Arrow column as numpy: lists of a row's flattened values reshaped to `shape`
-    (else to their size); rows of another size are an OfflineDataError naming `file` and
-    the column `name`, not numpy's "cannot reshape"."""
+    (else to their size), a struct column of a Dict/Tuple space as a structured array
+    (rlmod.offline.struct_obs); rows of another size are an OfflineDataError naming `file`
+    and the column `name`, not numpy's "cannot reshape"."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     kind = column.type
+    if struct_obs.is_nested(shape):
+        if not pa.types.is_struct(kind):
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds {kind} values, but the observation space is "
+                f"{shape}, stored as a struct column. Re-record the data, or set the "
+                "observation space it was recorded with in config.environment(...)."
+            )
+        return struct_obs.from_arrow(
+            column,
+            shape,  # type: ignore[arg-type]
+            lambda leaf, leaf_shape, path: _to_numpy(
+                leaf, leaf_shape, name=f"{name}.{path}", file=file
+            ),
+        )
+    assert not isinstance(shape, gym.Space)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):  # not rlmod's: check sizes
         lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
         size = int(np.prod(shape)) if shape is not None else int(lengths[0]) if len(lengths) else 0
@@ -333,15 +356,30 @@ def _row_in_file(offset: int, mask: Any, row: int) -> int:
 def _check_nulls(record_batch: Any, file: Path, row_in_file: RowInFile) -> None:
     """Missing (null) values are an OfflineDataError: numpy would read them as NaN, None
     or a shorter row. Free where there are none (Arrow counts them when writing)."""
-    import pyarrow.compute as pc
-
     for name, column in zip(record_batch.schema.names, record_batch.columns, strict=True):
-        if column.null_count:
-            row = int(pc.index(pc.is_null(column), True).as_py())
+        found = _first_null(column, name)
+        if found is not None:
+            row, where = found
             raise OfflineDataError(
-                f"{file}: column {name!r} has a missing (null) value in row "
+                f"{file}: column {where!r} has a missing (null) value in row "
                 f"{row_in_file(row)}. Re-record the data or drop its episode."
             )
+
+
+def _first_null(column: Any, name: str) -> tuple[int, str] | None:
+    """The first row of `column` with a null, and the (dotted) name of the column or
+    struct field that holds it; None if there is none."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if column.null_count:
+        return int(pc.index(pc.is_null(column), True).as_py()), name
+    if pa.types.is_struct(column.type):  # parts of a Dict/Tuple observation
+        for i in range(column.type.num_fields):
+            found = _first_null(column.field(i), f"{name}.{column.type.field(i).name}")
+            if found is not None:
+                return found
+    return None
 
 
 FINALS_CACHE_BYTES = 64 << 20
@@ -383,7 +421,7 @@ def episode_chunks(
     *,
     columns: Sequence[str] | None,
     module_id: str | None,
-    obs_shape: tuple[int, ...] | None,
+    obs_shape: ObsShape | None,
     rows: int,
     gamma: float | None,
     transform: Transform | None,
@@ -466,7 +504,7 @@ class ChunkStream:
         read_rows: int,
         columns: Sequence[str],
         module_id: str | None,
-        obs_shape: tuple[int, ...] | None,
+        obs_shape: ObsShape | None,
         gamma: float | None,
         transform: Transform | None,
         check: ColumnCheck | None = None,
@@ -542,7 +580,8 @@ class OfflineReader:
         module_id: Which module's rows to read (multi-agent data).
         seed: Seeds the file order and the shuffle (two streams of it, so the order of
             the chunks and the batches does not depend on the prefetching thread).
-        obs_shape: Shape of one stored (raw) observation.
+        obs_shape: Shape of one stored (raw) observation (for Dict/Tuple observations,
+            their space: see `ObsShape`).
         transform: Applied to each chunk of whole episodes after reading (MARWIL passes
             the env-to-module connectors here).
         columns: Which stored columns to read.
@@ -575,7 +614,7 @@ class OfflineReader:
         shuffle_buffer_size: int = 10_000,
         module_id: str | None = None,
         seed: int | None = None,
-        obs_shape: tuple[int, ...] | None = None,
+        obs_shape: ObsShape | None = None,
         transform: Transform | None = None,
         columns: Sequence[str] = REQUIRED_COLUMNS,
         prefetch: bool = True,

@@ -254,9 +254,16 @@ def test_multi_agent_rows_round_trip_per_module_and_agent(tmp_path: Path) -> Non
     assert writer.num_episodes_written == 3
 
 
-def test_dict_observations_are_refused_with_the_fix(tmp_path: Path) -> None:
-    space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
-    with pytest.raises(OfflineDataError, match="FlattenObservation"):
+@pytest.mark.parametrize(
+    "space",
+    [
+        gym.spaces.Text(4),
+        gym.spaces.Dict({"a": gym.spaces.Discrete(2), "b": gym.spaces.Text(4)}),
+        gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Sequence(gym.spaces.Discrete(2)))),
+    ],
+)
+def test_unstorable_observations_are_refused_with_the_fix(tmp_path: Path, space: Any) -> None:
+    with pytest.raises(OfflineDataError, match="cannot be stored.*FlattenObservation"):
         EpisodeWriter(tmp_path, spaces={"__env__": (space, gym.spaces.Discrete(2))})
 
 
