@@ -132,18 +132,15 @@ def _keys(space: gym.Space) -> list[Any]:
 
 def stack(space: gym.Space, observations: Sequence[Any]) -> np.ndarray:
     """Single Dict/Tuple observations (as `env.step` returns them) -> a structured array."""
-    out = np.empty(len(observations), row_dtype(space))
-    for i, obs in enumerate(observations):
-        _fill(out[i : i + 1], space, _batch_of_one(space, obs))
-    return out
+    return to_rows(space, _stacked(space, observations))
 
 
-def _batch_of_one(space: gym.Space, obs: Any) -> Any:
+def _stacked(space: gym.Space, observations: Sequence[Any]) -> Any:
     if isinstance(space, gym.spaces.Dict):
-        return {k: _batch_of_one(s, obs[k]) for k, s in space.spaces.items()}
+        return {k: _stacked(s, [o[k] for o in observations]) for k, s in space.spaces.items()}
     if isinstance(space, gym.spaces.Tuple):
-        return tuple(_batch_of_one(s, o) for s, o in zip(space.spaces, obs, strict=True))
-    return np.asarray(obs)[None]
+        return tuple(_stacked(s, [o[i] for o in observations]) for i, s in enumerate(space.spaces))
+    return np.stack([np.asarray(o) for o in observations])
 
 
 def to_tree(space: gym.Space, rows: np.ndarray) -> Any:

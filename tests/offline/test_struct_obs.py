@@ -263,6 +263,45 @@ def test_a_configured_dict_space_must_fit_the_recorded_one_part_by_part(tmp_path
     _bc(tmp_path, wider).stop()
 
 
+def _replace_part(file: Path, part: str, row: int, value: Any) -> None:
+    """Rewrites `file` with `obs.<part>` of `row` set to `value` (data from elsewhere)."""
+    table = pq.read_table(file)
+    obs = table.column(Columns.OBS).combine_chunks()
+    names = [obs.type.field(i).name for i in range(obs.type.num_fields)]
+    children = obs.flatten()
+    i = names.index(part)
+    values = children[i].to_pylist()
+    values[row] = value
+    children[i] = pa.array(values, type=children[i].type)
+    column = pa.StructArray.from_arrays(children, names=names)
+    table = table.set_column(table.schema.get_field_index(Columns.OBS), Columns.OBS, column)
+    pq.write_table(table, file)
+
+
+@pytest.mark.parametrize(
+    ("part", "value", "message"),
+    [
+        ("vec", [0.0, float("nan"), 0.0], r"column 'obs.vec' holds \[0.0, nan, 0.0\] in row 2"),
+        ("image", None, r"column 'obs.image' has a missing \(null\) value in row 2"),
+    ],
+)
+def test_values_of_a_part_are_checked_and_named(
+    tmp_path: Path, part: str, value: Any, message: str
+) -> None:
+    record_episodes(PartsEnv(), lambda obs: 0, num_episodes=3, output_dir=tmp_path, seed=4)
+    [file] = resolve_files(tmp_path)
+    _replace_part(file, part, 2, value)
+    algo = (
+        BCConfig()
+        .offline_data(input_=str(tmp_path))
+        .training(train_batch_size_per_learner=4)
+        .build_algo()
+    )
+    with pytest.raises(OfflineDataError, match=message):
+        algo.train()
+    algo.stop()
+
+
 # ---------------------------------------------------------------------- learning
 class BarExpertModule(RLModule):
     """The right answer of BarOrientationEnv's Dict task, from packed rows: vertical when
