@@ -101,7 +101,21 @@ def row_dtype(space: gym.Space) -> np.dtype:
 
 def to_rows(space: gym.Space, obs: Any) -> np.ndarray:
     """A batch of Dict/Tuple observations as a vector env returns them (a dict/tuple of
-    arrays `[N, ...]`) -> a structured array `[N]` (a copy)."""
+    arrays `[N, ...]`) -> a structured array `[N]` (a copy).
+
+    Example:
+        >>> import gymnasium as gym, numpy as np
+        >>> space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (2, 2, 1), np.uint8),
+        ...                          "flip": gym.spaces.Discrete(2)})
+        >>> rows = to_rows(space, {"image": np.full((3, 2, 2, 1), 7, np.uint8),
+        ...                        "flip": np.array([0, 1, 1])})
+        >>> rows.shape, rows["image"].dtype, rows["image"].shape
+        ((3,), dtype('uint8'), (3, 2, 2, 1))
+        >>> to_arrow(rows).type
+        StructType(struct<flip: int64, image: fixed_size_list<item: uint8>[4]>)
+        >>> to_tree(space, rows)["flip"].tolist()
+        [0, 1, 1]
+    """
     first = np.asarray(get_leaf_of_tree(space, obs, leaves(space)[0][0]))
     out = np.empty(len(first), row_dtype(space))
     _fill(out, space, obs)
