@@ -25,10 +25,10 @@ from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.errors import OfflineDataError
 from rlmod.offline.checks import ColumnCheck, check_schemas
 from rlmod.offline.minari_source import is_minari_input, load_minari
+from rlmod.offline.parquet_chunks import ObsShape
 from rlmod.offline.reader import (
     REQUIRED_COLUMNS,
     Columns_,
-    ObsShape,
     OfflineReader,
     Transform,
     check_files,

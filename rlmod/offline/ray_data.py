@@ -17,7 +17,8 @@ from typing import Any
 from rlmod.core.columns import Columns
 from rlmod.errors import OfflineDataError
 from rlmod.offline.checks import ColumnCheck
-from rlmod.offline.reader import MAX_READ_ROWS, ObsShape, Transform, episode_chunks
+from rlmod.offline.parquet_chunks import ObsShape
+from rlmod.offline.reader import MAX_READ_ROWS, Transform, episode_chunks
 from rlmod.offline.returns import Columns_, bootstrap_obs_per_row
 
 

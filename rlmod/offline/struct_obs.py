@@ -187,8 +187,9 @@ def from_arrow(
 ) -> np.ndarray:
     """An Arrow struct column of Dict/Tuple `space` -> a structured array `[N]` whose leaves
     keep their stored dtypes; `leaf(arrow_leaf, shape, path)` converts one leaf (the
-    reader's conversion, with its size checks). The column's parts must be the space's
-    (`ColumnCheck.schema` says so, with the fix, before any row is read)."""
+    Parquet reader's conversion, rlmod.offline.parquet_chunks, with its size checks). The
+    column's parts must be the space's (`ColumnCheck.schema` says so, with the fix, before
+    any row is read)."""
     arrays = {
         path: leaf(_arrow_leaf(column, path), _leaf_shape(s), path) for path, s in leaves(space)
     }

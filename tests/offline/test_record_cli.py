@@ -14,7 +14,8 @@ from rlmod.algorithms.inference import InferencePolicy
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.cli import main
 from rlmod.core.columns import Columns
-from rlmod.offline.reader import read_columns, read_spaces, resolve_files
+from rlmod.offline.parquet_chunks import read_columns
+from rlmod.offline.reader import read_spaces, resolve_files
 
 
 @pytest.fixture

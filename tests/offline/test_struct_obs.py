@@ -22,7 +22,8 @@ from rlmod.core.rl_module import RLModule, RLModuleSpec, TensorDict
 from rlmod.env import SingleAgentEnvRunner
 from rlmod.errors import OfflineDataError
 from rlmod.offline import record_episodes, struct_obs
-from rlmod.offline.reader import read_columns, resolve_files
+from rlmod.offline.parquet_chunks import read_columns
+from rlmod.offline.reader import resolve_files
 from rlmod.testing.pixel_envs import BarOrientationEnv
 from rlmod.utils.packed_obs import PackedObservationBox
 

@@ -17,7 +17,8 @@ from rlmod.connectors.env_to_module import FlattenObservations, FrameStacking
 from rlmod.core.columns import Columns
 from rlmod.errors import OfflineDataError
 from rlmod.offline import EpisodeWriter, record_episodes
-from rlmod.offline.reader import read_columns, read_spaces, resolve_files
+from rlmod.offline.parquet_chunks import read_columns
+from rlmod.offline.reader import read_spaces, resolve_files
 from rlmod.offline.transforms import module_view
 from rlmod.offline.writer import AGENT_ID, MODULE_ID, TIMESTEP
 from rlmod.testing import cartpole_expert
