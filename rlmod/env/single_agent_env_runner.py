@@ -32,6 +32,7 @@ from rlmod.env.registry import make_env, make_vector_env
 from rlmod.env.step_buffer import StepBuffer
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
 from rlmod.errors import EnvError, NonFiniteActionError
+from rlmod.offline import struct_obs
 from rlmod.offline.writer import EpisodeWriter
 from rlmod.utils.checkpoints import select_components
 from rlmod.utils.seeding import derive_seed
@@ -159,6 +160,12 @@ class SingleAgentEnvRunner(EnvRunner):
             file_prefix=f"env_runner_{self.worker_index}",
         )
 
+    def _raw_rows(self, raw: ArrayTree) -> ArrayTree:
+        """Raw observations as the writer stores them: Dict/Tuple ones as one structured
+        array (a field per part, dtypes kept), so they travel in a StepBuffer column."""
+        space = self._env_spaces[0]
+        return struct_obs.to_rows(space, raw) if struct_obs.is_nested(space) else raw
+
     def _guard(self, env: gym.Env[object, object], index: int) -> gym.Env[object, object]:
         return SubEnvGuard(
             env,
@@ -197,7 +204,7 @@ class SingleAgentEnvRunner(EnvRunner):
             self._last_raw = _copy(raw)
         if self._writer is not None:
             self._writer.drop_pending()  # episodes cut off by this reset are never written
-            self._raw = raw
+            self._raw = self._raw_rows(raw)
         self._obs = self._env_to_module(
             raw,
             episode_starts=np.ones(self.num_envs, bool),
@@ -342,7 +349,7 @@ class SingleAgentEnvRunner(EnvRunner):
         if self._writer is not None:
             if self._record_raw_obs:
                 step[_RAW_OBS] = self._raw
-                self._raw = raw
+                self._raw = self._raw_rows(raw)
             if self._record_env_actions:
                 step[_ENV_ACTIONS] = data[ENV_ACTIONS]
         cols.add(step)

@@ -26,6 +26,7 @@ import numpy as np
 
 from rlmod.core.columns import Columns
 from rlmod.errors import OfflineDataError
+from rlmod.offline import struct_obs
 from rlmod.utils.space_checks import INTEGER_SPACES, out_of_space_rows, outside_space_problem
 
 FLAG_COLUMNS = (Columns.TERMINATEDS, Columns.TRUNCATEDS)
@@ -71,7 +72,8 @@ class ColumnCheck:
     def schema(self, schema: Any, file: Path, columns: Sequence[str]) -> None:
         """Checks the Arrow `schema` of `file` (its footer): each of `columns` holds
         numbers (flags: booleans or integers), and observations and actions hold rows of
-        their space's size. Cheap: no data is read."""
+        their space's size; Dict/Tuple observations a struct of the space's parts, each
+        part checked so. Cheap: no data is read."""
         import pyarrow as pa
 
         for name in columns:
@@ -92,51 +94,87 @@ class ColumnCheck:
                         f"Re-record the data or convert the column to {what}."
                     )
                 continue
-            size = int(np.prod(row_shape(space)))
-            is_list = (
-                pa.types.is_fixed_size_list(kind)
-                or pa.types.is_list(kind)
-                or pa.types.is_large_list(kind)
+            self._field(name, kind, space, file)
+
+    def _field(self, name: str, kind: Any, space: gym.Space, file: Path) -> None:
+        """Checks one column (or struct field, `name` dotted) against its space."""
+        import pyarrow as pa
+
+        if struct_obs.is_nested(space) or pa.types.is_struct(kind):
+            self._struct(name, kind, space, file)
+            return
+        size = int(np.prod(row_shape(space)))
+        is_list = (
+            pa.types.is_fixed_size_list(kind)
+            or pa.types.is_list(kind)
+            or pa.types.is_large_list(kind)
+        )
+        values = kind.value_type if is_list else kind
+        if not (
+            pa.types.is_integer(values)
+            or pa.types.is_floating(values)
+            or pa.types.is_boolean(values)
+        ):
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds {kind} values, not numbers of {space}. "
+                + self._fix()
             )
-            values = kind.value_type if is_list else kind
-            if not (
-                pa.types.is_integer(values)
-                or pa.types.is_floating(values)
-                or pa.types.is_boolean(values)
-            ):
-                raise OfflineDataError(
-                    f"{file}: column {name!r} holds {kind} values, not numbers of {space}. "
-                    + self._fix()
+        if not row_shape(space) and is_list:
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds lists ({kind}), but {space} has one "
+                "number per row. " + self._fix()
+            )
+        if pa.types.is_fixed_size_list(kind) and kind.list_size != size:
+            shape = row_shape(space)
+            batched = (
+                len(shape) > 1 and int(np.prod(shape[1:])) == kind.list_size and name in OBS_COLUMNS
+            )
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds rows of {kind.list_size} values, but "
+                f"{space} has shape {shape} ({size} values). "
+                + (
+                    "That looks like a vector env's batched spaces, which rlmod wrote "
+                    "into spaces.json before issue 30's fix: set the single env's spaces "
+                    "in config.environment(observation_space=..., action_space=...). "
+                    if batched
+                    else ""
                 )
-            if not row_shape(space) and is_list:
-                raise OfflineDataError(
-                    f"{file}: column {name!r} holds lists ({kind}), but {space} has one "
-                    "number per row. " + self._fix()
-                )
-            if pa.types.is_fixed_size_list(kind) and kind.list_size != size:
-                shape = row_shape(space)
-                batched = (
-                    len(shape) > 1
-                    and int(np.prod(shape[1:])) == kind.list_size
-                    and name in OBS_COLUMNS
-                )
-                raise OfflineDataError(
-                    f"{file}: column {name!r} holds rows of {kind.list_size} values, but "
-                    f"{space} has shape {shape} ({size} values). "
-                    + (
-                        "That looks like a vector env's batched spaces, which rlmod wrote "
-                        "into spaces.json before issue 30's fix: set the single env's spaces "
-                        "in config.environment(observation_space=..., action_space=...). "
-                        if batched
-                        else ""
-                    )
-                    + self._fix()
-                )
-            if row_shape(space) and not is_list and size != 1:
-                raise OfflineDataError(
-                    f"{file}: column {name!r} holds one number per row, but {space} has "
-                    f"shape {row_shape(space)}. " + self._fix()
-                )
+                + self._fix()
+            )
+        if row_shape(space) and not is_list and size != 1:
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds one number per row, but {space} has "
+                f"shape {row_shape(space)}. " + self._fix()
+            )
+
+    def _struct(self, name: str, kind: Any, space: gym.Space, file: Path) -> None:
+        """A Dict/Tuple observation's column: a struct with a field per part of `space`
+        (by name; a Tuple's "0", "1", ...), each part checked against its space."""
+        import pyarrow as pa
+
+        if not struct_obs.is_nested(space):
+            fields = [kind.field(i).name for i in range(kind.num_fields)]
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds a struct of parts {fields} (a Dict/Tuple "
+                f"observation), but the observation space is {space}. " + self._fix()
+            )
+        expected = [part for part, _ in struct_obs.parts(space)]
+        if not pa.types.is_struct(kind):
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds {kind} values, not the struct of parts "
+                f"{expected} in which rlmod stores observations of {space}. " + self._fix()
+            )
+        found = [kind.field(i).name for i in range(kind.num_fields)]
+        if sorted(found) != sorted(expected):
+            missing = [p for p in expected if p not in found]
+            extra = [p for p in found if p not in expected]
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds the parts {found}, but the observation space "
+                f"{space} has the parts {expected} (missing: {missing}, not in the space: "
+                f"{extra}). " + self._fix()
+            )
+        for part, sub in struct_obs.parts(space):
+            self._field(f"{name}.{part}", kind.field(part).type, sub, file)
 
     # ------------------------------------------------------------------ values
     def chunk(self, cols: dict[str, np.ndarray], file: object, row_in_file: RowInFile) -> None:
@@ -148,23 +186,42 @@ class ColumnCheck:
             space = self._space(name)
             if space is None and name not in FLAG_COLUMNS and name != Columns.REWARDS:
                 continue
-            if arr.dtype.kind not in "biuf":
-                shown = arr[0] if len(arr) else arr
-                raise OfflineDataError(
-                    f"{file}: column {name!r} holds {arr.dtype} values (e.g. {shown!r}), not "
-                    "numbers. Re-record the data or convert the column."
-                )
-            if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-                row = int(np.flatnonzero(~np.isfinite(arr.reshape(len(arr), -1)).all(1))[0])
-                raise OfflineDataError(
-                    f"{file}: column {name!r} holds {arr[row].tolist()!r} in "
-                    f"{_where(row, row_in_file)}: NaN or inf, which would make every loss it "
-                    "enters NaN. Re-record the data or drop its episode."
-                )
-            if name in FLAG_COLUMNS:
-                self._flags(name, arr, file, row_in_file)
-            elif space is not None:
-                self._values(name, space, arr, file, row_in_file)
+            if space is not None and struct_obs.is_nested(space) and arr.dtype.names:
+                for path, leaf in struct_obs.leaves(space):  # each part as its own column
+                    part = struct_obs.get_leaf(arr, path)
+                    self._column(f"{name}.{path}", leaf, part, file, row_in_file, exact=True)
+                continue
+            self._column(name, space, arr, file, row_in_file, exact=name in OBS_COLUMNS)
+
+    def _column(
+        self,
+        name: str,
+        space: gym.Space | None,
+        arr: np.ndarray,
+        file: object,
+        row_in_file: RowInFile,
+        *,
+        exact: bool,
+    ) -> None:
+        """One column's (or part's) values; `exact`: rows must have the space's shape, not
+        only its size."""
+        if arr.dtype.kind not in "biuf":
+            shown = arr[0] if len(arr) else arr
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds {arr.dtype} values (e.g. {shown!r}), not "
+                "numbers. Re-record the data or convert the column."
+            )
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            row = int(np.flatnonzero(~np.isfinite(arr.reshape(len(arr), -1)).all(1))[0])
+            raise OfflineDataError(
+                f"{file}: column {name!r} holds {arr[row].tolist()!r} in "
+                f"{_where(row, row_in_file)}: NaN or inf, which would make every loss it "
+                "enters NaN. Re-record the data or drop its episode."
+            )
+        if name in FLAG_COLUMNS:
+            self._flags(name, arr, file, row_in_file)
+        elif space is not None:
+            self._values(name, space, arr, file, row_in_file, exact=exact)
 
     def _flags(self, name: str, arr: np.ndarray, file: object, row_in_file: RowInFile) -> None:
         if arr.dtype.kind == "b":
@@ -179,15 +236,18 @@ class ColumnCheck:
             )
 
     def _values(
-        self, name: str, space: gym.Space, arr: np.ndarray, file: object, row_in_file: RowInFile
+        self,
+        name: str,
+        space: gym.Space,
+        arr: np.ndarray,
+        file: object,
+        row_in_file: RowInFile,
+        *,
+        exact: bool,
     ) -> None:
         n = len(arr)
         shape = row_shape(space)
-        if (
-            arr.shape[1:] != shape
-            if name in OBS_COLUMNS
-            else int(np.prod(arr.shape[1:])) != int(np.prod(shape))
-        ):
+        if arr.shape[1:] != shape if exact else int(np.prod(arr.shape[1:])) != int(np.prod(shape)):
             raise OfflineDataError(
                 f"{file}: column {name!r} holds rows of shape {arr.shape[1:]}, but {space} "
                 f"has shape {shape}. " + self._fix()

@@ -16,7 +16,7 @@ import numpy as np
 
 from rlmod.core.columns import Columns
 from rlmod.errors import OfflineDataError
-from rlmod.offline.writer import STORABLE_SPACES
+from rlmod.offline.struct_obs import LEAF_SPACES
 
 PREFIX = "minari:"
 EPISODES_PER_SOURCE = 32
@@ -87,7 +87,7 @@ def load_minari(input_: str) -> tuple[list[MinariSource], tuple[gym.Space, gym.S
         ) from None
     obs_space, act_space = dataset.observation_space, dataset.action_space
     for kind, space in (("observation", obs_space), ("action", act_space)):
-        if not isinstance(space, STORABLE_SPACES):
+        if not isinstance(space, LEAF_SPACES):  # Dict/Tuple Minari data: not read yet
             raise OfflineDataError(
                 f"Minari dataset {dataset_id!r} has a {kind} space {space}; rlmod reads Box, "
                 "Discrete, MultiDiscrete and MultiBinary spaces."

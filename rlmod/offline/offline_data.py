@@ -25,6 +25,7 @@ from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.errors import OfflineDataError
 from rlmod.offline.checks import ColumnCheck, check_schemas
 from rlmod.offline.minari_source import is_minari_input, load_minari
+from rlmod.offline.parquet_chunks import ObsShape
 from rlmod.offline.reader import (
     REQUIRED_COLUMNS,
     Columns_,
@@ -45,8 +46,8 @@ class ModuleView:
 
     module_id: str
     transform: Transform
-    obs_shape: tuple[int, ...]
-    """Shape of one stored (raw) observation of this module."""
+    obs_shape: ObsShape
+    """Shape of one stored (raw) observation of this module (a Dict/Tuple space: itself)."""
     stored_id: str | None
     """The `module_id` column value of its rows; None: all rows (single-agent data)."""
     check: ColumnCheck
@@ -264,7 +265,9 @@ class OfflineData:
         return sum(len(b[Columns.REWARDS]) for b in batches.values())
 
 
-def _shape(space: gym.Space) -> tuple[int, ...]:
+def _shape(space: gym.Space) -> ObsShape:
+    if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple):
+        return space  # a struct column: its parts give the shapes (struct_obs)
     return tuple(getattr(space, "shape", None) or ())
 
 

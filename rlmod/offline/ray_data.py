@@ -17,6 +17,7 @@ from typing import Any
 from rlmod.core.columns import Columns
 from rlmod.errors import OfflineDataError
 from rlmod.offline.checks import ColumnCheck
+from rlmod.offline.parquet_chunks import ObsShape
 from rlmod.offline.reader import MAX_READ_ROWS, Transform, episode_chunks
 from rlmod.offline.returns import Columns_, bootstrap_obs_per_row
 
@@ -31,7 +32,7 @@ class FileReader:
         *,
         columns: Sequence[str],
         module_id: str | None,
-        obs_shape: tuple[int, ...],
+        obs_shape: ObsShape,
         gamma: float | None,
         transform: Transform,
         check: ColumnCheck | None = None,

@@ -1,22 +1,20 @@
 """OfflineReader: recorded episodes from Parquet files, as shuffled training batches.
 
 Used by offline algorithms (BC, MARWIL) in place of EnvRunners. Files are streamed with
-pyarrow in record batches, a new random file order each pass; rows are cut at episode
-ends (an episode's discounted returns need all its rows; episodes never span files), the
-env-to-module transform runs on whole episodes, and rows then go through a shuffle buffer
-that mixes rows of many episodes and files. Reading, returns and transform of the next
-chunk run in a background thread (rlmod.offline.prefetch) while the pool hands out
-batches. Memory is bounded by the shuffle buffer, the batch, two read chunks and the
-longest episode, not by the dataset.
+pyarrow in record batches (rlmod.offline.parquet_chunks), a new random file order each
+pass; rows are cut at episode ends (an episode's discounted returns need all its rows;
+episodes never span files), the env-to-module transform runs on whole episodes, and rows
+then go through a shuffle buffer that mixes rows of many episodes and files. Reading,
+returns and transform of the next chunk run in a background thread
+(rlmod.offline.prefetch) while the pool hands out batches. Memory is bounded by the
+shuffle buffer, the batch, two read chunks and the longest episode, not by the dataset.
 """
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 from collections.abc import Callable, Iterator, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,7 +23,8 @@ import numpy as np
 
 from rlmod.core.columns import Columns
 from rlmod.errors import CheckpointError, OfflineDataError
-from rlmod.offline.checks import FLAG_COLUMNS, ColumnCheck, RowInFile
+from rlmod.offline.checks import ColumnCheck
+from rlmod.offline.parquet_chunks import ObsShape, file_chunks, named_errors
 from rlmod.offline.prefetch import Prefetch
 from rlmod.offline.returns import (
     BOOTSTRAP_FINALS,
@@ -34,7 +33,7 @@ from rlmod.offline.returns import (
     Columns_,
     add_return_columns,
 )
-from rlmod.offline.writer import MODULE_ID, SPACES_FILE
+from rlmod.offline.writer import SPACES_FILE
 from rlmod.utils.spaces import space_from_dict
 from rlmod.utils.state_files import read_json
 
@@ -50,7 +49,7 @@ class ChunkSource(Protocol):
         *,
         columns: Sequence[str] | None,
         module_id: str | None,
-        obs_shape: tuple[int, ...] | None,
+        obs_shape: ObsShape | None,
         rows: int,
     ) -> Iterator[Columns_]: ...
 
@@ -62,12 +61,6 @@ enough that per-chunk overheads (about 0.1 ms per Parquet batch) stay small per 
 enough to bound memory for large rows (a prefetched chunk waits beside the pool; 2 MiB
 chunks read CartPole's 100,000-row file 10% faster, but took the reader's RSS in
 tests/offline/test_reader.py from 21 to 27 MiB)."""
-
-DECODE_THREADS = False
-"""Whether pyarrow decodes a batch's columns on its own thread pool. Off: the OfflineReader
-decodes in its prefetching thread, beside the thread that runs the pool, and pyarrow's
-pool on top cost CPU time (MARWIL's reader: 113-116 against 122 ns per row, BC's: 81-82
-against 96-99; CartPole, 2 cores, Xeon host, session 22) without adding a core."""
 
 FINALS_TABLE_MIN_ROWS = 1024
 """An OfflineReader's table of final observations (MARWIL) is compacted to what its pool
@@ -154,7 +147,7 @@ def check_files(files: Sequence[Path], columns: Sequence[str] = REQUIRED_COLUMNS
 
     total = 0
     for file in files:
-        with _named_errors(file):
+        with named_errors(file):
             parquet = pq.ParquetFile(file)
         names = set(parquet.schema_arrow.names)
         missing = [c for c in columns if c not in names]
@@ -164,184 +157,6 @@ def check_files(files: Sequence[Path], columns: Sequence[str] = REQUIRED_COLUMNS
             )
         total += parquet.metadata.num_rows
     return total
-
-
-@contextlib.contextmanager
-def _named_errors(file: Path) -> Iterator[None]:
-    """Turns pyarrow's and the OS's errors while reading `file` into OfflineDataErrors."""
-    import pyarrow as pa
-
-    try:
-        yield
-    except (pa.ArrowException, OSError) as e:
-        raise OfflineDataError(
-            f"{file} is not a readable Parquet file ({e}); it is truncated or corrupt. "
-            "Remove or re-record it: rlmod never skips a file silently."
-        ) from e
-
-
-def read_columns(
-    files: Sequence[Path],
-    *,
-    columns: Sequence[str] | None = None,
-    module_id: str | None = None,
-    obs_shape: tuple[int, ...] | None = None,
-) -> Columns_:
-    """All rows of `files` in stored order, as numpy columns (observations reshaped to
-    `obs_shape`); for inspection and tests, as it holds the whole dataset in memory."""
-    parts = [
-        part
-        for file in files
-        for part in _file_chunks(
-            file, columns=columns, module_id=module_id, obs_shape=obs_shape, rows=1 << 20
-        )
-    ]
-    if not parts:
-        return {}
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-
-def _file_chunks(
-    file: Path,
-    *,
-    columns: Sequence[str] | None,
-    module_id: str | None,
-    obs_shape: tuple[int, ...] | None,
-    rows: int,
-    verify: bool = True,
-    check: ColumnCheck | None = None,
-) -> Iterator[Columns_]:
-    """One file's rows in chunks of whole episodes (of `module_id`); `verify` checks each
-    page's checksum (a corrupt page raises instead of decoding to wrong numbers), `check`
-    the values against the module's spaces (an OfflineDataError naming file, column, row)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    carry: Columns_ = {Columns.REWARDS: np.zeros(0)}  # rows of an unfinished episode
-    offset = 0  # rows of the file before this record batch
-    with _named_errors(file):
-        parquet = pq.ParquetFile(file, page_checksum_verification=verify)
-        names = parquet.schema_arrow.names
-        wanted = [c for c in (columns or names) if c in names]
-        if module_id is not None and MODULE_ID in names and MODULE_ID not in wanted:
-            wanted.append(MODULE_ID)
-        for record_batch in parquet.iter_batches(
-            batch_size=rows, columns=wanted, use_threads=DECODE_THREADS
-        ):
-            mask = None
-            if module_id is not None and MODULE_ID in names:
-                mask = pc.equal(record_batch.column(MODULE_ID), pa.scalar(module_id))
-                record_batch, num_read = record_batch.filter(mask), record_batch.num_rows
-            else:
-                num_read = record_batch.num_rows
-            row_in_file = partial(_row_in_file, offset, mask)
-            offset += num_read
-            if check is not None:
-                _check_nulls(record_batch, file, row_in_file)
-            cols = {
-                name: _to_numpy(
-                    record_batch.column(name),
-                    obs_shape if name in (Columns.OBS, Columns.NEXT_OBS) else None,
-                    name=name,
-                    file=file,
-                )
-                for name in record_batch.schema.names
-                if not (name == MODULE_ID and columns is not None and MODULE_ID not in columns)
-            }
-            if check is not None:
-                check.chunk(cols, file, row_in_file)
-            for flag in FLAG_COLUMNS:  # 0/1 integers (checked) as booleans: `~` needs them
-                if flag in cols and cols[flag].dtype != bool:
-                    cols[flag] = cols[flag] != 0
-            ends = np.flatnonzero(cols[Columns.TERMINATEDS] | cols[Columns.TRUNCATEDS])
-            start = 0
-            if len(carry[Columns.REWARDS]):  # an episode began in an earlier batch
-                if not len(ends):
-                    carry = {k: np.concatenate([carry[k], v]) for k, v in cols.items()}
-                    continue
-                start = int(ends[0]) + 1
-                yield {k: np.concatenate([carry[k], v[:start]]) for k, v in cols.items()}
-            cut = int(ends[-1]) + 1 if len(ends) else start
-            if cut > start:
-                yield {k: v[start:cut] for k, v in cols.items()}
-            carry = {k: v[cut:] for k, v in cols.items()}
-    if len(carry[Columns.REWARDS]):
-        raise OfflineDataError(
-            f"{file} ends in the middle of an episode (no row with terminated or truncated "
-            "set after its last rows); it is truncated or not written by rlmod's "
-            "EpisodeWriter. Remove or re-record it."
-        )
-
-
-def _to_numpy(
-    column: Any, shape: tuple[int, ...] | None, *, name: str = "", file: object = ""
-) -> np.ndarray:
-    """An Arrow column as numpy: lists of a row's flattened values reshaped to `shape`
-    (else to their size); rows of another size are an OfflineDataError naming `file` and
-    the column `name`, not numpy's "cannot reshape"."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    kind = column.type
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):  # not rlmod's: check sizes
-        lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
-        size = int(np.prod(shape)) if shape is not None else int(lengths[0]) if len(lengths) else 0
-        if len(lengths) and not (lengths == size).all():
-            row = int(np.flatnonzero(lengths != size)[0])
-            expected = (
-                f"the space's shape {shape} has {size}"
-                if shape is not None
-                else f"its first row has {size}"
-            )
-            raise OfflineDataError(
-                f"{file}: column {name!r} holds rows of {int(lengths[row])} values (row "
-                f"{row} of the chunk read), but {expected}. Re-record the data, or set "
-                "the spaces it was recorded with in config.environment(...)."
-            )
-        flat = column.flatten().to_numpy(zero_copy_only=False)
-        return flat.reshape(len(column), *(shape or (size,)))
-    if pa.types.is_fixed_size_list(kind):
-        flat = column.flatten().to_numpy(zero_copy_only=False)
-        if shape is not None and int(np.prod(shape)) != kind.list_size:
-            raise OfflineDataError(
-                f"{file}: column {name!r} holds rows of {kind.list_size} values, but the "
-                f"observation space has shape {shape} ({int(np.prod(shape))} values). "
-                "Re-record the data, or set the observation space it was recorded with."
-            )
-        return flat.reshape(len(column), *(shape or (kind.list_size,)))
-    out = column.to_numpy(zero_copy_only=False)
-    if shape and int(np.prod(shape)) == 1:  # one value per row: a shape-(1,) space's
-        return out.reshape(len(out), *shape)
-    if shape:
-        raise OfflineDataError(
-            f"{file}: column {name!r} holds one number per row, but the observation space "
-            f"has shape {shape}. Re-record the data, or set the observation space it was "
-            "recorded with."
-        )
-    return out
-
-
-def _row_in_file(offset: int, mask: Any, row: int) -> int:
-    """Row `row` of a record batch (filtered by `mask`, if any) as a row of its file."""
-    if mask is None:
-        return offset + row
-    kept = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
-    return offset + int(kept[row])
-
-
-def _check_nulls(record_batch: Any, file: Path, row_in_file: RowInFile) -> None:
-    """Missing (null) values are an OfflineDataError: numpy would read them as NaN, None
-    or a shorter row. Free where there are none (Arrow counts them when writing)."""
-    import pyarrow.compute as pc
-
-    for name, column in zip(record_batch.schema.names, record_batch.columns, strict=True):
-        if column.null_count:
-            row = int(pc.index(pc.is_null(column), True).as_py())
-            raise OfflineDataError(
-                f"{file}: column {name!r} has a missing (null) value in row "
-                f"{row_in_file(row)}. Re-record the data or drop its episode."
-            )
 
 
 FINALS_CACHE_BYTES = 64 << 20
@@ -383,7 +198,7 @@ def episode_chunks(
     *,
     columns: Sequence[str] | None,
     module_id: str | None,
-    obs_shape: tuple[int, ...] | None,
+    obs_shape: ObsShape | None,
     rows: int,
     gamma: float | None,
     transform: Transform | None,
@@ -412,7 +227,7 @@ def episode_chunks(
     verified = finals_cache is not None and source in finals_cache.verified
     check = None if verified else check
     chunks = (
-        _file_chunks(
+        file_chunks(
             source,
             columns=columns,
             module_id=module_id,
@@ -466,7 +281,7 @@ class ChunkStream:
         read_rows: int,
         columns: Sequence[str],
         module_id: str | None,
-        obs_shape: tuple[int, ...] | None,
+        obs_shape: ObsShape | None,
         gamma: float | None,
         transform: Transform | None,
         check: ColumnCheck | None = None,
@@ -542,7 +357,8 @@ class OfflineReader:
         module_id: Which module's rows to read (multi-agent data).
         seed: Seeds the file order and the shuffle (two streams of it, so the order of
             the chunks and the batches does not depend on the prefetching thread).
-        obs_shape: Shape of one stored (raw) observation.
+        obs_shape: Shape of one stored (raw) observation (for Dict/Tuple observations,
+            their space: see `ObsShape`).
         transform: Applied to each chunk of whole episodes after reading (MARWIL passes
             the env-to-module connectors here).
         columns: Which stored columns to read.
@@ -575,7 +391,7 @@ class OfflineReader:
         shuffle_buffer_size: int = 10_000,
         module_id: str | None = None,
         seed: int | None = None,
-        obs_shape: tuple[int, ...] | None = None,
+        obs_shape: ObsShape | None = None,
         transform: Transform | None = None,
         columns: Sequence[str] = REQUIRED_COLUMNS,
         prefetch: bool = True,

@@ -7,7 +7,8 @@ Used by OfflineData (single-agent data). The rule, in README.md and docs/offline
   module; those in the data's `spaces.json` are used for what the config leaves unset.
 - Where both exist they must be of the same kind and shape, and Discrete, MultiDiscrete
   and MultiBinary ones of the same size (`n`, `start`, `nvec`; the dtype may differ):
-  these decide what the module's inputs and outputs mean; Dict and Tuple ones equal. An
+  these decide what the module's inputs and outputs mean; Dict and Tuple ones of the same
+  parts (keys, length), each part by these rules. An
   action Box must have the same bounds (they map the recorded actions to the module's
   [-1, 1] scale). An observation Box may have other bounds and dtype: only its shape
   reaches the module (RLlib's docs configure CartPole as `Box(-inf, inf, (4,))`, the
@@ -28,6 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlmod.errors import OfflineDataError
+from rlmod.offline import struct_obs
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +40,8 @@ def space_mismatch(given: gym.Space, recorded: gym.Space, *, action: bool) -> st
     """Why `given` (configured) cannot stand for `recorded`, in words; None if it can."""
     if type(given) is not type(recorded):
         return f"it is a {type(given).__name__}, the recorded one a {type(recorded).__name__}"
+    if isinstance(given, gym.spaces.Dict | gym.spaces.Tuple):
+        return _parts_mismatch(given, recorded, action=action)
     if isinstance(given, gym.spaces.Box) and isinstance(recorded, gym.spaces.Box):
         if given.shape != recorded.shape:
             return f"its shape is {given.shape}, the recorded one's {recorded.shape}"
@@ -59,9 +63,25 @@ def space_mismatch(given: gym.Space, recorded: gym.Space, *, action: bool) -> st
             and bool((given.nvec == recorded.nvec).all())
             and bool((given.start == recorded.start).all())
         )
-    else:  # MultiBinary (n), Dict, Tuple: equal or not
+    else:  # MultiBinary (n): equal or not
         same = given == recorded
     return None if same else "its size differs (n, start or nvec)"
+
+
+def _parts_mismatch(given: gym.Space, recorded: gym.Space, *, action: bool) -> str | None:
+    """Dict/Tuple spaces: the same parts (a Dict's keys, a Tuple's length), each fitting
+    by `space_mismatch`'s rules; the first misfit named by its part's path."""
+    mine, theirs = struct_obs.parts(given), struct_obs.parts(recorded)
+    if [name for name, _ in mine] != [name for name, _ in theirs]:
+        return (
+            f"its parts are {[name for name, _ in mine]}, the recorded one's "
+            f"{[name for name, _ in theirs]}"
+        )
+    for (name, sub), (_, recorded_sub) in zip(mine, theirs, strict=True):
+        problem = space_mismatch(sub, recorded_sub, action=action)
+        if problem is not None:
+            return f"in its part {name!r}, {problem}"
+    return None
 
 
 def _batched(given: Spaces, recorded: Spaces) -> bool:

@@ -7,12 +7,15 @@ unchanged on an EnvRunner (e.g. one-hot observations for a Discrete space).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import gymnasium as gym
 import numpy as np
 
 from rlmod.connectors.module_to_env import _plan, actions_from_env
 from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.columns import Columns
+from rlmod.offline import struct_obs
 from rlmod.offline.reader import Transform
 from rlmod.offline.returns import BOOTSTRAP_FINALS, BOOTSTRAP_INDEX, Columns_
 
@@ -36,6 +39,20 @@ def module_view(pipeline: ConnectorPipeline, action_space: gym.Space) -> Transfo
         )
     row_wise = all(getattr(c, "row_wise", False) for c in pipeline.connectors)
     plan = _plan(action_space)
+    space = getattr(pipeline, "input_observation_space", None)
+    if struct_obs.is_nested(space) and not len(pipeline):
+        raise ValueError(
+            f"Dict/Tuple observations ({space}) reach a module only through env-to-module "
+            "connectors that turn them into arrays (the default ones do); this pipeline has "
+            "none."
+        )
+
+    def run(obs: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """`pipeline` on raw observations; Dict/Tuple ones (structured arrays, as read)
+        as the dict/tuple of arrays a vector env gives."""
+        if obs.dtype.names:
+            obs = struct_obs.to_tree(space, obs)  # type: ignore[arg-type]
+        return np.asarray(pipeline(obs, episode_starts=starts))
 
     def transform(cols: Columns_) -> Columns_:
         cols = dict(cols)
@@ -50,16 +67,14 @@ def module_view(pipeline: ConnectorPipeline, action_space: gym.Space) -> Transfo
         finals = cols.get(BOOTSTRAP_FINALS)
         if row_wise:
             starts = np.r_[True, ends[:-1]]
-            cols[Columns.OBS] = pipeline(obs, episode_starts=starts)
+            cols[Columns.OBS] = run(obs, starts)
             if finals is not None:
-                cols[BOOTSTRAP_FINALS] = np.asarray(
-                    pipeline(finals, episode_starts=np.zeros(len(finals), bool))
-                )
+                cols[BOOTSTRAP_FINALS] = run(finals, np.zeros(len(finals), bool))
         elif finals is None:
-            cols[Columns.OBS], _ = _by_episode(pipeline, obs, ends)
+            cols[Columns.OBS], _ = _by_episode(run, obs, ends)
         else:  # each episode's final (row 0 where it has none) one step past its end
             at = cols[BOOTSTRAP_INDEX][np.flatnonzero(ends)]
-            cols[Columns.OBS], out = _by_episode(pipeline, obs, ends, finals[at])
+            cols[Columns.OBS], out = _by_episode(run, obs, ends, finals[at])
             assert out is not None
             table = np.zeros((len(finals), *out.shape[1:]), out.dtype)
             table[at] = out
@@ -70,9 +85,12 @@ def module_view(pipeline: ConnectorPipeline, action_space: gym.Space) -> Transfo
 
 
 def _by_episode(
-    pipeline: ConnectorPipeline, obs: np.ndarray, ends: np.ndarray, finals: np.ndarray | None = None
+    run: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    obs: np.ndarray,
+    ends: np.ndarray,
+    finals: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Runs `pipeline` at step t of all episodes at once, t = 0 .. longest episode - 1
+    """Runs the pipeline (`run(obs, episode_starts)`) at step t of all episodes at once, t = 0 .. longest episode - 1
     (ended episodes repeat their last row; those outputs are dropped). With `finals` (one
     observation per episode: the one after its last step) each episode gets one more
     step on it; returns the outputs for the rows and those for `finals`."""
@@ -87,7 +105,7 @@ def _by_episode(
         at_final = t == lens
         if finals is not None and at_final.any():
             x[at_final] = finals[at_final]
-        y = np.asarray(pipeline(x, episode_starts=np.full(len(first), t == 0)))
+        y = run(x, np.full(len(first), t == 0))
         if out is None:
             out = np.empty((len(obs), *y.shape[1:]), dtype=y.dtype)
             if finals is not None:

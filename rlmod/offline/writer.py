@@ -9,7 +9,9 @@ reader would take. The spaces are stored once, as JSON, in `spaces.json` beside 
 
 Observations are stored raw, as the env returned them (not as the module saw them): the
 reader runs the env-to-module connectors of the training config on them, so the data does
-not depend on the connectors of the policy that recorded it.
+not depend on the connectors of the policy that recorded it. Dict and Tuple observations
+are one struct column per observation column, a field per part in its own dtype and shape
+(a uint8 image stays 1 byte a pixel; rlmod.offline.struct_obs).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 from rlmod.core.columns import DEFAULT_MODULE_ID, Columns
 from rlmod.errors import OfflineDataError
+from rlmod.offline import struct_obs
 from rlmod.utils.spaces import space_to_dict
 from rlmod.utils.state_files import write_json
 
@@ -56,12 +59,16 @@ ROW_GROUP_ROWS = 8192
 """Rows per Parquet row group: a reader holds one row group's column chunks at a time, so
 this bounds its memory however large the files are."""
 
-STORABLE_SPACES = (
-    gym.spaces.Box,
-    gym.spaces.Discrete,
-    gym.spaces.MultiDiscrete,
-    gym.spaces.MultiBinary,
-)
+STORABLE_SPACES = (*struct_obs.LEAF_SPACES, *struct_obs.NESTED_SPACES)
+"""Observation spaces the writer stores: Box, Discrete, MultiDiscrete, MultiBinary, and
+Dict/Tuple spaces of these (as struct columns)."""
+
+
+def _unstorable(space: gym.Space) -> str | None:
+    """Why raw observations of `space` cannot be stored, in words; None if they can."""
+    if not isinstance(space, STORABLE_SPACES):
+        return f"it is a {type(space).__name__}"
+    return struct_obs.unstorable_part(space) if struct_obs.is_nested(space) else None
 
 
 class EpisodeWriter:
@@ -108,12 +115,15 @@ class EpisodeWriter:
         import pyarrow  # noqa: F401 - fail here, with the install hint, not mid-sampling
 
         env_obs = spaces[ENV_KEY][0] if ENV_KEY in spaces else None
-        if env_obs is not None and not isinstance(env_obs, STORABLE_SPACES):
+        problem = None if env_obs is None else _unstorable(env_obs)
+        if problem is not None:
             raise OfflineDataError(
                 f"offline_data(output=...) stores raw observations of Box, Discrete, "
-                f"MultiDiscrete or MultiBinary spaces; this env's is {env_obs}. Wrap the env "
-                "in gymnasium.wrappers.FlattenObservation to record it."
+                f"MultiDiscrete or MultiBinary spaces, and of Dict/Tuple spaces (with string "
+                f"keys) of these; this env's {env_obs} cannot be stored: {problem}. Wrap the "
+                "env in gymnasium.wrappers.FlattenObservation to record it."
             )
+        self._obs_space = env_obs
         self.output_dir = Path(output_dir)
         try:
             self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -171,7 +181,7 @@ class EpisodeWriter:
         for module_id, given in batch.items():
             # Copied: a Learner may change the batch in place (torch.from_numpy shares
             # memory) before the rows are written.
-            cols = {k: np.array(v) for k, v in given.items() if k in RECORDED_COLUMNS}
+            cols = {k: self._column(k, v) for k, v in given.items() if k in RECORDED_COLUMNS}
             eps_id = cols[Columns.EPS_ID]
             if not len(eps_id):
                 continue
@@ -191,6 +201,17 @@ class EpisodeWriter:
                     self._finish(module_id, self._pending.pop(key))
         if self._num_ready >= self.max_rows_per_file:
             self.flush()
+
+    def _column(self, name: str, values: Any) -> np.ndarray:
+        """A copy of one given column; Dict/Tuple observations given as a dict/tuple of
+        arrays (as a vector env returns them) become a structured array."""
+        if (
+            name in (Columns.OBS, Columns.NEXT_OBS)
+            and isinstance(values, dict | tuple)
+            and isinstance(self._obs_space, struct_obs.NESTED_SPACES)
+        ):
+            return struct_obs.to_rows(self._obs_space, values)
+        return np.array(values)
 
     def _finish(self, module_id: str, parts: list[dict[str, np.ndarray]]) -> None:
         episode = (
@@ -256,16 +277,13 @@ class EpisodeWriter:
 
 
 def _to_arrow(values: np.ndarray) -> Any:
-    """A column as Arrow: scalars as they are, fixed-shape rows as fixed-size lists of
-    their flattened values (the reader restores the shape from the stored space)."""
+    """A column as Arrow: strings as strings, else `struct_obs.to_arrow` (scalars as they
+    are, fixed-shape rows as fixed-size lists, Dict/Tuple observations as structs)."""
     import pyarrow as pa
 
     if values.dtype == object or values.dtype.kind == "U":
         return pa.array([str(v) for v in values.tolist()], type=pa.string())
-    if values.ndim == 1:
-        return pa.array(values)
-    flat = pa.array(np.ascontiguousarray(values).reshape(-1))
-    return pa.FixedSizeListArray.from_arrays(flat, int(np.prod(values.shape[1:])))
+    return struct_obs.to_arrow(values)
 
 
 def record_episodes(
@@ -329,9 +347,17 @@ def record_episodes(
             ):
                 rows[c].append(v)
             obs, done = new_obs, terminated or truncated
-        batch = {c: np.asarray(v) for c, v in rows.items()}
+        batch = {c: _stacked(env.observation_space, c, v) for c, v in rows.items()}
         batch[Columns.REWARDS] = batch[Columns.REWARDS].astype(np.float32)
         batch[Columns.EPS_ID] = np.full(len(batch[Columns.REWARDS]), i, dtype=np.int64)
         writer.add_batch({DEFAULT_MODULE_ID: batch})
     writer.close()
     return writer.num_rows_written
+
+
+def _stacked(obs_space: gym.Space, name: str, values: list[Any]) -> np.ndarray:
+    """One episode's values of column `name` as an array (Dict/Tuple observations as a
+    structured array)."""
+    if name in (Columns.OBS, Columns.NEXT_OBS) and struct_obs.is_nested(obs_space):
+        return struct_obs.stack(obs_space, values)
+    return np.asarray(values)

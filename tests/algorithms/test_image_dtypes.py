@@ -18,7 +18,8 @@ from rlmod.algorithms.ppo import PPOConfig
 from rlmod.algorithms.sac import SACConfig
 from rlmod.core.columns import Columns
 from rlmod.env.multi_agent_env import make_multi_agent
-from rlmod.offline.reader import read_columns, resolve_files
+from rlmod.offline.parquet_chunks import read_columns
+from rlmod.offline.reader import resolve_files
 from rlmod.testing.pixel_envs import BarOrientationEnv
 from rlmod.utils.packed_obs import PackedObservationBox
 

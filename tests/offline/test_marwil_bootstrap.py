@@ -196,14 +196,14 @@ def test_later_passes_take_the_bootstrap_observations_from_the_cache(
 
     read_columns: list[list[str]] = []
     verified: list[bool] = []
-    file_chunks = reader_module._file_chunks
+    file_chunks = reader_module.file_chunks
 
     def spy(file: Path, *, columns: Any, verify: bool, **kwargs: Any) -> Any:
         read_columns.append(list(columns))
         verified.append(verify)
         return file_chunks(file, columns=columns, verify=verify, **kwargs)
 
-    monkeypatch.setattr(reader_module, "_file_chunks", spy)
+    monkeypatch.setattr(reader_module, "file_chunks", spy)
     (file,) = resolve_files(data)
     cache = reader_module.FinalsCache()
     passes = [

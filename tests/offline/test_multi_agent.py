@@ -14,7 +14,8 @@ from rlmod.algorithms.ppo import PPOConfig
 from rlmod.core import MultiRLModuleSpec, RLModuleSpec
 from rlmod.env import MultiAgentEnvRunner
 from rlmod.errors import OfflineDataError
-from rlmod.offline.reader import read_columns, resolve_files
+from rlmod.offline.parquet_chunks import read_columns
+from rlmod.offline.reader import resolve_files
 from rlmod.offline.writer import MODULE_ID
 from rlmod.testing import CartPoleExpertModule, MultiAgentCartPole
 

@@ -17,7 +17,8 @@ from rlmod.connectors.module_to_env import _plan, _to_env, actions_from_env
 from rlmod.core.columns import Columns
 from rlmod.errors import OfflineDataError
 from rlmod.offline import OfflineReader, record_episodes
-from rlmod.offline.reader import REQUIRED_COLUMNS, check_files, read_columns, resolve_files
+from rlmod.offline.parquet_chunks import read_columns
+from rlmod.offline.reader import REQUIRED_COLUMNS, check_files, resolve_files
 from rlmod.offline.returns import discounted_returns
 from rlmod.offline.writer import TIMESTEP
 

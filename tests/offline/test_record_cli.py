@@ -14,7 +14,8 @@ from rlmod.algorithms.inference import InferencePolicy
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.cli import main
 from rlmod.core.columns import Columns
-from rlmod.offline.reader import read_columns, read_spaces, resolve_files
+from rlmod.offline.parquet_chunks import read_columns
+from rlmod.offline.reader import read_spaces, resolve_files
 
 
 @pytest.fixture
@@ -129,3 +130,42 @@ def test_record_errors_name_the_problem(
         == 2
     )
     assert "another env" in capsys.readouterr().err
+
+
+def test_record_writes_dict_observations_that_bc_reads(tmp_path: Path) -> None:
+    """A checkpoint of a Dict-observation env ({"image": uint8, "flip": Discrete}):
+    `rlmod record` stores the parts in a struct column (the image as uint8) and the
+    recorded actions are the policy's on the read-back observations."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rlmod.offline import struct_obs
+    from rlmod.testing.pixel_envs import BarOrientationEnv
+
+    algo = (
+        PPOConfig()
+        .environment(BarOrientationEnv, env_config={"dict_obs": True})
+        .training(train_batch_size=64, minibatch_size=32, num_epochs=1)
+        .debugging(seed=0)
+        .build_algo()
+    )
+    algo.train()
+    checkpoint = algo.save_to_path(tmp_path / "ckpt")
+    algo.stop()
+    out = tmp_path / "data"
+    args = ["record", "--checkpoint", checkpoint, "--episodes", "20", "--output", str(out)]
+    assert main(args) == 0
+    [file] = resolve_files(out)
+    image = pq.read_schema(file).field(Columns.OBS).type.field("image").type
+    assert image.value_type == pa.uint8()
+    space = read_spaces([file])["__env__"][0]  # type: ignore[index]
+    cols = read_columns([file], obs_shape=space)
+    policy = InferencePolicy.from_checkpoint(checkpoint)
+    tree = struct_obs.to_tree(space, cols[Columns.OBS])
+    for i in range(20):  # one-step episodes
+        obs = {"image": tree["image"][i], "flip": tree["flip"][i]}
+        assert int(policy.compute_single_action(obs)) == int(cols[Columns.ACTIONS][i])
+    bc = BCConfig().offline_data(input_=str(out)).training(train_batch_size_per_learner=8)
+    algo = bc.build_algo()
+    assert np.isfinite(algo.train()["learners"]["default_policy"]["total_loss"])
+    algo.stop()

@@ -21,7 +21,7 @@ from rlmod.algorithms.marwil import MARWILConfig
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.errors import OfflineDataError
 from rlmod.offline import EpisodeWriter, read_spaces, resolve_files
-from rlmod.offline.reader import read_columns
+from rlmod.offline.parquet_chunks import read_columns
 
 CARTPOLE = gym.make("CartPole-v1")
 RLLIB_DOCS_SPACES = {

@@ -17,7 +17,8 @@ from rlmod.connectors.env_to_module import FlattenObservations, FrameStacking
 from rlmod.core.columns import Columns
 from rlmod.errors import OfflineDataError
 from rlmod.offline import EpisodeWriter, record_episodes
-from rlmod.offline.reader import read_columns, read_spaces, resolve_files
+from rlmod.offline.parquet_chunks import read_columns
+from rlmod.offline.reader import read_spaces, resolve_files
 from rlmod.offline.transforms import module_view
 from rlmod.offline.writer import AGENT_ID, MODULE_ID, TIMESTEP
 from rlmod.testing import cartpole_expert
@@ -254,9 +255,16 @@ def test_multi_agent_rows_round_trip_per_module_and_agent(tmp_path: Path) -> Non
     assert writer.num_episodes_written == 3
 
 
-def test_dict_observations_are_refused_with_the_fix(tmp_path: Path) -> None:
-    space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
-    with pytest.raises(OfflineDataError, match="FlattenObservation"):
+@pytest.mark.parametrize(
+    "space",
+    [
+        gym.spaces.Text(4),
+        gym.spaces.Dict({"a": gym.spaces.Discrete(2), "b": gym.spaces.Text(4)}),
+        gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Sequence(gym.spaces.Discrete(2)))),
+    ],
+)
+def test_unstorable_observations_are_refused_with_the_fix(tmp_path: Path, space: Any) -> None:
+    with pytest.raises(OfflineDataError, match="cannot be stored.*FlattenObservation"):
         EpisodeWriter(tmp_path, spaces={"__env__": (space, gym.spaces.Discrete(2))})
 
 
