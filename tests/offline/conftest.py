@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 from rlmod.offline import record_episodes
@@ -24,3 +27,27 @@ def expert_dir(tmp_path: Path) -> Path:
         max_rows_per_file=2000,
     )
     return out
+
+
+def train_keeping_batches(algo: Any, iterations: int) -> list[dict[str, np.ndarray]]:
+    """Trains `algo` for `iterations`, returning a copy of every batch its local EnvRunner
+    returned (what the recording saw)."""
+    runner = algo.env_runner
+    batches: list[dict[str, np.ndarray]] = []
+    sample = runner.sample
+
+    def keep(**kwargs: Any) -> Any:
+        out = sample(**kwargs)
+        batches.append({k: v.copy() for k, v in out["default_policy"].items()})
+        return out
+
+    runner.sample = keep
+    for _ in range(iterations):
+        algo.train()
+    return batches
+
+
+@pytest.fixture
+def keep_batches() -> Callable[[Any, int], list[dict[str, np.ndarray]]]:
+    """`train_keeping_batches`, for tests that record while training."""
+    return train_keeping_batches

@@ -4,6 +4,7 @@ read back unchanged, checked against the module's space, and trained on by BC/MA
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,9 @@ from rlmod.utils.packed_obs import PackedObservationBox
 IMAGE = gym.spaces.Box(0, 255, (6, 6, 1), np.uint8)
 PARTS = gym.spaces.Tuple((gym.spaces.Discrete(3, start=1), gym.spaces.MultiBinary(2)))
 VEC = gym.spaces.Box(-2.0, 2.0, (3,), np.float32)
+
+# the `keep_batches` fixture (conftest.py): trains an Algorithm, keeping its sampled batches
+KeepBatches = Callable[[Any, int], list[dict[str, np.ndarray]]]
 
 
 class PartsEnv(gym.Env):
@@ -113,7 +117,9 @@ def test_parquet_stores_a_struct_column_with_a_uint8_image_part(tmp_path: Path) 
 
 
 # ---------------------------------------------------------------------- EnvRunner recording
-def _record_with_ppo(tmp_path: Path, env_config: dict[str, Any]) -> tuple[list[dict], Any]:
+def _record_with_ppo(
+    tmp_path: Path, keep_batches: KeepBatches, env_config: dict[str, Any]
+) -> tuple[list[dict], Any]:
     """PPO's EnvRunner with `output` set; every batch it returned (packed module rows)."""
     config = (
         PPOConfig()
@@ -124,28 +130,17 @@ def _record_with_ppo(tmp_path: Path, env_config: dict[str, Any]) -> tuple[list[d
         .debugging(seed=0)
     )
     algo = config.build_algo()
-    runner = algo.env_runner
-    batches: list[dict[str, np.ndarray]] = []
-    sample = runner.sample
-
-    def keep(**kwargs: Any) -> Any:
-        out = sample(**kwargs)
-        batches.append({k: v.copy() for k, v in out["default_policy"].items()})
-        return out
-
-    runner.sample = keep
-    algo.train()
-    algo.train()
-    module_space = runner.get_spaces()["default_policy"][0]
+    batches = keep_batches(algo, 2)
+    module_space = algo.env_runner.get_spaces()["default_policy"][0]
     algo.stop()
     return batches, module_space
 
 
 @pytest.mark.parametrize("as_tuple", [False, True], ids=["Dict", "Tuple"])
 def test_env_runner_records_raw_parts_that_pack_to_what_the_module_saw(
-    tmp_path: Path, as_tuple: bool
+    tmp_path: Path, keep_batches: KeepBatches, as_tuple: bool
 ) -> None:
-    batches, packed = _record_with_ppo(tmp_path, {"tuple": as_tuple})
+    batches, packed = _record_with_ppo(tmp_path, keep_batches, {"tuple": as_tuple})
     assert isinstance(packed, PackedObservationBox)
     space = packed.original
     merged = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}

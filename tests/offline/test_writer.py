@@ -4,6 +4,7 @@ was played, bit for bit, in complete files only."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,9 @@ from rlmod.offline.reader import read_spaces, resolve_files
 from rlmod.offline.transforms import module_view
 from rlmod.offline.writer import AGENT_ID, MODULE_ID, TIMESTEP
 from rlmod.testing import cartpole_expert
+
+# the `keep_batches` fixture (conftest.py): trains an Algorithm, keeping its sampled batches
+KeepBatches = Callable[[Any, int], list[dict[str, np.ndarray]]]
 
 
 class _Logged(gym.Wrapper):
@@ -270,7 +274,11 @@ def test_unstorable_observations_are_refused_with_the_fix(tmp_path: Path, space:
 
 # ---------------------------------------------------------------------- EnvRunner recording
 def _record_with_ppo(
-    tmp_path: Path, env: str, iterations: int = 2, **env_runner_settings: Any
+    tmp_path: Path,
+    keep_batches: KeepBatches,
+    env: str,
+    iterations: int = 2,
+    **env_runner_settings: Any,
 ) -> tuple[list[dict[str, np.ndarray]], Any]:
     """Trains PPO with `output` set, keeping every batch its EnvRunner returned."""
     config = (
@@ -282,19 +290,8 @@ def _record_with_ppo(
         .debugging(seed=0)
     )
     algo = config.build_algo()
-    runner = algo.env_runner
-    batches: list[dict[str, np.ndarray]] = []
-    sample = runner.sample
-
-    def keep(**kwargs: Any) -> Any:
-        out = sample(**kwargs)
-        batches.append({k: v.copy() for k, v in out["default_policy"].items()})
-        return out
-
-    runner.sample = keep
-    for _ in range(iterations):
-        algo.train()
-    pipeline = runner._env_to_module
+    batches = keep_batches(algo, iterations)
+    pipeline = algo.env_runner._env_to_module
     algo.stop()
     return batches, pipeline
 
@@ -306,8 +303,10 @@ def _finished_rows(batches: list[dict[str, np.ndarray]]) -> dict[int, dict[str, 
     return {int(e): {k: v[merged[Columns.EPS_ID] == e] for k, v in merged.items()} for e in ended}
 
 
-def test_env_runner_writes_every_finished_episode(tmp_path: Path) -> None:
-    batches, _ = _record_with_ppo(tmp_path, "CartPole-v1")
+def test_env_runner_writes_every_finished_episode(
+    tmp_path: Path, keep_batches: KeepBatches
+) -> None:
+    batches, _ = _record_with_ppo(tmp_path, keep_batches, "CartPole-v1")
     expected = _finished_rows(batches)
     stored = {
         int(ep[Columns.EPS_ID][0]) & 0xFFFF_FFFF: ep  # the writer's offset removed
@@ -327,11 +326,14 @@ def test_env_runner_writes_every_finished_episode(tmp_path: Path) -> None:
             assert ep[k].tobytes() == expected[eps][k].tobytes(), (eps, k)
 
 
-def test_env_runner_stores_raw_observations_that_the_connectors_turn_back(tmp_path: Path) -> None:
+def test_env_runner_stores_raw_observations_that_the_connectors_turn_back(
+    tmp_path: Path, keep_batches: KeepBatches
+) -> None:
     """FrozenLake's observations are one-hot for the module and stored as cell indices;
     with frame stacking on top, the reader's transform reproduces the module's view."""
     batches, pipeline = _record_with_ppo(
         tmp_path,
+        keep_batches,
         "FrozenLake-v1",
         iterations=3,
         # User pieces run before the default one-hot (as in RLlib): flatten first.
