@@ -6,7 +6,7 @@ MultiAgentCartPole with 2 agents per module, PPO's defaults except `num_epochs`;
 case is a fresh child process that builds the Algorithm, runs one untimed `train()`
 (first-call costs) and times the second; default and unstacked alternate in each round.
 From 1,000 modules on (`--small-from`), one agent per module and a 64-env-step batch
-(64 rows per module): PPO's 4,000-env-step default there is 8 million agent steps.
+(64 rows per module, one minibatch): PPO's 4,000-env-step default there is 8 million agent steps.
 
     python benchmarks/stacking_default.py [--modules 2 10 100 1000] [--epochs 1 5 30]
         [--rounds 2] [--busy]
@@ -36,7 +36,7 @@ config = (
     .training(num_epochs=epochs)
 )
 if small:
-    config.training(train_batch_size=64)
+    config.training(train_batch_size=64, minibatch_size=64)
 algo = config.build_algo()
 algo.train()
 start = time.perf_counter()
