@@ -83,7 +83,9 @@ def offline_sequences(module: RLModule, cols: TensorDict) -> TensorDict:
     state_rows = torch.zeros(len(ends), states.shape[1], dtype=states.dtype, device=device)
     state_rows[torch.from_numpy(starts).to(device)] = states
     cols[Columns.STATE_IN] = state_rows
-    if discount is not None and final_obs is not None and find_compute_values(module):
+    bootstraps = discount is not None and bool(discount.any())  # a truncated episode
+    if bootstraps and final_obs is not None and find_compute_values(module):
+        assert discount is not None
         cols[Columns.VALUE_TARGETS] = _bootstrapped_targets(module, cols, ends, discount, final_obs)
     return to_sequences(cols, max_len)
 
@@ -131,18 +133,26 @@ def _bootstrapped_targets(
     final_obs: torch.Tensor,
 ) -> torch.Tensor:
     """`value_targets + bootstrap_discount * V(s_T)` per row, V(s_T) the value of the
-    observation after the row's episode's last step, with the state after that step."""
-    obs = cols[Columns.OBS]
-    lasts = np.flatnonzero(ends)
+    observation after the row's episode's last step, with the state after that step. Run
+    over the truncated episodes only (their rows are those with a discount)."""
+    rows_np = np.flatnonzero(discount.cpu().numpy())  # whole episodes, each contiguous
+    rows = torch.from_numpy(rows_np).to(discount.device)
+    n = len(ends)
+    sub = {k: v[rows] for k, v in cols.items() if v.shape[:1] == (n,)}
+    sub_ends = ends[rows_np]
+    obs = sub[Columns.OBS]
+    lasts = np.flatnonzero(sub_ends)
     next_obs = torch.empty_like(obs)  # within an episode the next row's obs; s_T at its end
     next_obs[:-1] = obs[1:]
     last_t = torch.from_numpy(lasts).to(obs.device)
-    next_obs[last_t] = final_obs[last_t].to(obs.dtype)
-    _, v_next = sequence_values(module, {**cols, Columns.NEXT_OBS: next_obs})
-    episode = np.r_[0, np.cumsum(ends[:-1])]  # each row's episode number
+    next_obs[last_t] = final_obs[rows][last_t].to(obs.dtype)
+    sub[Columns.NEXT_OBS] = next_obs
+    _, v_next = sequence_values(module, sub)
+    episode = np.r_[0, np.cumsum(sub_ends[:-1])]  # each row's episode number
     v_final = torch.from_numpy(v_next[lasts[episode]]).to(discount.device)
-    targets = cols[Columns.VALUE_TARGETS]
-    return targets + discount.to(targets.dtype) * v_final.to(targets.dtype)
+    targets = cols[Columns.VALUE_TARGETS].clone()
+    targets[rows] += discount[rows].to(targets.dtype) * v_final.to(targets.dtype)
+    return targets
 
 
 def _episode_ends(cols: TensorDict) -> BoolArray:
