@@ -144,6 +144,7 @@ class MARWIL(Algorithm):
             {m for ids in self.learner_group.foreach_learner(stateful_module_ids) for m in ids}
         )
         if stateful and config.num_learners > 1 and not self.offline_data.on_learners:
+            self.learner_group.stop()  # its actors would outlive the failed build
             raise ValueError(
                 f"{type(self).__name__} with recurrent module(s) {stateful} (model_config "
                 f"use_lstm=True) and num_learners={config.num_learners}: a batch of whole "
