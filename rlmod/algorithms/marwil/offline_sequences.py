@@ -93,11 +93,12 @@ def offline_sequences(module: RLModule, cols: TensorDict) -> TensorDict:
 def burn_in_states(
     module: RLModule, cols: TensorDict, starts: IntArray, lengths: IntArray, max_len: int
 ) -> torch.Tensor:
-    """`[S, D]` (flattened as `flatten_state`): the state each chunk (`starts`, `lengths`
-    from `chunk_index` over `cols["seq_ends"]`) starts from: the initial state for an episode's first chunk,
-    else the `state_out` of the chunk before it, which is full (`max_len` real steps, no
-    padding), run from its own start state. Chunks at the same position in their episodes
-    run together: one `forward_train` without gradient per position."""
+    """`[S, D]` (flattened as `flatten_state`): the state each chunk starts from (`starts`,
+    `lengths`: `chunk_index` over `cols["seq_ends"]`). An episode's first chunk starts from
+    the initial state, any other from the `state_out` of the chunk before it, which is full
+    (`max_len` real steps, no padding) and was run from its own start state. Chunks at the
+    same position in their episodes run together: one `forward_train` without gradient
+    per position."""
     num = len(starts)
     template = module.get_initial_state()
     device = cols[Columns.OBS].device
@@ -114,7 +115,8 @@ def burn_in_states(
         chunks = np.flatnonzero((position == k) & continues)
         if not len(chunks):
             continue
-        rows, row_mask = index[chunks], mask[chunks]
+        chunk_t = torch.from_numpy(chunks)
+        rows, row_mask = index[chunk_t], mask[chunk_t]
         step = {c: pad_column(cols[c], rows, row_mask) for c in inputs}
         step[Columns.STATE_IN] = states[torch.from_numpy(chunks).to(device)]
         with torch.no_grad():
