@@ -267,7 +267,9 @@ def _bc_return(data: Path, *, use_lstm: bool, iterations: int) -> float:
                 "max_seq_len": 20,
             }
         )
-        .evaluation(evaluation_duration=10, evaluation_duration_unit="episodes")
+        .evaluation(
+            evaluation_duration=10, evaluation_duration_unit="episodes", evaluation_explore=False
+        )
         .debugging(seed=0)
         .build_algo()
     )
@@ -282,11 +284,12 @@ def _bc_return(data: Path, *, use_lstm: bool, iterations: int) -> float:
 def test_bc_with_lstm_clones_an_expert_on_a_memory_task_that_bc_without_memory_cannot(
     tmp_path: Path,
 ) -> None:
-    """CartPole without velocities, 10 episodes of an expert that sees them: BC with an
-    LSTM reaches a mean return of 67-78 after 40 updates (seeds 0-2 of data and config;
-    its loss falls to about 0.2), BC without memory 20-23 (its loss stays at ln 2: without
-    velocities the expert's actions look random)."""
+    """CartPole without velocities, 10 episodes of an expert that sees them; greedy
+    evaluation over 10 episodes after 40 updates. BC with an LSTM: mean return 286 here
+    (58-286 for recordings seeded 0-2; its loss falls to about 0.2). BC without memory:
+    9-10 (its loss stays at ln 2: without the velocities the expert's actions look random,
+    and the greedy policy pushes one way)."""
     _record(tmp_path, 10)
     with_memory = _bc_return(tmp_path, use_lstm=True, iterations=40)
     without = _bc_return(tmp_path, use_lstm=False, iterations=40)
-    assert with_memory >= 50.0 and with_memory >= 2 * without, (with_memory, without)
+    assert with_memory >= 50.0 and with_memory >= 3 * without, (with_memory, without)
