@@ -191,6 +191,7 @@ def refuse_use_lstm(use_lstm: bool, algorithm: str) -> None:
     if use_lstm:
         raise ValueError(
             f"model_config['use_lstm']=True is not supported by {algorithm}: its modules "
-            "have no recurrent state. Use PPO for recurrent policies, or set use_lstm=False "
-            "(e.g. stack recent observations with a frame-stacking env-to-module connector)."
+            "have no recurrent state. Use PPO, BC or MARWIL for recurrent policies, or set "
+            "use_lstm=False (e.g. stack recent observations with a frame-stacking "
+            "env-to-module connector)."
         )

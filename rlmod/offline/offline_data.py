@@ -13,7 +13,7 @@ same files to the Learners, each of which reads its own (rlmod.offline.ray_data)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,13 +169,21 @@ class OfflineData:
         config = self.config.get_config_for_module(module_id)
         return config.gamma if config.beta > 0.0 else None
 
-    def build_readers(self) -> None:
+    def build_readers(self, whole_episodes: Collection[str] = ()) -> None:
         """One OfflineReader per trained module in this process, or (on_learners) one Ray
-        Data shard stream per module and Learner."""
+        Data shard stream per module and Learner. The modules in `whole_episodes`
+        (recurrent ones) read batches of whole episodes, shuffled as episodes."""
         config = self.config
         self.readers: dict[str, OfflineReader] = {}
         self._streams: list[dict[str, Any]] | None = None
         if self.on_learners:
+            if whole_episodes:
+                raise OfflineDataError(
+                    f"offline_data(input_read_method='read_parquet') shuffles rows with Ray "
+                    f"Data, but module(s) {sorted(whole_episodes)} are recurrent "
+                    "(model_config use_lstm=True) and train on whole episodes. Leave "
+                    "input_read_method unset to read them in-process."
+                )
             self._build_shards()
             return
         self.readers = {
@@ -189,6 +197,7 @@ class OfflineData:
                 obs_shape=view.obs_shape,
                 transform=view.transform,
                 check=view.check,
+                whole_episodes=view.module_id in whole_episodes,
             )
             for i, view in enumerate(self.views)
         }

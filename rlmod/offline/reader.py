@@ -24,6 +24,7 @@ import numpy as np
 from rlmod.core.columns import Columns
 from rlmod.errors import CheckpointError, OfflineDataError
 from rlmod.offline.checks import ColumnCheck
+from rlmod.offline.episode_order import batch_stop, episode_ends, episode_order
 from rlmod.offline.parquet_chunks import ObsShape, file_chunks, named_errors
 from rlmod.offline.prefetch import Prefetch
 from rlmod.offline.returns import (
@@ -368,6 +369,11 @@ class OfflineReader:
             thread.
         check: Checks each source's values against the module's spaces on its first
             whole read (rlmod.offline.checks; OfflineData passes one); None checks none.
+        whole_episodes: Shuffle whole episodes instead of rows, and hand out batches of
+            whole episodes (rows contiguous, in time order): at least `batch_size` rows,
+            at most one episode more. A recurrent module (`use_lstm`) trains on these:
+            its Learner runs each episode from the initial state
+            (rlmod.algorithms.marwil.offline_sequences).
 
     Example:
         >>> import gymnasium as gym, tempfile
@@ -396,9 +402,11 @@ class OfflineReader:
         columns: Sequence[str] = REQUIRED_COLUMNS,
         prefetch: bool = True,
         check: ColumnCheck | None = None,
+        whole_episodes: bool = False,
     ) -> None:
         if not files:
             raise OfflineDataError("OfflineReader got no files to read.")
+        self.whole_episodes = whole_episodes
         self.files = list(files)
         self.batch_size = batch_size
         self.gamma = gamma
@@ -438,11 +446,15 @@ class OfflineReader:
             self._chunks.close()
 
     def next_batch(self) -> Columns_:
-        """The next `batch_size` rows, from a shuffled pool that always keeps
+        """The next `batch_size` rows (whole episodes: up to the end of the episode that
+        holds the `batch_size`-th row), from a shuffled pool that always keeps
         `shuffle_buffer_size` rows back to mix with the next chunk."""
         while self._left() < self.batch_size + self.keep:
             self._refill()
-        pos, self._pos = self._pos, self._pos + self.batch_size
+        stop = self._pos + self.batch_size
+        if self.whole_episodes:  # the pool holds whole episodes: one ends at or after stop
+            stop = self._pos + batch_stop(self._pool, self._pos, self.batch_size)
+        pos, self._pos = self._pos, stop
         batch = {k: v[pos : self._pos] for k, v in self._pool.items()}
         if BOOTSTRAP_INDEX in batch:
             assert self._finals is not None  # set by the refill that took the index in
@@ -479,7 +491,11 @@ class OfflineReader:
         sources.clear()
         self._pool, self._pos = {}, 0
         # A gather (np.take) is twice as fast as a scatter into a new pool (measured).
-        order = self._rng.permutation(len(joined[Columns.REWARDS]))
+        order = (
+            episode_order(episode_ends(joined), self._rng)
+            if self.whole_episodes
+            else self._rng.permutation(len(joined[Columns.REWARDS]))
+        )
         self._pool = {k: np.take(joined.pop(k), order, axis=0) for k in list(joined)}
         if len(tables) > (self._finals is not None):
             self._finals = tables[0] if len(tables) == 1 else np.concatenate(tables)

@@ -298,22 +298,6 @@ def test_bad_max_seq_len_is_refused() -> None:
         _module(max_seq_len=0)
 
 
-def test_bc_refuses_use_lstm(tmp_path: Path) -> None:
-    from rlmod.algorithms.bc import BCConfig
-    from rlmod.offline import record_episodes
-    from rlmod.testing import cartpole_expert
-
-    data = tmp_path / "expert"
-    record_episodes(gym.make("CartPole-v1"), cartpole_expert, num_episodes=1, output_dir=data)
-    config = (
-        BCConfig()
-        .offline_data(input_=str(data))
-        .rl_module(model_config={"use_lstm": True, "lstm_cell_size": 8})
-    )
-    with pytest.raises(ValueError, match="use_lstm.*BC"):
-        config.build_algo()
-
-
 def test_evaluation_feeds_the_previous_reward_to_a_recurrent_policy(tmp_path: Path) -> None:
     from rlmod.algorithms import InferencePolicy
     from rlmod.algorithms.evaluation import evaluate_checkpoint

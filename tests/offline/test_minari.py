@@ -79,12 +79,17 @@ def test_minari_episodes_are_read_as_recorded(local_minari: dict[int, dict]) -> 
             assert np.flatnonzero(ends).tolist() == [len(ends) - 1]  # cut episodes end too
 
 
-def test_bc_trains_on_a_minari_dataset(local_minari: dict[int, dict]) -> None:
+@pytest.mark.parametrize(
+    "model_config", [{}, {"use_lstm": True, "lstm_cell_size": 16, "max_seq_len": 10}]
+)
+def test_bc_trains_on_a_minari_dataset(local_minari: dict[int, dict], model_config: dict) -> None:
+    """Also with an LSTM (Minari episodes as whole episodes, in chunks)."""
     algo = (
         BCConfig()
         .environment("CartPole-v1")
         .offline_data(input_="minari:cartpole/expert-v0", shuffle_buffer_size=200)
         .training(lr=3e-3, train_batch_size=256, minibatch_size=128)
+        .rl_module(model_config=model_config)
         .evaluation(evaluation_interval=5, evaluation_duration=2)
         .debugging(seed=0)
         .build_algo()

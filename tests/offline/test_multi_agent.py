@@ -98,6 +98,25 @@ def test_each_module_trains_on_its_own_rows(ma_data: Path, config_cls: type) -> 
     algo.stop()
 
 
+def test_recurrent_modules_train_on_whole_episodes_of_their_own_agent(ma_data: Path) -> None:
+    config = _offline(BCConfig, ma_data).rl_module(
+        model_config={"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 10}
+    )
+    algo = config.build_algo()
+    result = algo.train()
+    for mid in POLICIES:
+        assert np.isfinite(result["learners"][mid]["policy_loss"])
+        batch = algo.offline_data.readers[mid].next_batch()
+        ends = batch["terminateds"] | batch["truncateds"]
+        assert ends[-1] and len(ends) >= 1000
+        # consecutive rows of one episode follow CartPole's dynamics: x' = x + 0.02 x_dot
+        obs, inner = batch["obs"], ~ends[:-1]
+        np.testing.assert_allclose(
+            obs[1:, 0][inner], (obs[:-1, 0] + 0.02 * obs[:-1, 1])[inner], atol=1e-5
+        )
+    algo.stop()
+
+
 def test_policies_to_train_limits_the_readers(ma_data: Path) -> None:
     config = _offline(BCConfig, ma_data).multi_agent(policies_to_train=["p1"])
     algo = config.build_algo()

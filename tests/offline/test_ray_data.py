@@ -8,6 +8,7 @@ One Ray session per module.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +160,22 @@ def test_multi_agent_rows_reach_their_modules_through_ray_data(tmp_path: Path) -
     algo.stop()
     assert read == [{"p0": 500, "p1": 500}]
     assert {"p0", "p1"} <= set(result["learners"])
+
+
+def test_recurrent_modules_refuse_several_learners_reading_in_process(data: Path) -> None:
+    """A batch of whole episodes read in this process would be cut between the Learners
+    mid-episode, each piece's rest starting from a zero state: refused, naming it."""
+    config = (
+        BCConfig()
+        .environment("CartPole-v1")
+        .offline_data(input_=str(data))
+        .rl_module(model_config={"use_lstm": True, "lstm_cell_size": 8})
+        .learners(num_learners=2, num_cpus_per_learner=0.5)
+    )
+    with pytest.raises(ValueError, match=r"use_lstm=True\) and num_learners=2"):
+        config.build_algo()
+    # its Learner actors were stopped: their CPUs come back (ray.kill is asynchronous)
+    deadline = time.monotonic() + 20
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources()["CPU"]:
+        assert time.monotonic() < deadline, ray.available_resources()
+        time.sleep(0.1)

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from rlmod.algorithms import settings as s
 from rlmod.algorithms.algorithm import Algorithm
 from rlmod.algorithms.algorithm_config import AlgorithmConfig
+from rlmod.algorithms.marwil.marwil_learner import stateful_module_ids
 from rlmod.algorithms.settings import Setting
 from rlmod.connectors.pipeline import ConnectorPipeline
 from rlmod.core.columns import ALL_MODULES
@@ -80,12 +81,16 @@ class MARWILConfig(AlgorithmConfig):
     def build_learner_connector(
         self, observation_space: Any = None, action_space: Any = None
     ) -> ConnectorPipeline:
-        """The user's learner connectors, then `BootstrapTruncatedReturns` (as RLlib
-        appends its GAE connector last): truncated episodes' value targets bootstrapped
-        with the value function at the start of each update."""
+        """The user's learner connectors, then `AddStatesFromOfflineEpisodes` (recurrent
+        modules' episodes as chunks with their start states) and
+        `BootstrapTruncatedReturns` (as RLlib appends its GAE connector last): truncated
+        episodes' value targets bootstrapped with the value function at the start of each
+        update."""
         from rlmod.algorithms.marwil.marwil_learner import BootstrapTruncatedReturns
+        from rlmod.algorithms.marwil.offline_sequences import AddStatesFromOfflineEpisodes
 
         pipeline = super().build_learner_connector(observation_space, action_space)
+        pipeline.connectors.append(AddStatesFromOfflineEpisodes())
         pipeline.connectors.append(BootstrapTruncatedReturns())
         return pipeline
 
@@ -118,8 +123,11 @@ class MARWIL(Algorithm):
     `.environment(observation_space=..., action_space=...)` or from the `spaces.json`
     stored beside the data, through the same env-to-module connectors an EnvRunner runs
     (rlmod.offline.OfflineData). Multi-agent recordings train one module per policy, each
-    on the rows stored under its module ID. Evaluation (`.evaluation(...)` with
-    `.environment(env)` set) runs on an EnvRunner.
+    on the rows stored under its module ID. A recurrent module (`use_lstm`) reads whole
+    episodes (shuffled as episodes, not rows) and trains on chunks of at most
+    `max_seq_len` steps, each started from the state the module reaches over its
+    episode's earlier steps (rlmod.algorithms.marwil.offline_sequences). Evaluation
+    (`.evaluation(...)` with `.environment(env)` set) runs on an EnvRunner.
     """
 
     config: MARWILConfig
@@ -132,7 +140,18 @@ class MARWIL(Algorithm):
             inference_only=False, spaces=self.offline_data.spaces
         )
         self.learner_group = LearnerGroup(config=config, module_spec=module_spec)
-        self.offline_data.build_readers()
+        stateful = sorted(
+            {m for ids in self.learner_group.foreach_learner(stateful_module_ids) for m in ids}
+        )
+        if stateful and config.num_learners > 1 and not self.offline_data.on_learners:
+            self.learner_group.stop()  # its actors would outlive the failed build
+            raise ValueError(
+                f"{type(self).__name__} with recurrent module(s) {stateful} (model_config "
+                f"use_lstm=True) and num_learners={config.num_learners}: a batch of whole "
+                "episodes read in this process would be cut between the Learners "
+                "mid-episode. Use num_learners=0 or 1 for recurrent modules offline."
+            )
+        self.offline_data.build_readers(whole_episodes=stateful)
         self.env_runner_group = None
         self._num_rows_trained = 0
 

@@ -2,7 +2,10 @@
 
 Used by LearnerGroup for MARWIL and BC; `value_targets` (discounted returns) come from
 the OfflineReader, and `BootstrapTruncatedReturns` (MARWIL's learner connector) adds the
-value of the observation after a truncated episode's end to its rows' targets.
+value of the observation after a truncated episode's end to its rows' targets. Recurrent
+modules (`use_lstm`) train on chunks of whole episodes (offline_sequences.py beside this
+file); the Learner takes the padding out before the loss, so the loss below reads the
+same rows either way.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from rlmod.core.apis import find_compute_values
 from rlmod.core.columns import Columns
 from rlmod.core.learner import Learner, TensorBatch
 from rlmod.core.multi_rl_module import MultiRLModule
-from rlmod.core.recurrent import refuse_use_lstm
 from rlmod.offline.returns import BOOTSTRAP_DISCOUNT, BOOTSTRAP_OBS
 
 if TYPE_CHECKING:
@@ -34,9 +36,6 @@ class MARWILLearner(Learner):
         super().build()
         assert self.module is not None
         for mid in self._optimizers:
-            # offline rows carry no recorded states: a recurrent policy would train as if
-            # every step started an episode
-            refuse_use_lstm(self.module[mid].is_stateful(), f"{type(self.config).__name__[:-6]}")
             if self.config.get_config_for_module(mid).beta > 0.0 and not hasattr(
                 self.module[mid], "compute_values"
             ):
@@ -129,6 +128,8 @@ class BootstrapTruncatedReturns(LearnerConnector):
             discount = cols.pop(BOOTSTRAP_DISCOUNT, None)
             final_obs = cols.pop(BOOTSTRAP_OBS, None)
             compute_values = find_compute_values(rl_module[mid])
+            # (a recurrent module's bootstrap runs over its sequences, in
+            # AddStatesFromOfflineEpisodes, which drops both columns before this piece)
             if discount is None or final_obs is None or compute_values is None:
                 continue
             rows = torch.nonzero(discount).squeeze(1)
@@ -140,3 +141,10 @@ class BootstrapTruncatedReturns(LearnerConnector):
             targets[rows] += discount[rows] * values.to(targets.dtype)
             cols[Columns.VALUE_TARGETS] = targets
         return batch
+
+
+def stateful_module_ids(learner: Learner) -> list[str]:
+    """The IDs of `learner`'s stateful modules (`is_stateful()`, e.g. `use_lstm`), for
+    `LearnerGroup.foreach_learner`: their offline rows must come as whole episodes."""
+    assert learner.module is not None
+    return [mid for mid, module in learner.module.items() if module.is_stateful()]
