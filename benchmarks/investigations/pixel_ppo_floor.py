@@ -13,14 +13,16 @@ the same torch thread count for all), per iteration:
 - (b) update: the same number of epochs x minibatches of forward + backward + Adam with
   gradient clipping (PPO's clipped surrogate, value loss and entropy) on random `uint8`
   (MinAtar: `bool`) tensors of the batch's shapes, through the same CNN and heads;
-- (a) and (b) run twice: on the permuted channels-last view of the images (as rlmod's
-  encoder and the benchmarks' SB3 extractors give them to the convolutions) and on a
-  contiguous NCHW copy; the floor takes the faster of each;
+- (a) and (b) run in three memory layouts (`Net.features`: "view", as rlmod's encoder
+  and SB3's MinAtar extractor; "nchw", as SB3's Atari path; "nhwc", channels-last
+  throughout); the floor takes the fastest of each;
 - (c) value pass: one no-grad value forward over the batch (what GAE needs; listed apart:
-  the floor below is (a) + (b));
+  the floor is the fastest (a) + the fastest (b));
 - rlmod: `Algorithm.train()` with the benchmark's config (its `sample_time_s` and
   `learn_time_s` timers too);
-- SB3: `PPO.learn` for the same number of iterations with the benchmark's model.
+- SB3: `PPO.learn` for the same number of iterations with the benchmark's model; for
+  MinAtar also with its extractor flattening in (H, W, C) order as rlmod's encoder does
+  (what an SB3 user could write), to show what the layout alone is worth there.
 
 All wall seconds per iteration (1,024 env steps), the median of `--rounds` rounds, each
 round timing `--iterations` iterations of every part, interleaved. The verdict lines say
@@ -81,12 +83,12 @@ class Net(nn.Module):
         if setting == "minatar":
             ((out, k, s, _),) = model["conv_filters"]
             side = (shape[0] - k) // s + 1
-            self.cnn = nn.Sequential(nn.Conv2d(c, out, k, s), nn.ReLU(), nn.Flatten())
+            self.cnn = nn.Sequential(nn.Conv2d(c, out, k, s), nn.ReLU())
             features = out * side * side
         else:  # the Nature CNN
             self.cnn = nn.Sequential(
                 nn.Conv2d(c, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(),
-                nn.Conv2d(64, 64, 3, 1), nn.ReLU(), nn.Flatten(),
+                nn.Conv2d(64, 64, 3, 1), nn.ReLU(),
             )  # fmt: skip
             features = 64 * 7 * 7
         self.pi = nn.Sequential(
@@ -94,16 +96,26 @@ class Net(nn.Module):
         )
         self.vf = nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
-        self.nchw = False  # the layout the convolutions get (see features)
+        self.layout = "view"  # how the convolutions get the images (see features)
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
-        """Images `[B, H, W, C]` to features. The permuted view is channels-last in
-        memory, so torch runs channels-last convolutions (rlmod's encoder and the
-        benchmarks' SB3 extractors do this); with `nchw` the images are copied to
-        contiguous `[B, C, H, W]` first. Which is faster depends on the layers and the CPU."""
+        """Images `[B, H, W, C]` to features, in one of three layouts:
+
+        - "view": the permuted view `[B, C, H, W]`, channels-last in memory, so torch runs
+          channels-last convolutions; flattened in (C, H, W) order, which copies the
+          last output to NCHW order, and whose gradient comes back NCHW (rlmod's encoder
+          and the benchmarks' SB3 MinAtar extractor do this);
+        - "nchw": the images copied to contiguous `[B, C, H, W]` first: NCHW throughout
+          (SB3's Atari path, whose envs hand it channels-first frames);
+        - "nhwc": the permuted view as "view", but flattened in (H, W, C) order, a free
+          view of a channels-last output: channels-last throughout, gradients included.
+        """
         x = obs.float().div_(255.0) if obs.dtype == torch.uint8 else obs.float()
         x = x.permute(0, 3, 1, 2)
-        return self.cnn(x.contiguous() if self.nchw else x)
+        if self.layout == "nchw":
+            x = x.contiguous()
+        x = self.cnn(x)
+        return x.permute(0, 2, 3, 1).flatten(1) if self.layout == "nhwc" else x.flatten(1)
 
 
 def env_loop(net: Net, envs: gym.vector.VectorEnv, state: dict, steps: int) -> None:
@@ -178,7 +190,7 @@ def build_rlmod(setting: str, threads: int):
     return config.build_algo()
 
 
-def build_sb3(setting: str):
+def build_sb3(setting: str, hwc: bool = False):
     from stable_baselines3 import PPO
     from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
     from stable_baselines3.common.vec_env import DummyVecEnv
@@ -208,6 +220,8 @@ def build_sb3(setting: str):
                 )  # fmt: skip
 
         def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            if hwc:  # flattened in (H, W, C) order, as rlmod's encoder
+                return self.cnn[:-1](obs.permute(0, 3, 1, 2)).permute(0, 2, 3, 1).flatten(1)
             return self.cnn(obs.permute(0, 3, 1, 2) if setting == "minatar" else obs)
 
     lr = tuned["lr"][0][1] if isinstance(tuned["lr"], list) else tuned["lr"]
@@ -251,24 +265,28 @@ def measure(setting: str, args: argparse.Namespace) -> None:
                 timers[name] = timers.get(name, 0.0) + r["timers"][name]
         return timers
 
-    def in_layout(nchw: bool, fn: Callable[[], object]) -> Callable[[], object]:
+    def in_layout(layout: str, fn: Callable[[], object]) -> Callable[[], object]:
         def run() -> object:
-            net.nchw = nchw
+            net.layout = layout
             return fn()
 
         return run
 
     loop = lambda: [env_loop(net, envs, state, vector_steps) for _ in range(k)]  # noqa: E731
     upd = lambda: [update() for _ in range(k)]  # noqa: E731
+    layouts = ("view", "nchw", "nhwc")
     parts: dict[str, Callable[[], object]] = {
-        "(a) env loop, channels-last view": in_layout(False, loop),
-        "(a) env loop, NCHW copy": in_layout(True, loop),
-        "(b) update, channels-last view": in_layout(False, upd),
-        "(b) update, NCHW copy": in_layout(True, upd),
+        **{f"(a) env loop, {lay}": in_layout(lay, loop) for lay in layouts},
+        **{f"(b) update, {lay}": in_layout(lay, upd) for lay in layouts},
         "(c) value pass": lambda: [values() for _ in range(k)],
         "rlmod train()": rlmod_iters,
         "SB3 learn()": lambda: sb3.learn(k * batch, reset_num_timesteps=False),
     }
+    if setting == "minatar":  # SB3 with its extractor flattening as rlmod's encoder does
+        sb3_hwc = build_sb3(setting, hwc=True)
+        parts["SB3 learn(), HWC-flatten extractor"] = lambda: sb3_hwc.learn(
+            k * batch, reset_num_timesteps=False
+        )
     for fn in parts.values():  # warm-up: one round untimed (first iteration, allocator)
         fn()
     times: dict[str, list[float]] = {name: [] for name in [*parts, "rlmod sample", "rlmod learn"]}
@@ -282,14 +300,14 @@ def measure(setting: str, args: argparse.Namespace) -> None:
                 times["rlmod sample"].append(out["sample_time_s"] / k)
                 times["rlmod learn"].append(out["learn_time_s"] / k)
     med = {name: statistics.median(v) for name, v in times.items()}
-    floor = min(med["(a) env loop, channels-last view"], med["(a) env loop, NCHW copy"]) + min(
-        med["(b) update, channels-last view"], med["(b) update, NCHW copy"]
+    floor = min(med[f"(a) env loop, {lay}"] for lay in layouts) + min(
+        med[f"(b) update, {lay}"] for lay in layouts
     )
     sb3_s, rlmod_s = med["SB3 learn()"], med["rlmod train()"]
     rows = [
         {"part": name, "s / iteration": f"{v:.4f}", "env steps/s": f"{batch / v:,.0f}",
          "of SB3": f"{v / sb3_s:.2f}"}
-        for name, v in [*med.items(), ("floor: faster (a) + faster (b)", floor),
+        for name, v in [*med.items(), ("floor: fastest (a) + fastest (b)", floor),
                         ("floor + (c)", floor + med["(c) value pass"])]
     ]  # fmt: skip
     print(f"\n## {env_id}: {batch:,} env steps per iteration ({n} envs x {vector_steps}), "
@@ -299,7 +317,9 @@ def measure(setting: str, args: argparse.Namespace) -> None:
         print(
             f"verdict: floor {floor / sb3_s:.2f} of SB3's iteration (target for rlmod <= 0.50: "
             f"{'reachable' if floor <= 0.5 * sb3_s else 'out of reach'} on this CPU); rlmod "
-            f"{rlmod_s / sb3_s:.2f}, {rlmod_s / floor:.2f}x the floor"
+            f"{rlmod_s / sb3_s:.2f}, {rlmod_s / floor:.2f}x the floor; against SB3 with the "
+            f"HWC-flatten extractor: floor {floor / med['SB3 learn(), HWC-flatten extractor']:.2f}"
+            f", rlmod {rlmod_s / med['SB3 learn(), HWC-flatten extractor']:.2f}"
         )
     else:
         print(
