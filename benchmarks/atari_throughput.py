@@ -19,12 +19,16 @@ Memory per stored step: the bytes each library holds for one env step of the rol
 trains on, all columns (rlmod: its EnvRunner's step buffer; SB3: its RolloutBuffer), and
 the observation's share of it.
 
-CleanRL's ppo_atari.py is not vendored: pass `--cleanrl-script PATH` to a copy of it (it
-needs `tyro` and its own envs, `<Game>NoFrameskip-v4` with SB3's Atari wrappers), and its
-"SPS" line is read; without it, no CleanRL figure is reported.
+CleanRL's ppo_atari.py is not vendored: pass `--cleanrl-script PATH` to a copy of it and it
+runs beside the others at each thread count (its defaults are these settings; its envs are
+its own, `PongNoFrameskip-v4` with SB3-style Atari wrappers and gymnasium's resize,
+grayscale and frame stack). It needs `tyro`; `--cleanrl-pythonpath DIR` puts DIR on its
+PYTHONPATH alone. Its last "SPS" line is its figure; without the script, no CleanRL row.
+On gymnasium 1.x the script needs three edits (register ale_py's envs;
+`GrayScaleObservation` -> `GrayscaleObservation`; `FrameStack` -> `FrameStackObservation`).
 
     python benchmarks/atari_throughput.py [--game ALE/Pong-v5] [--env-steps 8192]
-        [--seeds 0] [--threads 1 2] [--cleanrl-script PATH]
+        [--seeds 0] [--threads 1 2] [--cleanrl-script PATH] [--cleanrl-pythonpath DIR]
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from _common import header, run_timed, summary, table
@@ -124,14 +129,29 @@ print(json.dumps({"steps": int(model.num_timesteps), "train_s": train_s,
 """
 
 
-def run_cleanrl(script: str, steps: int, seed: int) -> dict:
-    """CleanRL's ppo_atari.py at its own defaults but 8 envs and `steps`; its last SPS."""
+CLEANRL_BYTES_PER_STEP = 4 * (84 * 84 * 4) + 5 * 4
+"""ppo_atari.py's storage per env step: float32 observations and float32 actions, log-probs,
+rewards, dones and values (its `torch.zeros(...)` buffers)."""
+
+
+def run_cleanrl(script: str, steps: int, seed: int, threads: int, pythonpath: str | None) -> dict:
+    """CleanRL's ppo_atari.py at its own defaults (8 envs, 128 steps, 4 epochs of 4
+    minibatches) for `steps` env steps, on `threads` torch threads (OMP_NUM_THREADS,
+    which sets torch's default) in a scratch directory (it writes TensorBoard runs/);
+    `pythonpath` is prepended for it alone (e.g. where `tyro` was installed). Its
+    figure is its last "SPS" line: env steps over the wall time of its training loop,
+    construction excluded, as the other libraries' figures."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
     start = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, script, "--num-envs", "8", "--total-timesteps", str(steps),
-         "--seed", str(seed), "--env-id", "PongNoFrameskip-v4"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    with tempfile.TemporaryDirectory() as scratch:
+        out = subprocess.run(
+            [sys.executable, os.path.abspath(script), "--num-envs", "8",
+             "--total-timesteps", str(steps), "--seed", str(seed),
+             "--env-id", "PongNoFrameskip-v4"],
+            capture_output=True, text=True, env=env, cwd=scratch,
+        )  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(f"{script} failed:\n{out.stderr[-2000:]}")
     sps = re.findall(r"SPS:\s*(\d+)", out.stdout)
@@ -151,7 +171,18 @@ def main() -> None:
         "num_threads_per_learner, SB3's torch.set_num_threads); 1 is rlmod's default",
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--cleanrl-script", default=None, metavar="PATH")
+    parser.add_argument(
+        "--cleanrl-script",
+        default=None,
+        metavar="PATH",
+        help="a copy of CleanRL's ppo_atari.py, run at each thread count beside the others",
+    )
+    parser.add_argument(
+        "--cleanrl-pythonpath",
+        default=None,
+        metavar="DIR",
+        help="prepended to PYTHONPATH for the CleanRL runs only (where tyro is installed)",
+    )
     args = parser.parse_args()
     header(f"{args.game} 84x84x4, Nature CNN, 8 envs: PPO env steps/s, {args.env_steps:,} steps")
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -180,12 +211,21 @@ def main() -> None:
                     "wall s": f"{r['wall_s']:.1f}",
                 }
             )
-        if args.cleanrl_script:
-            r = run_cleanrl(args.cleanrl_script, args.env_steps, seed)
-            results.setdefault("CleanRL", []).append(r)
-            rows.append({"library": "CleanRL ppo_atari.py", "seed": seed,
-                         "env steps": f"{r['steps']:,}", "steps/s": f"{r['sps']:.0f}",
-                         "wall s": f"{r['wall_s']:.1f}"})  # fmt: skip
+        for t in args.threads if args.cleanrl_script else []:
+            name = f"CleanRL, {t} thread{'s' if t != 1 else ''}"
+            r = run_cleanrl(args.cleanrl_script, args.env_steps, seed, t, args.cleanrl_pythonpath)
+            results.setdefault(name, []).append(r)
+            rows.append(
+                {
+                    "library": f"{name} (ppo_atari.py)",
+                    "seed": seed,
+                    "env steps": f"{r['steps']:,}",
+                    "steps/s": f"{r['sps']:.0f}",
+                    "bytes/step": f"{CLEANRL_BYTES_PER_STEP:,}",
+                    "obs bytes/step": f"{4 * 84 * 84 * 4:,} (float32)",
+                    "wall s": f"{r['wall_s']:.1f}",
+                }
+            )
     table(
         rows, ["library", "seed", "env steps", "steps/s", "bytes/step", "obs bytes/step", "wall s"]
     )
@@ -196,9 +236,8 @@ def main() -> None:
     best = max((n for n in libs if n.startswith("rlmod")), key=sps.__getitem__)
     sb3 = max((n for n in libs if n.startswith("SB3")), key=sps.__getitem__)
     ratio = sps[best] / sps[sb3]
-    cleanrl = (
-        f"; {sps[best] / sps['CleanRL']:.2f}x CleanRL" if "CleanRL" in sps else "; CleanRL not run"
-    )
+    clean = max((n for n in sps if n.startswith("CleanRL")), key=sps.__getitem__, default=None)
+    cleanrl = f"; {sps[best] / sps[clean]:.2f}x CleanRL" if clean else "; CleanRL not run"
     print(f"ratio {best} / {sb3}: {ratio:.2f} (target >= 2){cleanrl}")
     mem = {n: results[n][0]["bytes_per_step"] for n in libs}  # the same for every seed
     summary(
@@ -206,7 +245,7 @@ def main() -> None:
         f"{len(args.seeds)}); bytes per stored step",
         rlmod=f"{best} {sps[best]:.0f}; {mem[best]:,.0f} B",
         peer=f"{sb3} {sps[sb3]:.0f}; {mem[sb3]:,.0f} B"
-        + (f"; CleanRL {sps['CleanRL']:.0f}" if "CleanRL" in sps else ""),
+        + (f"; {clean} {sps[clean]:.0f}; {CLEANRL_BYTES_PER_STEP:,} B" if clean else ""),
         ratio=f"{ratio:.2f}x SB3{cleanrl}; memory {mem[best] / mem[sb3]:.2f} of SB3",
     )
 

@@ -17,7 +17,12 @@ have: observations normalized (MeanStdFilter, as VecNormalize) and lr 1e-3 decay
 linearly to 0 over the run (both raised rlmod's return at 100k steps from about 200-240 to
 300-420 on seeds 0 and 2, 2026-12-07).
 
+`--target-return R` measures instead the env steps each run needs until the mean return of
+its last 100 episodes reaches R (rlmod checks after each 1,024-step iteration, RecurrentPPO
+after every 8-env step), capped at `--steps`.
+
     python benchmarks/lstm_vs_recurrentppo.py [--seeds 0 1 2] [--steps 100000]
+        [--target-return 200]
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from rlmod.algorithms.ppo import PPOConfig
 from rlmod.connectors import MeanStdFilter
 from rlmod.testing import StatelessCartPole
 from rlmod.tuned import FAST_PPO
-seed, steps = int(sys.argv[1]), int(sys.argv[2])
+seed, steps, target = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 settings = {k: v for k, v in FAST_PPO.items() if k != "model_config"}
 config = (
     PPOConfig()
@@ -47,11 +52,14 @@ config = (
     .debugging(seed=seed)
 )
 algo = config.build_algo()
-done = 0
-while done < steps:
+done, reached = 0, None
+while done < steps and reached is None:
     r = algo.train()
     done = r["num_env_steps_sampled_lifetime"]
-print(json.dumps({"steps": done, "return": r["env_runners"]["episode_return_mean"]}))
+    if r["num_episodes_lifetime"] >= 100 and r["env_runners"]["episode_return_mean"] >= target:
+        reached = done  # the mean of the last 100 episodes (a full window) reached the target
+print(json.dumps({"steps": done, "return": r["env_runners"]["episode_return_mean"],
+                  "reached": reached}))
 """
 
 SB3 = r"""
@@ -60,10 +68,11 @@ import numpy as np
 import torch
 import torch.nn as nn
 from sb3_contrib import RecurrentPPO
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 from rlmod.testing import StatelessCartPole
-seed, steps = int(sys.argv[1]), int(sys.argv[2])
+seed, steps, target = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 torch.set_num_threads(1)  # as rlmod's Learner (num_threads_per_learner=None: 1)
 
 def lin(v):
@@ -79,9 +88,25 @@ model = RecurrentPPO(
                        enable_critic_lstm=True, net_arch=dict(pi=[64], vf=[64])),
     seed=seed, verbose=0, device="cpu",
 )
-model.learn(total_timesteps=steps)
+
+
+class UntilTarget(BaseCallback):
+    # stops at the first vector step where the mean of the last 100 episodes (a full
+    # ep_info_buffer) reaches the target
+    reached = None
+
+    def _on_step(self):
+        buf = self.model.ep_info_buffer
+        if len(buf) == buf.maxlen and np.mean([e["r"] for e in buf]) >= target:
+            UntilTarget.reached = int(self.model.num_timesteps)
+            return False
+        return True
+
+
+model.learn(total_timesteps=steps, callback=UntilTarget() if target < float("inf") else None)
 ret = float(np.mean([e["r"] for e in model.ep_info_buffer]))
-print(json.dumps({"steps": int(model.num_timesteps), "return": ret}))
+print(json.dumps({"steps": int(model.num_timesteps), "return": ret,
+                  "reached": UntilTarget.reached}))
 """
 
 
@@ -89,13 +114,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument(
+        "--target-return",
+        type=float,
+        default=None,
+        help="stop each run once the mean return of its last 100 episodes reaches this and "
+        "compare the env steps it took (--steps is then the cap; the lr schedules still "
+        "run over --steps)",
+    )
     args = parser.parse_args()
+    if args.target_return is not None:
+        to_target(args)
+        return
     header("PPO + LSTM on StatelessCartPole (CartPoleNoVel): rlmod vs sb3-contrib RecurrentPPO")
     runs: dict[str, list[dict]] = {"rlmod": [], "RecurrentPPO": []}
     rows = []
     for seed in args.seeds:
         for name, code in (("rlmod", RLMOD), ("RecurrentPPO", SB3)):
-            out = run_timed(code, seed, args.steps)
+            out = run_timed(code, seed, args.steps, float("inf"))
             runs[name].append(out)
             rows.append(
                 {
@@ -133,6 +169,49 @@ def main() -> None:
         peer=f"return {med['RecurrentPPO']['return']:.0f} in "
         f"{med['RecurrentPPO']['wall_s']:.1f} s (RecurrentPPO)",
         ratio=f"{ratio:.2f} of RecurrentPPO's wall time",
+    )
+
+
+def to_target(args: argparse.Namespace) -> None:
+    """Env steps each library needs until the mean return of its last 100 episodes reaches
+    `--target-return`, per seed and the median (a run that never reaches it counts as
+    `--steps`, and the count of runs that reached it is shown)."""
+    target = args.target_return
+    header(
+        f"PPO + LSTM on StatelessCartPole: env steps to a mean return of {target:g} over the "
+        "last 100 episodes, rlmod vs sb3-contrib RecurrentPPO"
+    )
+    runs: dict[str, list[dict]] = {"rlmod": [], "RecurrentPPO": []}
+    rows = []
+    for seed in args.seeds:
+        for name, code in (("rlmod", RLMOD), ("RecurrentPPO", SB3)):
+            out = run_timed(code, seed, args.steps, target)
+            runs[name].append(out)
+            rows.append(
+                {
+                    "library": name,
+                    "seed": seed,
+                    "env steps to target": "not reached" if out["reached"] is None else
+                    f"{out['reached']:,}",
+                    "wall s": f"{out['wall_s']:.1f}",
+                }
+            )  # fmt: skip
+    table(rows, ["library", "seed", "env steps to target", "wall s"])
+    steps = {
+        n: statistics.median(args.steps if r["reached"] is None else r["reached"] for r in rs)
+        for n, rs in runs.items()
+    }
+    wall = {n: statistics.median(r["wall_s"] for r in rs) for n, rs in runs.items()}
+    hits = {n: sum(r["reached"] is not None for r in rs) for n, rs in runs.items()}
+    n = len(args.seeds)
+    summary(
+        f"StatelessCartPole PPO+LSTM: env steps to a mean return of {target:g} (last 100 "
+        f"episodes), median of {n} seeds (cap {args.steps:,})",
+        rlmod=f"{steps['rlmod']:,.0f} ({hits['rlmod']}/{n}) in {wall['rlmod']:.1f} s",
+        peer=f"RecurrentPPO {steps['RecurrentPPO']:,.0f} ({hits['RecurrentPPO']}/{n}) in "
+        f"{wall['RecurrentPPO']:.1f} s",
+        ratio=f"env steps {steps['rlmod'] / steps['RecurrentPPO']:.2f} of RecurrentPPO's; wall "
+        f"{wall['rlmod'] / wall['RecurrentPPO']:.2f}",
     )
 
 

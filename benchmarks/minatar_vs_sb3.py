@@ -4,7 +4,7 @@ same settings and the same env steps; mean return and wall time, median of the s
 The network is the MinAtar paper's (Young & Tian 2019), `rlmod.tuned.MINATAR_MODEL`: one
 16-channel 3x3 convolution over the 10x10x4 boolean grid (8x8x16 = 1,024 features), shared
 by the policy and the value head, each a 128-unit ReLU layer. SB3 gets the same layers as a
-custom `BaseFeaturesExtractor` (the convolution, flattened) with `net_arch=dict(pi=[128],
+custom `BaseFeaturesExtractor` (the convolution, flattened in rlmod's (H, W, C) order) with `net_arch=dict(pi=[128],
 vf=[128])`. Both use `rlmod.tuned.TUNED["MinAtar/Breakout-v1"]`: 8 envs x 128 steps, 4
 epochs of minibatches of 256, lr 3e-4, gamma 0.99, lambda 0.95, clip 0.2, entropy 0.01,
 value loss 0.5, gradient norm 0.5, no value clipping, and the same torch thread count
@@ -63,15 +63,17 @@ tuned = TUNED[env_id]
 
 
 class MinAtarCNN(BaseFeaturesExtractor):
-    # rlmod's CNN encoder for the same filters: channels-last bool -> float, conv, ReLU, flatten
+    # rlmod's CNN encoder for the same filters: channels-last bool -> float, conv, ReLU,
+    # flattened in (H, W, C) order as rlmod's (channels-last in memory throughout; an
+    # nn.Flatten in (C, H, W) order would cost SB3 a layout conversion rlmod does not pay)
     def __init__(self, space):
         h, w, c = space.shape
         side = (h - kernel) // stride + 1
         super().__init__(space, features_dim=out * side * side)
-        self.conv = nn.Sequential(nn.Conv2d(c, out, kernel, stride), nn.ReLU(), nn.Flatten())
+        self.conv = nn.Sequential(nn.Conv2d(c, out, kernel, stride), nn.ReLU())
 
     def forward(self, obs):
-        return self.conv(obs.permute(0, 3, 1, 2))
+        return self.conv(obs.permute(0, 3, 1, 2)).permute(0, 2, 3, 1).flatten(1)
 
 
 venv = make_vec_env(env_id, n_envs=tuned["num_envs_per_env_runner"], seed=seed)

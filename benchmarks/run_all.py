@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "stacking_default": ([], ["--modules", "2", "10", "100", "--epochs", "1", "5"]),
     "minatar_vs_sb3": ([*SEEDS, "--env-steps", "100000"], [*SEEDS, "--env-steps", "25000"]),
     "atari_throughput": ([*SEEDS, "--env-steps", "8192"], [*SEEDS, "--env-steps", "2048"]),
+    "lstm_vs_recurrentppo": ([*SEEDS, "--steps", "100000"], ["--seeds", "0", "--steps", "50000"]),
 }
 
 

@@ -76,10 +76,10 @@ TUNED: dict[str, dict[str, Any]] = {
     # layer too). Unlike them, rewards are not clipped to their sign (no rlmod setting
     # does; Pong's are +-1 anyway) and episodes do not end at a lost life (see
     # wrap_atari_for_new_api_stack). Not measured to a score here: 10M steps is days of
-    # CPU time. benchmarks/atari_throughput.py times the loop: on a quiet 2-core Xeon, 225
-    # env steps/s with one torch thread (the default) and 354 with
+    # CPU time. benchmarks/atari_throughput.py times the loop: on a quiet 2-core Xeon, 280
+    # env steps/s with one torch thread (the default) and 426 with
     # num_threads_per_learner=2, since the Nature CNN's updates are most of the time (the
-    # wrapped envs alone step at ~1,900/s).
+    # wrapped envs with the policy's forward pass alone step at ~1,400/s).
     **{
         env_id: {
             **FAST_PPO,
@@ -103,8 +103,8 @@ TUNED: dict[str, dict[str, Any]] = {
     # the Atari PPO settings above scaled to these short, dense games: 8 envs x 128
     # steps, 4 epochs of 256, lr 3e-4 (Pgx's MinAtar PPO), clip 0.2, entropy 0.01. On
     # Breakout-v1 the mean return of the last 100 episodes rose from ~0.5 (random) to a
-    # median 3.98 in 100k env steps, 23 s on a 2-core Xeon (seeds 0-2: 4.11 / 3.95 / 3.98;
-    # benchmarks/minatar_vs_sb3.py, where SB3 with the same network reached 3.86).
+    # median 4.24 in 100k env steps, 17 s on a quiet 2-core Xeon (seeds 0-2: 4.30 / 4.24 /
+    # 3.91; benchmarks/minatar_vs_sb3.py, where SB3 with the same network reached 4.15).
     **{
         f"MinAtar/{game}-v1": {
             **FAST_PPO,

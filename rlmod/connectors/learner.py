@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from rlmod.connectors.pipeline import Connector
-from rlmod.core.apis import find_compute_values
+from rlmod.core.apis import ComputeValues, find_compute_values
 from rlmod.core.columns import Columns
 from rlmod.core.learner import TensorBatch
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
@@ -100,7 +100,9 @@ class GeneralAdvantageEstimation(LearnerConnector):
     """Adds `vf_preds`, `advantages` (normalized if asked) and `value_targets` per module.
 
     Modules are evaluated with their value function (`compute_values`) on `obs` and
-    `new_obs`; modules without one (e.g. learner-only curiosity models) are skipped.
+    `new_obs` (a module trained alone: on `new_obs` only where it is not the next row's
+    `obs`, whose value is reused); modules without one (e.g. learner-only curiosity
+    models) are skipped.
     With `config`, each module's `gamma` and `lambda_` come from
     `config.get_config_for_module(module_id)` (per-module overrides apply).
 
@@ -177,6 +179,35 @@ class GeneralAdvantageEstimation(LearnerConnector):
         return batch
 
 
+def _values_and_next_values(
+    compute_values: ComputeValues, obs: torch.Tensor, new_obs: torch.Tensor
+) -> tuple[np.ndarray, np.ndarray]:
+    """V(obs) and V(new_obs) of one module in one no-grad pass over the rows of `obs` and
+    only those rows of `new_obs` that are not the next row's observation.
+
+    Within an episode a row's new_obs is the next row's obs (EnvRunners store both from one
+    array), so V(new_obs) there is the next row's V(obs): passing only the other rows
+    (episode and fragment ends) halves the value pass, which for a CNN over images is a
+    large part of an update. Rows are compared exactly (a NaN never matches), so any batch,
+    however its rows are ordered, gets the values of the full pass (up to float rounding
+    between batch positions)."""
+    n = obs.shape[0]
+    with torch.no_grad():
+        if n < 2 or new_obs.shape != obs.shape:
+            v = compute_values({Columns.OBS: torch.cat([obs, new_obs])})
+            return v[:n].cpu().numpy(), v[n:].cpu().numpy()
+        reuse = torch.zeros(n, dtype=torch.bool, device=obs.device)
+        reuse[:-1] = (new_obs[:-1] == obs[1:]).reshape(n - 1, -1).all(dim=1)
+        own = torch.nonzero(~reuse).squeeze(1)
+        v = compute_values({Columns.OBS: torch.cat([obs, new_obs[own]])})
+        values = v[:n]
+        next_values = torch.empty_like(values)
+        next_values[own] = v[n:]
+        shared = torch.nonzero(reuse).squeeze(1)
+        next_values[shared] = values[shared + 1]
+    return values.cpu().numpy(), next_values.cpu().numpy()
+
+
 def _values_of(
     module_ids: list[ModuleID], batch: TensorBatch, rl_module: MultiRLModule
 ) -> dict[ModuleID, tuple[np.ndarray, np.ndarray]]:
@@ -192,14 +223,11 @@ def _values_of(
             out[mid] = sequence_values(rl_module[mid], batch[mid])
         elif group is None:
             cols = batch[mid]
-            n = cols[Columns.OBS].shape[0]
             compute_values = find_compute_values(rl_module[mid])
             assert compute_values is not None
-            with torch.no_grad():
-                v = compute_values(
-                    {Columns.OBS: torch.cat([cols[Columns.OBS], cols[Columns.NEXT_OBS]])}
-                )
-            out[mid] = (v[:n].cpu().numpy(), v[n:].cpu().numpy())
+            out[mid] = _values_and_next_values(
+                compute_values, cols[Columns.OBS], cols[Columns.NEXT_OBS]
+            )
         else:
             by_group.setdefault(id(group), (group, []))[1].append(mid)
     for group, mids in by_group.values():

@@ -72,6 +72,16 @@ class CNNEncoder(nn.Module):
     are orthogonal with gain sqrt(2) and biases zero (as the MLPs here and CleanRL's
     Atari CNN), unless `conv_kernel_initializer` / `conv_bias_initializer` name a
     `torch.nn.init` function.
+
+    The layers stay channels-last in memory throughout, gradients included: the images
+    are handed to the convolutions as a permuted view (`[B, C, H, W]` shape, channels-last
+    strides, so torch runs channels-last kernels) and the last output is flattened in
+    (H, W, C) order, which is a free view of a channels-last tensor. Flattening in
+    (C, H, W) order instead (as `nn.Flatten` after a channels-first CNN does) copies the
+    output and sends its gradient back channels-first, which makes the backward pass
+    convert layouts; on a 2-core Xeon that cost MinAtar's small CNN about a third more
+    per minibatch (benchmarks/investigations/pixel_ppo_floor.py). The two orders are the
+    same network up to a fixed permutation of the features the heads read.
     """
 
     def __init__(self, shape: tuple[int, ...], cfg: DefaultModelConfig) -> None:
@@ -100,8 +110,8 @@ class CNNEncoder(nn.Module):
         self.out_dim = hw[0] * hw[1] * c
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = image_to_float(obs).permute(0, 3, 1, 2)  # [B, H, W, C] -> [B, C, H, W]
-        return self.cnn(x).flatten(1)
+        x = image_to_float(obs).permute(0, 3, 1, 2)  # [B, H, W, C] -> [B, C, H, W] view
+        return self.cnn(x).permute(0, 2, 3, 1).flatten(1)  # (H, W, C) order: a view
 
 
 def _init_conv(conv: nn.Conv2d, cfg: DefaultModelConfig) -> None:

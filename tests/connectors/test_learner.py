@@ -166,6 +166,56 @@ def test_gae_connector_normalizes_advantages_and_skips_modules_without_values():
     assert Columns.ADVANTAGES not in out["no_vf"]
 
 
+class _CountingCNN(RLModule):
+    """A small CNN value function over uint8 images that records the rows it is given."""
+
+    def setup(self) -> None:
+        self.net = torch.nn.Sequential(
+            torch.nn.Conv2d(2, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.LazyLinear(1)
+        )
+        self.rows: list[int] = []
+
+    def compute_values(self, batch, embeddings=None):
+        obs = batch[Columns.OBS]
+        self.rows.append(obs.shape[0])
+        return self.net(obs.float().permute(0, 3, 1, 2) / 255).squeeze(-1)
+
+
+def test_gae_connector_passes_next_observations_only_where_they_are_not_the_next_row():
+    """Rows of env-runner batches: new_obs is the next row's obs inside an episode, so the
+    value pass takes obs plus the new_obs of episode and fragment ends only (here 3 of 12),
+    and gives the values a pass over every new_obs gives."""
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (15, 6, 6, 2), dtype=np.uint8)
+    # two episodes of one sub-env (rows 0-4 end terminated, 5-8 truncated), then a
+    # fragment of another (rows 9-11, cut by the fragment end): each ends with its own
+    # final observation, which is no row's obs
+    obs = np.concatenate([frames[0:5], frames[6:10], frames[11:14]])
+    new_obs = np.concatenate([frames[1:6], frames[7:11], frames[12:15]])
+    ends = np.zeros(12, bool)
+    ends[[4, 8, 11]] = True
+    cols = {
+        Columns.OBS: torch.from_numpy(obs),
+        Columns.NEXT_OBS: torch.from_numpy(new_obs),
+        Columns.REWARDS: torch.ones(12),
+        Columns.TERMINATEDS: torch.from_numpy(np.arange(12) == 4),
+        Columns.SEQ_ENDS: torch.from_numpy(ends),
+    }
+    space = gym.spaces.Box(0, 255, (6, 6, 2), np.uint8)
+    torch.manual_seed(0)
+    module = _CountingCNN(observation_space=space, action_space=gym.spaces.Discrete(2))
+    with torch.no_grad():
+        v = module.compute_values({Columns.OBS: cols[Columns.OBS]}).numpy()
+        v_next = module.compute_values({Columns.OBS: cols[Columns.NEXT_OBS]}).numpy()
+    module.rows.clear()
+    connector = GeneralAdvantageEstimation(gamma=GAMMA, lambda_=LAMBDA, normalize_advantages=False)
+    out = connector({"p": dict(cols)}, rl_module=MultiRLModule({"p": module}))["p"]
+    assert module.rows == [12 + 3]
+    expected, _ = gae(np.ones(12), v, v_next, np.arange(12) == 4, ends)
+    np.testing.assert_allclose(out[Columns.VF_PREDS].numpy(), v, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(out[Columns.ADVANTAGES].numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------------- GAE over many modules
 def _random_sequences(rng: np.random.Generator, n: int, longest: int) -> np.ndarray:
     """seq_ends of `n` rows cut into sequences of 1..longest rows."""

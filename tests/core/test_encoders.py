@@ -146,6 +146,30 @@ def test_uint8_images_are_divided_by_255_inside_the_module():
     )
 
 
+@pytest.mark.parametrize("shape", [(10, 10, 4), (84, 84, 4)])
+def test_cnn_stays_channels_last_and_flattens_in_hwc_order(shape):
+    """The features are the last conv output flattened in (H, W, C) order, a view of it,
+    and its gradient comes back channels-last (no layout conversion in the backward pass,
+    the reason for the order: benchmarks/investigations/pixel_ppo_floor.py)."""
+    enc = ppo(gym.spaces.Box(0, 255, shape, np.uint8)).encoder
+    obs = torch.randint(0, 256, (3, *shape), dtype=torch.uint8)
+    conv_out: list[torch.Tensor] = []
+    grads: list[torch.Tensor] = []
+
+    def keep(module: nn.Module, inputs: object, output: torch.Tensor) -> None:
+        conv_out.append(output)
+        output.register_hook(grads.append)
+
+    enc.cnn[-1].register_forward_hook(keep)  # the last activation: the CNN's output
+    features = enc(obs)
+    (last,) = conv_out
+    assert last.is_contiguous(memory_format=torch.channels_last)
+    assert features.data_ptr() == last.data_ptr()  # a view, not a copy
+    torch.testing.assert_close(features, last.permute(0, 2, 3, 1).reshape(3, -1))
+    (features * torch.randn_like(features)).sum().backward()  # a dense gradient
+    assert grads[0].is_contiguous(memory_format=torch.channels_last)
+
+
 def test_cnn_modules_stack_and_act_as_they_do_alone():
     from rlmod.core import MultiRLModule
     from rlmod.core.stacked import find_stack_groups
