@@ -21,6 +21,7 @@ Images arrive as stored, `uint8` (or `bool`), and become float32 inside the enco
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import gymnasium as gym
 import numpy as np
@@ -106,12 +107,26 @@ class CNNEncoder(nn.Module):
             _init_conv(conv, cfg)
             layers += [conv, activation(cfg.conv_activation)]
             hw, c = out_hw, out
-        self.cnn = nn.Sequential(*layers)
+        # named `convs`: weights saved as `cnn` (the (C, H, W) order) must not load silently
+        self.convs = nn.Sequential(*layers)
         self.out_dim = hw[0] * hw[1] * c
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = image_to_float(obs).permute(0, 3, 1, 2)  # [B, H, W, C] -> [B, C, H, W] view
-        return self.cnn(x).permute(0, 2, 3, 1).flatten(1)  # (H, W, C) order: a view
+        return self.convs(x).permute(0, 2, 3, 1).flatten(1)  # (H, W, C) order: a view
+
+
+def old_cnn_weights_hint(unexpected: Iterable[str]) -> str:
+    """What to do with weights of a CNN encoder saved before its features were flattened in
+    (H, W, C) order (rlmod before commit 2effd4c named its layers `cnn`): the heads after
+    it would read the same features in another order, so such weights do not load."""
+    if not any(".cnn." in f".{name}" for name in unexpected):
+        return ""
+    return (
+        " These are CNN weights saved by an rlmod older than 2026-12-07 (commit 2effd4c),"
+        " whose heads read the CNN's features in (C, H, W) order; this rlmod's read them in"
+        " (H, W, C) order, so loading them would act on permuted features. Retrain the module."
+    )
 
 
 def _init_conv(conv: nn.Conv2d, cfg: DefaultModelConfig) -> None:

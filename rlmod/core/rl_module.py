@@ -311,10 +311,12 @@ class RLModule(nn.Module, Checkpointable):
         missing = own.keys() - state.keys()
         unexpected = state.keys() - own.keys()
         if missing or unexpected:
+            from rlmod.core.encoders import old_cnn_weights_hint
+
             raise ValueError(
                 f"State does not fit {type(self).__name__}: missing {sorted(missing)[:5]}, "
                 f"unexpected {sorted(unexpected)[:5]}. Was it saved from a module built with "
-                "other spaces or model_config?"
+                f"other spaces or model_config?{old_cnn_weights_hint(unexpected)}"
             )
         params = dict(self.named_parameters())
         for name, tensor in own.items():

@@ -199,7 +199,7 @@ def _multi_agent_cnn_run(stack_modules: bool) -> tuple[dict[str, float], dict[st
     algo = config.build_algo()
     result = algo.train()
     losses = {m: result["learners"][m]["total_loss"] for m in ("p0", "p1", "p2")}
-    weights = {m: algo.get_module(m).encoder.cnn[1].weight.detach().clone() for m in losses}
+    weights = {m: algo.get_module(m).encoder.convs[1].weight.detach().clone() for m in losses}
     for module_id in losses:
         assert algo.get_module(module_id).encoder.__class__.__name__ == "CNNEncoder"
     algo.stop()
@@ -249,7 +249,7 @@ def test_rllib_frame_stacking_keeps_stacked_images_uint8_for_the_cnn():
     algo.train()
     assert set(seen["runner"]) == {(np.dtype(np.uint8), (10, 10, 4))}
     assert {d for d, _ in seen["learner"]} == {torch.uint8}
-    assert algo.get_module().encoder.cnn[1].in_channels == 4
+    assert algo.get_module().encoder.convs[1].in_channels == 4
     algo.stop()
 
 

@@ -160,7 +160,7 @@ def test_cnn_stays_channels_last_and_flattens_in_hwc_order(shape):
         conv_out.append(output)
         output.register_hook(grads.append)
 
-    enc.cnn[-1].register_forward_hook(keep)  # the last activation: the CNN's output
+    enc.convs[-1].register_forward_hook(keep)  # the last activation: the CNN's output
     features = enc(obs)
     (last,) = conv_out
     assert last.is_contiguous(memory_format=torch.channels_last)
@@ -259,3 +259,13 @@ def test_conv_filters_take_numpy_ints_and_packed_samples_decode():
     assert space.contains(row)
     _, vector = space.unpack(torch.from_numpy(row[None]))
     assert vector is not None and -1 <= float(vector[0, 0]) <= 1
+
+
+def test_cnn_weights_of_the_old_chw_flatten_are_refused_with_the_reason():
+    """Weights saved when the CNN's features were flattened in (C, H, W) order (layers named
+    `cnn`) would load into the same shapes and act on permuted features."""
+    module = ppo(gym.spaces.Box(0, 255, (10, 10, 4), np.uint8))
+    old = {k.replace(".convs.", ".cnn."): v for k, v in module.get_state().items()}
+    with pytest.raises(ValueError, match=r"\(C, H, W\) order.*Retrain"):
+        module.set_state(old)
+    module.set_state(module.get_state())  # today's names load
