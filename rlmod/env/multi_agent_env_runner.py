@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from itertools import chain, compress
-from typing import TYPE_CHECKING, NoReturn, cast
+from typing import TYPE_CHECKING, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -64,20 +64,16 @@ from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.types import (
     Array,
     BoolArray,
-    Components,
     FloatArray,
     IntArray,
-    MetricsDict,
-    StateDict,
 )
-from rlmod.env.env_runner import EnvRunner, SampleResult
+from rlmod.env.env_runner import SampleResult
 from rlmod.env.episodes import EpisodeInfo, MultiAgentEpisode, chunk_start
 from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import ModuleGroups
 from rlmod.env.module_spaces import ModuleSpaces
-from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv, multi_agent_env_from
-from rlmod.env.multi_agent_metrics import EpisodeStats
-from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
+from rlmod.env.multi_agent_env import AgentID
+from rlmod.env.multi_agent_observations import AgentPlace
 from rlmod.env.multi_agent_rows import (
     SLOT,
     AgentSlots,
@@ -87,14 +83,12 @@ from rlmod.env.multi_agent_rows import (
     StepObservations,
     step_flags,
 )
-from rlmod.env.recurrent_state import refuse_stateful
+from rlmod.env.multi_agent_runner_base import MultiAgentRunnerBase
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
-from rlmod.errors import EnvError, OfflineDataError
+from rlmod.errors import OfflineDataError
 from rlmod.fast_paths import plain_paths
 from rlmod.offline.writer import AGENT_ID, EpisodeWriter
-from rlmod.utils.checkpoints import select_components
 from rlmod.utils.gc_pause import gc_paused
-from rlmod.utils.seeding import derive_seed
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
@@ -107,7 +101,7 @@ _NO_SLOTS: IntArray = np.zeros(0, np.int64)
 """An env's acting slots when none of its agents acts next."""
 
 
-class MultiAgentEnvRunner(EnvRunner):
+class MultiAgentEnvRunner(MultiAgentRunnerBase):
     """Steps `num_envs_per_env_runner` MultiAgentEnvs; one forward pass per execution group
     (stack group, or unstacked module) per step.
 
@@ -141,23 +135,7 @@ class MultiAgentEnvRunner(EnvRunner):
 
     def __init__(self, *, config: AlgorithmConfig, worker_index: int = 0) -> None:
         super().__init__(config=config, worker_index=worker_index)
-        self.num_envs = config.num_envs_per_env_runner
-        self.envs: list[MultiAgentEnv] = [self._make_env() for _ in range(self.num_envs)]
         self.env0 = self.envs[0]
-        for env in self.envs:
-            self.callbacks.call(
-                "on_environment_created",
-                env_runner=self,
-                metrics_logger=self.metrics,
-                env=env,
-                env_context=dict(config.env_config),
-            )
-        self._agents: list[AgentID] = list(self.env0.possible_agents)
-        # Raw spaces per module, from the env's agents (SETUP_EPISODE); checks the mapping.
-        self._spaces = ModuleSpaces(config, self.envs, self._agents)
-        self._spec = config.get_multi_rl_module_spec(
-            env=self.env0, spaces=self._spaces.runner_spaces(), inference_only=True
-        )
         self._rng_before_module = self._torch_rng_state
         self._restart = config.restart_failed_sub_environments
         self._failure_streaks = SubEnvFailureStreaks(  # restart mode's bound
@@ -166,16 +144,9 @@ class MultiAgentEnvRunner(EnvRunner):
             unit="env",
             limit=config.max_consecutive_sub_environment_failures,
         )
-        self._intake = ObservationIntake(
-            env_name=config.env,
-            spaces=self._spaces,
-            check_obs=config.check_agent_observations,
-            locate=self._locate,
-        )
         # The modules and all that needs them are built by make_module(), once, on first
         # need (a remote EnvRunner answers get_spaces() first). A custom MultiRLModule
         # class names its own modules: then get_spaces() needs them now.
-        self._module: MultiRLModule | None = None
         self._writer: RowRecorder | None = None  # config.offline_data(output=DIR)
         if not is_plain(self._spec):
             self.make_module()
@@ -191,7 +162,6 @@ class MultiAgentEnvRunner(EnvRunner):
         )
         self._next_episode_id = 0  # one per env episode: EpisodeInfo.id_
         self._dropped_eps: list[IntArray] = []  # agent-episodes of restarted envs
-        self._num_restarts = 0
         self._num_steps = 0  # steps of all envs together, named in errors
         self._num_dropped_env_steps = 0  # this call's env steps of dropped episodes
         self._call_start = 0  # _num_steps when this sample() call began
@@ -201,9 +171,6 @@ class MultiAgentEnvRunner(EnvRunner):
         self._acting_agents: list[tuple] = [()] * self.num_envs  # next to act, env's order
         self._acting_slots: list[IntArray] = [np.zeros(0, np.int64)] * self.num_envs
         self._acting_offset = [0] * self.num_envs  # their offset in the step's acting order
-        self._seeds = [
-            derive_seed(self.config.seed, self.seed_index, e) for e in range(self.num_envs)
-        ]
         # Per sample() call: rows and who acts next, per execution group.
         self._rows = RowStore(
             self._groups,
@@ -214,35 +181,14 @@ class MultiAgentEnvRunner(EnvRunner):
             agent_episode_of_slot=self._slots.agent_episode_of,
         )
         self._begin_step()
-        # Metrics since the last get_metrics().
-        self._stats = EpisodeStats(self._module_ids, self._agents)
-        self._done_eps: list[IntArray] = []
+        self._done_eps: list[IntArray] = []  # agent-episodes ended in this call
         # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
         self._ma_episodes: list[MultiAgentEpisode | None] = [None] * self.num_envs
         self._ma_episodes_done: list[MultiAgentEpisode] = []
         # id(episode) -> (episode, its length when this sample() call began)
         self._chunk_starts: dict[int, tuple[object, int]] = {}
-        self._num_env_steps = 0
-        self._num_agent_steps = 0
-        self.num_env_steps_sampled_lifetime = 0
-        self.num_agent_steps_sampled_lifetime = 0
 
-    def _make_env(self) -> MultiAgentEnv:
-        return multi_agent_env_from(self.config.env, self.config.env_config)
-
-    # ------------------------------------------------------------------ spaces
-    def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        """See ModuleSpaces.runner_spaces; modules no agent maps to: from the spec until
-        the modules are built."""
-        return self._spaces.runner_spaces(
-            (self._spec.rl_module_specs if self._module is None else self._module).items()
-        )
-
-    @property
-    def module_ids(self) -> list[ModuleID]:
-        self.make_module()
-        return list(self._module_ids)
-
+    # ------------------------------------------------------------------ modules
     @property
     def module(self) -> MultiRLModule:
         """The inference-only MultiRLModule; modules still without weights (built without
@@ -264,14 +210,9 @@ class MultiAgentEnvRunner(EnvRunner):
         with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
             module, deferred = build_deferred(self._spec)
         self._pending_init = PendingInit(self._spec, deferred, self._rng_before_module)
-        refuse_stateful(module, type(self).__name__)  # no per-agent recurrent states yet
-        self._module = module.eval()
-        self._spaces.attach(self._module)
-        self._module_ids: list[ModuleID] = list(self._module.keys())
-        self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
-        self._module_to_env = self._spaces.module_to_env(self._module)
+        self._use_module(module)
         self._groups = ModuleGroups(
-            self._module,
+            module,
             self._module_ids,
             self._module_to_env,
             stack=self.config.stack_modules and not plain_paths(),
@@ -318,11 +259,7 @@ class MultiAgentEnvRunner(EnvRunner):
 
     def _reset_env(self, e: int) -> None:
         """Resets env `e`; its agents' first observations join this step's observations."""
-        seed, self._seeds[e] = self._seeds[e], None  # seed once; later resets continue its RNG
-        try:
-            obs, infos = self.envs[e].reset(seed=seed)
-        except Exception as err:
-            raise EnvError(f"env={self.config.env!r} raised in reset(): {err!r}") from err
+        obs, infos = self._reset_env_once(e)
         self._episode[e] = EpisodeInfo(self._next_episode_id, e, self.worker_index)
         self._next_episode_id += 1
         self._ep_len[e] = 0
@@ -662,10 +599,7 @@ class MultiAgentEnvRunner(EnvRunner):
         env_steps -= min(env_steps, self._num_dropped_env_steps)
         agent_steps -= dropped_rows
         self._num_dropped_env_steps = 0
-        self._num_env_steps += env_steps
-        self._num_agent_steps += agent_steps
-        self.num_env_steps_sampled_lifetime += env_steps
-        self.num_agent_steps_sampled_lifetime += agent_steps
+        self._count_steps(env_steps, agent_steps)
         if self._track_episodes:
             starts = self._chunk_starts  # this call's steps only, as RLlib's chunks
             chunks = [
@@ -694,64 +628,18 @@ class MultiAgentEnvRunner(EnvRunner):
             result[mid] = batch
         return result, dropped_rows
 
-    # ------------------------------------------------------------------ metrics and state
-    def get_metrics(self) -> MetricsDict:
-        self.make_module()
-        metrics = {
-            **self._stats.export(),
-            "num_env_steps": self._num_env_steps,
-            "num_agent_steps": self._num_agent_steps,
-            "num_sub_env_restarts": self._num_restarts,
-        }
-        if self.metrics:
-            metrics["metrics_logger"] = self.metrics.export_period()
-        self._num_restarts = 0
-        self._num_env_steps = self._num_agent_steps = 0
-        return metrics
-
-    def get_state(
-        self, components: Components = None, *, not_components: Components = None, **kwargs: object
-    ) -> StateDict:
-        self.make_module()
-        state: StateDict = {
-            "env_to_module": {
-                mid: s for mid, p in self._spaces.env_to_module.items() if (s := p.get_state())
-            },
-            "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
-            "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
-        }
-        if select_components(components, not_components, "rl_module")[0]:
-            weights = self.module.get_state(inference_only=True)  # initialised first
-            state["rl_module"] = {
-                mid: {k: v.numpy() for k, v in s.items()} for mid, s in weights.items()
-            }
-        return state
-
-    def set_state(self, state: StateDict) -> None:
-        """Restores any subset of `get_state()`; weights of a module this EnvRunner does
-        not hold (e.g. a learner-only one) raise UnknownModuleIDError."""
-        self.make_module()
+    # ------------------------------------------------------------------ state
+    def _set_weights(self, weights: Mapping[ModuleID, Mapping[str, Array]]) -> None:
+        """Stack groups in one copy per parameter, the rest per module."""
         assert self._module is not None
-        state = self._drop_stale_weights(state)
-        if "rl_module" in state:  # stack groups in one copy per parameter, the rest per module
-            weights = cast("Mapping[ModuleID, Mapping[str, Array]]", state["rl_module"])
-            self._module.set_state(self._groups.set_weights(weights))
-            self._pending_init.weights_set(weights)
-        connector_states = cast(
-            "Mapping[ModuleID, dict[str, object]]", state.get("env_to_module", {})
-        )
-        for mid, s in connector_states.items():
-            self._spaces.env_to_module[mid].set_state(s)
-        for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
-            if key in state:
-                setattr(self, key, int(cast(int, state[key])))
+        self._module.set_state(self._groups.set_weights(weights))
+        self._pending_init.weights_set(weights)
 
     def stop(self) -> None:
         """Closes the envs and writes the recorded episodes still queued."""
         if self._writer is not None:
             self._writer.writer.close()
-        for env in self.envs:
-            env.close()
+        super().stop()
 
 
 class RowRecorder:

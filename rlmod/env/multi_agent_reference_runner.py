@@ -37,32 +37,21 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, cast
 
-import gymnasium as gym
 import numpy as np
 import torch
 
-from rlmod.callbacks import EPISODE_HOOKS, Callbacks
 from rlmod.connectors.module_to_env import add_action_logp
 from rlmod.core.columns import Columns
-from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
-from rlmod.core.types import Array, BoolArray, Components, MetricsDict, StateDict
-from rlmod.env.env_runner import EnvRunner, SampleResult
+from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.types import Array
+from rlmod.env.env_runner import SampleResult, sequence_ends
 from rlmod.env.episodes import EpisodeInfo
 from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import env_actions_per_row
-from rlmod.env.module_spaces import ModuleSpaces
-from rlmod.env.multi_agent_env import (
-    ALL_AGENTS,
-    AgentID,
-    multi_agent_env_from,
-    unknown_agent_error,
-)
-from rlmod.env.multi_agent_metrics import EpisodeStats
-from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
-from rlmod.env.recurrent_state import refuse_stateful
-from rlmod.errors import EnvError, UnknownModuleIDError
-from rlmod.utils.checkpoints import select_components
-from rlmod.utils.seeding import derive_seed
+from rlmod.env.multi_agent_env import ALL_AGENTS, AgentID, unknown_agent_error
+from rlmod.env.multi_agent_observations import AgentPlace
+from rlmod.env.multi_agent_runner_base import MultiAgentRunnerBase, unsupported_features
+from rlmod.errors import UnknownModuleIDError
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
@@ -86,9 +75,9 @@ class _Episode:
     observed: set[AgentID] = dataclasses.field(default_factory=set)
 
 
-class ReferenceMultiAgentEnvRunner(EnvRunner):
+class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
     """Steps `num_envs_per_env_runner` MultiAgentEnvs one agent at a time (see the module
-    docstring for the rows it returns).
+    docstring for the rows it returns; envs, spaces, metrics and state: MultiAgentRunnerBase).
 
     Example:
         >>> from rlmod.algorithms.ppo import PPOConfig
@@ -102,66 +91,24 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
     """
 
     def __init__(self, *, config: AlgorithmConfig, worker_index: int = 0) -> None:
-        super().__init__(config=config, worker_index=worker_index)
         missing = unsupported_features(config)
         if missing:
             raise ValueError(
                 f"ReferenceMultiAgentEnvRunner does not support {', '.join(missing)}; leave "
                 "config.env_runners(env_runner_cls=None) to get MultiAgentEnvRunner for them."
             )
-        self.num_envs = config.num_envs_per_env_runner
-        self.envs = [
-            multi_agent_env_from(config.env, config.env_config) for _ in range(self.num_envs)
-        ]
-        for env in self.envs:
-            self.callbacks.call(
-                "on_environment_created",
-                env_runner=self,
-                metrics_logger=self.metrics,
-                env=env,
-                env_context=dict(config.env_config),
-            )
-        self._agents: list[AgentID] = list(self.envs[0].possible_agents)
+        super().__init__(config=config, worker_index=worker_index)
         self._agent_index = {a: i for i, a in enumerate(self._agents)}
-        self._spaces = ModuleSpaces(config, self.envs, self._agents)
-        spec = config.get_multi_rl_module_spec(
-            env=self.envs[0], spaces=self._spaces.runner_spaces(), inference_only=True
-        )
         with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
-            self._module: MultiRLModule = spec.build().eval()
-        refuse_stateful(self._module, type(self).__name__)  # no per-agent recurrent states yet
-        self._spaces.attach(self._module)
-        self._module_ids: list[ModuleID] = list(self._module.keys())
-        self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
-        self._module_to_env = self._spaces.module_to_env(self._module)
-        self._checks = ObservationIntake(
-            env_name=config.env,
-            spaces=self._spaces,
-            check_obs=config.check_agent_observations,
-            locate=self._locate,
-        )
-        self._checking: list[Row] = []  # the queue entries being checked (errors name them)
-        self._seeds = [derive_seed(config.seed, self.seed_index, e) for e in range(self.num_envs)]
+            module = self._spec.build()
+        self._use_module(module)
         self._episodes: list[_Episode] = []  # empty: the next sample() resets every env
         self._next_episode_id = self._next_eps_id = 0
         self._next_row_id = 0  # time order of rows
         self._num_steps = 0  # steps of all envs together, named in errors
+        self._checking: list[Row] = []  # the queue entries being checked (errors name them)
         self._closed: list[Row] = []  # closed in this call
         self._done_eps: set[int] = set()  # agent-episodes of episodes ended in this call
-        self._stats = EpisodeStats(self._module_ids, self._agents)
-        self._num_env_steps = self._num_agent_steps = 0
-        self.num_env_steps_sampled_lifetime = self.num_agent_steps_sampled_lifetime = 0
-
-    @property
-    def module(self) -> MultiRLModule:
-        return self._module
-
-    @property
-    def module_ids(self) -> list[ModuleID]:
-        return list(self._module_ids)
-
-    def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        return self._spaces.runner_spaces(self._module.items())
 
     # ------------------------------------------------------------------ sampling
     def sample(
@@ -199,10 +146,7 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
             self._closed = [r for r in self._closed if r[Columns.EPS_ID] in self._done_eps]
             for ep in self._episodes:
                 ep.open_row.clear()
-        self._num_env_steps += env_steps
-        self._num_agent_steps += agent_steps
-        self.num_env_steps_sampled_lifetime += env_steps
-        self.num_agent_steps_sampled_lifetime += agent_steps
+        self._count_steps(env_steps, agent_steps)
         return self._collect()
 
     def _reset_all(self) -> None:
@@ -212,11 +156,7 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
 
     def _reset(self, e: int, queue: list[Row]) -> _Episode:
         """Resets env `e`; its agents' first observations join the step's `queue`."""
-        seed, self._seeds[e] = self._seeds[e], None  # seed once; later resets continue its RNG
-        try:
-            obs, _ = self.envs[e].reset(seed=seed)
-        except Exception as err:
-            raise EnvError(f"env={self.config.env!r} raised in reset(): {err!r}") from err
+        obs, _ = self._reset_env_once(e)
         ep = _Episode(EpisodeInfo(self._next_episode_id, e, self.worker_index))
         self._next_episode_id += 1
         for agent, o in obs.items():
@@ -250,9 +190,9 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
             "t": ep.length,
         }
 
-    def _locate(self, i: int) -> AgentPlace:
-        """Where the i-th of the observations being checked came from (for errors)."""
-        entry = self._checking[i]
+    def _locate(self, key: int) -> AgentPlace:
+        """Where the key-th of the observations being checked came from (for errors)."""
+        entry = self._checking[key]
         space = self._spaces.raw[cast(ModuleID, entry["module"])][0]
         e, agent, t = cast(int, entry["env"]), cast(AgentID, entry["agent"]), cast(int, entry["t"])
         return AgentPlace(e, agent, t, self._num_steps, space)
@@ -311,7 +251,7 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
                 reward = float(cast(float, r))
                 if not math.isfinite(reward):
                     self._checking = [self._entry(e, ep, agent, None, acts=False)]
-                    self._checks.raise_non_finite(np.zeros(1, np.int64), "rewards")
+                    self._intake.raise_non_finite(np.zeros(1, np.int64), "rewards")
                 ep.pending_reward[agent] += reward
                 ep.returns[agent] += reward
             returns.append((obs, te, tr))
@@ -377,7 +317,7 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
             self._checking = entries
             raw = [e["raw"] for e in entries]
             where = np.arange(len(entries))
-            obs = self._checks.stack_checked(self._spaces.raw[mid][0], raw, where)
+            obs = self._intake.stack_checked(self._spaces.raw[mid][0], raw, where)
             pipeline = self._spaces.env_to_module.get(mid)
             if pipeline is not None and len(pipeline):
                 obs = pipeline(obs, episode_starts=np.array([e["start"] for e in entries]))
@@ -403,67 +343,10 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
             keys = [k for k in rows[0] if k not in ("slot", "id", "module")]
             batch = {k: np.stack([np.asarray(r[k]) for r in rows]) for k in keys}
             batch[Columns.REWARDS] = batch[Columns.REWARDS].astype(np.float32)
-            eps = batch[Columns.EPS_ID]
-            ends = cast(BoolArray, batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS])
-            ends[:-1] |= eps[1:] != eps[:-1]  # a new agent-episode (eps_ids differ per slot)
-            ends[-1] = True
-            batch[Columns.SEQ_ENDS] = ends
+            batch[Columns.SEQ_ENDS] = sequence_ends(  # eps_ids differ per slot
+                batch[Columns.TERMINATEDS], batch[Columns.TRUNCATEDS], batch[Columns.EPS_ID]
+            )
             add_action_logp(batch, self._module[mid])
             result[mid] = batch
         self._closed = []
         return result
-
-    # ------------------------------------------------------------------ metrics and state
-    def get_metrics(self) -> MetricsDict:
-        metrics = {
-            **self._stats.export(),
-            "num_env_steps": self._num_env_steps,
-            "num_agent_steps": self._num_agent_steps,
-            "num_sub_env_restarts": 0,
-        }
-        if self.metrics:
-            metrics["metrics_logger"] = self.metrics.export_period()
-        self._num_env_steps = self._num_agent_steps = 0
-        return metrics
-
-    def get_state(
-        self, components: Components = None, *, not_components: Components = None, **kwargs: object
-    ) -> StateDict:
-        state: StateDict = {
-            "env_to_module": {
-                mid: s for mid, p in self._spaces.env_to_module.items() if (s := p.get_state())
-            },
-            "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
-            "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
-        }
-        if select_components(components, not_components, "rl_module")[0]:
-            weights = self._module.get_state(inference_only=True)
-            state["rl_module"] = {
-                mid: {k: v.numpy() for k, v in s.items()} for mid, s in weights.items()
-            }
-        return state
-
-    def set_state(self, state: StateDict) -> None:
-        """Restores any subset of `get_state()`."""
-        state = self._drop_stale_weights(state)
-        if "rl_module" in state:
-            self._module.set_state(cast(dict, state["rl_module"]))
-        for mid, s in cast("dict[ModuleID, dict]", state.get("env_to_module", {})).items():
-            self._spaces.env_to_module[mid].set_state(s)
-        for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
-            if key in state:
-                setattr(self, key, int(cast(int, state[key])))
-
-    def stop(self) -> None:
-        for env in self.envs:
-            env.close()
-
-
-def unsupported_features(config: AlgorithmConfig) -> list[str]:
-    """The settings of `config` that need the vectorized MultiAgentEnvRunner."""
-    wanted = {
-        "offline_data(output=...)": config.output is not None,
-        "restart_failed_sub_environments": config.restart_failed_sub_environments,
-        "episode callbacks": Callbacks.from_config(config).any_of(EPISODE_HOOKS),
-    }
-    return [name for name, on in wanted.items() if on]

@@ -21,6 +21,7 @@ import torch
 from rlmod.core.columns import Columns
 from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.types import Array, ArrayTree, BoolArray, FloatArray, IntArray
+from rlmod.env.env_runner import sequence_ends
 from rlmod.env.episodes import EpisodeInfo
 from rlmod.env.module_groups import ModuleGroups, env_actions_per_row
 from rlmod.env.module_spaces import ModuleSpaces
@@ -638,12 +639,12 @@ def group_batch(
     }
     # A sequence ends where the agent's episode ends or where this fragment stops (a new
     # module's rows start with a new slot or a new agent-episode).
-    seq_ends = cast(BoolArray, batch[Columns.TERMINATEDS]) | cast(
-        BoolArray, batch[Columns.TRUNCATEDS]
+    batch[Columns.SEQ_ENDS] = sequence_ends(
+        cast(BoolArray, batch[Columns.TERMINATEDS]),
+        cast(BoolArray, batch[Columns.TRUNCATEDS]),
+        slots,
+        eps,
     )
-    seq_ends[:-1] |= (slots[1:] != slots[:-1]) | (eps[1:] != eps[:-1])
-    seq_ends[-1] = True
-    batch[Columns.SEQ_ENDS] = seq_ends
     batch[MODULE] = mods
     if with_slots:
         batch[SLOT] = slots
