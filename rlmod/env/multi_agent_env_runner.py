@@ -4,9 +4,12 @@ The default multi-agent EnvRunner beyond a few agents x sub-envs (EnvRunnerGroup
 ReferenceMultiAgentEnvRunner (rlmod/env/multi_agent_reference_runner.py) states the same
 semantics in plain Python and is its oracle in the tests. Its modules come from
 `config.get_multi_rl_module_spec(env=..., spaces=..., inference_only=True)`, so
-learner-only modules are never built here. Three files: this one (envs, episodes, guards,
-recording), multi_agent_rows.py (per-slot arrays, the rows of a call, batches) and
-module_groups.py (which modules share one forward pass).
+learner-only modules are never built here. Three files, one job each: this one (the
+sampling loop: envs, episodes, guards, recording), multi_agent_slots.py (per-(env, agent)
+slot arrays and who acts next) and multi_agent_rows.py (the rows of a call, from open to
+collect, and their batches). Shared helpers: multi_agent_runner_base.py (envs, spaces,
+module spec, metrics and state, as the reference runner's), module_groups.py (which
+modules share one forward pass), multi_agent_observations.py (stacking and checks).
 
 A row is one action of one agent: `obs` is what the agent acted on, `rewards` everything
 the agent received until it next observed (rewards between its acting steps add up),
@@ -40,11 +43,12 @@ Index spaces (all int64 arrays or ints):
 | row ID | a row in its group's GroupBuffer, this call | `RowStore.open_row` values, ClosedRows / RowOutcomes `.row` |
 | obs index | an observation stored in its group's GroupBuffer, this call | rows' `obs_idx`, `ActingRows.obs_idx`, `RowOutcomes.next_obs_idx` |
 | step position | one of this step's observations (all envs, in queue order) | StepObservations, `ClosedRows.new_obs_pos` |
-| acting rank | an action in the step's acting order (what the envs get) | `ActingRows.rank`, `_acting_offset` |
+| acting rank | an action in the step's acting order (what the envs get) | `ActingRows.rank`, `ActingAgents.offset` |
 
 One owner per array: AgentSlots' arrays (mapping, rewards, returns, who observed) are
-written by this runner and AgentSlots' methods only; `RowStore.open_row`, the buffers, the
-acting rows and the outcomes by RowStore's methods only (this runner reads `open_row`).
+written by this runner and AgentSlots' methods only; ActingAgents (who acts next, a fresh
+one per step) by its methods only; `RowStore.open_row`, the buffers, the acting rows and
+the outcomes by RowStore's methods only (this runner reads `open_row`).
 Everything that needs the modules is built once, by `make_module()`.
 """
 
@@ -52,10 +56,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from itertools import chain, compress
 from typing import TYPE_CHECKING, NoReturn
 
-import gymnasium as gym
 import numpy as np
 import torch
 
@@ -64,19 +66,15 @@ from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
 from rlmod.core.types import (
     Array,
     BoolArray,
-    FloatArray,
     IntArray,
 )
 from rlmod.env.env_runner import SampleResult
 from rlmod.env.episodes import EpisodeInfo, MultiAgentEpisode, chunk_start
 from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import ModuleGroups
-from rlmod.env.module_spaces import ModuleSpaces
-from rlmod.env.multi_agent_env import AgentID
 from rlmod.env.multi_agent_observations import AgentPlace
 from rlmod.env.multi_agent_rows import (
     SLOT,
-    AgentSlots,
     EnvReturns,
     FlaggedEnv,
     RowStore,
@@ -84,21 +82,16 @@ from rlmod.env.multi_agent_rows import (
     step_flags,
 )
 from rlmod.env.multi_agent_runner_base import MultiAgentRunnerBase
+from rlmod.env.multi_agent_slots import ActingAgents, AgentSlots
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
-from rlmod.errors import OfflineDataError
 from rlmod.fast_paths import plain_paths
-from rlmod.offline.writer import AGENT_ID, EpisodeWriter
+from rlmod.offline.writer import RowRecorder
 from rlmod.utils.gc_pause import gc_paused
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
-    from rlmod.connectors.pipeline import ConnectorPipeline
 
 logger = logging.getLogger(__name__)
-
-
-_NO_SLOTS: IntArray = np.zeros(0, np.int64)
-"""An env's acting slots when none of its agents acts next."""
 
 
 class MultiAgentEnvRunner(MultiAgentRunnerBase):
@@ -159,6 +152,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
             module_index=self._module_index,
             spaces=self._spaces,
             envs=self.envs,
+            intake=self._intake,
         )
         self._next_episode_id = 0  # one per env episode: EpisodeInfo.id_
         self._dropped_eps: list[IntArray] = []  # agent-episodes of restarted envs
@@ -168,9 +162,6 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
         # Per env.
         self._episode: list[EpisodeInfo | None] = [None] * self.num_envs
         self._ep_len = np.zeros(self.num_envs, np.int64)
-        self._acting_agents: list[tuple] = [()] * self.num_envs  # next to act, env's order
-        self._acting_slots: list[IntArray] = [np.zeros(0, np.int64)] * self.num_envs
-        self._acting_offset = [0] * self.num_envs  # their offset in the step's acting order
         # Per sample() call: rows and who acts next, per execution group.
         self._rows = RowStore(
             self._groups,
@@ -271,7 +262,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
                 observations=obs,
                 infos=infos,
                 env_index=e,
-                agent_to_module=self._modules_of(keys, slots),
+                agent_to_module=self._slots.modules_of(keys, slots),
             )
             self.callbacks.call("on_episode_created", **self._episode_kwargs(e))
             self.callbacks.call("on_episode_start", **self._episode_kwargs(e))
@@ -280,7 +271,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
         self._add_observations(
             slots, [self._intake.chunk(obs.values())], np.ones(n, bool), np.ones(n, bool)
         )
-        self._set_acting(e, keys, slots)
+        self._acting.add(e, keys, slots)
 
     def _end_episode(self, e: int, terminated: bool) -> None:
         """Closes the episode's open rows (flags from "__all__") and records its returns."""
@@ -324,21 +315,11 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
             "rl_module": self.module,
         }
 
-    def _modules_of(self, keys: tuple, slots: IntArray) -> dict[AgentID, ModuleID]:
-        return {
-            a: self._module_ids[m]
-            for a, m in zip(keys, self._slots.module_of[slots].tolist(), strict=True)
-        }
-
     # ------------------------------------------------------------------ one step
     def _begin_step(self) -> None:
+        """Fresh records for the next step: its observations and who acts in it."""
         self._step_obs = StepObservations()
-        self._num_acting = 0  # acting agents so far in this step
-        self._acting_agents = [()] * self.num_envs
-        # no env's agents act next until _set_acting says so (an env whose observers were
-        # all done acts with nobody: it must not keep an earlier step's slots)
-        self._acting_slots = [_NO_SLOTS] * self.num_envs
-        self._acting_offset = [0] * self.num_envs
+        self._acting = ActingAgents(self.num_envs)
 
     def _add_observations(
         self, slots: IntArray, obs: list, acts_next: BoolArray, episode_starts: BoolArray
@@ -351,12 +332,6 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
         queued.obs.extend(obs)
         queued.acts_next.append(acts_next)
         queued.episode_starts.append(episode_starts)
-
-    def _set_acting(self, e: int, keys: tuple, slots: IntArray) -> None:
-        """Env `e`'s agents that act next; the order of calls is the acting order."""
-        self._acting_agents[e], self._acting_slots[e] = keys, slots
-        self._acting_offset[e] = self._num_acting
-        self._num_acting += len(keys)
 
     def _close(
         self, slots: IntArray, term: BoolArray, trunc: BoolArray, new_obs_pos: IntArray
@@ -373,13 +348,13 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
         completed rows, who acts next; resets envs whose episode is over. Per env, Python
         only builds and reads the dicts; the numpy work runs once for all envs. Returns
         the number of agent steps taken."""
-        acted = (self._acting_agents, self._acting_slots, self._acting_offset)
+        acted = self._acting
         self._begin_step()
-        returns = self._call_step(actions, *acted)
+        returns = self._call_step(actions, acted)
         self._ep_len += 1
         self._num_steps += 1
         slots = np.concatenate(returns.slots)
-        self._book_rewards(returns, slots)
+        self._slots.book_rewards(returns, slots)
         term, trunc, over, extras = step_flags(returns.flagged, returns.obs_agents, returns.num_obs)
         acts_next = ~(term | trunc)
         starts = ~self._slots.observed[slots]  # first observation of the agent in its episode
@@ -394,7 +369,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
                 np.full(1, -1),
             )
         ended = {e for e, _ in over} | {e for e, _ in returns.failed}
-        self._set_next_acting(returns, acts_next, ended)
+        self._acting.add_observers(returns, acts_next, ended)
         for e, terminated in over:
             self._end_episode(e, terminated=bool(terminated))
             self._reset_env(e)
@@ -402,18 +377,12 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
             self._restart_env(e, error)
         return returns.agent_steps
 
-    def _call_step(
-        self,
-        actions: list,
-        acted_agents: list[tuple],
-        acted_slots: list[IntArray],
-        acted_offset: list[int],
-    ) -> EnvReturns:
+    def _call_step(self, actions: list, acted: ActingAgents) -> EnvReturns:
         """Calls each env's `step()` with the actions of its acting agents (`actions` in
-        acting order, env e's from `acted_offset[e]`) and gathers what came back."""
+        acting order, env e's from `acted.offset[e]`) and gathers what came back."""
         out = EnvReturns()
         for e, env in enumerate(self.envs):
-            agents, off = acted_agents[e], acted_offset[e]
+            agents, off = acted.agents[e], acted.offset[e]
             out.agent_steps += len(agents)
             action_dict = dict(zip(agents, actions[off : off + len(agents)], strict=True))
             try:
@@ -429,10 +398,10 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
             obs_agents = tuple(obs)
             # Usually the agents that acted observe again (their final obs if done): then
             # their slots are known, with no dict lookup per agent.
-            slots = acted_slots[e] if obs_agents == agents else self._slots_for(e, obs_agents)
+            slots = acted.slots[e] if obs_agents == agents else self._slots_for(e, obs_agents)
             ma_episode = self._ma_episodes[e] if self._track_episodes else None
             if ma_episode is not None:  # only with an episode callback hook
-                ma_episode.agent_to_module.update(self._modules_of(obs_agents, slots))
+                ma_episode.agent_to_module.update(self._slots.modules_of(obs_agents, slots))
                 ma_episode.add_env_step(
                     obs,
                     actions=action_dict,
@@ -448,7 +417,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
                     out.reward_dicts.append(rewards)
                     out.reward_slots.append(slots)
                 else:
-                    self._add_rewards(
+                    self._slots.add_rewards(
                         self._slots_for(e, reward_agents),
                         np.fromiter(rewards.values(), np.float64, len(reward_agents)),
                     )
@@ -464,41 +433,6 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
         raise step_failed_error(
             self.config.env, e, int(self._ep_len[e]) + 1, self._num_steps + 1, err
         ) from err
-
-    def _book_rewards(self, returns: EnvReturns, slots: IntArray) -> None:
-        """Adds the rewards of the agents that observed (all envs' in one array);
-        `slots` are the slots of all observing agents, in env order."""
-        if not returns.reward_dicts:
-            return
-        rewards = np.fromiter(
-            chain.from_iterable(r.values() for r in returns.reward_dicts),
-            np.float64,
-            sum(map(len, returns.reward_dicts)),
-        )
-        # Usually every env rewarded all agents that observed: their slots are `slots`.
-        self._add_rewards(
-            slots
-            if len(returns.reward_dicts) == len(self.envs)
-            else np.concatenate(returns.reward_slots),
-            rewards,
-        )
-
-    def _set_next_acting(self, returns: EnvReturns, acts_next: BoolArray, ended: set[int]) -> None:
-        """Who acts next in each env whose episode goes on: all that observed where no flag
-        is set, else those not done (`acts_next`, per observation)."""
-        first_flagged_obs = {f.env: f.first_obs for f in returns.flagged}
-        for e, (obs_agents, slots) in enumerate(
-            zip(returns.obs_agents, returns.slots, strict=True)
-        ):
-            if e in ended:
-                continue  # reset (or restarted) below: its new agents act
-            start = first_flagged_obs.get(e)
-            if start is None:
-                self._set_acting(e, obs_agents, slots)
-                continue
-            mask = acts_next[start : start + len(obs_agents)]
-            if mask.any():
-                self._set_acting(e, tuple(compress(obs_agents, mask.tolist())), slots[mask])
 
     def _restart_env(self, e: int, err: BaseException) -> None:
         """Restart mode: recreates env `e`, drops its unfinished episode (no rows, no
@@ -530,14 +464,6 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
         self._spaces.replace_env(e, self.envs[e])
         self._num_restarts += 1
         self._reset_env(e)
-
-    def _add_rewards(self, slots: IntArray, rewards: FloatArray) -> None:
-        """Adds rewards to what these agents received since they last acted, and to their
-        episode returns (after checking they are finite: one check per call)."""
-        if self._intake.check_finite and not np.isfinite(rewards).all():
-            self._intake.raise_non_finite(slots[~np.isfinite(rewards)], "rewards")
-        self._slots.pending_reward[slots] += rewards
-        self._slots.episode_return[slots] += rewards
 
     def _locate(self, slot: int) -> AgentPlace:
         e, agent = self._slots.locate(slot)
@@ -588,7 +514,7 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
                 if num_episodes is not None
                 else env_steps < (num_timesteps or 0)
             ):
-                agent_steps += self._step_envs(self._rows.act(explore, self._num_acting))
+                agent_steps += self._step_envs(self._rows.act(explore, self._acting.num))
                 env_steps += self.num_envs
                 self._rows.process(self._step_obs)
         if self._failure_streaks.active and num_episodes is None:  # restart mode: the
@@ -623,8 +549,8 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
         result: SampleResult = {}
         for m, batch in batches:
             mid = self._module_ids[m]
-            if self._writer is not None:
-                self._writer.write(mid, batch)
+            if self._writer is not None:  # the slot column names the agent
+                self._writer.write(mid, batch, batch.pop(SLOT))
             result[mid] = batch
         return result, dropped_rows
 
@@ -640,55 +566,3 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
         if self._writer is not None:
             self._writer.writer.close()
         super().stop()
-
-
-class RowRecorder:
-    """An EpisodeWriter fed with per-module batches whose `SLOT` column names the agent."""
-
-    def __init__(self, writer: EpisodeWriter, agents: list[AgentID]) -> None:
-        self.writer = writer
-        self.agents = agents
-        self._names = np.array([str(a) for a in agents], dtype=object)
-
-    @classmethod
-    def create(
-        cls,
-        config: AlgorithmConfig,
-        *,
-        module_ids: list[ModuleID],
-        spaces: ModuleSpaces,
-        module_to_env: dict[ModuleID, ConnectorPipeline],
-        env_spaces: dict[str, tuple[gym.Space, gym.Space]],
-        agents: list[AgentID],
-        worker_index: int,
-    ) -> RowRecorder | None:
-        """A recorder when `config.output` is set (else None); an OfflineDataError where a
-        module's connectors would make the recorded rows differ from the env's (the
-        single-agent EnvRunner records raw data in every case)."""
-        if config.output is None:
-            return None
-        for mid in module_ids:
-            pipeline = spaces.env_to_module.get(mid)
-            if (pipeline is not None and len(pipeline)) or len(module_to_env[mid]) > 1:
-                raise OfflineDataError(
-                    f"offline_data(output=...) with a MultiAgentEnvRunner records what the "
-                    f"modules see; module {mid!r} sees transformed observations ({pipeline}) "
-                    "or maps its actions into the env's space, which would make the "
-                    "recorded rows differ from the env's. Record envs with flat float32 Box "
-                    "observations and Discrete actions starting at 0, or leave output unset."
-                )
-        writer = EpisodeWriter(
-            config.output,
-            spaces=env_spaces,
-            max_rows_per_file=config.output_max_rows_per_file,
-            file_prefix=f"env_runner_{worker_index}",
-        )
-        return cls(writer, agents)
-
-    def write(self, module_id: ModuleID, batch: dict[str, Array]) -> None:
-        """Hands a module's rows to the writer with each row's agent ID (the slot column
-        is popped off the batch)."""
-        slots = batch.pop(SLOT)
-        self.writer.add_batch(
-            {module_id: {**batch, AGENT_ID: self._names[slots % len(self.agents)]}}
-        )

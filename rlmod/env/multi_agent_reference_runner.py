@@ -209,7 +209,7 @@ class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
             who = by_module.get(mid, [])
             if not who:
                 continue
-            module = self._module[mid]
+            module = self.module[mid]
             obs = np.stack([self._episodes[e].obs[a] for e, a in who])
             batch = {Columns.OBS: torch.from_numpy(obs)}
             out = module.forward_exploration(batch) if explore else module.forward_inference(batch)
@@ -346,7 +346,7 @@ class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
             batch[Columns.SEQ_ENDS] = sequence_ends(  # eps_ids differ per slot
                 batch[Columns.TERMINATEDS], batch[Columns.TRUNCATEDS], batch[Columns.EPS_ID]
             )
-            add_action_logp(batch, self._module[mid])
+            add_action_logp(batch, self.module[mid])
             result[mid] = batch
         self._closed = []
         return result
