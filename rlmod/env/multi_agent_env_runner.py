@@ -483,18 +483,13 @@ class MultiAgentEnvRunner(MultiAgentRunnerBase):
         num_timesteps = self._timesteps_to_sample(num_timesteps, num_episodes)
         self.make_module()
         self._init_pending_modules()
-        mark = self._stats.mark()
-        try:
-            with self.own_torch_rng():
-                return self._sample(num_timesteps, num_episodes, explore)
-        except BaseException:
-            # This call's rows never reach a batch: its episodes leave the metrics, the
-            # counters count none of its steps, and the next call starts every env afresh.
-            self._stats.rollback(mark)
-            self._rows.acting = None
-            self._dropped_eps = []
-            self._num_dropped_env_steps = 0
-            raise
+        with self._sampling_call():  # a call that raises leaves no trace
+            return self._sample(num_timesteps, num_episodes, explore)
+
+    def _forget_call(self) -> None:
+        self._rows.acting = None  # the next call starts every env afresh
+        self._dropped_eps = []
+        self._num_dropped_env_steps = 0
 
     def _sample(
         self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None

@@ -60,6 +60,20 @@ Row = dict[str, object]  # one action of one agent; its outcome is filled in whe
 
 
 @dataclasses.dataclass
+class _Observation:
+    """An agent's observation, queued for its module's env-to-module pipeline."""
+
+    env: int
+    agent: AgentID
+    module: ModuleID
+    raw: object  # as the env returned it
+    acts: bool  # the agent acts on it next
+    start: bool  # the agent's first observation in its episode
+    t: int  # its episode's step, named in errors
+    obs: Array | None = None  # in the module's space, once converted
+
+
+@dataclasses.dataclass
 class _Episode:
     """One env's running episode, per agent."""
 
@@ -106,7 +120,7 @@ class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
         self._next_episode_id = self._next_eps_id = 0
         self._next_row_id = 0  # time order of rows
         self._num_steps = 0  # steps of all envs together, named in errors
-        self._checking: list[Row] = []  # the queue entries being checked (errors name them)
+        self._checking: list[_Observation] = []  # being checked (errors name them)
         self._closed: list[Row] = []  # closed in this call
         self._done_eps: set[int] = set()  # agent-episodes of episodes ended in this call
 
@@ -124,24 +138,19 @@ class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
         explore = self.config.explore if explore is None else explore
         self._closed, self._done_eps = [], set()
         env_steps = agent_steps = 0
-        first_done = mark = self._stats.mark()
-        try:
-            with self.own_torch_rng(), torch.inference_mode():
-                if num_episodes is not None or not self._episodes:
-                    self._reset_all()  # whole episodes only: start every env afresh
-                while (
-                    len(self._stats) - first_done < num_episodes
-                    if num_episodes is not None
-                    else env_steps < (num_timesteps or 0)
-                ):
-                    actions = self._act(explore)
-                    agent_steps += sum(len(a) for a in actions)
-                    self._step(actions)
-                    env_steps += self.num_envs
-        except BaseException:  # nothing of this call counts; the next starts afresh
-            self._stats.rollback(mark)
-            self._episodes = []
-            raise
+        first_done = len(self._stats)
+        with self._sampling_call(), torch.inference_mode():  # one that raises leaves no trace
+            if num_episodes is not None or not self._episodes:
+                self._reset_all()  # whole episodes only: start every env afresh
+            while (
+                len(self._stats) - first_done < num_episodes
+                if num_episodes is not None
+                else env_steps < (num_timesteps or 0)
+            ):
+                actions = self._act(explore)
+                agent_steps += sum(len(a) for a in actions)
+                self._step(actions)
+                env_steps += self.num_envs
         if num_episodes is not None:  # rows of unfinished episodes are dropped
             self._closed = [r for r in self._closed if r[Columns.EPS_ID] in self._done_eps]
             for ep in self._episodes:
@@ -149,12 +158,15 @@ class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
         self._count_steps(env_steps, agent_steps)
         return self._collect()
 
+    def _forget_call(self) -> None:
+        self._episodes = []  # the next call starts every env afresh
+
     def _reset_all(self) -> None:
-        queue: list[Row] = []
+        queue: list[_Observation] = []
         self._episodes = [self._reset(e, queue) for e in range(self.num_envs)]
         self._to_module_space(queue)
 
-    def _reset(self, e: int, queue: list[Row]) -> _Episode:
+    def _reset(self, e: int, queue: list[_Observation]) -> _Episode:
         """Resets env `e`; its agents' first observations join the step's `queue`."""
         obs, _ = self._reset_env_once(e)
         ep = _Episode(EpisodeInfo(self._next_episode_id, e, self.worker_index))
@@ -179,23 +191,16 @@ class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
         self._next_eps_id += 1
         ep.returns[agent] = ep.pending_reward[agent] = 0.0
 
-    def _entry(self, e: int, ep: _Episode, agent: AgentID, raw: object, acts: bool) -> Row:
-        """An observation queued for the env-to-module pipelines (`start`: the agent's
-        first in its episode; `t`: its episode's step, named in errors)."""
+    def _entry(self, e: int, ep: _Episode, agent: AgentID, raw: object, acts: bool) -> _Observation:
+        """The agent's observation `raw`, mapped to its module."""
         self._map(e, ep, agent)
         start = agent not in ep.observed
-        return {"env": e, "agent": agent, "module": ep.module_of[agent], "raw": raw} | {
-            "acts": acts,
-            "start": start,
-            "t": ep.length,
-        }
+        return _Observation(e, agent, ep.module_of[agent], raw, acts, start, ep.length)
 
     def _locate(self, key: int) -> AgentPlace:
         """Where the key-th of the observations being checked came from (for errors)."""
-        entry = self._checking[key]
-        space = self._spaces.raw[cast(ModuleID, entry["module"])][0]
-        e, agent, t = cast(int, entry["env"]), cast(AgentID, entry["agent"]), cast(int, entry["t"])
-        return AgentPlace(e, agent, t, self._num_steps, space)
+        o = self._checking[key]
+        return AgentPlace(o.env, o.agent, o.t, self._num_steps, self._spaces.raw[o.module][0])
 
     def _act(self, explore: bool) -> list[dict[AgentID, object]]:
         """One forward pass per module over its acting agents (all envs); opens their rows
@@ -255,7 +260,7 @@ class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
                 ep.pending_reward[agent] += reward
                 ep.returns[agent] += reward
             returns.append((obs, te, tr))
-        queue: list[Row] = []
+        queue: list[_Observation] = []
         over: list[tuple[int, bool]] = []
         for e, (obs, te, tr) in enumerate(returns):
             ep = self._episodes[e]
@@ -269,7 +274,7 @@ class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
                 queue.append(entry)
                 ep.observed.add(agent)
                 self._close(ep, agent, term, trunc, new_obs=entry)
-                if entry["acts"]:
+                if entry.acts:
                     ep.acting.append(agent)
             done_te = [a for a, v in te.items() if v and a != ALL_AGENTS and a not in obs]
             done_tr = [a for a, v in tr.items() if v and a != ALL_AGENTS and a not in obs]
@@ -294,7 +299,7 @@ class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
         self._to_module_space(queue)
 
     def _close(
-        self, ep: _Episode, agent: AgentID, term: bool, trunc: bool, new_obs: Row | None
+        self, ep: _Episode, agent: AgentID, term: bool, trunc: bool, new_obs: _Observation | None
     ) -> None:
         """Completes the agent's open row, if any; `new_obs`: the queue entry of its next
         observation (None: the row's own obs stands in)."""
@@ -307,25 +312,23 @@ class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
         row["next"] = new_obs
         self._closed.append(row)
 
-    def _to_module_space(self, queue: list[Row]) -> None:
+    def _to_module_space(self, queue: list[_Observation]) -> None:
         """Checks each module's observations of the step (all envs, in queue order), runs
         them through its env-to-module pipeline and stores what each agent acts on next."""
-        by_module: dict[ModuleID, list[Row]] = {}
-        for entry in queue:
-            by_module.setdefault(cast(ModuleID, entry["module"]), []).append(entry)
+        by_module: dict[ModuleID, list[_Observation]] = {}
+        for o in queue:
+            by_module.setdefault(o.module, []).append(o)
         for mid, entries in by_module.items():
             self._checking = entries
-            raw = [e["raw"] for e in entries]
-            where = np.arange(len(entries))
+            raw, where = [o.raw for o in entries], np.arange(len(entries))
             obs = self._intake.stack_checked(self._spaces.raw[mid][0], raw, where)
             pipeline = self._spaces.env_to_module.get(mid)
             if pipeline is not None and len(pipeline):
-                obs = pipeline(obs, episode_starts=np.array([e["start"] for e in entries]))
-            for i, entry in enumerate(entries):
-                entry["obs"] = cast(Array, obs)[i]
-                if entry["acts"]:
-                    ep = self._episodes[cast(int, entry["env"])]
-                    ep.obs[cast(AgentID, entry["agent"])] = cast(Array, obs)[i]
+                obs = pipeline(obs, episode_starts=np.array([o.start for o in entries]))
+            for i, o in enumerate(entries):
+                o.obs = cast(Array, obs)[i]
+                if o.acts:
+                    self._episodes[o.env].obs[o.agent] = o.obs
 
     def _collect(self) -> SampleResult:
         """The closed rows as per-module batches, ordered by slot, then time."""
@@ -338,8 +341,8 @@ class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
             if not rows:
                 continue
             for r in rows:  # None: done without a next obs, the row's own obs stands in
-                next_entry = cast("Row | None", r.pop("next"))
-                r[Columns.NEXT_OBS] = r[Columns.OBS] if next_entry is None else next_entry["obs"]
+                nxt = cast("_Observation | None", r.pop("next"))
+                r[Columns.NEXT_OBS] = r[Columns.OBS] if nxt is None else nxt.obs
             keys = [k for k in rows[0] if k not in ("slot", "id", "module")]
             batch = {k: np.stack([np.asarray(r[k]) for r in rows]) for k in keys}
             batch[Columns.REWARDS] = batch[Columns.REWARDS].astype(np.float32)

@@ -10,7 +10,8 @@ modules, counting steps, and the EnvRunner API around them (`get_spaces`, `get_m
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, cast
 
 import gymnasium as gym
@@ -101,6 +102,25 @@ class MultiAgentRunnerBase(EnvRunner):
     @abc.abstractmethod
     def _locate(self, key: int) -> AgentPlace:
         """Where the observation or reward `key` (the subclass's index) came from."""
+
+    @contextlib.contextmanager
+    def _sampling_call(self) -> Iterator[None]:
+        """Runs a `sample()` call's steps on this EnvRunner's torch RNG. Where they raise,
+        none of the call's rows reach a batch: its episodes leave the metrics, the counters
+        count none of its steps (`_count_steps` comes after), and `_forget_call()` makes
+        the next call start every env afresh."""
+        mark = self._stats.mark()
+        try:
+            with self.own_torch_rng():
+                yield
+        except BaseException:
+            self._stats.rollback(mark)
+            self._forget_call()
+            raise
+
+    @abc.abstractmethod
+    def _forget_call(self) -> None:
+        """Drops what a failed `sample()` call left (see `_sampling_call`)."""
 
     def _count_steps(self, env_steps: int, agent_steps: int) -> None:
         """Counts the steps of a `sample()` call whose rows reach a batch."""
