@@ -63,11 +63,7 @@ import torch
 
 from rlmod.core.deferred_init import PendingInit, build_deferred, is_plain
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
-from rlmod.core.types import (
-    Array,
-    BoolArray,
-    IntArray,
-)
+from rlmod.core.types import Array, BoolArray, IntArray
 from rlmod.env.env_runner import SampleResult
 from rlmod.env.episodes import EpisodeInfo, MultiAgentEpisode, chunk_start
 from rlmod.env.guards import step_failed_error
