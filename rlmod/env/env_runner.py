@@ -17,7 +17,7 @@ import torch
 
 from rlmod.callbacks import EPISODE_HOOKS, Callbacks
 from rlmod.core.multi_rl_module import ModuleID
-from rlmod.core.types import Array, Components, MetricsDict, StateDict
+from rlmod.core.types import Array, BoolArray, Components, MetricsDict, StateDict
 from rlmod.fast_paths import use_plain_paths
 from rlmod.utils.checkpoints import Checkpointable
 from rlmod.utils.metrics_logger import MetricsLogger
@@ -54,6 +54,16 @@ episode objects, which RLlib's EnvRunners return).
 Rows of one (sub-env, agent) sequence are contiguous and in time order; `eps_id` tells
 the episodes apart and `seq_ends` marks the last row of each sequence.
 """
+
+
+def sequence_ends(terminateds: BoolArray, truncateds: BoolArray, *ids: Array) -> BoolArray:
+    """The `seq_ends` column of rows whose sequences are contiguous: True where an episode
+    ends, where any of the per-row sequence keys `ids` changes, and at the last row."""
+    ends = terminateds | truncateds
+    for key in ids:
+        ends[:-1] |= key[1:] != key[:-1]
+    ends[-1] = True
+    return ends
 
 
 class EnvRunner(Checkpointable, abc.ABC):

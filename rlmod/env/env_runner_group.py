@@ -440,10 +440,8 @@ def default_multi_agent_runner_cls(config: AlgorithmConfig) -> type[EnvRunner]:
     (closed again); an env that fails to make gets MultiAgentEnvRunner, which names why."""
     from rlmod.env.multi_agent_env import multi_agent_env_from
     from rlmod.env.multi_agent_env_runner import MultiAgentEnvRunner
-    from rlmod.env.multi_agent_reference_runner import (
-        ReferenceMultiAgentEnvRunner,
-        unsupported_features,
-    )
+    from rlmod.env.multi_agent_reference_runner import ReferenceMultiAgentEnvRunner
+    from rlmod.env.multi_agent_runner_base import unsupported_features
 
     if unsupported_features(config):
         return MultiAgentEnvRunner

@@ -4,9 +4,12 @@ The default multi-agent EnvRunner beyond a few agents x sub-envs (EnvRunnerGroup
 ReferenceMultiAgentEnvRunner (rlmod/env/multi_agent_reference_runner.py) states the same
 semantics in plain Python and is its oracle in the tests. Its modules come from
 `config.get_multi_rl_module_spec(env=..., spaces=..., inference_only=True)`, so
-learner-only modules are never built here. Three files: this one (envs, episodes, guards,
-recording), multi_agent_rows.py (per-slot arrays, the rows of a call, batches) and
-module_groups.py (which modules share one forward pass).
+learner-only modules are never built here. Three files, one job each: this one (the
+sampling loop: envs, episodes, guards, recording), multi_agent_slots.py (per-(env, agent)
+slot arrays and who acts next) and multi_agent_rows.py (the rows of a call, from open to
+collect, and their batches). Shared helpers: multi_agent_runner_base.py (envs, spaces,
+module spec, metrics and state, as the reference runner's), module_groups.py (which
+modules share one forward pass), multi_agent_observations.py (stacking and checks).
 
 A row is one action of one agent: `obs` is what the agent acted on, `rewards` everything
 the agent received until it next observed (rewards between its acting steps add up),
@@ -40,11 +43,12 @@ Index spaces (all int64 arrays or ints):
 | row ID | a row in its group's GroupBuffer, this call | `RowStore.open_row` values, ClosedRows / RowOutcomes `.row` |
 | obs index | an observation stored in its group's GroupBuffer, this call | rows' `obs_idx`, `ActingRows.obs_idx`, `RowOutcomes.next_obs_idx` |
 | step position | one of this step's observations (all envs, in queue order) | StepObservations, `ClosedRows.new_obs_pos` |
-| acting rank | an action in the step's acting order (what the envs get) | `ActingRows.rank`, `_acting_offset` |
+| acting rank | an action in the step's acting order (what the envs get) | `ActingRows.rank`, `ActingAgents.offset` |
 
 One owner per array: AgentSlots' arrays (mapping, rewards, returns, who observed) are
-written by this runner and AgentSlots' methods only; `RowStore.open_row`, the buffers, the
-acting rows and the outcomes by RowStore's methods only (this runner reads `open_row`).
+written by this runner and AgentSlots' methods only; ActingAgents (who acts next, a fresh
+one per step) by its methods only; `RowStore.open_row`, the buffers, the acting rows and
+the outcomes by RowStore's methods only (this runner reads `open_row`).
 Everything that needs the modules is built once, by `make_module()`.
 """
 
@@ -52,62 +56,41 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from itertools import chain, compress
-from typing import TYPE_CHECKING, NoReturn, cast
+from typing import TYPE_CHECKING, NoReturn
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from rlmod.core.deferred_init import PendingInit, build_deferred, is_plain
 from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
-from rlmod.core.types import (
-    Array,
-    BoolArray,
-    Components,
-    FloatArray,
-    IntArray,
-    MetricsDict,
-    StateDict,
-)
-from rlmod.env.env_runner import EnvRunner, SampleResult
+from rlmod.core.types import Array, BoolArray, IntArray
+from rlmod.env.env_runner import SampleResult
 from rlmod.env.episodes import EpisodeInfo, MultiAgentEpisode, chunk_start
 from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import ModuleGroups
-from rlmod.env.module_spaces import ModuleSpaces
-from rlmod.env.multi_agent_env import AgentID, MultiAgentEnv, multi_agent_env_from
-from rlmod.env.multi_agent_metrics import EpisodeStats
-from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
+from rlmod.env.multi_agent_observations import AgentPlace
 from rlmod.env.multi_agent_rows import (
     SLOT,
-    AgentSlots,
     EnvReturns,
     FlaggedEnv,
     RowStore,
     StepObservations,
     step_flags,
 )
-from rlmod.env.recurrent_state import refuse_stateful
+from rlmod.env.multi_agent_runner_base import MultiAgentRunnerBase
+from rlmod.env.multi_agent_slots import ActingAgents, AgentSlots
 from rlmod.env.sub_env_failures import SubEnvFailureStreaks
-from rlmod.errors import EnvError, OfflineDataError
 from rlmod.fast_paths import plain_paths
-from rlmod.offline.writer import AGENT_ID, EpisodeWriter
-from rlmod.utils.checkpoints import select_components
+from rlmod.offline.writer import RowRecorder
 from rlmod.utils.gc_pause import gc_paused
-from rlmod.utils.seeding import derive_seed
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
-    from rlmod.connectors.pipeline import ConnectorPipeline
 
 logger = logging.getLogger(__name__)
 
 
-_NO_SLOTS: IntArray = np.zeros(0, np.int64)
-"""An env's acting slots when none of its agents acts next."""
-
-
-class MultiAgentEnvRunner(EnvRunner):
+class MultiAgentEnvRunner(MultiAgentRunnerBase):
     """Steps `num_envs_per_env_runner` MultiAgentEnvs; one forward pass per execution group
     (stack group, or unstacked module) per step.
 
@@ -141,23 +124,7 @@ class MultiAgentEnvRunner(EnvRunner):
 
     def __init__(self, *, config: AlgorithmConfig, worker_index: int = 0) -> None:
         super().__init__(config=config, worker_index=worker_index)
-        self.num_envs = config.num_envs_per_env_runner
-        self.envs: list[MultiAgentEnv] = [self._make_env() for _ in range(self.num_envs)]
         self.env0 = self.envs[0]
-        for env in self.envs:
-            self.callbacks.call(
-                "on_environment_created",
-                env_runner=self,
-                metrics_logger=self.metrics,
-                env=env,
-                env_context=dict(config.env_config),
-            )
-        self._agents: list[AgentID] = list(self.env0.possible_agents)
-        # Raw spaces per module, from the env's agents (SETUP_EPISODE); checks the mapping.
-        self._spaces = ModuleSpaces(config, self.envs, self._agents)
-        self._spec = config.get_multi_rl_module_spec(
-            env=self.env0, spaces=self._spaces.runner_spaces(), inference_only=True
-        )
         self._rng_before_module = self._torch_rng_state
         self._restart = config.restart_failed_sub_environments
         self._failure_streaks = SubEnvFailureStreaks(  # restart mode's bound
@@ -166,16 +133,9 @@ class MultiAgentEnvRunner(EnvRunner):
             unit="env",
             limit=config.max_consecutive_sub_environment_failures,
         )
-        self._intake = ObservationIntake(
-            env_name=config.env,
-            spaces=self._spaces,
-            check_obs=config.check_agent_observations,
-            locate=self._locate,
-        )
         # The modules and all that needs them are built by make_module(), once, on first
         # need (a remote EnvRunner answers get_spaces() first). A custom MultiRLModule
         # class names its own modules: then get_spaces() needs them now.
-        self._module: MultiRLModule | None = None
         self._writer: RowRecorder | None = None  # config.offline_data(output=DIR)
         if not is_plain(self._spec):
             self.make_module()
@@ -188,22 +148,16 @@ class MultiAgentEnvRunner(EnvRunner):
             module_index=self._module_index,
             spaces=self._spaces,
             envs=self.envs,
+            intake=self._intake,
         )
         self._next_episode_id = 0  # one per env episode: EpisodeInfo.id_
         self._dropped_eps: list[IntArray] = []  # agent-episodes of restarted envs
-        self._num_restarts = 0
         self._num_steps = 0  # steps of all envs together, named in errors
         self._num_dropped_env_steps = 0  # this call's env steps of dropped episodes
         self._call_start = 0  # _num_steps when this sample() call began
         # Per env.
         self._episode: list[EpisodeInfo | None] = [None] * self.num_envs
         self._ep_len = np.zeros(self.num_envs, np.int64)
-        self._acting_agents: list[tuple] = [()] * self.num_envs  # next to act, env's order
-        self._acting_slots: list[IntArray] = [np.zeros(0, np.int64)] * self.num_envs
-        self._acting_offset = [0] * self.num_envs  # their offset in the step's acting order
-        self._seeds = [
-            derive_seed(self.config.seed, self.seed_index, e) for e in range(self.num_envs)
-        ]
         # Per sample() call: rows and who acts next, per execution group.
         self._rows = RowStore(
             self._groups,
@@ -214,35 +168,14 @@ class MultiAgentEnvRunner(EnvRunner):
             agent_episode_of_slot=self._slots.agent_episode_of,
         )
         self._begin_step()
-        # Metrics since the last get_metrics().
-        self._stats = EpisodeStats(self._module_ids, self._agents)
-        self._done_eps: list[IntArray] = []
+        self._done_eps: list[IntArray] = []  # agent-episodes ended in this call
         # Callbacks' episode objects (only with an episode hook, see EnvRunner.__init__).
         self._ma_episodes: list[MultiAgentEpisode | None] = [None] * self.num_envs
         self._ma_episodes_done: list[MultiAgentEpisode] = []
         # id(episode) -> (episode, its length when this sample() call began)
         self._chunk_starts: dict[int, tuple[object, int]] = {}
-        self._num_env_steps = 0
-        self._num_agent_steps = 0
-        self.num_env_steps_sampled_lifetime = 0
-        self.num_agent_steps_sampled_lifetime = 0
 
-    def _make_env(self) -> MultiAgentEnv:
-        return multi_agent_env_from(self.config.env, self.config.env_config)
-
-    # ------------------------------------------------------------------ spaces
-    def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        """See ModuleSpaces.runner_spaces; modules no agent maps to: from the spec until
-        the modules are built."""
-        return self._spaces.runner_spaces(
-            (self._spec.rl_module_specs if self._module is None else self._module).items()
-        )
-
-    @property
-    def module_ids(self) -> list[ModuleID]:
-        self.make_module()
-        return list(self._module_ids)
-
+    # ------------------------------------------------------------------ modules
     @property
     def module(self) -> MultiRLModule:
         """The inference-only MultiRLModule; modules still without weights (built without
@@ -264,14 +197,9 @@ class MultiAgentEnvRunner(EnvRunner):
         with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
             module, deferred = build_deferred(self._spec)
         self._pending_init = PendingInit(self._spec, deferred, self._rng_before_module)
-        refuse_stateful(module, type(self).__name__)  # no per-agent recurrent states yet
-        self._module = module.eval()
-        self._spaces.attach(self._module)
-        self._module_ids: list[ModuleID] = list(self._module.keys())
-        self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
-        self._module_to_env = self._spaces.module_to_env(self._module)
+        self._use_module(module)
         self._groups = ModuleGroups(
-            self._module,
+            module,
             self._module_ids,
             self._module_to_env,
             stack=self.config.stack_modules and not plain_paths(),
@@ -318,11 +246,7 @@ class MultiAgentEnvRunner(EnvRunner):
 
     def _reset_env(self, e: int) -> None:
         """Resets env `e`; its agents' first observations join this step's observations."""
-        seed, self._seeds[e] = self._seeds[e], None  # seed once; later resets continue its RNG
-        try:
-            obs, infos = self.envs[e].reset(seed=seed)
-        except Exception as err:
-            raise EnvError(f"env={self.config.env!r} raised in reset(): {err!r}") from err
+        obs, infos = self._reset_env_once(e)
         self._episode[e] = EpisodeInfo(self._next_episode_id, e, self.worker_index)
         self._next_episode_id += 1
         self._ep_len[e] = 0
@@ -334,7 +258,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 observations=obs,
                 infos=infos,
                 env_index=e,
-                agent_to_module=self._modules_of(keys, slots),
+                agent_to_module=self._slots.modules_of(keys, slots),
             )
             self.callbacks.call("on_episode_created", **self._episode_kwargs(e))
             self.callbacks.call("on_episode_start", **self._episode_kwargs(e))
@@ -343,7 +267,7 @@ class MultiAgentEnvRunner(EnvRunner):
         self._add_observations(
             slots, [self._intake.chunk(obs.values())], np.ones(n, bool), np.ones(n, bool)
         )
-        self._set_acting(e, keys, slots)
+        self._acting.add(e, keys, slots)
 
     def _end_episode(self, e: int, terminated: bool) -> None:
         """Closes the episode's open rows (flags from "__all__") and records its returns."""
@@ -387,21 +311,11 @@ class MultiAgentEnvRunner(EnvRunner):
             "rl_module": self.module,
         }
 
-    def _modules_of(self, keys: tuple, slots: IntArray) -> dict[AgentID, ModuleID]:
-        return {
-            a: self._module_ids[m]
-            for a, m in zip(keys, self._slots.module_of[slots].tolist(), strict=True)
-        }
-
     # ------------------------------------------------------------------ one step
     def _begin_step(self) -> None:
+        """Fresh records for the next step: its observations and who acts in it."""
         self._step_obs = StepObservations()
-        self._num_acting = 0  # acting agents so far in this step
-        self._acting_agents = [()] * self.num_envs
-        # no env's agents act next until _set_acting says so (an env whose observers were
-        # all done acts with nobody: it must not keep an earlier step's slots)
-        self._acting_slots = [_NO_SLOTS] * self.num_envs
-        self._acting_offset = [0] * self.num_envs
+        self._acting = ActingAgents(self.num_envs)
 
     def _add_observations(
         self, slots: IntArray, obs: list, acts_next: BoolArray, episode_starts: BoolArray
@@ -414,12 +328,6 @@ class MultiAgentEnvRunner(EnvRunner):
         queued.obs.extend(obs)
         queued.acts_next.append(acts_next)
         queued.episode_starts.append(episode_starts)
-
-    def _set_acting(self, e: int, keys: tuple, slots: IntArray) -> None:
-        """Env `e`'s agents that act next; the order of calls is the acting order."""
-        self._acting_agents[e], self._acting_slots[e] = keys, slots
-        self._acting_offset[e] = self._num_acting
-        self._num_acting += len(keys)
 
     def _close(
         self, slots: IntArray, term: BoolArray, trunc: BoolArray, new_obs_pos: IntArray
@@ -436,13 +344,13 @@ class MultiAgentEnvRunner(EnvRunner):
         completed rows, who acts next; resets envs whose episode is over. Per env, Python
         only builds and reads the dicts; the numpy work runs once for all envs. Returns
         the number of agent steps taken."""
-        acted = (self._acting_agents, self._acting_slots, self._acting_offset)
+        acted = self._acting
         self._begin_step()
-        returns = self._call_step(actions, *acted)
+        returns = self._call_step(actions, acted)
         self._ep_len += 1
         self._num_steps += 1
         slots = np.concatenate(returns.slots)
-        self._book_rewards(returns, slots)
+        self._slots.book_rewards(returns, slots)
         term, trunc, over, extras = step_flags(returns.flagged, returns.obs_agents, returns.num_obs)
         acts_next = ~(term | trunc)
         starts = ~self._slots.observed[slots]  # first observation of the agent in its episode
@@ -457,7 +365,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 np.full(1, -1),
             )
         ended = {e for e, _ in over} | {e for e, _ in returns.failed}
-        self._set_next_acting(returns, acts_next, ended)
+        self._acting.add_observers(returns, acts_next, ended)
         for e, terminated in over:
             self._end_episode(e, terminated=bool(terminated))
             self._reset_env(e)
@@ -465,18 +373,12 @@ class MultiAgentEnvRunner(EnvRunner):
             self._restart_env(e, error)
         return returns.agent_steps
 
-    def _call_step(
-        self,
-        actions: list,
-        acted_agents: list[tuple],
-        acted_slots: list[IntArray],
-        acted_offset: list[int],
-    ) -> EnvReturns:
+    def _call_step(self, actions: list, acted: ActingAgents) -> EnvReturns:
         """Calls each env's `step()` with the actions of its acting agents (`actions` in
-        acting order, env e's from `acted_offset[e]`) and gathers what came back."""
+        acting order, env e's from `acted.offset[e]`) and gathers what came back."""
         out = EnvReturns()
         for e, env in enumerate(self.envs):
-            agents, off = acted_agents[e], acted_offset[e]
+            agents, off = acted.agents[e], acted.offset[e]
             out.agent_steps += len(agents)
             action_dict = dict(zip(agents, actions[off : off + len(agents)], strict=True))
             try:
@@ -492,10 +394,10 @@ class MultiAgentEnvRunner(EnvRunner):
             obs_agents = tuple(obs)
             # Usually the agents that acted observe again (their final obs if done): then
             # their slots are known, with no dict lookup per agent.
-            slots = acted_slots[e] if obs_agents == agents else self._slots_for(e, obs_agents)
+            slots = acted.slots[e] if obs_agents == agents else self._slots_for(e, obs_agents)
             ma_episode = self._ma_episodes[e] if self._track_episodes else None
             if ma_episode is not None:  # only with an episode callback hook
-                ma_episode.agent_to_module.update(self._modules_of(obs_agents, slots))
+                ma_episode.agent_to_module.update(self._slots.modules_of(obs_agents, slots))
                 ma_episode.add_env_step(
                     obs,
                     actions=action_dict,
@@ -511,7 +413,7 @@ class MultiAgentEnvRunner(EnvRunner):
                     out.reward_dicts.append(rewards)
                     out.reward_slots.append(slots)
                 else:
-                    self._add_rewards(
+                    self._slots.add_rewards(
                         self._slots_for(e, reward_agents),
                         np.fromiter(rewards.values(), np.float64, len(reward_agents)),
                     )
@@ -527,41 +429,6 @@ class MultiAgentEnvRunner(EnvRunner):
         raise step_failed_error(
             self.config.env, e, int(self._ep_len[e]) + 1, self._num_steps + 1, err
         ) from err
-
-    def _book_rewards(self, returns: EnvReturns, slots: IntArray) -> None:
-        """Adds the rewards of the agents that observed (all envs' in one array);
-        `slots` are the slots of all observing agents, in env order."""
-        if not returns.reward_dicts:
-            return
-        rewards = np.fromiter(
-            chain.from_iterable(r.values() for r in returns.reward_dicts),
-            np.float64,
-            sum(map(len, returns.reward_dicts)),
-        )
-        # Usually every env rewarded all agents that observed: their slots are `slots`.
-        self._add_rewards(
-            slots
-            if len(returns.reward_dicts) == len(self.envs)
-            else np.concatenate(returns.reward_slots),
-            rewards,
-        )
-
-    def _set_next_acting(self, returns: EnvReturns, acts_next: BoolArray, ended: set[int]) -> None:
-        """Who acts next in each env whose episode goes on: all that observed where no flag
-        is set, else those not done (`acts_next`, per observation)."""
-        first_flagged_obs = {f.env: f.first_obs for f in returns.flagged}
-        for e, (obs_agents, slots) in enumerate(
-            zip(returns.obs_agents, returns.slots, strict=True)
-        ):
-            if e in ended:
-                continue  # reset (or restarted) below: its new agents act
-            start = first_flagged_obs.get(e)
-            if start is None:
-                self._set_acting(e, obs_agents, slots)
-                continue
-            mask = acts_next[start : start + len(obs_agents)]
-            if mask.any():
-                self._set_acting(e, tuple(compress(obs_agents, mask.tolist())), slots[mask])
 
     def _restart_env(self, e: int, err: BaseException) -> None:
         """Restart mode: recreates env `e`, drops its unfinished episode (no rows, no
@@ -594,14 +461,6 @@ class MultiAgentEnvRunner(EnvRunner):
         self._num_restarts += 1
         self._reset_env(e)
 
-    def _add_rewards(self, slots: IntArray, rewards: FloatArray) -> None:
-        """Adds rewards to what these agents received since they last acted, and to their
-        episode returns (after checking they are finite: one check per call)."""
-        if self._intake.check_finite and not np.isfinite(rewards).all():
-            self._intake.raise_non_finite(slots[~np.isfinite(rewards)], "rewards")
-        self._slots.pending_reward[slots] += rewards
-        self._slots.episode_return[slots] += rewards
-
     def _locate(self, slot: int) -> AgentPlace:
         e, agent = self._slots.locate(slot)
         mid = self._module_ids[self._slots.module_of[slot]]
@@ -620,18 +479,13 @@ class MultiAgentEnvRunner(EnvRunner):
         num_timesteps = self._timesteps_to_sample(num_timesteps, num_episodes)
         self.make_module()
         self._init_pending_modules()
-        mark = self._stats.mark()
-        try:
-            with self.own_torch_rng():
-                return self._sample(num_timesteps, num_episodes, explore)
-        except BaseException:
-            # This call's rows never reach a batch: its episodes leave the metrics, the
-            # counters count none of its steps, and the next call starts every env afresh.
-            self._stats.rollback(mark)
-            self._rows.acting = None
-            self._dropped_eps = []
-            self._num_dropped_env_steps = 0
-            raise
+        with self._sampling_call():  # a call that raises leaves no trace
+            return self._sample(num_timesteps, num_episodes, explore)
+
+    def _forget_call(self) -> None:
+        self._rows.acting = None  # the next call starts every env afresh
+        self._dropped_eps = []
+        self._num_dropped_env_steps = 0
 
     def _sample(
         self, num_timesteps: int | None, num_episodes: int | None, explore: bool | None
@@ -651,7 +505,7 @@ class MultiAgentEnvRunner(EnvRunner):
                 if num_episodes is not None
                 else env_steps < (num_timesteps or 0)
             ):
-                agent_steps += self._step_envs(self._rows.act(explore, self._num_acting))
+                agent_steps += self._step_envs(self._rows.act(explore, self._acting.num))
                 env_steps += self.num_envs
                 self._rows.process(self._step_obs)
         if self._failure_streaks.active and num_episodes is None:  # restart mode: the
@@ -662,10 +516,7 @@ class MultiAgentEnvRunner(EnvRunner):
         env_steps -= min(env_steps, self._num_dropped_env_steps)
         agent_steps -= dropped_rows
         self._num_dropped_env_steps = 0
-        self._num_env_steps += env_steps
-        self._num_agent_steps += agent_steps
-        self.num_env_steps_sampled_lifetime += env_steps
-        self.num_agent_steps_sampled_lifetime += agent_steps
+        self._count_steps(env_steps, agent_steps)
         if self._track_episodes:
             starts = self._chunk_starts  # this call's steps only, as RLlib's chunks
             chunks = [
@@ -689,118 +540,20 @@ class MultiAgentEnvRunner(EnvRunner):
         result: SampleResult = {}
         for m, batch in batches:
             mid = self._module_ids[m]
-            if self._writer is not None:
-                self._writer.write(mid, batch)
+            if self._writer is not None:  # the slot column names the agent
+                self._writer.write(mid, batch, batch.pop(SLOT))
             result[mid] = batch
         return result, dropped_rows
 
-    # ------------------------------------------------------------------ metrics and state
-    def get_metrics(self) -> MetricsDict:
-        self.make_module()
-        metrics = {
-            **self._stats.export(),
-            "num_env_steps": self._num_env_steps,
-            "num_agent_steps": self._num_agent_steps,
-            "num_sub_env_restarts": self._num_restarts,
-        }
-        if self.metrics:
-            metrics["metrics_logger"] = self.metrics.export_period()
-        self._num_restarts = 0
-        self._num_env_steps = self._num_agent_steps = 0
-        return metrics
-
-    def get_state(
-        self, components: Components = None, *, not_components: Components = None, **kwargs: object
-    ) -> StateDict:
-        self.make_module()
-        state: StateDict = {
-            "env_to_module": {
-                mid: s for mid, p in self._spaces.env_to_module.items() if (s := p.get_state())
-            },
-            "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
-            "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
-        }
-        if select_components(components, not_components, "rl_module")[0]:
-            weights = self.module.get_state(inference_only=True)  # initialised first
-            state["rl_module"] = {
-                mid: {k: v.numpy() for k, v in s.items()} for mid, s in weights.items()
-            }
-        return state
-
-    def set_state(self, state: StateDict) -> None:
-        """Restores any subset of `get_state()`; weights of a module this EnvRunner does
-        not hold (e.g. a learner-only one) raise UnknownModuleIDError."""
-        self.make_module()
+    # ------------------------------------------------------------------ state
+    def _set_weights(self, weights: Mapping[ModuleID, Mapping[str, Array]]) -> None:
+        """Stack groups in one copy per parameter, the rest per module."""
         assert self._module is not None
-        state = self._drop_stale_weights(state)
-        if "rl_module" in state:  # stack groups in one copy per parameter, the rest per module
-            weights = cast("Mapping[ModuleID, Mapping[str, Array]]", state["rl_module"])
-            self._module.set_state(self._groups.set_weights(weights))
-            self._pending_init.weights_set(weights)
-        connector_states = cast(
-            "Mapping[ModuleID, dict[str, object]]", state.get("env_to_module", {})
-        )
-        for mid, s in connector_states.items():
-            self._spaces.env_to_module[mid].set_state(s)
-        for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
-            if key in state:
-                setattr(self, key, int(cast(int, state[key])))
+        self._module.set_state(self._groups.set_weights(weights))
+        self._pending_init.weights_set(weights)
 
     def stop(self) -> None:
         """Closes the envs and writes the recorded episodes still queued."""
         if self._writer is not None:
             self._writer.writer.close()
-        for env in self.envs:
-            env.close()
-
-
-class RowRecorder:
-    """An EpisodeWriter fed with per-module batches whose `SLOT` column names the agent."""
-
-    def __init__(self, writer: EpisodeWriter, agents: list[AgentID]) -> None:
-        self.writer = writer
-        self.agents = agents
-        self._names = np.array([str(a) for a in agents], dtype=object)
-
-    @classmethod
-    def create(
-        cls,
-        config: AlgorithmConfig,
-        *,
-        module_ids: list[ModuleID],
-        spaces: ModuleSpaces,
-        module_to_env: dict[ModuleID, ConnectorPipeline],
-        env_spaces: dict[str, tuple[gym.Space, gym.Space]],
-        agents: list[AgentID],
-        worker_index: int,
-    ) -> RowRecorder | None:
-        """A recorder when `config.output` is set (else None); an OfflineDataError where a
-        module's connectors would make the recorded rows differ from the env's (the
-        single-agent EnvRunner records raw data in every case)."""
-        if config.output is None:
-            return None
-        for mid in module_ids:
-            pipeline = spaces.env_to_module.get(mid)
-            if (pipeline is not None and len(pipeline)) or len(module_to_env[mid]) > 1:
-                raise OfflineDataError(
-                    f"offline_data(output=...) with a MultiAgentEnvRunner records what the "
-                    f"modules see; module {mid!r} sees transformed observations ({pipeline}) "
-                    "or maps its actions into the env's space, which would make the "
-                    "recorded rows differ from the env's. Record envs with flat float32 Box "
-                    "observations and Discrete actions starting at 0, or leave output unset."
-                )
-        writer = EpisodeWriter(
-            config.output,
-            spaces=env_spaces,
-            max_rows_per_file=config.output_max_rows_per_file,
-            file_prefix=f"env_runner_{worker_index}",
-        )
-        return cls(writer, agents)
-
-    def write(self, module_id: ModuleID, batch: dict[str, Array]) -> None:
-        """Hands a module's rows to the writer with each row's agent ID (the slot column
-        is popped off the batch)."""
-        slots = batch.pop(SLOT)
-        self.writer.add_batch(
-            {module_id: {**batch, AGENT_ID: self._names[slots % len(self.agents)]}}
-        )
+        super().stop()

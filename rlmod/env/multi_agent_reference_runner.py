@@ -37,37 +37,40 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, cast
 
-import gymnasium as gym
 import numpy as np
 import torch
 
-from rlmod.callbacks import EPISODE_HOOKS, Callbacks
 from rlmod.connectors.module_to_env import add_action_logp
 from rlmod.core.columns import Columns
-from rlmod.core.multi_rl_module import ModuleID, MultiRLModule
-from rlmod.core.types import Array, BoolArray, Components, MetricsDict, StateDict
-from rlmod.env.env_runner import EnvRunner, SampleResult
+from rlmod.core.multi_rl_module import ModuleID
+from rlmod.core.types import Array
+from rlmod.env.env_runner import SampleResult, sequence_ends
 from rlmod.env.episodes import EpisodeInfo
 from rlmod.env.guards import step_failed_error
 from rlmod.env.module_groups import env_actions_per_row
-from rlmod.env.module_spaces import ModuleSpaces
-from rlmod.env.multi_agent_env import (
-    ALL_AGENTS,
-    AgentID,
-    multi_agent_env_from,
-    unknown_agent_error,
-)
-from rlmod.env.multi_agent_metrics import EpisodeStats
-from rlmod.env.multi_agent_observations import AgentPlace, ObservationIntake
-from rlmod.env.recurrent_state import refuse_stateful
-from rlmod.errors import EnvError, UnknownModuleIDError
-from rlmod.utils.checkpoints import select_components
-from rlmod.utils.seeding import derive_seed
+from rlmod.env.multi_agent_env import ALL_AGENTS, AgentID, unknown_agent_error
+from rlmod.env.multi_agent_observations import AgentPlace
+from rlmod.env.multi_agent_runner_base import MultiAgentRunnerBase, unsupported_features
+from rlmod.errors import UnknownModuleIDError
 
 if TYPE_CHECKING:
     from rlmod.algorithms.algorithm_config import AlgorithmConfig
 
 Row = dict[str, object]  # one action of one agent; its outcome is filled in when it closes
+
+
+@dataclasses.dataclass
+class _Observation:
+    """An agent's observation, queued for its module's env-to-module pipeline."""
+
+    env: int
+    agent: AgentID
+    module: ModuleID
+    raw: object  # as the env returned it
+    acts: bool  # the agent acts on it next
+    start: bool  # the agent's first observation in its episode
+    t: int  # its episode's step, named in errors
+    obs: Array | None = None  # in the module's space, once converted
 
 
 @dataclasses.dataclass
@@ -86,9 +89,9 @@ class _Episode:
     observed: set[AgentID] = dataclasses.field(default_factory=set)
 
 
-class ReferenceMultiAgentEnvRunner(EnvRunner):
+class ReferenceMultiAgentEnvRunner(MultiAgentRunnerBase):
     """Steps `num_envs_per_env_runner` MultiAgentEnvs one agent at a time (see the module
-    docstring for the rows it returns).
+    docstring for the rows it returns; envs, spaces, metrics and state: MultiAgentRunnerBase).
 
     Example:
         >>> from rlmod.algorithms.ppo import PPOConfig
@@ -102,66 +105,24 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
     """
 
     def __init__(self, *, config: AlgorithmConfig, worker_index: int = 0) -> None:
-        super().__init__(config=config, worker_index=worker_index)
         missing = unsupported_features(config)
         if missing:
             raise ValueError(
                 f"ReferenceMultiAgentEnvRunner does not support {', '.join(missing)}; leave "
                 "config.env_runners(env_runner_cls=None) to get MultiAgentEnvRunner for them."
             )
-        self.num_envs = config.num_envs_per_env_runner
-        self.envs = [
-            multi_agent_env_from(config.env, config.env_config) for _ in range(self.num_envs)
-        ]
-        for env in self.envs:
-            self.callbacks.call(
-                "on_environment_created",
-                env_runner=self,
-                metrics_logger=self.metrics,
-                env=env,
-                env_context=dict(config.env_config),
-            )
-        self._agents: list[AgentID] = list(self.envs[0].possible_agents)
+        super().__init__(config=config, worker_index=worker_index)
         self._agent_index = {a: i for i, a in enumerate(self._agents)}
-        self._spaces = ModuleSpaces(config, self.envs, self._agents)
-        spec = config.get_multi_rl_module_spec(
-            env=self.envs[0], spaces=self._spaces.runner_spaces(), inference_only=True
-        )
         with self.own_torch_rng():  # the driver's RNG stays as if no EnvRunner were built
-            self._module: MultiRLModule = spec.build().eval()
-        refuse_stateful(self._module, type(self).__name__)  # no per-agent recurrent states yet
-        self._spaces.attach(self._module)
-        self._module_ids: list[ModuleID] = list(self._module.keys())
-        self._module_index = {mid: i for i, mid in enumerate(self._module_ids)}
-        self._module_to_env = self._spaces.module_to_env(self._module)
-        self._checks = ObservationIntake(
-            env_name=config.env,
-            spaces=self._spaces,
-            check_obs=config.check_agent_observations,
-            locate=self._locate,
-        )
-        self._checking: list[Row] = []  # the queue entries being checked (errors name them)
-        self._seeds = [derive_seed(config.seed, self.seed_index, e) for e in range(self.num_envs)]
+            module = self._spec.build()
+        self._use_module(module)
         self._episodes: list[_Episode] = []  # empty: the next sample() resets every env
         self._next_episode_id = self._next_eps_id = 0
         self._next_row_id = 0  # time order of rows
         self._num_steps = 0  # steps of all envs together, named in errors
+        self._checking: list[_Observation] = []  # being checked (errors name them)
         self._closed: list[Row] = []  # closed in this call
         self._done_eps: set[int] = set()  # agent-episodes of episodes ended in this call
-        self._stats = EpisodeStats(self._module_ids, self._agents)
-        self._num_env_steps = self._num_agent_steps = 0
-        self.num_env_steps_sampled_lifetime = self.num_agent_steps_sampled_lifetime = 0
-
-    @property
-    def module(self) -> MultiRLModule:
-        return self._module
-
-    @property
-    def module_ids(self) -> list[ModuleID]:
-        return list(self._module_ids)
-
-    def get_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        return self._spaces.runner_spaces(self._module.items())
 
     # ------------------------------------------------------------------ sampling
     def sample(
@@ -177,46 +138,37 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
         explore = self.config.explore if explore is None else explore
         self._closed, self._done_eps = [], set()
         env_steps = agent_steps = 0
-        first_done = mark = self._stats.mark()
-        try:
-            with self.own_torch_rng(), torch.inference_mode():
-                if num_episodes is not None or not self._episodes:
-                    self._reset_all()  # whole episodes only: start every env afresh
-                while (
-                    len(self._stats) - first_done < num_episodes
-                    if num_episodes is not None
-                    else env_steps < (num_timesteps or 0)
-                ):
-                    actions = self._act(explore)
-                    agent_steps += sum(len(a) for a in actions)
-                    self._step(actions)
-                    env_steps += self.num_envs
-        except BaseException:  # nothing of this call counts; the next starts afresh
-            self._stats.rollback(mark)
-            self._episodes = []
-            raise
+        first_done = len(self._stats)
+        with self._sampling_call(), torch.inference_mode():  # one that raises leaves no trace
+            if num_episodes is not None or not self._episodes:
+                self._reset_all()  # whole episodes only: start every env afresh
+            while (
+                len(self._stats) - first_done < num_episodes
+                if num_episodes is not None
+                else env_steps < (num_timesteps or 0)
+            ):
+                actions = self._act(explore)
+                agent_steps += sum(len(a) for a in actions)
+                self._step(actions)
+                env_steps += self.num_envs
         if num_episodes is not None:  # rows of unfinished episodes are dropped
             self._closed = [r for r in self._closed if r[Columns.EPS_ID] in self._done_eps]
             for ep in self._episodes:
                 ep.open_row.clear()
-        self._num_env_steps += env_steps
-        self._num_agent_steps += agent_steps
-        self.num_env_steps_sampled_lifetime += env_steps
-        self.num_agent_steps_sampled_lifetime += agent_steps
+        self._count_steps(env_steps, agent_steps)
         return self._collect()
 
+    def _forget_call(self) -> None:
+        self._episodes = []  # the next call starts every env afresh
+
     def _reset_all(self) -> None:
-        queue: list[Row] = []
+        queue: list[_Observation] = []
         self._episodes = [self._reset(e, queue) for e in range(self.num_envs)]
         self._to_module_space(queue)
 
-    def _reset(self, e: int, queue: list[Row]) -> _Episode:
+    def _reset(self, e: int, queue: list[_Observation]) -> _Episode:
         """Resets env `e`; its agents' first observations join the step's `queue`."""
-        seed, self._seeds[e] = self._seeds[e], None  # seed once; later resets continue its RNG
-        try:
-            obs, _ = self.envs[e].reset(seed=seed)
-        except Exception as err:
-            raise EnvError(f"env={self.config.env!r} raised in reset(): {err!r}") from err
+        obs, _ = self._reset_env_once(e)
         ep = _Episode(EpisodeInfo(self._next_episode_id, e, self.worker_index))
         self._next_episode_id += 1
         for agent, o in obs.items():
@@ -239,23 +191,16 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
         self._next_eps_id += 1
         ep.returns[agent] = ep.pending_reward[agent] = 0.0
 
-    def _entry(self, e: int, ep: _Episode, agent: AgentID, raw: object, acts: bool) -> Row:
-        """An observation queued for the env-to-module pipelines (`start`: the agent's
-        first in its episode; `t`: its episode's step, named in errors)."""
+    def _entry(self, e: int, ep: _Episode, agent: AgentID, raw: object, acts: bool) -> _Observation:
+        """The agent's observation `raw`, mapped to its module."""
         self._map(e, ep, agent)
         start = agent not in ep.observed
-        return {"env": e, "agent": agent, "module": ep.module_of[agent], "raw": raw} | {
-            "acts": acts,
-            "start": start,
-            "t": ep.length,
-        }
+        return _Observation(e, agent, ep.module_of[agent], raw, acts, start, ep.length)
 
-    def _locate(self, i: int) -> AgentPlace:
-        """Where the i-th of the observations being checked came from (for errors)."""
-        entry = self._checking[i]
-        space = self._spaces.raw[cast(ModuleID, entry["module"])][0]
-        e, agent, t = cast(int, entry["env"]), cast(AgentID, entry["agent"]), cast(int, entry["t"])
-        return AgentPlace(e, agent, t, self._num_steps, space)
+    def _locate(self, key: int) -> AgentPlace:
+        """Where the key-th of the observations being checked came from (for errors)."""
+        o = self._checking[key]
+        return AgentPlace(o.env, o.agent, o.t, self._num_steps, self._spaces.raw[o.module][0])
 
     def _act(self, explore: bool) -> list[dict[AgentID, object]]:
         """One forward pass per module over its acting agents (all envs); opens their rows
@@ -269,7 +214,7 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
             who = by_module.get(mid, [])
             if not who:
                 continue
-            module = self._module[mid]
+            module = self.module[mid]
             obs = np.stack([self._episodes[e].obs[a] for e, a in who])
             batch = {Columns.OBS: torch.from_numpy(obs)}
             out = module.forward_exploration(batch) if explore else module.forward_inference(batch)
@@ -311,11 +256,11 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
                 reward = float(cast(float, r))
                 if not math.isfinite(reward):
                     self._checking = [self._entry(e, ep, agent, None, acts=False)]
-                    self._checks.raise_non_finite(np.zeros(1, np.int64), "rewards")
+                    self._intake.raise_non_finite(np.zeros(1, np.int64), "rewards")
                 ep.pending_reward[agent] += reward
                 ep.returns[agent] += reward
             returns.append((obs, te, tr))
-        queue: list[Row] = []
+        queue: list[_Observation] = []
         over: list[tuple[int, bool]] = []
         for e, (obs, te, tr) in enumerate(returns):
             ep = self._episodes[e]
@@ -329,7 +274,7 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
                 queue.append(entry)
                 ep.observed.add(agent)
                 self._close(ep, agent, term, trunc, new_obs=entry)
-                if entry["acts"]:
+                if entry.acts:
                     ep.acting.append(agent)
             done_te = [a for a, v in te.items() if v and a != ALL_AGENTS and a not in obs]
             done_tr = [a for a, v in tr.items() if v and a != ALL_AGENTS and a not in obs]
@@ -354,7 +299,7 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
         self._to_module_space(queue)
 
     def _close(
-        self, ep: _Episode, agent: AgentID, term: bool, trunc: bool, new_obs: Row | None
+        self, ep: _Episode, agent: AgentID, term: bool, trunc: bool, new_obs: _Observation | None
     ) -> None:
         """Completes the agent's open row, if any; `new_obs`: the queue entry of its next
         observation (None: the row's own obs stands in)."""
@@ -367,25 +312,23 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
         row["next"] = new_obs
         self._closed.append(row)
 
-    def _to_module_space(self, queue: list[Row]) -> None:
+    def _to_module_space(self, queue: list[_Observation]) -> None:
         """Checks each module's observations of the step (all envs, in queue order), runs
         them through its env-to-module pipeline and stores what each agent acts on next."""
-        by_module: dict[ModuleID, list[Row]] = {}
-        for entry in queue:
-            by_module.setdefault(cast(ModuleID, entry["module"]), []).append(entry)
+        by_module: dict[ModuleID, list[_Observation]] = {}
+        for o in queue:
+            by_module.setdefault(o.module, []).append(o)
         for mid, entries in by_module.items():
             self._checking = entries
-            raw = [e["raw"] for e in entries]
-            where = np.arange(len(entries))
-            obs = self._checks.stack_checked(self._spaces.raw[mid][0], raw, where)
+            raw, where = [o.raw for o in entries], np.arange(len(entries))
+            obs = self._intake.stack_checked(self._spaces.raw[mid][0], raw, where)
             pipeline = self._spaces.env_to_module.get(mid)
             if pipeline is not None and len(pipeline):
-                obs = pipeline(obs, episode_starts=np.array([e["start"] for e in entries]))
-            for i, entry in enumerate(entries):
-                entry["obs"] = cast(Array, obs)[i]
-                if entry["acts"]:
-                    ep = self._episodes[cast(int, entry["env"])]
-                    ep.obs[cast(AgentID, entry["agent"])] = cast(Array, obs)[i]
+                obs = pipeline(obs, episode_starts=np.array([o.start for o in entries]))
+            for i, o in enumerate(entries):
+                o.obs = cast(Array, obs)[i]
+                if o.acts:
+                    self._episodes[o.env].obs[o.agent] = o.obs
 
     def _collect(self) -> SampleResult:
         """The closed rows as per-module batches, ordered by slot, then time."""
@@ -398,72 +341,15 @@ class ReferenceMultiAgentEnvRunner(EnvRunner):
             if not rows:
                 continue
             for r in rows:  # None: done without a next obs, the row's own obs stands in
-                next_entry = cast("Row | None", r.pop("next"))
-                r[Columns.NEXT_OBS] = r[Columns.OBS] if next_entry is None else next_entry["obs"]
+                nxt = cast("_Observation | None", r.pop("next"))
+                r[Columns.NEXT_OBS] = r[Columns.OBS] if nxt is None else nxt.obs
             keys = [k for k in rows[0] if k not in ("slot", "id", "module")]
             batch = {k: np.stack([np.asarray(r[k]) for r in rows]) for k in keys}
             batch[Columns.REWARDS] = batch[Columns.REWARDS].astype(np.float32)
-            eps = batch[Columns.EPS_ID]
-            ends = cast(BoolArray, batch[Columns.TERMINATEDS] | batch[Columns.TRUNCATEDS])
-            ends[:-1] |= eps[1:] != eps[:-1]  # a new agent-episode (eps_ids differ per slot)
-            ends[-1] = True
-            batch[Columns.SEQ_ENDS] = ends
-            add_action_logp(batch, self._module[mid])
+            batch[Columns.SEQ_ENDS] = sequence_ends(  # eps_ids differ per slot
+                batch[Columns.TERMINATEDS], batch[Columns.TRUNCATEDS], batch[Columns.EPS_ID]
+            )
+            add_action_logp(batch, self.module[mid])
             result[mid] = batch
         self._closed = []
         return result
-
-    # ------------------------------------------------------------------ metrics and state
-    def get_metrics(self) -> MetricsDict:
-        metrics = {
-            **self._stats.export(),
-            "num_env_steps": self._num_env_steps,
-            "num_agent_steps": self._num_agent_steps,
-            "num_sub_env_restarts": 0,
-        }
-        if self.metrics:
-            metrics["metrics_logger"] = self.metrics.export_period()
-        self._num_env_steps = self._num_agent_steps = 0
-        return metrics
-
-    def get_state(
-        self, components: Components = None, *, not_components: Components = None, **kwargs: object
-    ) -> StateDict:
-        state: StateDict = {
-            "env_to_module": {
-                mid: s for mid, p in self._spaces.env_to_module.items() if (s := p.get_state())
-            },
-            "num_env_steps_sampled_lifetime": self.num_env_steps_sampled_lifetime,
-            "num_agent_steps_sampled_lifetime": self.num_agent_steps_sampled_lifetime,
-        }
-        if select_components(components, not_components, "rl_module")[0]:
-            weights = self._module.get_state(inference_only=True)
-            state["rl_module"] = {
-                mid: {k: v.numpy() for k, v in s.items()} for mid, s in weights.items()
-            }
-        return state
-
-    def set_state(self, state: StateDict) -> None:
-        """Restores any subset of `get_state()`."""
-        state = self._drop_stale_weights(state)
-        if "rl_module" in state:
-            self._module.set_state(cast(dict, state["rl_module"]))
-        for mid, s in cast("dict[ModuleID, dict]", state.get("env_to_module", {})).items():
-            self._spaces.env_to_module[mid].set_state(s)
-        for key in ("num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime"):
-            if key in state:
-                setattr(self, key, int(cast(int, state[key])))
-
-    def stop(self) -> None:
-        for env in self.envs:
-            env.close()
-
-
-def unsupported_features(config: AlgorithmConfig) -> list[str]:
-    """The settings of `config` that need the vectorized MultiAgentEnvRunner."""
-    wanted = {
-        "offline_data(output=...)": config.output is not None,
-        "restart_failed_sub_environments": config.restart_failed_sub_environments,
-        "episode callbacks": Callbacks.from_config(config).any_of(EPISODE_HOOKS),
-    }
-    return [name for name, on in wanted.items() if on]

@@ -1,8 +1,8 @@
 """EpisodeWriter: finished episodes from EnvRunner batches (or any policy) to Parquet files.
 
-Used by SingleAgentEnvRunner when `config.offline_data(output=DIR)` is set, by
-`rlmod record`, and by `record_episodes` for any policy (a scripted one included). One row
-per timestep; rows of an episode are written together once it has ended, into rolling
+Used by the EnvRunners when `config.offline_data(output=DIR)` is set (MultiAgentEnvRunner
+through RowRecorder), by `rlmod record`, and by `record_episodes` for any policy (a
+scripted one included). One row per timestep; rows of an episode are written together once it has ended, into rolling
 files of at most `max_rows_per_file` rows (an episode never spans two files). Each file is
 written under a temporary name and renamed when complete, so a crash never leaves a file a
 reader would take. The spaces are stored once, as JSON, in `spaces.json` beside the files.
@@ -21,7 +21,7 @@ import random
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -31,6 +31,13 @@ from rlmod.errors import OfflineDataError
 from rlmod.offline import struct_obs
 from rlmod.utils.spaces import space_to_dict
 from rlmod.utils.state_files import write_json
+
+if TYPE_CHECKING:
+    from rlmod.algorithms.algorithm_config import AlgorithmConfig
+    from rlmod.connectors.pipeline import ConnectorPipeline
+    from rlmod.core.multi_rl_module import ModuleID
+    from rlmod.env.module_spaces import ModuleSpaces
+    from rlmod.env.multi_agent_env import AgentID
 
 SPACES_FILE = "spaces.json"
 ENV_KEY = "__env__"
@@ -274,6 +281,57 @@ class EpisodeWriter:
         half)."""
         self.flush()
         self._pending.clear()
+
+
+class RowRecorder:
+    """An EpisodeWriter fed with MultiAgentEnvRunner's per-module batches, each row's
+    agent given by its (env, agent) slot (`env_index * len(agents) + agent_index`)."""
+
+    def __init__(self, writer: EpisodeWriter, agents: list[AgentID]) -> None:
+        self.writer = writer
+        self.agents = agents
+        self._names = np.array([str(a) for a in agents], dtype=object)
+
+    @classmethod
+    def create(
+        cls,
+        config: AlgorithmConfig,
+        *,
+        module_ids: list[ModuleID],
+        spaces: ModuleSpaces,
+        module_to_env: dict[ModuleID, ConnectorPipeline],
+        env_spaces: dict[str, tuple[gym.Space, gym.Space]],
+        agents: list[AgentID],
+        worker_index: int,
+    ) -> RowRecorder | None:
+        """A recorder when `config.output` is set (else None); an OfflineDataError where a
+        module's connectors would make the recorded rows differ from the env's (the
+        single-agent EnvRunner records raw data in every case)."""
+        if config.output is None:
+            return None
+        for mid in module_ids:
+            pipeline = spaces.env_to_module.get(mid)
+            if (pipeline is not None and len(pipeline)) or len(module_to_env[mid]) > 1:
+                raise OfflineDataError(
+                    f"offline_data(output=...) with a MultiAgentEnvRunner records what the "
+                    f"modules see; module {mid!r} sees transformed observations ({pipeline}) "
+                    "or maps its actions into the env's space, which would make the "
+                    "recorded rows differ from the env's. Record envs with flat float32 Box "
+                    "observations and Discrete actions starting at 0, or leave output unset."
+                )
+        writer = EpisodeWriter(
+            config.output,
+            spaces=env_spaces,
+            max_rows_per_file=config.output_max_rows_per_file,
+            file_prefix=f"env_runner_{worker_index}",
+        )
+        return cls(writer, agents)
+
+    def write(self, module_id: ModuleID, batch: dict[str, np.ndarray], slots: np.ndarray) -> None:
+        """Hands a module's rows to the writer with each row's agent ID (from `slots`)."""
+        self.writer.add_batch(
+            {module_id: {**batch, AGENT_ID: self._names[slots % len(self.agents)]}}
+        )
 
 
 def _to_arrow(values: np.ndarray) -> Any:
