@@ -189,6 +189,7 @@ def test_cnn_modules_stack_and_act_as_they_do_alone():
     torch.testing.assert_close(stacked, alone)
 
 
+@pytest.mark.fast_path
 def test_cnn_modules_build_deferred_with_the_weights_of_a_normal_build():
     from rlmod.core.deferred_init import PendingInit, build_deferred
     from rlmod.core.multi_rl_module import MultiRLModuleSpec
