@@ -23,6 +23,7 @@ from rlmod.offline import record_episodes
 from rlmod.offline.reader import REQUIRED_COLUMNS, OfflineReader, resolve_files
 from rlmod.offline.returns import BOOTSTRAP_DISCOUNT, BOOTSTRAP_OBS
 from rlmod.testing import StatelessCartPole, cartpole_expert
+from rlmod.testing.padding import assert_padding_is_never_read
 
 LSTM = {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [16], "max_seq_len": 5}
 SPACES = (gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2))
@@ -105,36 +106,11 @@ def test_padding_never_changes_the_loss_or_gradients(config_cls: type) -> None:
     learner = _learner(config_cls)
     module = learner.module["default_policy"]
     chunks = offline_sequences(module, _episodes([12, 5, 3, 11], truncated_last=True))
-    config = learner.config.get_config_for_module("default_policy")
 
-    def grads(cols: dict) -> tuple[float, list[torch.Tensor]]:
-        module.zero_grad()
+    def fixed_adv_norm() -> None:  # MARWIL's running statistic: the same for both passes
         learner.moving_avg_sqd_adv_norms["default_policy"] = 100.0
-        real, real_fwd = unpad(cols, module.forward_train(cols))
-        loss = learner.compute_loss_for_module(
-            module_id="default_policy", config=config, batch=real, fwd_out=real_fwd
-        )
-        loss.backward()
-        return float(loss.detach()), [
-            p.grad.clone() for p in module.parameters() if p.grad is not None
-        ]
 
-    padded = {}
-    for key, value in chunks.items():
-        if key == Columns.STATE_IN:
-            padded[key] = torch.cat([value, torch.randn(1, value.shape[1])])
-            continue
-        extra = torch.full((value.shape[0], 4, *value.shape[2:]), 7, dtype=value.dtype)
-        if key == Columns.LOSS_MASK:
-            extra = torch.zeros_like(extra)
-        wider = torch.cat([value, extra], 1)
-        padded[key] = torch.cat([wider, torch.zeros(1, *wider.shape[1:], dtype=value.dtype)])
-    loss_a, grads_a = grads(chunks)
-    loss_b, grads_b = grads(padded)
-    assert loss_a == pytest.approx(loss_b, rel=1e-6)
-    assert len(grads_a) == len(grads_b) > 0
-    for a, b in zip(grads_a, grads_b, strict=True):
-        torch.testing.assert_close(a, b)
+    assert_padding_is_never_read(learner, "default_policy", chunks, before=fixed_adv_norm)
 
 
 def test_marwil_bootstraps_a_truncated_episode_with_the_state_after_its_last_step() -> None:

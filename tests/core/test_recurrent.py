@@ -17,10 +17,11 @@ from rlmod.algorithms.sac import SACConfig
 from rlmod.connectors.learner_sequences import sequence_values
 from rlmod.core.columns import Columns
 from rlmod.core.recurrent import PREV_ACTIONS, PREV_REWARDS, flatten_state
-from rlmod.core.sequence_batches import chunk_index, to_sequences, unpad
+from rlmod.core.sequence_batches import chunk_index, to_sequences
 from rlmod.core.stacked import stack_key
 from rlmod.env import SingleAgentEnvRunner
 from rlmod.testing import MultiAgentCartPole, StatelessCartPole
+from rlmod.testing.padding import assert_padding_is_never_read
 
 LSTM = {"use_lstm": True, "lstm_cell_size": 8, "fcnet_hiddens": [16], "max_seq_len": 5}
 
@@ -126,46 +127,7 @@ def test_padding_never_changes_a_loss() -> None:
         ),
     )
     learner.build()
-    module = learner.module["default_policy"]
-    flat = _flat_batch()
-    chunks = to_sequences(flat, 5)
-
-    def grads(cols: dict[str, torch.Tensor]) -> tuple[float, list[torch.Tensor]]:
-        module.zero_grad()
-        fwd = module.forward_train(cols)
-        real, real_fwd = unpad(cols, fwd)
-        loss = learner.compute_loss_for_module(
-            module_id="default_policy", config=config, batch=real, fwd_out=real_fwd
-        )
-        loss.backward()
-        return float(loss.detach()), [
-            p.grad.clone() for p in module.parameters() if p.grad is not None
-        ]
-
-    padded = {}
-    for key, value in chunks.items():
-        if key == Columns.STATE_IN:
-            padded[key] = torch.cat([value, torch.randn(1, value.shape[1])])
-            continue
-        wider = torch.cat(
-            [value, torch.zeros(value.shape[0], 4, *value.shape[2:], dtype=value.dtype)], 1
-        )
-        padded[key] = torch.cat([wider, torch.zeros(1, *wider.shape[1:], dtype=value.dtype)])
-    # the padded slots hold garbage, not zeros: still never read
-    for key in (Columns.OBS, Columns.ADVANTAGES, Columns.VALUE_TARGETS):
-        padded[key] = torch.where(
-            padded[Columns.LOSS_MASK].view(
-                *padded[Columns.LOSS_MASK].shape, *[1] * (padded[key].dim() - 2)
-            ),
-            padded[key],
-            torch.full_like(padded[key], 1e3),
-        )
-    loss_a, grads_a = grads(chunks)
-    loss_b, grads_b = grads(padded)
-    assert loss_a == pytest.approx(loss_b, rel=1e-6)
-    assert len(grads_a) == len(grads_b) > 0
-    for a, b in zip(grads_a, grads_b, strict=True):
-        torch.testing.assert_close(a, b)
+    assert_padding_is_never_read(learner, "default_policy", to_sequences(_flat_batch(), 5))
 
 
 def test_sequence_values_equal_step_by_step_values() -> None:
