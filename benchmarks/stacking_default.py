@@ -4,7 +4,10 @@ point, and within 20% with a CPU-bound torch process running on each core (`--bu
 
 MultiAgentCartPole with 2 agents per module, PPO's defaults except `num_epochs`; each
 case is a fresh child process that builds the Algorithm, runs one untimed `train()`
-(first-call costs) and times the second; default and unstacked alternate in each round.
+(first-call costs) and times the second; default and unstacked alternate in each round and
+share its seed (round r: `seed=r`), so both train on the same batches: unseeded, a batch's
+rows varied 4x between runs at 1,000 modules (agents' episodes end at random), and the
+least of a few rounds compared batch sizes more than layouts.
 From 1,000 modules on (`--small-from`), one agent per module and a 64-env-step batch
 (64 rows per module, one minibatch): PPO's 4,000-env-step default there is 8 million agent steps.
 
@@ -25,6 +28,7 @@ import sys, time
 from rlmod.algorithms.ppo import PPOConfig
 from rlmod.testing import MultiAgentCartPole
 stack, m, epochs, small = sys.argv[1] == "1", int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+seed = int(sys.argv[5])
 config = (
     PPOConfig()
     .environment(MultiAgentCartPole, env_config={"num_agents": m if small else 2 * m})
@@ -34,6 +38,7 @@ config = (
         stack_modules=stack,
     )
     .training(num_epochs=epochs)
+    .debugging(seed=seed)
 )
 if small:
     config.training(train_batch_size=64, minibatch_size=64)
@@ -47,9 +52,9 @@ print(time.perf_counter() - start)
 HOG = "import torch\ntorch.set_num_threads(1)\na = torch.randn(256, 256)\nwhile True: a = torch.tanh(a @ a)"
 
 
-def timed(stack: bool, modules: int, epochs: int, small: bool) -> float:
+def timed(stack: bool, modules: int, epochs: int, small: bool, seed: int) -> float:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(int(stack)), str(modules), str(epochs), str(int(small))],
+        [sys.executable, "-c", CHILD, *map(str, (int(stack), modules, epochs, int(small), seed))],
         capture_output=True,
         text=True,
         check=True,
@@ -76,7 +81,7 @@ def main() -> None:
                 times: dict[bool, list[float]] = {True: [], False: []}
                 for r in range(args.rounds):
                     for stack in (True, False) if r % 2 == 0 else (False, True):
-                        times[stack].append(timed(stack, m, epochs, m >= args.small_from))
+                        times[stack].append(timed(stack, m, epochs, m >= args.small_from, seed=r))
                 default, alone = min(times[True]), min(times[False])
                 ratio = default / min(default, alone)
                 worst = max(worst, ratio)

@@ -118,7 +118,7 @@ def burn_in_states(
         chunk_t = torch.from_numpy(chunks)
         rows, row_mask = index[chunk_t], mask[chunk_t]
         step = {c: pad_column(cols[c], rows, row_mask) for c in inputs}
-        step[Columns.STATE_IN] = states[torch.from_numpy(chunks).to(device)]
+        step[Columns.STATE_IN] = states[chunk_t.to(device)]
         with torch.no_grad():
             out = module.forward_train(step)
         state_out = out[Columns.STATE_OUT]
