@@ -12,10 +12,17 @@ MultiAgentCartPole, one module per agent: 1-32 rows per module, and only some mo
 present late in an episode). `vmap` pads every module to the most rows any module has and,
 with modules missing, first copies the parameters of those present; its linear then costs
 3-4x what the same rows cost at 10 modules. Here the rows are padded to `[modules, width,
-features]` over all the group's modules and each layer is one batched matmul against a
-transposed weight copy (numpy's where each module's product is small, BLAS_SMALL_WORK, else
-torch's `baddbmm`; a layer of at most NARROW_OUT outputs multiplies its weights from the
-left).
+features]` over all the group's modules and each layer is one torch `baddbmm` against a
+transposed weight copy (a layer of at most NARROW_OUT outputs multiplies its weights from
+the left). Only torch's matmuls: numpy's (an earlier fast path here) runs products of 256
+x 256 weights on OpenBLAS's own pool of threads, outside torch's thread setting, whose
+spinning slowed the torch work after it (1,000 modules of [256, 256], one row each: torch's
+bmm 27 ms after numpy's against 20 ms with OPENBLAS_NUM_THREADS=1). Forward of 1,000
+modules, ms, numpy / torch, at 1 / 4 / 32 rows per module (2-core Intel Xeon, one torch
+thread, 2026-12-07, /tmp probe): [64, 64] quiet 1.25 / 2.00 / 11.7 against 1.45 / 1.86 /
+11.2, beside two CPU-bound processes 1.46 / 2.07 / 13.6 against 1.56 / 1.94 / 15.8; PPO's
+default [256, 256] quiet 23.7 / 36.0 / 86 against 22.2 / 33.7 / 91, busy 34.3 / 50.0 / 142
+against 28.7 / 42.7 / 150: no clear win either way, so one library's threads.
 
 Measured with `python benchmarks/investigations/stacked_acting.py --rounds 4` (80 recorded
 steps of 1,000 agents in 32 envs replayed, 2-core Intel Xeon, one thread, 2026-12-07):
@@ -30,7 +37,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -42,12 +48,6 @@ if TYPE_CHECKING:
 # A layer with at most this many outputs multiplies its weights from the left with torch
 # (h @ W^T with 2 columns is 5x slower than W @ h^T).
 NARROW_OUT = 4
-# The padded layout multiplies each module's rows by its weights with numpy's matmul where
-# one module's product (rows x in x out) is at most this: numpy's bundled OpenBLAS runs such
-# a GEMM on one thread (its interface/gemm.c: up to 65,536 x GEMM_MULTITHREAD_THRESHOLD 4)
-# with its small-matrix kernels, 2-4x faster than torch's bmm for [1,000, 4-31, 64] x
-# [1,000, 64, 64] on the AMD host, one thread (equal at 10 x [2,162, 64]).
-BLAS_SMALL_WORK = 2**18
 
 # Elementwise activations, applied in place to the fresh output of the layer before.
 _IN_PLACE: dict[type[nn.Module], Callable[[torch.Tensor], torch.Tensor]] = {
@@ -126,21 +126,10 @@ class StackedActing:
                 continue
             weight, bias = step
             m, out_dim, in_dim = weight.shape
-            # Small per-module products: numpy's matmul (mixed dtypes excepted: numpy would
-            # promote where torch raises). With torch, a layer of few outputs multiplies
-            # from the left, the others as h @ W^T against the cached contiguous W^T:
-            # 1.5-3x faster than W @ h^T for [1,000, 64, 64] weights at 4-32 rows per module.
-            small = (
-                h.device.type == "cpu"
-                and h.dtype == weight.dtype
-                and width * in_dim * out_dim <= BLAS_SMALL_WORK
-            )
-            if small:
-                w = self._weights_by_input(j, weight).view(m, in_dim, out_dim)
-                h = torch.from_numpy(np.matmul(h.numpy(), w.numpy()))
-                if bias is not None:
-                    h.add_(bias.unsqueeze(1))
-            elif out_dim <= NARROW_OUT:
+            # A layer of few outputs multiplies from the left, the others as h @ W^T against
+            # the cached contiguous W^T: 1.5-3x faster than W @ h^T for [1,000, 64, 64]
+            # weights at 4-32 rows per module.
+            if out_dim <= NARROW_OUT:
                 h_t = h.transpose(1, 2)
                 h = (
                     torch.bmm(weight, h_t)

@@ -1,7 +1,6 @@
 """Tests of StackedActing (rlmod/core/stacked_acting.py), the EnvRunner acting fast path of
 stacked groups, against the plain path (`StackedGroup.call_rows`: vmap over the class's
-own forward): its products by numpy's matmul and by torch's, with modules missing from the
-rows, after weights change (the transposed weight copy is remade), and where the fast path
+own forward): with modules missing from the rows, after weights change (the transposed weight copy is remade), and where the fast path
 must not run (free log-std, a subclass, autograd on).
 """
 
@@ -12,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-import rlmod.core.stacked_acting as sa
 from rlmod.algorithms.ppo import DefaultPPORLModule
 from rlmod.core import MultiRLModule
 from rlmod.core.columns import Columns
@@ -70,14 +68,9 @@ def _rows(n: int, num_modules: int, missing: int, seed: int) -> tuple[torch.Tens
         {"fcnet_hiddens": [], "head_fcnet_hiddens": [4], "head_fcnet_activation": "elu"},
     ],
 )
-@pytest.mark.parametrize("matmul", ["numpy", "torch"])
-def test_fast_path_gives_the_plain_paths_outputs(
-    model_config: dict, matmul: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_fast_path_gives_the_plain_paths_outputs(model_config: dict) -> None:
     group = _group(12, model_config)
     assert isinstance(StackedActing.of(group), StackedActing)
-    if matmul == "torch":  # the products as at many rows per module
-        monkeypatch.setattr(sa, "BLAS_SMALL_WORK", 0)
     for n, missing, seed in [(40, 0, 0), (25, 7, 1), (1, 11, 2), (12, 0, 3)]:
         obs, index = _rows(n, 12, missing, seed)
         with torch.inference_mode():
@@ -89,14 +82,9 @@ def test_fast_path_gives_the_plain_paths_outputs(
         torch.testing.assert_close(greedy[Columns.ACTION_DIST_INPUTS], want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("matmul", ["numpy", "torch"])
-def test_transposed_weights_follow_weight_changes(
-    matmul: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_transposed_weights_follow_weight_changes() -> None:
     """The transposed weight copies are remade when a module's weights change through the
     per-module API (set_state writes into the group's storage)."""
-    if matmul == "torch":
-        monkeypatch.setattr(sa, "BLAS_SMALL_WORK", 0)
     group = _group(6, {"fcnet_hiddens": [8, 8]})
     obs, index = _rows(30, 6, 0, 4)
     with torch.inference_mode():
