@@ -19,6 +19,7 @@ import gymnasium as gym
 from rlmod.connectors.env_to_module import merge_env_to_module_states
 from rlmod.core.types import Components, MetricsDict, StateDict, StateValue
 from rlmod.env.env_runner import WEIGHTS_SEQ_NO, EnvRunner, SampleResult
+from rlmod.env.reward_clipping import clip_sample_rewards
 from rlmod.errors import EnvRunnerError
 from rlmod.fast_paths import plain_paths
 from rlmod.utils.checkpoints import Checkpointable, _class_path
@@ -263,12 +264,16 @@ class EnvRunnerGroup:
     def sample(self, *, explore: bool | None = None, **kwargs: int | None) -> list[SampleResult]:
         """One `sample()` per sampling EnvRunner (the remote ones in parallel); their
         batches in a list, in worker-index order. A remote EnvRunner that fails while
-        sampling contributes nothing this time (no partial episodes)."""
+        sampling contributes nothing this time (no partial episodes). With
+        `config.clip_rewards` their rewards are clipped (the EnvRunners' episode metrics
+        keep the env's)."""
         if not self._actors:
             if self.local_env_runner is None:
                 raise EnvRunnerError("No healthy EnvRunner is left to sample with.")
             self.last_sampled_worker_indices = [0]
-            return [self.local_env_runner.sample(explore=explore, **kwargs)]
+            local = [self.local_env_runner.sample(explore=explore, **kwargs)]
+            clip_sample_rewards(local, self.config.clip_rewards)
+            return local
         # The metrics come with the batch, so that episodes a runner finishes count in the
         # metrics exactly when its batch reaches a Learner (both or neither).
         results = self._call_remote(
@@ -281,6 +286,7 @@ class EnvRunnerGroup:
         for _, (batch, metrics) in sorted(results.items()):
             batches.append(cast(SampleResult, batch))
             self._pending_metrics.append(cast(MetricsDict, metrics))
+        clip_sample_rewards(batches, self.config.clip_rewards)
         return batches
 
     def get_metrics(self) -> list[MetricsDict]:
