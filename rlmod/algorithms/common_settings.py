@@ -68,7 +68,8 @@ class CommonSettings:
             "and offline_data(output=...) files keep the env's, as on RLlib's old stack "
             "(RLlib's new stack accepts the setting but applies it nowhere; its None "
             "clipped Atari envs on the old stack only). Multi-agent: each agent's reward "
-            "per row. Offline algorithms refuse it (they train on recorded rewards)."
+            "per row; a module's own value through algorithm_config_overrides_per_module. "
+            "Offline algorithms refuse it (they train on recorded rewards)."
         ),
     )
     # --- env_runners ---

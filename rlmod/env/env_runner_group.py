@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, cast
 import gymnasium as gym
 
 from rlmod.connectors.env_to_module import merge_env_to_module_states
+from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.types import Components, MetricsDict, StateDict, StateValue
 from rlmod.env.env_runner import WEIGHTS_SEQ_NO, EnvRunner, SampleResult
-from rlmod.env.reward_clipping import clip_sample_rewards
+from rlmod.env.reward_clipping import RewardClip, clip_sample_rewards
 from rlmod.errors import EnvRunnerError
 from rlmod.fast_paths import plain_paths
 from rlmod.utils.checkpoints import Checkpointable, _class_path
@@ -272,7 +273,7 @@ class EnvRunnerGroup:
                 raise EnvRunnerError("No healthy EnvRunner is left to sample with.")
             self.last_sampled_worker_indices = [0]
             local = [self.local_env_runner.sample(explore=explore, **kwargs)]
-            clip_sample_rewards(local, self.config.clip_rewards)
+            clip_sample_rewards(local, self._clip_rewards_of)
             return local
         # The metrics come with the batch, so that episodes a runner finishes count in the
         # metrics exactly when its batch reaches a Learner (both or neither).
@@ -286,8 +287,12 @@ class EnvRunnerGroup:
         for _, (batch, metrics) in sorted(results.items()):
             batches.append(cast(SampleResult, batch))
             self._pending_metrics.append(cast(MetricsDict, metrics))
-        clip_sample_rewards(batches, self.config.clip_rewards)
+        clip_sample_rewards(batches, self._clip_rewards_of)
         return batches
+
+    def _clip_rewards_of(self, module_id: ModuleID) -> RewardClip:
+        """The `clip_rewards` of `module_id`'s config (its per-module overrides applied)."""
+        return self.config.get_config_for_module(module_id).clip_rewards
 
     def get_metrics(self) -> list[MetricsDict]:
         """Each sampling EnvRunner's metrics since the last call (remote ones: those of the

@@ -7,11 +7,12 @@ rewards, as RLlib's old stack clipped in its sample collector before postprocess
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from rlmod.core.columns import Columns
+from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.types import Array
 from rlmod.env.env_runner import SampleResult
 
@@ -33,12 +34,14 @@ def clip_rewards(rewards: Array, clip: RewardClip) -> Array:
     return out.astype(rewards.dtype, copy=False)
 
 
-def clip_sample_rewards(results: Sequence[SampleResult], clip: RewardClip) -> None:
+def clip_sample_rewards(
+    results: Sequence[SampleResult], clip_of: Callable[[ModuleID], RewardClip]
+) -> None:
     """Replaces the rewards column of every module batch in `results` by its clipped copy
-    (a new array: a remote EnvRunner's arrays arrive read-only)."""
-    if clip is None or clip is False:
-        return
+    (a new array: a remote EnvRunner's arrays arrive read-only); `clip_of(module_id)`: that
+    module's `clip_rewards` (per-module config overrides may set their own)."""
     for result in results:
-        for batch in result.values():
-            if Columns.REWARDS in batch:
+        for module_id, batch in result.items():
+            clip = clip_of(module_id)
+            if clip is not None and clip is not False and Columns.REWARDS in batch:
                 batch[Columns.REWARDS] = clip_rewards(batch[Columns.REWARDS], clip)

@@ -183,5 +183,19 @@ def test_multi_agent_rows_are_clipped_per_agent_and_returns_stay_raw(runner_cls:
     group.stop()
 
 
+def test_a_modules_config_override_sets_its_own_clipping() -> None:
+    config = (
+        PPOConfig()
+        .environment(TwoAgentRewardEnv, clip_rewards=True)
+        .multi_agent(policies={"px", "py"}, policy_mapping_fn=_module_of)
+        .rl_module(algorithm_config_overrides_per_module={"py": {"clip_rewards": False}})
+    )
+    group = EnvRunnerGroup(config=config)
+    (result,) = group.sample(num_episodes=1)
+    np.testing.assert_array_equal(result["px"][Columns.REWARDS], 1.0)
+    np.testing.assert_array_equal(result["py"][Columns.REWARDS], -0.25)
+    group.stop()
+
+
 def _module_of(agent_id: str, episode: Any = None, **kwargs: Any) -> str:
     return f"p{agent_id}"
