@@ -273,7 +273,7 @@ class EnvRunnerGroup:
                 raise EnvRunnerError("No healthy EnvRunner is left to sample with.")
             self.last_sampled_worker_indices = [0]
             local = [self.local_env_runner.sample(explore=explore, **kwargs)]
-            clip_sample_rewards(local, self._clip_rewards_of)
+            self._clip_rewards(local)
             return local
         # The metrics come with the batch, so that episodes a runner finishes count in the
         # metrics exactly when its batch reaches a Learner (both or neither).
@@ -287,12 +287,22 @@ class EnvRunnerGroup:
         for _, (batch, metrics) in sorted(results.items()):
             batches.append(cast(SampleResult, batch))
             self._pending_metrics.append(cast(MetricsDict, metrics))
-        clip_sample_rewards(batches, self._clip_rewards_of)
+        self._clip_rewards(batches)
         return batches
 
-    def _clip_rewards_of(self, module_id: ModuleID) -> RewardClip:
-        """The `clip_rewards` of `module_id`'s config (its per-module overrides applied)."""
-        return self.config.get_config_for_module(module_id).clip_rewards
+    def _clip_rewards(self, results: list[SampleResult]) -> None:
+        """Clips the rewards of `results` per `clip_rewards`, each module's from its config
+        (per-module overrides applied); nothing to do, and no per-module work, when no
+        config clips."""
+        config = self.config
+        overrides = config.algorithm_config_overrides_per_module.values()
+        if config.clip_rewards in (None, False) and not any("clip_rewards" in o for o in overrides):
+            return
+
+        def clip_of(module_id: ModuleID) -> RewardClip:
+            return config.get_config_for_module(module_id).clip_rewards
+
+        clip_sample_rewards(results, clip_of)
 
     def get_metrics(self) -> list[MetricsDict]:
         """Each sampling EnvRunner's metrics since the last call (remote ones: those of the
