@@ -73,10 +73,11 @@ TUNED: dict[str, dict[str, Any]] = {
     # lr 2.5e-4 decaying linearly to 0 over 10M env steps, clip 0.1, entropy 0.01, value
     # loss 0.5, gradient norm 0.5, gamma 0.99, lambda 0.95; the Nature CNN (the default
     # for 84x84) shared by both heads, each with a 512-unit layer (CleanRL shares that
-    # layer too). Unlike them, rewards are not clipped to their sign (no rlmod setting
-    # does; Pong's are +-1 anyway) and episodes do not end at a lost life (see
-    # wrap_atari_for_new_api_stack). Not measured to a score here: 10M steps is days of
-    # CPU time. benchmarks/atari_throughput.py times the loop: on a quiet 2-core Xeon, 280
+    # layer too); rewards clipped to their sign for training, as theirs (and RLlib's
+    # atari_ppo.py, which sets clip_rewards=True though its new stack never applies it);
+    # metrics keep the game's scores. Unlike them, episodes do not end at a lost life
+    # (see wrap_atari_for_new_api_stack). Not measured to a score here: 10M steps is days
+    # of CPU time. benchmarks/atari_throughput.py times the loop: on a quiet 2-core Xeon, 280
     # env steps/s with one torch thread (the default) and 426 with
     # num_threads_per_learner=2, since the Nature CNN's updates are most of the time (the
     # wrapped envs with the policy's forward pass alone step at ~1,400/s).
@@ -94,6 +95,7 @@ TUNED: dict[str, dict[str, Any]] = {
             "entropy_coeff": 0.01,
             "vf_loss_coeff": 0.5,
             "grad_clip": 0.5,
+            "clip_rewards": True,
             "model_config": {"vf_share_layers": True, "head_fcnet_hiddens": [512]},
         }
         for env_id in ("ALE/Pong-v5", "ALE/Breakout-v5")

@@ -23,6 +23,7 @@ from rlmod.algorithms import module_specs
 from rlmod.algorithms import settings as s
 from rlmod.algorithms.common_settings import CommonSettings, default_policy_mapping_fn
 from rlmod.algorithms.config_json import decode_setting, encode_setting
+from rlmod.algorithms.experimental import check_experimental
 from rlmod.algorithms.renamed import RemovedSetter, setting_hint
 from rlmod.algorithms.settings import NOT_PROVIDED, SectionSetter, Setting
 from rlmod.callbacks import HOOKS
@@ -306,6 +307,19 @@ class AlgorithmConfig(CommonSettings):
                     "(RLModule, Learner, EnvRunner, ConnectorV2); there is no old stack to "
                     "switch to. Drop the argument or pass True."
                 )
+        return self
+
+    def experimental(self, **options: Any) -> Self:
+        """Accepts RLlib's `.experimental()` options where rlmod honours them (nothing is
+        stored; see `rlmod.algorithms.experimental`): `_use_msgpack_checkpoints` (either
+        value: rlmod's checkpoints never hold pickle), `_validate_config=True`,
+        `_torch_grad_scaler_class=None`, `_torch_lr_scheduler_classes=None`, and any bool
+        for the old-stack flags RLlib's new stack never reads
+        (`_tf_policy_handles_more_than_one_loss`, `_disable_preprocessor_api`,
+        `_disable_action_flattening`, `_disable_initialize_loss_from_dummy_batch`). Turning
+        validation off, a scaler class or LR-scheduler classes are refused with rlmod's
+        alternative; an unknown option is a TypeError naming the closest one."""
+        check_experimental(options)
         return self
 
     @classmethod
@@ -615,6 +629,13 @@ class AlgorithmConfig(CommonSettings):
                 f"offline_data(input_={self.input_!r}) is read by offline algorithms (BC, "
                 f"MARWIL); {type(self).__name__} trains on what its EnvRunners sample. Use "
                 "BCConfig or MARWILConfig, or leave input_ at 'sampler'."
+            )
+        if self.reads_offline_data and self.clip_rewards not in (None, False):
+            raise ValueError(
+                f"clip_rewards={self.clip_rewards!r} clips what EnvRunners sample, and "
+                f"{type(self).__name__} trains on recorded episodes as they were written "
+                "(with the env's rewards, also where the recording run clipped); clip the "
+                "rewards in the recorded data, or drop the setting."
             )
         if self.reads_offline_data and self.min_sample_timesteps_per_iteration:
             raise ValueError(

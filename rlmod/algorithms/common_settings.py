@@ -55,6 +55,23 @@ class CommonSettings:
         check=s.space_or_none,
         doc="The env's action space, for components with no env.",
     )
+    clip_rewards = Setting(
+        None,
+        section="environment",
+        check=s.reward_clip,
+        doc=(
+            "Clip the rewards Learners train on (RLlib's setting and values): True to each "
+            "reward's sign (-1, 0, +1, as for Atari), a bound c to [-c, c], a pair "
+            "(low, high) to [low, high]; None or False: no clipping. The batches "
+            "EnvRunnerGroup.sample() returns (so replay buffers and n-step returns too) "
+            "hold the clipped rewards; episode returns in the metrics, callbacks' episodes "
+            "and offline_data(output=...) files keep the env's, as on RLlib's old stack "
+            "(RLlib's new stack accepts the setting but applies it nowhere; its None "
+            "clipped Atari envs on the old stack only). Multi-agent: each agent's reward "
+            "per row; a module's own value through algorithm_config_overrides_per_module. "
+            "Offline algorithms refuse it (they train on recorded rewards)."
+        ),
+    )
     # --- env_runners ---
     num_env_runners = Setting(
         0,

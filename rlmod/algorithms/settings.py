@@ -592,3 +592,27 @@ def model_config(v: Any) -> Any:
         f"expected a dict of model settings or a dataclass instance, got a "
         f"{type(v).__name__}; e.g. model_config={{'fcnet_hiddens': [64, 64]}}."
     )
+
+
+def reward_clip(v: Any) -> Any:
+    """`clip_rewards`: None or False (off), True (each reward's sign), a bound c > 0 (clip
+    to [-c, c]) or a pair (low, high) with low < high (a list from JSON becomes the pair)."""
+    if v is None or isinstance(v, bool):
+        return v
+    expect = "expected None/False (off), True (sign), a bound c > 0 or a pair (low, high)"
+    if isinstance(v, list | tuple):
+        if len(v) != 2:
+            raise InvalidKind(f"{expect}; a pair has two numbers.")
+        low, high = (number()(b) for b in v)  # finite numbers, not bools
+        if not low < high:
+            raise Invalid(f"the pair (low, high) needs low < high, got ({low}, {high}).")
+        return (low, high)
+    if not isinstance(v, int | float):
+        raise InvalidKind(f"{expect}.")
+    c = number()(v)
+    if c <= 0:
+        raise Invalid(
+            "the bound c clips rewards to [-c, c], so it must be > 0 (clip_rewards=1.0 "
+            "for [-1, 1]); None or False turns clipping off."
+        )
+    return c

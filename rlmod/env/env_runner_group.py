@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any, cast
 import gymnasium as gym
 
 from rlmod.connectors.env_to_module import merge_env_to_module_states
+from rlmod.core.multi_rl_module import ModuleID
 from rlmod.core.types import Components, MetricsDict, StateDict, StateValue
 from rlmod.env.env_runner import WEIGHTS_SEQ_NO, EnvRunner, SampleResult
+from rlmod.env.reward_clipping import RewardClip, clip_sample_rewards
 from rlmod.errors import EnvRunnerError
 from rlmod.fast_paths import plain_paths
 from rlmod.utils.checkpoints import Checkpointable, _class_path
@@ -263,12 +265,16 @@ class EnvRunnerGroup:
     def sample(self, *, explore: bool | None = None, **kwargs: int | None) -> list[SampleResult]:
         """One `sample()` per sampling EnvRunner (the remote ones in parallel); their
         batches in a list, in worker-index order. A remote EnvRunner that fails while
-        sampling contributes nothing this time (no partial episodes)."""
+        sampling contributes nothing this time (no partial episodes). With
+        `config.clip_rewards` their rewards are clipped (the EnvRunners' episode metrics
+        keep the env's)."""
         if not self._actors:
             if self.local_env_runner is None:
                 raise EnvRunnerError("No healthy EnvRunner is left to sample with.")
             self.last_sampled_worker_indices = [0]
-            return [self.local_env_runner.sample(explore=explore, **kwargs)]
+            local = [self.local_env_runner.sample(explore=explore, **kwargs)]
+            self._clip_rewards(local)
+            return local
         # The metrics come with the batch, so that episodes a runner finishes count in the
         # metrics exactly when its batch reaches a Learner (both or neither).
         results = self._call_remote(
@@ -281,7 +287,22 @@ class EnvRunnerGroup:
         for _, (batch, metrics) in sorted(results.items()):
             batches.append(cast(SampleResult, batch))
             self._pending_metrics.append(cast(MetricsDict, metrics))
+        self._clip_rewards(batches)
         return batches
+
+    def _clip_rewards(self, results: list[SampleResult]) -> None:
+        """Clips the rewards of `results` per `clip_rewards`, each module's from its config
+        (per-module overrides applied); nothing to do, and no per-module work, when no
+        config clips."""
+        config = self.config
+        overrides = config.algorithm_config_overrides_per_module.values()
+        if config.clip_rewards in (None, False) and not any("clip_rewards" in o for o in overrides):
+            return
+
+        def clip_of(module_id: ModuleID) -> RewardClip:
+            return config.get_config_for_module(module_id).clip_rewards
+
+        clip_sample_rewards(results, clip_of)
 
     def get_metrics(self) -> list[MetricsDict]:
         """Each sampling EnvRunner's metrics since the last call (remote ones: those of the

@@ -319,3 +319,28 @@ def test_curiosity_through_learner_class_and_learner_config_dict_as_rllibs_examp
             learner_class=PPOTorchLearnerWithCuriosity,
             learner_config_dict={"intrinsic_reward_coeff": 0.05},
         ).rl_module(rl_module_spec=spec).build_algo()
+
+
+# ---------------------------------------------------------------------- clip_rewards
+# What clipping does to sampled batches and metrics: tests/env/test_reward_clipping.py.
+def test_clip_rewards_is_an_environment_setting_checked_and_stored_as_json():
+    from rlmod.algorithms.bc import BCConfig
+
+    assert PPOConfig().clip_rewards is None
+    for value in (True, False, 0.5, 2):
+        config = PPOConfig().environment(clip_rewards=value)
+        back = PPOConfig.from_dict(config.to_dict())
+        assert back.clip_rewards == value and type(back.clip_rewards) is type(config.clip_rewards)
+    pair = PPOConfig().environment(clip_rewards=[-1, 2])
+    assert pair.clip_rewards == (-1.0, 2.0)
+    assert PPOConfig.from_dict(pair.to_dict()).clip_rewards == (-1.0, 2.0)  # JSON: a list
+    with pytest.raises(ValueError, match=r"clip_rewards=-1.0 .*must be > 0"):
+        PPOConfig().environment(clip_rewards=-1.0)
+    with pytest.raises(ValueError, match="None or False turns clipping off"):
+        PPOConfig().environment(clip_rewards=0)
+    with pytest.raises(TypeError, match="clip_rewards='sign' is of the wrong kind"):
+        PPOConfig().environment(clip_rewards="sign")
+    with pytest.raises(ValueError, match="low < high"):
+        PPOConfig().environment(clip_rewards=(1.0, -1.0))
+    with pytest.raises(ValueError, match="clip_rewards=True clips what EnvRunners sample"):
+        BCConfig().environment(clip_rewards=True).validate()

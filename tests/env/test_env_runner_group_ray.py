@@ -86,6 +86,17 @@ def test_one_remote_env_runner_gives_the_local_runs_episodes_and_weights(make_co
         np.testing.assert_array_equal(weights0[k], weights1[k], err_msg=k)
 
 
+def test_a_remote_runners_rewards_are_clipped_on_arrival_and_its_returns_stay_raw():
+    """clip_rewards on batches that arrive read-only from an actor; CartPole's rewards
+    are 1, so an episode's return is its length."""
+    group = EnvRunnerGroup(config=small(num_env_runners=1).environment(clip_rewards=0.5))
+    (result,) = group.sample(num_episodes=2)
+    np.testing.assert_array_equal(result["default_policy"]["rewards"], 0.5)
+    (metrics,) = group.get_metrics()
+    assert metrics["episode_returns"] == [float(n) for n in metrics["episode_lens"]]
+    group.stop()
+
+
 def test_two_remote_runners_sample_in_parallel_with_their_own_seeds():
     group = EnvRunnerGroup(config=small(num_env_runners=2))
     assert group.local_env_runner is None  # create_env_on_local_worker=False by default
