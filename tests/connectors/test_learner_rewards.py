@@ -152,5 +152,10 @@ def test_ppo_trains_on_scaled_rewards_reports_raw_returns_and_checkpoints_the_st
     saved, restored = stats(algo), stats(fresh)
     assert restored["n"] == saved["n"] > 0
     np.testing.assert_array_equal(restored["open_eps_ids"], saved["open_eps_ids"])
-    algo.stop()
-    fresh.stop()
+    # Restoring into a Learner without the connector would drop its statistics: refused.
+    bare = config.copy().training(learner_connector=None).build_algo()
+    with pytest.raises(Exception, match="does not fit this pipeline") as err:
+        bare.restore_from_path(str(tmp_path))
+    assert "learner_connector" in str(err.value)
+    for a in (algo, fresh, bare):
+        a.stop()
