@@ -9,16 +9,26 @@ rlmod's wall time as a fraction of RecurrentPPO's.
 
 RecurrentPPO uses rl-baselines3-zoo's hyperparams/ppo_lstm.yml for CartPoleNoVel-v1 (8
 envs, n_steps 32, batch 256, 20 epochs, gamma 0.98, lambda 0.8, linear lr 1e-3 and clip
-0.2, LSTM 64 with a critic LSTM, pi/vf [64], ReLU, no orthogonal init, VecNormalize on
-observations), on one torch thread as rlmod. rlmod uses the settings of its learning test
-(tests/algorithms/test_recurrent_learning.py: 16 envs, batch 1024 in minibatches of 256 for
-8 epochs, LSTM 32 after a 64-unit layer, max_seq_len 20) plus what the zoo's settings also
-have: observations normalized (MeanStdFilter, as VecNormalize) and lr 1e-3 decayed
-linearly to 0 over the run (both raised rlmod's return at 100k steps from about 200-240 to
-300-420 on seeds 0 and 2, 2026-12-07).
+0.2, LSTM 64 with a critic LSTM, pi/vf [64], ReLU, no orthogonal init; `normalize: true`,
+which the zoo turns into VecNormalize of observations and rewards with the algorithm's
+gamma), on one torch thread as rlmod. rlmod runs the same settings where it has them: 8
+envs, 256-step batches as one minibatch for 20 epochs, gamma 0.98, lambda 0.8, lr 1e-3
+decayed linearly to 0, clip 0.2 (constant: rlmod has no clip schedule), an LSTM of 64 on the
+observations (and, unlike RecurrentPPO, on the previous action: RLlib's
+`lstm_use_prev_action`) followed by a 64-unit ReLU layer per head, the value function with
+its own LSTM (`vf_share_layers=False`), `max_seq_len` 32 (each env's whole 32-step fragment),
+and VecNormalize's two halves as connectors: MeanStdFilter on observations and
+NormalizeRewards (rewards divided by the running std of the discounted return) on the
+Learner's batch. Measured 2026-12-07 (seeds 0-4, median env steps to a mean return of 200;
+RecurrentPPO 25.5k): these settings without the previous action needed 32.5k without
+reward normalization and 25.5k with it; with the previous action as well 24.1k (fewer than
+RecurrentPPO on every seed). rlmod's earlier settings (16 envs, batch 1024 in minibatches of
+256, 8 epochs, LSTM 32 after a 64-unit layer, `max_seq_len` 20) needed 44k, and 33k with
+reward normalization. The rewards' scale matters because unnormalized value targets reach
+1 / (1 - gamma) = 50: a constant factor of 0.05-0.2 on the rewards helped as much.
 
 `--target-return R` measures instead the env steps each run needs until the mean return of
-its last 100 episodes reaches R (rlmod checks after each 1,024-step iteration, RecurrentPPO
+its last 100 episodes reaches R (rlmod checks after each 256-step iteration, RecurrentPPO
 after every 8-env step), capped at `--steps`.
 
     python benchmarks/lstm_vs_recurrentppo.py [--seeds 0 1 2] [--steps 100000]
@@ -35,7 +45,7 @@ from _common import header, run_timed, summary, table
 RLMOD = r"""
 import json, sys
 from rlmod.algorithms.ppo import PPOConfig
-from rlmod.connectors import MeanStdFilter
+from rlmod.connectors import MeanStdFilter, NormalizeRewards
 from rlmod.testing import StatelessCartPole
 from rlmod.tuned import FAST_PPO
 seed, steps, target = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
@@ -43,12 +53,14 @@ settings = {k: v for k, v in FAST_PPO.items() if k != "model_config"}
 config = (
     PPOConfig()
     .environment(StatelessCartPole)
-    .env_runners(num_envs_per_env_runner=16, env_to_module_connector=lambda env: MeanStdFilter())
-    .training(**{**settings, "train_batch_size_per_learner": 1024, "minibatch_size": 256,
-                 "num_epochs": 8, "lr": [[0, 1e-3], [steps, 0.0]], "gamma": 0.98,
-                 "lambda_": 0.8})
-    .rl_module(model_config={"use_lstm": True, "lstm_cell_size": 32, "fcnet_hiddens": [64],
-                             "max_seq_len": 20})
+    .env_runners(num_envs_per_env_runner=8, env_to_module_connector=lambda env: MeanStdFilter())
+    .training(**{**settings, "train_batch_size_per_learner": 256, "minibatch_size": 256,
+                 "num_epochs": 20, "lr": [[0, 1e-3], [steps, 0.0]], "gamma": 0.98,
+                 "lambda_": 0.8},
+              learner_connector=lambda obs_space, act_space: NormalizeRewards(gamma=0.98))
+    .rl_module(model_config={"use_lstm": True, "lstm_cell_size": 64, "fcnet_hiddens": [],
+                             "head_fcnet_hiddens": [64], "max_seq_len": 32,
+                             "lstm_use_prev_action": True})
     .debugging(seed=seed)
 )
 algo = config.build_algo()
@@ -78,8 +90,8 @@ torch.set_num_threads(1)  # as rlmod's Learner (num_threads_per_learner=None: 1)
 def lin(v):
     return lambda progress: progress * v
 
-env = VecNormalize(make_vec_env(StatelessCartPole, n_envs=8, seed=seed), norm_obs=True,
-                   norm_reward=False)
+# the zoo's `normalize: true`: observations and rewards, with the algorithm's gamma
+env = VecNormalize(make_vec_env(StatelessCartPole, n_envs=8, seed=seed), gamma=0.98)
 # rl-baselines3-zoo hyperparams/ppo_lstm.yml, CartPoleNoVel-v1
 model = RecurrentPPO(
     "MlpLstmPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,

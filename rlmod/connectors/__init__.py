@@ -11,6 +11,7 @@ from rlmod.connectors.env_to_module import (
     PackObservations,
 )
 from rlmod.connectors.learner import GeneralAdvantageEstimation, LearnerConnector, compute_gae
+from rlmod.connectors.learner_rewards import NormalizeRewards
 from rlmod.connectors.module_to_env import ActionsToEnvSpace, GetActions, ModuleToEnv
 from rlmod.connectors.pipeline import Connector, ConnectorPipeline
 
@@ -40,6 +41,7 @@ __all__ = [
     "LearnerConnector",
     "MeanStdFilter",
     "ModuleToEnv",
+    "NormalizeRewards",
     "OneHotObservations",
     "PackObservations",
     "SingleAgentObservationPreprocessor",

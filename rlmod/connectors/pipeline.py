@@ -108,8 +108,8 @@ class ConnectorPipeline(Connector):
         if unknown:
             raise ValueError(
                 f"Connector state for {unknown} does not fit this pipeline, whose stateful "
-                f"pieces would be named {keys}; build it with the env_to_module connectors "
-                "the state was saved with."
+                f"pieces would be named {keys}; build it with the connectors the state was "
+                "saved with (env_to_module_connector, or learner_connector for a Learner's)."
             )
         for i, c in enumerate(self.connectors):
             key = f"{i}:{type(c).__name__}"

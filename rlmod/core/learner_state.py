@@ -2,14 +2,14 @@
 
 The base of Learner (rlmod.core.learner): weights by module ID (RLlib's `get_weights` /
 `set_weights`) and the Checkpointable parts (`rl_module`, `optimizer`, and the
-minibatch-shuffling RNG), so a restored Learner makes the same update as the
-uninterrupted one.
+minibatch-shuffling RNG, and the state of stateful learner connectors), so a restored
+Learner makes the same update as the uninterrupted one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
@@ -20,6 +20,9 @@ from rlmod.core.optim import OptimizerStates
 from rlmod.core.types import Array, Components, StateDict, StateValue
 from rlmod.utils.checkpoints import Checkpointable, select_components
 
+if TYPE_CHECKING:
+    from rlmod.connectors.pipeline import ConnectorPipeline
+
 
 class LearnerState(Checkpointable):
     """Weights and state of a Learner's `module`, `_optimizer_states` and `_rng`."""
@@ -27,6 +30,7 @@ class LearnerState(Checkpointable):
     module: MultiRLModule | None
     _optimizer_states: OptimizerStates
     _rng: np.random.Generator
+    _learner_connector: ConnectorPipeline
 
     def get_weights(
         self,
@@ -60,7 +64,8 @@ class LearnerState(Checkpointable):
     def get_state(
         self, components: Components = None, *, not_components: Components = None, **kwargs: object
     ) -> StateDict:
-        """Module weights, optimizer states and the minibatch-shuffling RNG: everything a
+        """Module weights, optimizer states, the minibatch-shuffling RNG and the learner
+        connectors' state (where one has any): everything a
         restored Learner needs to make the same update as the uninterrupted one."""
         assert self.module is not None
         state: StateDict = {}
@@ -70,6 +75,8 @@ class LearnerState(Checkpointable):
                 state[name] = part.get_state(inc, not_components=exc)
         if components is None:
             state["rng"] = self._rng.bit_generator.state
+            if connector_state := self._learner_connector.get_state():  # e.g. NormalizeRewards
+                state["learner_connector"] = connector_state
         return state
 
     def set_state(self, state: Mapping[str, StateValue]) -> None:
@@ -82,3 +89,5 @@ class LearnerState(Checkpointable):
             self._optimizer_states.set_state(cast(StateDict, state["optimizer"]))
         if "rng" in state:
             self._rng.bit_generator.state = cast("dict[str, object]", state["rng"])
+        if "learner_connector" in state:
+            self._learner_connector.set_state(cast("dict[str, object]", state["learner_connector"]))
