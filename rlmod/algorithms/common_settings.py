@@ -244,7 +244,7 @@ class CommonSettings:
             "changed during a run. None: 1, since small networks run fastest on one thread "
             "and a synchronous algorithm leaves no idle core. A number: that many threads "
             "everywhere; 2 pays for large stacked groups on idle cores (1,000 modules, first "
-            "4,000-step train(): about 60 s against 125 s on one thread, 2-core Xeon), but "
+            "4,000-step train(): 61 s against 114 s on one thread, 2-core Xeon), but "
             "beside other CPU-bound processes threads that wait for a busy core make every "
             "update several times slower (2-policy README example: 46-57 s against 11-12 s)."
         ),
