@@ -12,7 +12,8 @@ MultiAgentCartPole, one module per agent: 1-32 rows per module, and only some mo
 present late in an episode). `vmap` pads every module to the most rows any module has and,
 with modules missing, first copies the parameters of those present; its linear then costs
 3-4x what the same rows cost at 10 modules. Here the rows are padded to `[modules, width,
-features]` over all the group's modules and each layer is one torch `baddbmm` against a
+features]` over all the group's modules (over the present ones only where very few are:
+GATHER_BELOW) and each layer is one torch `baddbmm` against a
 transposed weight copy (a layer of at most NARROW_OUT outputs multiplies its weights from
 the left). Only torch's matmuls: numpy's (an earlier fast path here) runs products of 256
 x 256 weights on OpenBLAS's own pool of threads, outside torch's thread setting, whose
@@ -28,7 +29,8 @@ Measured with `python benchmarks/investigations/stacked_acting.py --rounds 4` (8
 steps of 1,000 agents in 32 envs replayed, 2-core Intel Xeon, one thread, 2026-12-07):
 forward per step vmap 10.66 -> 5.79 ms at 1,000 modules, 3.66 -> 3.40 ms at 10. A cost
 model that picked per step between this layout, a gathered one and a sparse CSR one was
-no faster (5.88 and 3.32 ms in the same run) and was removed.
+no faster there (5.88 and 3.32 ms in the same run) and was removed; the one rule kept,
+GATHER_BELOW, applies to calls with far fewer rows than modules.
 Tested against the plain path in tests/core/test_stacked_acting.py.
 """
 
@@ -48,6 +50,15 @@ if TYPE_CHECKING:
 # A layer with at most this many outputs multiplies its weights from the left with torch
 # (h @ W^T with 2 columns is 5x slower than W @ h^T).
 NARROW_OUT = 4
+# A call of N rows computes only the modules present in it (copying their weight rows) when
+# GATHER_BELOW * N < the group's modules, i.e. at most one module in GATHER_BELOW has a row.
+# Late in a MultiAgentCartPole episode of 1,000 agents, one module each, few agents are
+# left (14 in one seeded run). A forward over all 1,000 modules against over the P present
+# ones, one row each (2-core Intel Xeon, one thread, 2026-12-07, /tmp probe): PPO's [256,
+# 256]: 22.9 ms against 1.0 / 8.0 / 10.3 / 13.2 ms at P = 14 / 100 / 125 / 160, but 44 ms
+# (copies of 65 MB) against 20.6 at P = 249; [64, 64]: 1.45 ms against 0.21 / 0.48 / 0.78
+# at P = 14 / 60 / 120.
+GATHER_BELOW = 8
 
 # Elementwise activations, applied in place to the fresh output of the layer before.
 _IN_PLACE: dict[type[nn.Module], Callable[[torch.Tensor], torch.Tensor]] = {
@@ -113,12 +124,17 @@ class StackedActing:
         n = index.shape[0]
         x = obs.reshape(n, -1)
         counts = torch.bincount(index, minlength=self.num_modules)
+        present: torch.Tensor | None = None  # the modules computed, where not all
+        if GATHER_BELOW * n < self.num_modules:
+            present = torch.nonzero(counts).squeeze(1)
+            index = torch.searchsorted(present, index)
+            counts = counts[present]
         width = int(counts.max())
         order = torch.argsort(index, stable=True)
         starts = torch.cumsum(counts, 0) - counts
         slot = torch.empty_like(index)  # each row's position among its module's rows
         slot[order] = torch.arange(n) - starts[index[order]]
-        h = x.new_zeros((self.num_modules, width, x.shape[1]))  # [modules, width, features]
+        h = x.new_zeros((len(counts), width, x.shape[1]))  # [modules, width, features]
         h[index, slot] = x
         for j, step in enumerate(self.steps):
             if not isinstance(step, tuple):
@@ -126,18 +142,20 @@ class StackedActing:
                 continue
             weight, bias = step
             m, out_dim, in_dim = weight.shape
+            rows = slice(None) if present is None else present  # a view, or copied rows
+            bias = None if bias is None else bias[rows]
             # A layer of few outputs multiplies from the left, the others as h @ W^T against
             # the cached contiguous W^T: 1.5-3x faster than W @ h^T for [1,000, 64, 64]
             # weights at 4-32 rows per module.
             if out_dim <= NARROW_OUT:
                 h_t = h.transpose(1, 2)
                 h = (
-                    torch.bmm(weight, h_t)
+                    torch.bmm(weight[rows], h_t)
                     if bias is None
-                    else torch.baddbmm(bias.unsqueeze(2), weight, h_t)
+                    else torch.baddbmm(bias.unsqueeze(2), weight[rows], h_t)
                 ).transpose(1, 2)
             else:
-                w = self._weights_by_input(j, weight).view(m, in_dim, out_dim)
+                w = self._weights_by_input(j, weight).view(m, in_dim, out_dim)[rows]
                 h = torch.bmm(h, w) if bias is None else torch.baddbmm(bias.unsqueeze(1), h, w)
         return h[index, slot]
 

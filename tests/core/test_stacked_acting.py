@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+import rlmod.core.stacked_acting as sa
 from rlmod.algorithms.ppo import DefaultPPORLModule
 from rlmod.core import MultiRLModule
 from rlmod.core.columns import Columns
@@ -80,6 +81,21 @@ def test_fast_path_gives_the_plain_paths_outputs(model_config: dict) -> None:
         want = _plain(group, obs, index).detach()
         torch.testing.assert_close(fast[Columns.ACTION_DIST_INPUTS], want, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(greedy[Columns.ACTION_DIST_INPUTS], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("out_space", [gym.spaces.Discrete(3), gym.spaces.Discrete(9)])
+def test_few_present_modules_are_computed_alone(out_space: gym.Space) -> None:
+    """A call whose rows come from few of the group's modules computes only those (copies of
+    their weight rows; both the narrow and the wide last layer), with the plain path's
+    results, and a full call still computes every module."""
+    group = _group(80, {"fcnet_hiddens": [8, 8]}, out_space)
+    for n, missing, seed in [(5, 77, 5), (9, 72, 6), (11, 70, 7), (80, 0, 8)]:
+        obs, index = _rows(n, 80, missing, seed)
+        assert (sa.GATHER_BELOW * n < 80) == (n < 10)  # the first two calls gather
+        with torch.inference_mode():
+            fast = group.forward_exploration(obs, index)[Columns.ACTION_DIST_INPUTS]
+        want = _plain(group, obs, index).detach()
+        torch.testing.assert_close(fast, want, rtol=1e-5, atol=1e-6)
 
 
 def test_transposed_weights_follow_weight_changes() -> None:
