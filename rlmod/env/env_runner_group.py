@@ -55,6 +55,11 @@ class EnvRunnerGroup:
         """`local_env_runner=None` builds the local EnvRunner where RLlib does: when there
         are no remote ones, or with `config.create_env_on_local_worker`."""
         self.config = config
+        # Whether any module's config clips rewards (per-module overrides included): decided
+        # once, as the config is fixed from here on.
+        self._clips_rewards = config.clip_rewards not in (None, False) or any(
+            "clip_rewards" in o for o in config.algorithm_config_overrides_per_module.values()
+        )
         self.env_runner_cls = config.env_runner_cls or self._default_runner_cls(config)
         if local_env_runner is None:
             local_env_runner = config.num_env_runners == 0 or config.create_env_on_local_worker
@@ -294,10 +299,9 @@ class EnvRunnerGroup:
         """Clips the rewards of `results` per `clip_rewards`, each module's from its config
         (per-module overrides applied); nothing to do, and no per-module work, when no
         config clips."""
-        config = self.config
-        overrides = config.algorithm_config_overrides_per_module.values()
-        if config.clip_rewards in (None, False) and not any("clip_rewards" in o for o in overrides):
+        if not self._clips_rewards:
             return
+        config = self.config
 
         def clip_of(module_id: ModuleID) -> RewardClip:
             return config.get_config_for_module(module_id).clip_rewards
